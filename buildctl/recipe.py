@@ -1,0 +1,305 @@
+"""Load a recipe: safe YAML with line numbers, `extends:` merging, `--set` overrides, validation.
+
+The result is a `Spec`. Every failure is a `RecipeError` naming the file (and line when YAML gives
+one), the field and the fix. Aliases are refused outright (no alias bombs, nothing to expand) and
+only the YAML core tags are accepted (no Python objects).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import RecipeError
+from .spec import Spec
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RECIPES_DIR = Path(os.environ.get("BUILDCTL_RECIPES_DIR", REPO_ROOT / "recipes"))
+
+_CORE_TAGS = {
+    "tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq")
+}
+MAX_RECIPE_BYTES = 1 << 20
+
+
+@dataclass
+class Located:
+    """Plain data from YAML plus where each field came from (for error messages)."""
+
+    data: dict[str, Any]
+    lines: dict[tuple[str, ...], tuple[str, int]] = field(default_factory=dict)
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _from_node(node: yaml.Node, where: str, path: tuple[str, ...], lines: dict) -> Any:
+    line = node.start_mark.line + 1
+    if node.tag not in _CORE_TAGS:
+        raise RecipeError(where, ".".join(path), f"YAML tag {node.tag!r} is not allowed",
+                          "use plain YAML values (no tags)", line)
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise RecipeError(where, ".".join(path), "a mapping key must be a plain string",
+                                  "use simple keys", key_node.start_mark.line + 1)
+            key = str(_scalar(key_node))
+            if key == "<<":
+                raise RecipeError(where, ".".join(path), "YAML merge keys (<<) are not allowed",
+                                  "use extends: to share fragments", key_node.start_mark.line + 1)
+            if key in out:
+                raise RecipeError(where, ".".join((*path, key)), "duplicate key",
+                                  "keep one definition", key_node.start_mark.line + 1)
+            sub = (*path, key)
+            lines[sub] = (where, key_node.start_mark.line + 1)
+            out[key] = _from_node(value_node, where, sub, lines)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_from_node(n, where, (*path, str(i)), lines) for i, n in enumerate(node.value)]
+    del line
+    return _scalar(node)
+
+
+_constructor = yaml.constructor.SafeConstructor()
+
+
+def _scalar(node: yaml.ScalarNode) -> Any:
+    return _constructor.construct_object(node, deep=True)
+
+
+def parse_yaml(text: str, where: str) -> Located:
+    """Parse one YAML document into plain data; refuse aliases, anchors and non-core tags."""
+    if len(text.encode()) > MAX_RECIPE_BYTES:
+        raise RecipeError(where, "", "file is larger than 1 MiB", "a recipe is a few KB; check the file")
+    # Scan events first: an alias is refused before anything could be expanded.
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise RecipeError(where, "", "YAML anchors and aliases are not allowed",
+                                  "write values out or share them with extends:",
+                                  event.start_mark.line + 1)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        problem = " ".join(str(e.problem or e.context or "invalid YAML").split())
+        raise RecipeError(where, "", f"invalid YAML: {problem}", "fix the YAML syntax",
+                          mark.line + 1 if mark else None) from None
+    except yaml.YAMLError as e:
+        raise RecipeError(where, "", f"invalid YAML: {' '.join(str(e).split())}", "fix the YAML syntax") from None
+    if node is None:
+        raise RecipeError(where, "", "file is empty", "write a recipe (see docs/recipes.md)")
+    if not isinstance(node, yaml.MappingNode):
+        raise RecipeError(where, "", "top level must be a mapping", "see docs/recipes.md", node.start_mark.line + 1)
+    lines: dict = {}
+    return Located(_from_node(node, where, (), lines), lines)
+
+
+def deep_merge(base: dict, child: dict) -> dict:
+    """Child wins; mappings merge recursively; lists and scalars are replaced."""
+    out = copy.deepcopy(base)
+    for k, v in child.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _resolve_relative_paths(data: dict, file: Path) -> None:
+    """A local source path is relative to the file that names it."""
+    for section in (data.get("framework"), (data.get("toolchain") or {}).get("ascend")):
+        if not isinstance(section, dict):
+            continue
+        key = "source" if "source" in section else "torch_npu"
+        src = section.get(key)
+        if isinstance(src, dict) and isinstance(src.get("path"), str) and not os.path.isabs(src["path"]):
+            src["path"] = os.path.normpath(str(file.parent / src["path"]))
+
+
+def _load_file(path: Path, stack: tuple[Path, ...]) -> Located:
+    where = _display(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError(where, "", "file not found", "check the path or run `invoke recipes`") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise RecipeError(where, "", f"cannot read: {e.__class__.__name__}", "check the file") from None
+    own = parse_yaml(text, where)
+    _resolve_relative_paths(own.data, path)
+    parents = own.data.pop("extends", [])
+    if isinstance(parents, str):
+        parents = [parents]
+    if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
+        raise RecipeError(where, "extends", "must be a path or a list of paths",
+                          "e.g. extends: [fragments/cuda-12.1.yaml]", own.lines.get(("extends",), (0, None))[1])
+    merged = Located({}, {})
+    for parent in parents:
+        ppath = (path.parent / parent).resolve()
+        line = own.lines.get(("extends",), (where, None))[1]
+        if ppath in stack or ppath == path.resolve():
+            chain = " -> ".join(_display(p) for p in (*stack, path.resolve(), ppath))
+            raise RecipeError(where, "extends", f"cycle: {chain}", "remove one of the extends", line)
+        if not ppath.is_file():
+            raise RecipeError(where, "extends", f"fragment {parent} not found",
+                              f"create {_display(ppath)} or fix the path (relative to this file)", line)
+        frag = _load_file(ppath, (*stack, path.resolve()))
+        merged = Located(deep_merge(merged.data, frag.data), {**merged.lines, **frag.lines})
+    return Located(deep_merge(merged.data, own.data), {**merged.lines, **own.lines})
+
+
+def recipe_path(name_or_path: str) -> Path:
+    """A name from recipes/ or a path to any YAML file."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
+        return p
+    return RECIPES_DIR / f"{name_or_path}.yaml"
+
+
+def list_recipes() -> list[Path]:
+    return sorted(RECIPES_DIR.glob("*.yaml"))
+
+
+def _parse_override(item: str) -> tuple[list[str], Any]:
+    if "=" not in item:
+        raise RecipeError("--set", item, "expected KEY=VALUE", "e.g. --set build.type=Debug")
+    key, raw = item.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise RecipeError("--set", key, "empty path component", "e.g. --set build.max_jobs=4")
+    value = parse_yaml(f"v: {raw}", f"--set {key}").data["v"] if raw.strip() else ""
+    # A version typed on the command line (12.4) must stay a string: floats have no use here.
+    if isinstance(value, float):
+        value = raw.strip()
+    return parts, value
+
+
+def apply_overrides(loc: Located, overrides: list[str]) -> None:
+    for item in overrides:
+        parts, value = _parse_override(item)
+        node = loc.data
+        for p in parts[:-1]:
+            if not isinstance(node.get(p), dict):
+                node[p] = {}
+            node = node[p]
+        node[parts[-1]] = value
+        loc.lines[tuple(parts)] = (f"--set {'.'.join(parts)}", 0)
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model that owns the field at loc (for listing allowed keys)."""
+    model: Any = Spec
+    for part in loc[:-1]:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        f = model.model_fields.get(str(part))
+        if f is None:
+            return None
+        ann = f.annotation
+        candidates = [ann, *getattr(ann, "__args__", ())]
+        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+_PATTERN_HINTS = {
+    "Sha256": "a 64-character lowercase hex sha256 (sha256sum FILE)",
+}
+
+
+def _hint_for(err: dict) -> str:
+    kind, loc, inp = err["type"], err["loc"], err.get("input")
+    last = str(loc[-1]) if loc else ""
+    if kind == "extra_forbidden":
+        model = _model_at(loc)
+        allowed = ", ".join(model.model_fields) if model else ""
+        return f"remove it or fix the spelling (allowed: {allowed})" if allowed else "remove it"
+    if kind == "missing":
+        if last == "sha256":
+            return "add sha256: of the file (every download is verified)"
+        return f"add {last}:"
+    if kind == "string_type" and isinstance(inp, (int, float)):
+        return f'quote it: {last}: "{inp}" (unquoted YAML numbers lose digits, 3.10 becomes 3.1)'
+    if kind == "string_pattern_mismatch":
+        pattern = err.get("ctx", {}).get("pattern", "")
+        if "0-9a-f]{64}" in pattern:
+            return _PATTERN_HINTS["Sha256"]
+        if pattern.startswith("^\\d+(\\.\\d+)"):
+            return 'write a version like "12.1.1" (digits and dots, quoted)'
+        if pattern.startswith("^3\\."):
+            return 'write a Python version like "3.11" (quoted)'
+        if "https?|file" in pattern:
+            return "use an http(s):// or file:// URL without quotes, spaces or shell characters"
+        if "\\+PTX" in pattern:
+            return 'write archs like "8.0", "9.0a" or "9.0+PTX"'
+        if pattern.startswith("^gfx"):
+            return "write ROCm archs like gfx90a, gfx942"
+        if pattern.startswith("^/"):
+            return "use an absolute path of letters, digits and ._/+-"
+        return f"use only letters, digits and ._+- (pattern {pattern})"
+    if kind == "literal_error":
+        return f"use {err.get('ctx', {}).get('expected', 'an allowed value')}"
+    if kind in ("int_type", "int_parsing", "bool_type", "bool_parsing"):
+        return "use " + {"int_type": "an integer", "int_parsing": "an integer"}.get(kind, "true or false")
+    if kind in ("dict_type", "model_type"):
+        return "write a mapping (key: value lines)"
+    if kind in ("tuple_type", "list_type"):
+        return "write a list, e.g. [a, b]"
+    if kind == "value_error":
+        return str(err.get("msg", "")).removeprefix("Value error, ")
+    return "see docs/recipes.md"
+
+
+def _error_from_validation(exc: ValidationError, loc: Located, fallback: str) -> RecipeError:
+    err = exc.errors(include_url=False)[0]
+    path = tuple(str(p) for p in err["loc"] if not str(p).startswith(("function-", "literal[")))
+    # Union members appear in loc (e.g. 'int', 'literal['auto']'); drop the noise.
+    path = tuple(p for p in path if p not in ("str", "int", "constrained-int", "constrained-str", "tuple"))
+    where, line = fallback, None
+    for n in range(len(path), -1, -1):
+        if path[:n] in loc.lines:
+            where, line = loc.lines[path[:n]]
+            break
+    problem = err["msg"]
+    if err["type"] == "extra_forbidden":
+        problem = "unknown key"
+    elif err["type"] == "value_error":
+        problem = "invalid combination"
+    elif err["type"] == "string_type" and isinstance(err.get("input"), (int, float)):
+        problem = f"{err['input']!r} is a number, not a string"
+    elif err["type"] == "string_pattern_mismatch":
+        problem = f"malformed value {str(err.get('input'))[:60]!r}"
+    if where.startswith("--set"):
+        line = None
+    return RecipeError(where, ".".join(path), problem, _hint_for(err), line or None)
+
+
+def load(recipe: str, overrides: list[str] | None = None, *, site: dict | None = None) -> Spec:
+    """Load, merge, override and validate a recipe into a Spec. Raises RecipeError."""
+    path = recipe_path(recipe)
+    loc = _load_file(path, ())
+    where = _display(path)
+    name = loc.data.pop("name", None) or path.stem
+    loc.data["name"] = name
+    if site:
+        loc.data["site"] = deep_merge(loc.data.get("site") or {}, site)
+    apply_overrides(loc, overrides or [])
+    try:
+        return Spec.model_validate(loc.data)
+    except ValidationError as exc:
+        raise _error_from_validation(exc, loc, where) from None
+
+
+def resolved_yaml(spec: Spec) -> str:
+    """The resolved recipe as YAML: what was built, with nothing left to look up."""
+    data = spec.model_dump(mode="json", exclude_defaults=False)
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)

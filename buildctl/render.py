@@ -1,0 +1,184 @@
+"""Render a Spec into the files of a self-contained build folder. Pure: no Docker, no network.
+
+`render(spec)` returns {relative path: content}; `write(rendered, out_dir)` puts them on disk
+atomically (a temporary sibling folder renamed into place), so a failed render leaves nothing.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from . import jobs, providers
+from .recipe import REPO_ROOT, resolved_yaml
+from .spec import Spec
+
+TEMPLATES = REPO_ROOT / "templates"
+PROBE = Path(__file__).resolve().parent / "verify" / "probe.py"
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Python build requirements every framework build gets in its venv (PyTorch's minimal set).
+BASE_BUILD_REQUIREMENTS = ("setuptools", "wheel")
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,
+    keep_trailing_newline=True,
+    trim_blocks=False,
+)
+_env.filters["q"] = lambda v: shlex.quote(str(v))
+
+
+@dataclass(frozen=True)
+class Rendered:
+    spec: Spec
+    files: dict[str, str]  # relative path -> text
+    fragments: tuple[providers.Fragment, ...]
+
+    @property
+    def downloads(self):
+        return [(f.stage_name or f.provider, d) for f in self.fragments for d in f.downloads]
+
+
+def _render_stage(template: str, **ctx) -> str:
+    return _env.get_template(f"providers/{template}").render(**ctx).rstrip() + "\n"
+
+
+def _site_files(spec: Spec, ca_texts: dict[str, str]) -> dict[str, str]:
+    files = {"certs/.keep": "", "apt/.keep": ""}
+    for name, text in ca_texts.items():
+        files[f"certs/{name}"] = text
+    site = spec.site
+    if site.apt_mirror:
+        suite = spec.base.distro
+        comps = "main contrib non-free non-free-firmware" if suite in ("bookworm", "trixie") else "main universe"
+        files["apt/sources.list"] = f"deb {site.apt_mirror} {suite} {comps}\n"
+    pip = ["[global]", "cert = /etc/ssl/certs/ca-certificates.crt"]
+    if site.pip_index_url:
+        pip.append(f"index-url = {site.pip_index_url}")
+    if site.pip_extra_index_urls:
+        pip.append("extra-index-url = " + " ".join(site.pip_extra_index_urls))
+    files["pip.conf"] = "\n".join(pip) + "\n"
+    return files
+
+
+def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
+    """Render the Dockerfile, the build script, the verify probe and the resolved recipe."""
+    frags = providers.fragments(spec, _render_stage)
+    venv = spec.python.venv
+    python = f"python{spec.python.version}"
+    path = ":".join([f"{venv}/bin", *(p for f in frags for p in f.path), DEFAULT_PATH])
+    ld = ":".join(p for f in frags for p in f.ld_library_path)
+    image_env: dict[str, str] = {}
+    build_env: dict[str, str] = {}
+    version_probes: dict[str, str] = {}
+    for f in frags:
+        image_env.update(f.image_env)
+        build_env.update(f.build_env)
+        version_probes.update(f.version_probes)
+    build_env.update(_contract_env(spec))
+    for key, on in spec.build.features.items():
+        build_env[key] = "1" if on else "0"
+    per_job, reserve = _jobs_rule(spec.accelerator)
+    ctx = dict(
+        spec=spec,
+        python=python,
+        python_pkgs=[python, f"{python}-venv", f"{python}-dev"],
+        stages=[f for f in frags if f.stage],
+        build_requirements=[*BASE_BUILD_REQUIREMENTS, *spec.python.packages, *(p for f in frags for p in f.pip_build)],
+        runtime_requirements=[p for f in frags for p in f.pip_runtime],
+        apt_packages=sorted({p for f in frags for p in f.apt_packages}),
+        cache_pkg={"ccache": "ccache", "sccache": "sccache", "none": ""}[spec.build.cache],
+        links=[lk for f in frags for lk in f.links],
+        runtime_links=[lk for f in frags for lk in f.links if f.pip_runtime],
+        path=path,
+        ld_library_path=ld,
+        image_env=image_env,
+        image_checks=[c for f in frags for c in f.image_checks],
+        build_env=build_env,
+        user_env=dict(spec.build.env),
+        version_probes=version_probes,
+        pre_build=[line for f in frags for line in f.pre_build],
+        post_build=[line for f in frags for line in f.post_build],
+        cache=spec.build.cache,
+        max_jobs=spec.build.max_jobs,
+        per_job_mib=per_job,
+        reserve_mib=reserve,
+    )
+    files = {
+        "Dockerfile": _env.get_template("Dockerfile.j2").render(**ctx),
+        "build.sh": _env.get_template("build.sh.j2").render(**ctx),
+        "fetch.sh": (TEMPLATES / "fetch.sh").read_text(),
+        "git-fetch.sh": (TEMPLATES / "git-fetch.sh").read_text(),
+        "probe.py": PROBE.read_text() if PROBE.exists() else "",
+        "recipe.resolved.yaml": resolved_yaml(spec),
+        ".dockerignore": "downloads/**/.keep\n",
+    }
+    files.update(_site_files(spec, ca_texts or {}))
+    for f in frags:
+        if f.stage_name:
+            files[f"downloads/{f.stage_name}/.keep"] = ""
+    return Rendered(spec, files, tuple(frags))
+
+
+def _jobs_rule(accelerator: str) -> tuple[int, int]:
+    """(MiB per compile job, MiB reserved) from jobs.py, for the script's stand-alone fallback."""
+    per_job, reserve = jobs.rule_bytes(accelerator)
+    return per_job >> 20, reserve >> 20
+
+
+def _contract_env(spec: Spec) -> dict[str, str]:
+    """PyTorch's build-env contract beyond what the toolchain providers declare."""
+    env: dict[str, str] = {}
+    if spec.accelerator == "cpu" or spec.accelerator == "ascend":
+        env["USE_CUDA"] = "0"
+        env["USE_ROCM"] = "0"
+    if spec.build.type == "Debug":
+        env["DEBUG"] = "1"
+    elif spec.build.type == "RelWithDebInfo":
+        env["REL_WITH_DEB_INFO"] = "1"
+    fw = spec.framework
+    if fw.version:
+        env["PYTORCH_BUILD_VERSION"] = fw.version
+        env["PYTORCH_BUILD_NUMBER"] = str(fw.build_number)
+    env.setdefault("BUILD_TEST", "0")
+    return env
+
+
+def write(rendered: Rendered, out_dir: Path, *, staged: dict[str, Path] | None = None) -> Path:
+    """Write the folder atomically; `staged` maps downloads/<stage>/<sha256> to pre-staged files."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        for rel, text in rendered.files.items():
+            p = tmp / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+            if rel.endswith(".sh"):
+                p.chmod(0o755)
+        (tmp / "pip.conf").chmod(0o600)  # may hold an index URL with a token
+        for rel, src in (staged or {}).items():
+            dst = tmp / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                dst.hardlink_to(src)
+            except OSError:
+                shutil.copy2(src, dst)
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out_dir.rename(old)
+            tmp.rename(out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir

@@ -1,0 +1,258 @@
+"""The recipe schema and the resolved spec.
+
+A recipe file is YAML; after `extends:` merging and `--set` overrides it is validated into `Spec`,
+an immutable tree of plain pydantic models that every later stage reads. Unknown keys, wrong types
+and malformed versions are refused here, with the field path; cross-field checks that need the
+compatibility tables live in `compat.preflight`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+# Versions are strings in the YAML: `3.10` unquoted would be the float 3.1, so floats are refused.
+Version = Annotated[str, StringConstraints(strict=True, pattern=r"^\d+(\.\d+){0,3}$")]
+PythonVersion = Annotated[str, StringConstraints(strict=True, pattern=r"^3\.\d{1,2}$")]
+Sha256 = Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$")]
+AbsPath = Annotated[str, StringConstraints(strict=True, pattern=r"^/[A-Za-z0-9._/+-]*$")]
+# Names and refs end up in shell lines and file names; a conservative alphabet keeps them inert.
+Name = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")]
+GitRef = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/+-]*$")]
+Url = Annotated[str, StringConstraints(strict=True, pattern=r"^(https?|file)://[^\s'\"`$;|&<>\\]+$")]
+ImageRef = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z0-9][a-z0-9._/:@-]*$")]
+CudaArch = Annotated[str, StringConstraints(strict=True, pattern=r"^\d{1,2}\.\d[af]?(\+PTX)?$")]
+RocmArch = Annotated[str, StringConstraints(strict=True, pattern=r"^gfx[0-9a-f]{3,4}$")]
+EnvName = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Z_][A-Z0-9_]*$")]
+PipRequirement = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+(,(==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+)*)?$")]
+
+DISTROS = ("bookworm", "trixie", "jammy", "noble")
+
+
+class Model(BaseModel):
+    """Strict: unknown keys are errors, no silent coercion (a YAML float is not a version)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Download(Model):
+    """A file fetched over the network or taken pre-staged from the download cache by its sha256."""
+
+    url: Url
+    sha256: Sha256
+    filename: Name | None = None
+
+    @property
+    def name(self) -> str:
+        return self.filename or self.url.rstrip("/").rsplit("/", 1)[-1]
+
+
+class Base(Model):
+    image: ImageRef
+    distro: Literal[DISTROS]  # type: ignore[valid-type]
+
+
+class Python(Model):
+    version: PythonVersion
+    venv: AbsPath = "/opt/venv"
+    # Build requirements installed into the venv (the framework's own, e.g. numpy, pyyaml).
+    packages: tuple[PipRequirement, ...] = ()
+
+
+class Source(Model):
+    """Exactly one of git, path (relative to the recipe's directory or absolute) or tarball."""
+
+    git: Url | None = None
+    ref: GitRef | None = None
+    submodules: StrictBool = True
+    path: StrictStr | None = None
+    tarball: Download | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Source:
+        kinds = [k for k in ("git", "path", "tarball") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("give exactly one of git, path, tarball")
+        if self.git and not self.ref:
+            raise ValueError("a git source needs ref (a tag, branch or commit)")
+        if self.path is not None and not re.fullmatch(r"[A-Za-z0-9._/+-]+", self.path):
+            raise ValueError("path may use only letters, digits and ._/+-")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "git" if self.git else "path" if self.path is not None else "tarball"
+
+
+class Framework(Model):
+    name: Literal["pytorch", "demofw"]
+    source: Source
+    version: Version | None = None  # PYTORCH_BUILD_VERSION; None keeps version.txt + git sha
+    build_number: StrictInt = Field(default=1, ge=1)
+
+
+class Cuda(Model):
+    version: Version  # major.minor[.patch] of the toolkit
+    install: Literal["runfile", "apt", "pip", "base-image"]
+    runfile: Download | None = None  # install: runfile
+    pip_release: Version | None = None  # install: pip, the nvidia-cuda-* wheel release, e.g. 13.2.86
+    apt_package: Name = "nvidia-cuda-toolkit"  # install: apt
+    home: AbsPath = "/usr/local/cuda"
+
+    @model_validator(mode="after")
+    def _install_inputs(self) -> Cuda:
+        if self.install == "runfile" and self.runfile is None:
+            raise ValueError("install: runfile needs runfile: {url, sha256}")
+        if self.install == "pip" and self.pip_release is None:
+            raise ValueError("install: pip needs pip_release (the nvidia-cuda-nvcc version)")
+        if self.install == "pip" and int(self.version.split(".")[0]) < 13:
+            raise ValueError("install: pip needs CUDA >= 13 (the -cu11/-cu12 nvcc wheels hold only ptxas); "
+                             "use runfile, apt or base-image")
+        return self
+
+    @property
+    def major_minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+
+class Cudnn(Model):
+    version: Version
+    install: Literal["archive", "pip"]
+    archive: Download | None = None  # install: archive (cudnn-linux-x86_64-<ver>_cuda<maj>-archive.tar.xz)
+
+    @model_validator(mode="after")
+    def _install_inputs(self) -> Cudnn:
+        if self.install == "archive" and self.archive is None:
+            raise ValueError("install: archive needs archive: {url, sha256}")
+        return self
+
+
+class Nccl(Model):
+    version: Version
+    install: Literal["redist", "pip", "source", "none"]
+    archive: Download | None = None  # install: redist (nccl_<ver>-1+cuda<x>_x86_64.txz)
+    git: Url = "https://github.com/NVIDIA/nccl"  # install: source
+    ref: GitRef | None = None  # install: source, defaults to v<version>-1
+
+    @model_validator(mode="after")
+    def _install_inputs(self) -> Nccl:
+        if self.install == "redist" and self.archive is None:
+            raise ValueError("install: redist needs archive: {url, sha256}")
+        return self
+
+
+class Rocm(Model):
+    version: Version
+    arch: tuple[RocmArch, ...] = Field(min_length=1)
+
+
+class Ascend(Model):
+    cann_version: Annotated[str, StringConstraints(strict=True, pattern=r"^\d+\.\d+\.[A-Za-z0-9.]+$")]
+    installer: Download  # Ascend-cann-toolkit_<ver>_linux-<arch>.run
+    install_path: AbsPath = "/usr/local/Ascend"
+    torch_npu: Source
+
+
+class Toolchain(Model):
+    cuda: Cuda | None = None
+    cudnn: Cudnn | None = None
+    nccl: Nccl | None = None
+    rocm: Rocm | None = None
+    ascend: Ascend | None = None
+
+
+class Build(Model):
+    type: Literal["Release", "Debug", "RelWithDebInfo"] = "Release"
+    cuda_arch: tuple[CudaArch, ...] = ()
+    max_jobs: Literal["auto"] | Annotated[StrictInt, Field(ge=1, le=1024)] = "auto"
+    # USE_*/BUILD_* switches, forwarded to CMake by PyTorch's setup.py.
+    features: dict[Annotated[str, StringConstraints(strict=True, pattern=r"^(USE|BUILD)_[A-Z0-9_]+$")], StrictBool] = {}
+    env: dict[EnvName, StrictStr] = {}
+    cache: Literal["ccache", "sccache", "none"] = "ccache"
+    # Build-time check that `python` is the venv's; off only to reproduce the failure it prevents.
+    venv_guard: StrictBool = True
+
+
+class Expect(Model):
+    """What verification checks; unset fields are derived from the toolchain and build sections."""
+
+    cuda: Version | None = None
+    nccl: Version | None = None
+    cudnn: Version | None = None
+    arch: tuple[CudaArch, ...] | None = None
+    build_type: Literal["Release", "Debug", "RelWithDebInfo"] | None = None
+    features: dict[str, StrictBool] = {}
+
+
+class Verify(Model):
+    expect: Expect = Expect()
+    allreduce: StrictBool = True
+
+
+class Site(Model):
+    """Host and network facts that do not change the output: kept out of the artifact key."""
+
+    ca_certs: tuple[StrictStr, ...] = ()
+    pip_index_url: Url | None = None
+    pip_extra_index_urls: tuple[Url, ...] = ()
+    apt_mirror: Url | None = None
+    http_proxy: Url | None = None
+    https_proxy: Url | None = None
+    no_proxy: StrictStr | None = None
+    network: Literal["host", "bridge", "none", "default"] = "default"
+    download_cache: StrictStr | None = None
+
+
+class Spec(Model):
+    """A resolved recipe: everything the later stages need, nothing that refers back to YAML."""
+
+    name: Name
+    description: StrictStr = ""
+    labels: tuple[Name, ...] = ()
+    base: Base
+    python: Python
+    framework: Framework
+    toolchain: Toolchain = Toolchain()
+    build: Build = Build()
+    verify: Verify = Verify()
+    site: Site = Site()
+
+    @field_validator("description")
+    @classmethod
+    def _one_line(cls, v: str) -> str:
+        return " ".join(v.split())
+
+    @model_validator(mode="after")
+    def _stack(self) -> Spec:
+        tc = self.toolchain
+        if tc.cuda and tc.rocm:
+            raise ValueError("toolchain: cuda and rocm are exclusive (PyTorch refuses both); keep one")
+        if tc.nccl and tc.nccl.install != "none" and not (tc.cuda or tc.rocm):
+            raise ValueError("toolchain.nccl needs toolchain.cuda; remove nccl or add cuda")
+        if tc.cudnn and not tc.cuda:
+            raise ValueError("toolchain.cudnn needs toolchain.cuda; remove cudnn or add cuda")
+        if tc.cuda and not self.build.cuda_arch:
+            raise ValueError(
+                "build.cuda_arch is empty; list the archs, e.g. ['8.0', '9.0'] "
+                "(PyTorch guesses wrong in a GPU-less container)"
+            )
+        if self.build.cuda_arch and not tc.cuda:
+            raise ValueError("build.cuda_arch is set but toolchain.cuda is absent; remove cuda_arch")
+        return self
+
+    @property
+    def accelerator(self) -> str:
+        tc = self.toolchain
+        return "cuda" if tc.cuda else "rocm" if tc.rocm else "ascend" if tc.ascend else "cpu"
