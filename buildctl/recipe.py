@@ -299,7 +299,20 @@ def load(recipe: str, overrides: list[str] | None = None, *, site: dict | None =
         raise _error_from_validation(exc, loc, where) from None
 
 
+def masked_dump(spec: Spec) -> dict:
+    """The spec as plain data, with credentials in site URLs masked (it is written and shown)."""
+    from .secrets import mask_url
+
+    data = spec.model_dump(mode="json")
+    site = data.get("site", {})
+    for key, value in site.items():
+        if isinstance(value, str) and "://" in value:
+            site[key] = mask_url(value)
+        elif isinstance(value, list):
+            site[key] = [mask_url(v) if isinstance(v, str) and "://" in v else v for v in value]
+    return data
+
+
 def resolved_yaml(spec: Spec) -> str:
-    """The resolved recipe as YAML: what was built, with nothing left to look up."""
-    data = spec.model_dump(mode="json", exclude_defaults=False)
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    """The resolved recipe as YAML: what was built, with nothing left to look up (secrets masked)."""
+    return yaml.safe_dump(masked_dump(spec), sort_keys=False, default_flow_style=False)

@@ -94,12 +94,13 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         runtime_requirements=[p for f in frags for p in f.pip_runtime],
         apt_packages=sorted({p for f in frags for p in f.apt_packages}),
         cache_pkg={"ccache": "ccache", "sccache": "sccache", "none": ""}[spec.build.cache],
-        links=[lk for f in frags for lk in f.links],
-        runtime_links=[lk for f in frags for lk in f.links if f.pip_runtime],
+        links_run=_join_run(
+            f"mkdir -p {shlex.quote(str(Path(link).parent))} && ln -sfn {shlex.quote(target)} {shlex.quote(link)}"
+            for f in frags for link, target in f.links),
         path=path,
         ld_library_path=ld,
         image_env=image_env,
-        image_checks=[c for f in frags for c in f.image_checks],
+        checks_run=_join_run(c for f in frags for c in f.image_checks),
         build_env=build_env,
         user_env=dict(spec.build.env),
         version_probes=version_probes,
@@ -126,10 +127,14 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
     return Rendered(spec, files, tuple(frags))
 
 
+def _join_run(commands) -> str:
+    """Shell commands as the body of one RUN instruction, one per line."""
+    return " \\\n && ".join(commands)
+
+
 def _jobs_rule(accelerator: str) -> tuple[int, int]:
     """(MiB per compile job, MiB reserved) from jobs.py, for the script's stand-alone fallback."""
-    per_job, reserve = jobs.rule_bytes(accelerator)
-    return per_job >> 20, reserve >> 20
+    return jobs.PER_JOB_BYTES[accelerator] >> 20, jobs.RESERVE_BYTES >> 20
 
 
 def _contract_env(spec: Spec) -> dict[str, str]:

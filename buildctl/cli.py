@@ -1,0 +1,189 @@
+"""The bodies of the invoke tasks. tasks.py parses arguments; everything else happens here.
+
+Every command ends with exit 0 (ok), 1 (a run failed) or 2 (bad input), and reports errors as one
+line on stderr, never as a traceback (set BUILDCTL_DEBUG=1 to see one for a bug).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from invoke.exceptions import Exit
+from rich.console import Console
+from rich.table import Table
+
+from . import recipe as recipe_mod
+from . import render as render_mod
+from .errors import BuildctlError, InputError
+
+console = Console(stderr=True, highlight=False)
+out = Console(highlight=False, soft_wrap=True)
+
+
+def command(fn):
+    """Map errors to one line and an exit code; Ctrl-C to 130."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exit:
+            raise
+        except BuildctlError as e:
+            console.print(f"[bold red]error:[/] {e}", markup=True, soft_wrap=True)
+            raise Exit(code=e.exit_code) from None
+        except KeyboardInterrupt:
+            console.print("[yellow]interrupted[/]")
+            raise Exit(code=130) from None
+        except Exception as e:  # a bug: say so in one line unless asked for the traceback
+            if os.environ.get("BUILDCTL_DEBUG"):
+                traceback.print_exc()
+            console.print(f"[bold red]internal error:[/] {e.__class__.__name__}: {e} "
+                          "(rerun with BUILDCTL_DEBUG=1 for the traceback)", soft_wrap=True)
+            raise Exit(code=1) from None
+
+    return wrapper
+
+
+def env_list(values: list[str] | None, var: str) -> list[str]:
+    """CLI values, else BUILDCTL_<VAR> (os.pathsep- or comma-separated)."""
+    if values:
+        return list(values)
+    raw = os.environ.get(var, "")
+    return [v for v in raw.replace(os.pathsep, ",").split(",") if v]
+
+
+def env_value(value: Any, var: str, default: Any = None) -> Any:
+    if value not in (None, ""):
+        return value
+    return os.environ.get(var, default)
+
+
+def site_options(*, ca_certs=None, pip_index_url=None, apt_mirror=None, http_proxy=None, https_proxy=None,
+                 no_proxy=None, network=None, download_cache=None) -> dict:
+    """Corporate / air-gapped settings from flags, then BUILDCTL_* variables, then the host's proxy env."""
+    site = {
+        "ca_certs": env_list(ca_certs, "BUILDCTL_CA_CERT"),
+        "pip_index_url": env_value(pip_index_url, "BUILDCTL_PIP_INDEX_URL"),
+        "apt_mirror": env_value(apt_mirror, "BUILDCTL_APT_MIRROR"),
+        "http_proxy": env_value(http_proxy, "BUILDCTL_HTTP_PROXY"),
+        "https_proxy": env_value(https_proxy, "BUILDCTL_HTTPS_PROXY"),
+        "no_proxy": env_value(no_proxy, "BUILDCTL_NO_PROXY"),
+        "network": env_value(network, "BUILDCTL_NETWORK"),
+        "download_cache": env_value(download_cache, "BUILDCTL_DOWNLOAD_CACHE"),
+    }
+    return {k: v for k, v in site.items() if v not in (None, "", [])}
+
+
+def read_ca_certs(paths) -> dict[str, str]:
+    texts = {}
+    for i, p in enumerate(paths):
+        path = Path(p).expanduser()
+        try:
+            text = path.read_text()
+        except OSError:
+            raise InputError(f"--ca-cert {p}: file not found or unreadable; fix: give a PEM file "
+                             "(e.g. /etc/ssl/certs/ca-certificates.crt)") from None
+        if "-----BEGIN CERTIFICATE-----" not in text:
+            raise InputError(f"--ca-cert {p}: no PEM certificate in it; fix: give a PEM file")
+        texts[f"{i:02d}-{path.stem}.crt"] = text
+    return texts
+
+
+def load_spec(recipe: str, sets=None, *, base_image=None, site: dict | None = None, preflight=True):
+    """Load + validate + (optionally) preflight. Returns (spec, warnings)."""
+    if not recipe:
+        raise InputError("--recipe is required; fix: give a name from `invoke recipes` or a YAML path")
+    overrides = list(sets or [])
+    base_image = env_value(base_image, "BUILDCTL_BASE_IMAGE")
+    if base_image:
+        overrides.append(f"base.image={base_image}")
+    spec = recipe_mod.load(recipe, overrides, site=site)
+    warnings: list[str] = []
+    if preflight:
+        from . import compat
+
+        warnings = compat.preflight(spec, source=str(recipe_mod.recipe_path(recipe))) or []
+        for w in warnings:
+            console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+    return spec, warnings
+
+
+def print_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+# --- tasks ------------------------------------------------------------------------------------
+
+
+@command
+def recipes(*, as_json: bool) -> None:
+    rows = []
+    for path in recipe_mod.list_recipes():
+        spec = recipe_mod.load(str(path))
+        rows.append({"name": spec.name, "accelerator": spec.accelerator, "labels": list(spec.labels),
+                     "description": spec.description, "path": str(path.relative_to(recipe_mod.REPO_ROOT))})
+    if as_json:
+        return print_json(rows)
+    table = Table(title="Recipes", title_justify="left")
+    for col in ("name", "accelerator", "labels", "description"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["name"], r["accelerator"], ",".join(r["labels"]), r["description"])
+    out.print(table)
+
+
+@command
+def show(recipe: str, sets, *, as_json: bool, base_image=None) -> None:
+    spec, _ = load_spec(recipe, sets, base_image=base_image, preflight=False)
+    if as_json:
+        return print_json(recipe_mod.masked_dump(spec))
+    out.print(recipe_mod.resolved_yaml(spec), end="")
+
+
+@command
+def render(recipe: str, sets, *, out_dir: str | None, as_json: bool, base_image=None, ca_certs=None,
+           no_preflight: bool = False, **site_kw) -> None:
+    site = site_options(ca_certs=ca_certs, **site_kw)
+    spec, _ = load_spec(recipe, sets, base_image=base_image, site=site, preflight=not no_preflight)
+    rendered = render_mod.render(spec, ca_texts=read_ca_certs(site.get("ca_certs", [])))
+    dest = Path(out_dir) if out_dir else Path("build") / spec.name
+    render_mod.write(rendered, dest)
+    files = sorted(rendered.files)
+    if as_json:
+        return print_json({"recipe": spec.name, "dir": str(dest), "files": files})
+    table = Table(title=f"Rendered {spec.name} into {dest}/", title_justify="left")
+    table.add_column("file")
+    table.add_column("bytes", justify="right")
+    for f in files:
+        if not f.endswith(".keep"):
+            table.add_row(f, str(len(rendered.files[f].encode())))
+    out.print(table)
+    out.print(f"build the image with: docker build -t buildctl/{spec.name} {dest}")
+
+
+RUNNERS = {
+    "cuda": ["self-hosted", "linux", "x64", "cuda"],
+    "rocm": ["self-hosted", "linux", "x64", "rocm"],
+    "ascend": ["self-hosted", "linux", "arm64", "ascend"],
+    "cpu": "ubuntu-latest",
+}
+
+
+@command
+def matrix(labels) -> None:
+    include = []
+    for path in recipe_mod.list_recipes():
+        spec = recipe_mod.load(str(path))
+        if labels and not set(labels) & set(spec.labels):
+            continue
+        include.append({"recipe": spec.name, "runs-on": RUNNERS[spec.accelerator], "labels": list(spec.labels)})
+    if not include:
+        raise InputError(f"--label {','.join(labels)}: no recipe has it; fix: see `invoke recipes` for labels")
+    print_json({"include": include})

@@ -1,0 +1,56 @@
+"""buildctl's command line: `invoke --list`. Each task parses its arguments and calls into buildctl."""
+
+from invoke import task
+
+from buildctl import cli
+
+SITE_HELP = {
+    "ca_cert": "Extra CA certificate (PEM) trusted in the image and by pip; repeatable [BUILDCTL_CA_CERT]",
+    "pip_index_url": "pip index URL used in the image [BUILDCTL_PIP_INDEX_URL]",
+    "apt_mirror": "Debian/Ubuntu mirror URL for apt in the image [BUILDCTL_APT_MIRROR]",
+    "http_proxy": "HTTP proxy for the build (never stored in the image) [BUILDCTL_HTTP_PROXY]",
+    "https_proxy": "HTTPS proxy for the build (never stored in the image) [BUILDCTL_HTTPS_PROXY]",
+    "no_proxy": "Hosts that bypass the proxy [BUILDCTL_NO_PROXY]",
+    "network": "Network mode for builds and containers: default|host|bridge|none [BUILDCTL_NETWORK]",
+    "download_cache": "Folder of pre-staged downloads, used when their sha256 matches [BUILDCTL_DOWNLOAD_CACHE]",
+}
+RECIPE_HELP = {
+    "recipe": "Recipe name from recipes/ (see `invoke recipes`) or a path to a YAML file",
+    "set": "Override a field, e.g. --set build.type=Debug; repeatable, validated like the file",
+    "base_image": "Use this base image instead of the recipe's [BUILDCTL_BASE_IMAGE]",
+    "json": "Print machine-readable JSON on stdout",
+}
+
+
+def _site(kw):
+    return {k: kw[k] for k in ("pip_index_url", "apt_mirror", "http_proxy", "https_proxy", "no_proxy",
+                               "network", "download_cache")}
+
+
+@task(help={"json": RECIPE_HELP["json"]})
+def recipes(c, json=False):
+    """List the shipped recipes with their accelerator and labels."""
+    cli.recipes(as_json=json)
+
+
+@task(iterable=["set"], help={k: RECIPE_HELP[k] for k in ("recipe", "set", "base_image", "json")})
+def show(c, recipe="", set=None, base_image="", json=False):
+    """Show a recipe resolved: fragments merged, overrides applied, defaults filled in."""
+    cli.show(recipe, set, as_json=json, base_image=base_image)
+
+
+@task(iterable=["set", "ca_cert"], help={**RECIPE_HELP, **SITE_HELP,
+      "out": "Output folder (default build/<recipe>/)",
+      "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)"})
+def render(c, recipe="", set=None, out="", base_image="", ca_cert=None, json=False, no_preflight=False,
+           pip_index_url="", apt_mirror="", http_proxy="", https_proxy="", no_proxy="", network="",
+           download_cache=""):
+    """Render a recipe into a self-contained folder: Dockerfile, build script, verify probe, resolved recipe."""
+    cli.render(recipe, set, out_dir=out or None, as_json=json, base_image=base_image, ca_certs=ca_cert,
+               no_preflight=no_preflight, **_site(locals()))
+
+
+@task(iterable=["label"], help={"label": "Keep recipes with this label; repeatable (default: all)"})
+def matrix(c, label=None):
+    """Print a GitHub Actions strategy.matrix (JSON) of recipes, filtered by label."""
+    cli.matrix(label)
