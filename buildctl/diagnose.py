@@ -1,0 +1,549 @@
+"""Known-failure classifier over build logs (and verification reports).
+
+`diagnose(log)` returns a `Diagnosis` (what went wrong, why, the concrete fix, the log lines that show
+it) for the failures people hit building PyTorch in containers, or None for anything unknown; then
+`first_error(log)` gives the first error block to show instead of the last screen of ninja noise.
+
+All signatures live in one table, `SIGNATURES`, in priority order: when several match, the first
+row wins. The order puts root causes before their consequences: a kill by the OOM killer or a
+full disk explains any later error; a failed download explains a bad checksum. Each row pairs
+precompiled patterns with a small function that turns the matched fields and the build context
+into a cause and a fix naming the recipe field, environment variable or command to change.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from buildctl import compat
+
+MAX_EVIDENCE = 5
+_MAX_LINE = 300  # evidence and first_error lines are cut here: compile commands run to kilobytes
+
+
+@dataclass
+class Diagnosis:
+    id: str
+    title: str
+    cause: str
+    fix: str
+    evidence: list[str] = field(default_factory=list)
+    step: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Explain = Callable[[dict[str, str], Mapping[str, Any]], tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    title: str
+    patterns: tuple[re.Pattern[str], ...]
+    explain: Explain
+
+
+def _p(*patterns: str) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in patterns)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers. The arch and driver facts the fixes quote come from compat's tables.
+
+def _arch_from_nvcc(name: str) -> str:
+    """compute_70 -> 7.0, sm_90a -> 9.0a, compute_120f -> 12.0f."""
+    m = re.fullmatch(r"(?:compute|sm|lto)_(\d+)([a-z]?)", name)
+    if not m:
+        return name
+    digits, suffix = m.groups()
+    return f"{digits[:-1] or '0'}.{digits[-1]}{suffix}"
+
+
+def _arch_range(arch: str) -> str | None:
+    """'7.0' -> 'CUDA >= 9.0 and < 13.0'; None for an arch compat does not know."""
+    rng = compat.CUDA_ARCH_RANGE.get(arch) or compat.CUDA_ARCH_RANGE.get(arch.rstrip("af"))
+    return compat.describe_cuda_range(rng) if rng else None
+
+
+def _cuda_major_minor(code: str) -> str:
+    """CUDA version as the driver API reports it: 11040 -> 11.4."""
+    n = int(code)
+    return f"{n // 1000}.{(n % 1000) // 10}"
+
+
+def _jobs(fields: Mapping[str, str], ctx: Mapping[str, Any]) -> int | None:
+    jobs = ctx.get("max_jobs")
+    if isinstance(jobs, int) and not isinstance(jobs, bool) and jobs > 0:
+        return jobs
+    if fields.get("log_jobs"):
+        return int(fields["log_jobs"])
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Explanations: (fields from the matched lines, context) -> (cause, fix).
+
+
+def _oom(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    prog = f.get("prog") or "a compiler or linker process"
+    if f.get("exit") and not f.get("prog"):
+        prog = "the build"
+    jobs = _jobs(f, ctx)
+    cause = f"{prog} was killed (SIGKILL), almost always by the out-of-memory killer: "
+    if jobs:
+        cause += f"{jobs} parallel compile jobs needed more memory than the container had."
+        half = max(1, jobs // 2)
+        fix = (f"rebuild with MAX_JOBS={half}: set build.max_jobs: {half} in the recipe, "
+               f"or pass --jobs {half} (CUDA and flash-attention units need several GB each).")
+    else:
+        cause += "the parallel compile jobs needed more memory than the container had."
+        fix = ("halve the parallel jobs: set build.max_jobs in the recipe to half of the MAX_JOBS "
+               "this build used, or pass --jobs N with that number; give the container more memory "
+               "if one job alone does not fit.")
+    return cause, fix
+
+
+def _disk_full(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    return (
+        "the disk filled up during the build (a CUDA build of PyTorch needs tens of GB for the "
+        "source, the build tree, the compiler cache and the image layers).",
+        "free space where Docker keeps images and containers (`docker system prune`, "
+        "`docker builder prune`) and where the build tree and compiler cache live, or move them "
+        "to a larger disk, then rebuild.",
+    )
+
+
+def _cuda_arch(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    arch = _arch_from_nvcc(f.get("arch", ""))
+    sm = f.get("arch", arch)
+    cuda = ctx.get("cuda_version")
+    span = _arch_range(arch)
+    who = f"nvcc from CUDA {cuda}" if cuda else "this nvcc"
+    cause = f"{who} cannot compile for {sm} (arch {arch})"
+    cause += f"; that arch is supported by {span}." if span else "."
+    archs = [str(a) for a in ctx.get("cuda_arch") or ()]
+    keep = [a for a in archs if a.split("+")[0] != arch]
+    drop = f"drop '{arch}' from build.cuda_arch"
+    if archs and keep:
+        drop += f" (leaving {keep})"
+    fix = drop + (f", or set toolchain.cuda.version to a CUDA that supports it ({span})." if span
+                  else ", or set toolchain.cuda.version to a CUDA that supports it.")
+    return cause, fix
+
+
+def _nccl(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    pin = ctx.get("nccl_pin")
+    if f.get("header") and f.get("library"):
+        cause = (f"the NCCL header (nccl.h, {f['header']}) and the libnccl the build links "
+                 f"({f['library']}) come from different NCCL installs.")
+    else:
+        cause = ("CMake found nccl.h and libnccl from different NCCL installs "
+                 "(FindNCCL compares their versions and stops).")
+    target = f"the pinned NCCL {pin}" if pin else "one NCCL install"
+    fix = (f"point the build at {target} for both: USE_SYSTEM_NCCL=1 with NCCL_INCLUDE_DIR and "
+           "NCCL_LIB_DIR (e.g. /usr/local/cuda/include and /usr/local/cuda/lib64), and remove other "
+           "libnccl copies from the image (a distro libnccl-dev or a pip nvidia-nccl wheel).")
+    return cause, fix
+
+
+def _nccl_report(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    got, want = f.get("actual"), f.get("expected") or ctx.get("nccl_pin")
+    if got and want:
+        cause = f"the wheel uses NCCL {got}, the recipe pins {want}."
+    else:
+        cause = "the wheel does not load the NCCL the recipe pins."
+    fix = (f"make the build link NCCL {want or '(the pinned version)'}: USE_SYSTEM_NCCL=1 with "
+           "NCCL_INCLUDE_DIR/NCCL_LIB_DIR pointing at that install (USE_STATIC_NCCL=1 links it in), "
+           "or, for a shared libnccl, set the wheel's rpath to it; otherwise PyTorch builds its own "
+           "NCCL checkout or the loader picks up another libnccl.so.2 at run time.")
+    return cause, fix
+
+
+def _python_env(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    venv_python = ctx.get("python") or f.get("venv") or "/opt/venv/bin/python"
+    if f.get("found"):
+        cause = f"the build ran {f['found']}, not the venv's {f.get('venv') or venv_python}."
+    elif f.get("module"):
+        cause = (f"the Python the build used has no '{f['module']}': CMake or setup.py ran an "
+                 f"interpreter other than {venv_python}, or the venv lacks the package.")
+    else:
+        cause = (f"CMake's FindPython found a Python without NumPy, i.e. not the venv's "
+                 f"{venv_python} (or the venv lacks numpy).")
+    fix = (f"build with {venv_python}: keep build.venv_guard: true, do not set PATH or "
+           "Python_EXECUTABLE in build.env, and list the build requirements (numpy, pyyaml, "
+           "typing_extensions, ...) in python.packages.")
+    return cause, fix
+
+
+def _cuda_missing(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    home = ctx.get("cuda_home") or "/usr/local/cuda"
+    return (
+        "the build found no CUDA toolkit: CUDA_HOME is unset or nvcc is not where CMake looks.",
+        f"set CUDA_HOME={home} and put {home}/bin on PATH (or CUDACXX={home}/bin/nvcc); check that "
+        "toolchain.cuda installs the compiler: the pip nvidia-cuda-nvcc wheels ship no bin/nvcc, so "
+        "use install: runfile, apt or a base image with the toolkit.",
+    )
+
+
+def _checksum(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    name = f.get("file")
+    what = f"{name}" if name else "a downloaded file"
+    cause = f"{what} does not have the sha256 the recipe gives"
+    if f.get("expected") and f.get("got"):
+        cause += f" (expected {f['expected'][:12]}…, got {f['got'][:12]}…)"
+    cause += ": a truncated or corrupted download, a proxy's error page, or a wrong sha256."
+    fix = (f"delete the staged copy of {what} from the download cache (site.download_cache) and "
+           "stage it again; if it still differs, check the recipe's sha256 against the vendor's "
+           "published checksum and fix whichever is wrong.")
+    return cause, fix
+
+
+def _tls(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    return (
+        "a TLS connection failed certificate verification: a proxy that re-signs HTTPS with a "
+        "corporate CA the container does not trust.",
+        "pass that CA bundle: `invoke build --recipe R --ca-cert /path/to/corp-ca.pem` (or set "
+        "BUILDCTL_CA_CERT, or list it in site.ca_certs); it is added to the image's trust store for "
+        "pip, git, curl and apt. Do not turn verification off.",
+    )
+
+
+def _network(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    host = f.get("host") or f.get("url")
+    where = f" {host}" if host else " a download server"
+    return (
+        f"the build container could not reach{where} (name resolution or connection failed).",
+        "retry if the network was down; otherwise give the container a route out: set "
+        "site.http_proxy/https_proxy/no_proxy, or site.pip_index_url and site.apt_mirror for "
+        "internal mirrors (site.network: host if bridge networking has no DNS), or pre-stage the "
+        "downloads in site.download_cache to build offline.",
+    )
+
+
+def _git_ref(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    ref = f.get("ref")
+    what = f"'{ref}'" if ref else "the requested ref"
+    return (
+        f"git has no branch, tag or commit {what} in the source repository.",
+        f"fix framework.source.ref (or toolchain.nccl.ref) {what}: PyTorch tags look like v2.9.0, "
+        "NCCL tags like v2.28.9-1; a full commit sha also works. Check with "
+        "`git ls-remote <url> <ref>`.",
+    )
+
+
+def _driver(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    cuda = ctx.get("cuda_version")
+    floor = None
+    if cuda and str(cuda).split(".")[0].isdigit():
+        floor = compat.MINOR_COMPAT_FLOOR.get(compat.major(str(cuda)))
+    need = f"CUDA {cuda} needs a driver >= {floor}" if floor else "the driver must support the wheel's CUDA"
+    if f.get("toolkit"):
+        return (
+            "Docker cannot give the container a GPU: the NVIDIA Container Toolkit is not set up on "
+            "this host.",
+            "install nvidia-container-toolkit and run `nvidia-ctk runtime configure --runtime=docker`, "
+            "restart Docker, or run the GPU checks on a host that has it.",
+        )
+    if f.get("nvml"):
+        return (
+            "the loaded NVIDIA kernel module and the user-space driver libraries have different "
+            "versions (a driver update without a reboot).",
+            "reboot the host (or reload the nvidia kernel modules); the wheel is fine.",
+        )
+    if f.get("found"):
+        cause = f"the host driver supports CUDA up to {_cuda_major_minor(f['found'])}; {need}."
+    elif f.get("nodriver"):
+        cause = "no NVIDIA driver is visible where the wheel was run (no GPU, or none passed in)."
+    else:
+        cause = f"the host driver is older than the CUDA runtime of the wheel; {need}."
+    fix = ("update the host's NVIDIA driver"
+           + (f" to >= {floor}" if floor else "")
+           + ", or build for a CUDA version the installed driver supports; run GPU checks on a host "
+           "with a GPU and the driver (the wheel itself is fine).")
+    return cause, fix
+
+
+def _cudnn(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    if f.get("lib"):
+        cause = f"{f['lib']} is not on the loader's path where torch is imported."
+    else:
+        cause = (f"the cuDNN loaded at run time lacks {f.get('symbol') or 'a cuDNN symbol'}: it is "
+                 "another cuDNN version than the one built against, or torch was not linked to cuDNN.")
+    fix = ("ship or install the same cuDNN as toolchain.cudnn.version at run time (the matching "
+           "nvidia-cudnn-cu<major> wheel, or libcudnn in the runtime image) and check with "
+           "`ldd torch/lib/libtorch_cuda.so | grep cudnn`; rebuild if cuDNN is not linked at all.")
+    return cause, fix
+
+
+# ---------------------------------------------------------------------------------------------
+# The table, in priority order (first match wins).
+
+SIGNATURES: tuple[Signature, ...] = (
+    Signature("oom", "Compiler killed: out of memory", _p(
+        r"Killed signal terminated program (?P<prog>[\w+.-]+)",
+        r"internal compiler error: Killed \(program (?P<prog>[\w+.-]+)\)",
+        r"'(?P<prog>cicc|ptxas|nvlink|fatbinary|cudafe\+\+|cc1plus)' died due to signal 9",
+        r"fatal error: (?P<prog>[\w+.-]+) terminated with signal 9 \[Killed\]",
+        r"died due to signal 9 \(Kill signal\)",
+        r"virtual memory exhausted: Cannot allocate memory",
+        r"(?P<prog>cc1plus|cc1): out of memory allocating \d+ bytes",
+    ), _oom),
+    Signature("disk-full", "Disk full", _p(
+        r"No space left on device",
+        r"\[Errno 28\]",
+    ), _disk_full),
+    Signature("tls-untrusted", "TLS certificate not trusted (corporate CA missing)", _p(
+        r"CERTIFICATE_VERIFY_FAILED",
+        r"SSL certificate problem",
+        r"server certificate verification failed",
+        r"certificate verify failed",
+        r"x509: certificate signed by unknown authority",
+        r"cannot verify \S+'s certificate",
+        r"The certificate of '[^']+' is not trusted",
+        r"SSLError\(",
+    ), _tls),
+    Signature("network", "Network failure during a download", _p(
+        r"Temporary failure resolving '(?P<host>[^']+)'",
+        r"Could not resolve host:? '?(?P<host>[\w.-]+)",
+        r"Temporary failure in name resolution",
+        r"Name or service not known",
+        r"Connection timed out",
+        r"Network is unreachable",
+        r"Failed to establish a new connection",
+        r"HTTPSConnectionPool\(host='(?P<host>[^']+)'.*(?:Max retries exceeded|Read timed out)",
+        r"ConnectionError\b",
+        r"E: Failed to fetch (?P<url>\S+)",
+    ), _network),
+    Signature("checksum-mismatch", "Downloaded file has the wrong checksum", _p(
+        r"buildctl: sha256 mismatch for (?P<file>\S+?):? expected (?P<expected>[0-9a-f]+),? "
+        r"got (?P<got>[0-9a-f]+)",
+        r"(?:sha256sum|sha512sum|shasum|md5sum): WARNING: \d+ computed checksums? did NOT match",
+        r"THESE PACKAGES DO NOT MATCH THE HASHES",
+    ), _checksum),
+    Signature("git-ref-not-found", "Git ref not found", _p(
+        r"fatal: Remote branch (?P<ref>\S+) not found in upstream origin",
+        r"error: pathspec '(?P<ref>[^']+)' did not match any file\(s\) known to git",
+        r"fatal: [Cc]ouldn't find remote ref (?P<ref>\S+)",
+        r"fatal: reference is not a tree: (?P<ref>\S+)",
+    ), _git_ref),
+    Signature("cuda-arch-unsupported", "nvcc does not support a requested GPU arch", _p(
+        r"nvcc fatal\s*:\s*Unsupported gpu architecture '(?P<arch>(?:compute|sm|lto)_\d+[a-z]?)'",
+        r"Value '(?P<arch>(?:compute|sm)_\d+[a-z]?)' is not defined for option 'gpu-(?:architecture|name)'",
+    ), _cuda_arch),
+    Signature("nccl-mismatch", "NCCL header and library versions differ", _p(
+        r"Found NCCL header version and library version do not match",
+        r"NCCL header version\D{0,20}?(?P<header>\d+(?:\.\d+)*)\b.{0,120}?"
+        r"library version\D{0,20}?(?P<library>\d+(?:\.\d+)*)",
+    ), _nccl),
+    Signature("cuda-toolkit-missing", "CUDA toolkit or nvcc not found", _p(
+        r"CUDA_HOME environment variable is not set",
+        r"No CMAKE_CUDA_COMPILER could be found",
+        r"nvcc: (?:command )?not found",
+        r"nvcc: No such file or directory",
+    ), _cuda_missing),
+    Signature("python-env", "Build used the wrong Python (no NumPy / not the venv's)", _p(
+        r"buildctl: python is (?P<found>[^\s,]+)[^\n]*?not the venv(?:'s)?\s*(?P<venv>/[^\s,;]+)?",
+        r"Could NOT find Python3? \(missing:[^)]*NumPy",
+        r"Could NOT find NumPy",
+        r"No module named '?(?P<module>numpy|yaml|typing_extensions|setuptools|wheel)\b",
+    ), _python_env),
+    Signature("driver", "NVIDIA driver missing or too old", _p(
+        r"CUDA driver version is insufficient for CUDA runtime version",
+        r"(?P<nodriver>Found no NVIDIA driver on your system)",
+        r"NVIDIA driver on your system is too old \(found version (?P<found>\d+)\)",
+        r"(?P<toolkit>could not select device driver \"[^\"]*\" with capabilities: \[\[gpu\]\])",
+        r"(?P<nvml>Failed to initialize NVML: Driver/library version mismatch)",
+    ), _driver),
+    Signature("cudnn", "cuDNN missing or a different version at run time", _p(
+        r"undefined symbol: (?P<symbol>cudnn\w*)",
+        r"(?P<lib>libcudnn\w*\.so[.\d]*): cannot open shared object file",
+    ), _cudnn),
+)
+
+# pip logs "WARNING: Retrying ... NewConnectionError/SSLError" and often succeeds on a later try:
+# such lines count as evidence only when pip eventually gave up.
+_RETRY = re.compile(r"WARNING: Retrying \(Retry\(")
+_PIP_GAVE_UP = re.compile(
+    r"ERROR: (?:Could not find a version that satisfies|No matching distribution found|"
+    r"Could not install packages due to)|Could not fetch URL"
+)
+_MAX_JOBS_IN_LOG = re.compile(r"MAX_JOBS[=: ]+(\d+)")
+
+
+def _line_at(log: str, pos: int) -> tuple[int, str]:
+    start = log.rfind("\n", 0, pos) + 1
+    end = log.find("\n", pos)
+    if end < 0:
+        end = len(log)
+    return start, log[start:end]
+
+
+def _clip(line: str) -> str:
+    line = line.strip()
+    return line if len(line) <= _MAX_LINE else line[: _MAX_LINE - 1] + "…"
+
+
+def _match(sig: Signature, log: str, pip_gave_up: bool) -> tuple[dict[str, str], list[str]] | None:
+    hits: list[tuple[int, str, dict[str, str]]] = []
+    for pat in sig.patterns:
+        seen = 0
+        for m in pat.finditer(log):
+            start, line = _line_at(log, m.start())
+            if not pip_gave_up and _RETRY.search(line):
+                continue
+            groups = {k: v for k, v in m.groupdict().items() if v}
+            hits.append((start, line, groups))
+            seen += 1
+            if seen >= MAX_EVIDENCE:  # enough from this pattern; a log may repeat it thousands of times
+                break
+    if not hits:
+        return None
+    hits.sort(key=lambda h: h[0])
+    fields: dict[str, str] = {}
+    evidence: list[str] = []
+    for _, line, groups in hits:
+        for k, v in groups.items():
+            fields.setdefault(k, v)
+        clipped = _clip(line)
+        if clipped not in evidence and len(evidence) < MAX_EVIDENCE:
+            evidence.append(clipped)
+    return fields, evidence
+
+
+def _failed_checks(report: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
+    checks = report.get("checks") or report.get("expectations") or []
+    if isinstance(checks, Mapping):
+        checks = [{"name": k, **v} if isinstance(v, Mapping) else {"name": k, "ok": v}
+                  for k, v in checks.items()]
+    for c in checks:
+        if not isinstance(c, Mapping):
+            continue
+        status = str(c.get("status", c.get("state", ""))).lower()
+        if c.get("ok") is False or c.get("passed") is False or status in ("fail", "failed", "error"):
+            yield dict(c)
+
+
+def _from_report(report: Mapping[str, Any], ctx: Mapping[str, Any], step: str | None) -> Diagnosis | None:
+    for check in _failed_checks(report):
+        name = str(check.get("name", "")).lower()
+        if not re.fullmatch(r"nccl(?:[._:/ -]\w+)*", name):
+            continue
+        fields = {}
+        for key, aliases in (("expected", ("expected", "want", "pin")),
+                             ("actual", ("actual", "got", "found", "value"))):
+            for a in aliases:
+                if check.get(a) not in (None, ""):
+                    fields[key] = str(check[a])
+                    break
+        cause, fix = _nccl_report(fields, ctx)
+        detail = check.get("detail") or check.get("message") or (
+            f"{check.get('name')}: expected {fields.get('expected', '?')}, got {fields.get('actual', '?')}")
+        return Diagnosis("nccl-version", "Wheel links a different NCCL than the recipe pins",
+                         cause, fix, [_clip(str(detail))], step or "verify")
+    return None
+
+
+def diagnose(
+    log: str,
+    *,
+    step: str | None = None,
+    exit_code: int | None = None,
+    oom_killed: bool = False,
+    context: Mapping[str, Any] | None = None,
+    report: Mapping[str, Any] | None = None,
+) -> Diagnosis | None:
+    """The known failure behind `log` (and a verification `report`), or None if none matches.
+
+    context may hold max_jobs, cuda_version, cuda_arch, nccl_pin, python (and cuda_home): they make
+    the fix concrete. exit_code 137 or oom_killed=True (the engine's OOMKilled) mean an OOM kill even
+    when the log shows none.
+    """
+    ctx: Mapping[str, Any] = context or {}
+    if report:
+        found = _from_report(report, ctx, step)
+        if found:
+            return found
+    log = log or ""
+    pip_gave_up = bool(_PIP_GAVE_UP.search(log))
+    log_jobs = _MAX_JOBS_IN_LOG.findall(log)
+    killed = oom_killed or exit_code == 137
+    for sig in SIGNATURES:
+        hit = _match(sig, log, pip_gave_up)
+        if hit is None and sig.id == "oom" and killed:
+            why = ("the engine reports the container was OOM-killed" if oom_killed
+                   else "the build exited with code 137 (SIGKILL)")
+            hit = ({"exit": "137"}, [why])
+        if hit is None:
+            continue
+        fields, evidence = hit
+        if log_jobs:
+            fields.setdefault("log_jobs", log_jobs[-1])
+        cause, fix = sig.explain(fields, ctx)
+        return Diagnosis(sig.id, sig.title, cause, fix, evidence, step)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Unknown failures: the first error block, not the last screen of output.
+
+# error:, FAILED:, CMake Error, fatal:, fatal error:, a traceback, apt's E:. Written with a leading
+# character class: a plain alternation is several times slower on a 10 MB log.
+_ERROR_START = re.compile(
+    r"[EeFfTC](?:rror\s*:|RROR\s*:|AILED:|atal\s*(?:error\s*)?:|raceback \(most recent call last\)|"
+    r"Make Error|(?<=^E): )",
+    re.MULTILINE,
+)
+# Lines that look like errors but are not the failure: pip's resolver notice after a good install.
+_BENIGN = re.compile(r"ERROR: pip's dependency resolver does not currently take into account")
+_NOISE = re.compile(r"^\s*\[\d+/\d+\] ")  # ninja progress lines interleaved from other jobs
+
+
+def first_error(log: str, *, before: int = 2, after: int = 12) -> list[str]:
+    """The first error line of `log` with `before` lines of context and up to `after` lines of its block.
+
+    The block is what follows the error up to a blank line (a traceback runs to its exception line);
+    ninja progress lines from parallel jobs are skipped. Empty when no line looks like an error.
+    """
+    log = log or ""
+    idx = None
+    for m in _ERROR_START.finditer(log):
+        _, line = _line_at(log, m.start())
+        if not _BENIGN.search(line):
+            idx = log.count("\n", 0, m.start())
+            break
+    if idx is None:
+        return []
+    lines = log.split("\n")
+    out = [_clip(x) for x in lines[max(0, idx - before): idx] if x.strip() and not _NOISE.match(x)]
+    out.append(_clip(lines[idx]))
+    traceback = "Traceback" in lines[idx]
+    taken = 0
+    for line in lines[idx + 1:]:
+        if taken >= (after * 2 if traceback else after):
+            break
+        if not line.strip():
+            if traceback:
+                continue
+            break
+        if _NOISE.match(line):
+            continue
+        out.append(_clip(line))
+        taken += 1
+        if traceback and not line.startswith((" ", "\t")):
+            break  # the exception line ends a traceback
+    return out
+
+
+def render_diagnosis(d: Diagnosis) -> str:
+    """One short block for the terminal: what it is, the cause, the fix, the first evidence line."""
+    head = f"diagnosis: {d.title} [{d.id}]" + (f" in step {d.step}" if d.step else "")
+    lines = [head, f"  cause: {d.cause}", f"  fix:   {d.fix}"]
+    if d.evidence:
+        lines.append(f"  log:   {d.evidence[0]}")
+    return "\n".join(lines)
+
