@@ -1,0 +1,735 @@
+"""Compatibility tables and the pre-build check (`preflight`).
+
+Every table names its source. Facts marked *unconfirmed* are best knowledge without a primary source
+at hand; the checks that rest on them only warn. `preflight` runs before any Docker call: it raises
+`RecipeError` for a recipe that cannot build (one line: field, problem, fix) and returns warnings for
+one that can but probably should not. `can_run` answers, for `invoke doctor`, whether this host's
+driver and GPUs can run a built wheel's verification.
+
+Versions are compared as numeric tuples (`vkey`), never as strings ("12.10" > "12.9").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from buildctl.errors import RecipeError
+
+if TYPE_CHECKING:  # pragma: no cover - import for annotations only
+    from buildctl.gpus import GpuInfo
+    from buildctl.spec import Spec
+
+
+# ---------------------------------------------------------------------------------------------------
+# Versions
+# ---------------------------------------------------------------------------------------------------
+
+
+def vkey(version: str, width: int = 4) -> tuple[int, ...]:
+    """'12.4' -> (12, 4, 0, 0); '535.104.05' -> (535, 104, 5, 0). Raises ValueError if not numeric."""
+    parts = version.strip().split(".")
+    if not parts or not all(p.isdigit() for p in parts):
+        raise ValueError(f"not a numeric version: {version!r}")
+    nums = tuple(int(p) for p in parts)
+    return nums + (0,) * (width - len(nums)) if len(nums) < width else nums
+
+
+def vcmp(a: str, b: str) -> int:
+    """-1, 0 or 1 as version a is older than, equal to or newer than b (numeric, zero-padded)."""
+    ka, kb = vkey(a), vkey(b)
+    width = max(len(ka), len(kb))
+    ka, kb = ka + (0,) * (width - len(ka)), kb + (0,) * (width - len(kb))
+    return (ka > kb) - (ka < kb)
+
+
+def major_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def major(version: str) -> int:
+    return int(version.split(".")[0])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Compute capability <-> CUDA toolkit
+# ---------------------------------------------------------------------------------------------------
+
+# compute capability -> (first toolkit whose nvcc compiles it, first toolkit that no longer does | None)
+# Sources: mesonbuild/meson mesonbuild/modules/cuda.py (per-toolkit arch lists, mirrors the CUDA
+# release notes); pytorch cmake/Modules_CUDA_fix/upstream/FindCUDA/select_compute_arch.cmake;
+# CUDA 11.0/12.0/13.0 release notes "Deprecated/Dropped features" (sm_30/32 at 11.0, sm_35/37 at
+# 12.0, sm_50..sm_72 at 13.0); CUDA 13.0 renamed sm_101 (Thor) to sm_110. Collected in
+# /work/shared/reference/pytorch-build-contract.md section 5. Pre-Maxwell first toolkits are from the
+# Wikipedia "CUDA" article (only the removals matter for supported toolkits).
+CUDA_ARCH_RANGE: dict[str, tuple[str, str | None]] = {
+    "3.0": ("4.2", "11.0"),
+    "3.2": ("6.0", "11.0"),
+    "3.5": ("5.0", "12.0"),
+    "3.7": ("6.5", "12.0"),
+    "5.0": ("6.0", "13.0"),
+    "5.2": ("6.5", "13.0"),
+    "5.3": ("7.0", "13.0"),
+    "6.0": ("8.0", "13.0"),
+    "6.1": ("8.0", "13.0"),
+    "6.2": ("8.0", "13.0"),
+    "7.0": ("9.0", "13.0"),
+    "7.2": ("9.0", "13.0"),
+    "7.5": ("10.0", None),
+    "8.0": ("11.0", None),
+    "8.6": ("11.1", None),
+    "8.7": ("11.5", None),
+    "8.9": ("11.8", None),
+    "9.0": ("11.8", None),
+    "9.0a": ("12.0", None),
+    "10.0": ("12.8", None),
+    "10.0a": ("12.8", None),
+    "10.0f": ("12.9", None),
+    "10.1": ("12.8", "13.0"),  # renamed to 11.0 in CUDA 13.0
+    "10.1a": ("12.8", "13.0"),
+    "10.3": ("12.9", None),
+    "10.3a": ("12.9", None),
+    "10.3f": ("12.9", None),
+    "11.0": ("13.0", None),
+    "11.0a": ("13.0", None),
+    "11.0f": ("13.0", None),
+    "12.0": ("12.8", None),
+    "12.0a": ("12.8", None),
+    "12.0f": ("12.9", None),
+    "12.1": ("12.9", None),
+    "12.1a": ("12.9", None),
+    "12.1f": ("12.9", None),
+}
+
+_ARCH_RE = re.compile(r"^(\d{1,2})\.(\d)([af]?)(\+PTX)?$")
+
+
+def parse_arch(arch: str) -> tuple[str, str, bool]:
+    """'9.0a+PTX' -> ('9.0', 'a', True). Raises ValueError on anything else."""
+    m = _ARCH_RE.match(arch.strip())
+    if not m:
+        raise ValueError(f"not a compute capability: {arch!r} (expected e.g. 8.6, 9.0a, 8.0+PTX)")
+    return f"{m.group(1)}.{m.group(2)}", m.group(3), bool(m.group(4))
+
+
+def arch_key(arch: str) -> str:
+    """The CUDA_ARCH_RANGE key of an arch entry: '8.0+PTX' -> '8.0', '9.0a' -> '9.0a'."""
+    base, suffix, _ = parse_arch(arch)
+    return base + suffix
+
+
+def arch_supported(arch: str, cuda: str) -> tuple[bool, str]:
+    """Can CUDA toolkit `cuda` compile `arch` (a TORCH_CUDA_ARCH_LIST entry, `+PTX` accepted)?"""
+    key = arch_key(arch)
+    if key not in CUDA_ARCH_RANGE:
+        return False, f"unknown compute capability {arch} (known: {', '.join(CUDA_ARCH_RANGE)})"
+    first, removed = CUDA_ARCH_RANGE[key]
+    if vcmp(cuda, first) < 0:
+        return False, f"CUDA {cuda} cannot compile {arch} (needs CUDA >= {first})"
+    if removed is not None and vcmp(cuda, removed) >= 0:
+        return False, f"CUDA {cuda} no longer compiles {arch} (removed in CUDA {removed})"
+    return True, f"CUDA {cuda} compiles {arch}"
+
+
+def cuda_range_for_archs(archs: Iterable[str]) -> tuple[str, str | None] | None:
+    """The toolkit range [first, removed) that compiles every arch; None if empty or unknown arch."""
+    lo, hi = "0", None
+    for arch in archs:
+        key = arch_key(arch)
+        if key not in CUDA_ARCH_RANGE:
+            return None
+        first, removed = CUDA_ARCH_RANGE[key]
+        lo = first if vcmp(first, lo) > 0 else lo
+        if removed is not None and (hi is None or vcmp(removed, hi) < 0):
+            hi = removed
+    if hi is not None and vcmp(lo, hi) >= 0:
+        return None
+    return lo, hi
+
+
+def describe_cuda_range(rng: tuple[str, str | None]) -> str:
+    lo, hi = rng
+    return f"CUDA >= {lo}" if hi is None else f"CUDA >= {lo} and < {hi}"
+
+
+def arch_runs_on(arch: str, compute_capability: str) -> bool:
+    """Does code built for `arch` run on a GPU of `compute_capability` ('8.6')?
+
+    CUDA C Programming Guide, "Binary Compatibility" / "PTX Compatibility": a cubin for X.y runs on
+    X.z with z >= y; arch-specific 'a' code runs only on exactly X.y; family 'f' code on X.z, z >= y;
+    PTX for X.y is JIT-compiled by the driver for any capability >= X.y ('a' PTX: exactly X.y).
+    """
+    base, suffix, ptx = parse_arch(arch)
+    gpu = vkey(compute_capability)
+    want = vkey(base)
+    if suffix == "a":
+        return gpu == want
+    if gpu[0] == want[0] and gpu[1] >= want[1]:
+        return True
+    return ptx and suffix == "" and gpu >= want
+
+
+def archs_cover(cuda_arch: Sequence[str], compute_capability: str) -> bool:
+    return any(arch_runs_on(a, compute_capability) for a in cuda_arch)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Driver <-> CUDA toolkit
+# ---------------------------------------------------------------------------------------------------
+
+# CUDA toolkit release -> minimum Linux driver ("toolkit driver version", CUDA release notes Table 3,
+# https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html#id5; same table in
+# mesonbuild/meson modules/cuda.py). Reference: pytorch-build-contract.md section 5.
+MIN_DRIVER: dict[str, str] = {
+    "11.0.1": "450.36.06",
+    "11.0.2": "450.51.05",
+    "11.0.3": "450.51.06",
+    "11.1.0": "455.23",
+    "11.1.1": "455.32",
+    "11.2.0": "460.27.03",
+    "11.2.1": "460.32.03",
+    "11.2.2": "460.32.03",
+    "11.3.0": "465.19.01",
+    "11.3.1": "465.19.01",
+    "11.4.0": "470.42.01",
+    "11.4.1": "470.57.02",
+    "11.4.2": "470.57.02",
+    "11.4.3": "470.82.01",
+    "11.4.4": "470.82.01",
+    "11.5.0": "495.29.05",
+    "11.5.1": "495.29.05",
+    "11.5.2": "495.29.05",
+    "11.6.0": "510.39.01",
+    "11.6.1": "510.47.03",
+    "11.6.2": "510.47.03",
+    "11.7.0": "515.43.04",
+    "11.7.1": "515.48.07",
+    "11.8.0": "520.61.05",
+    "12.0.0": "525.60.13",
+    "12.0.1": "525.85.11",
+    "12.1.0": "530.30.02",
+    "12.1.1": "530.30.02",
+    "12.2.0": "535.54.03",
+    "12.2.1": "535.86.09",
+    "12.2.2": "535.104.05",
+    "12.3.0": "545.23.06",
+    "12.3.1": "545.23.08",
+    "12.4.0": "550.54.14",
+    "12.4.1": "550.54.15",
+    "12.5.0": "555.42.02",
+    "12.5.1": "555.42.06",
+    "12.6.0": "560.28.03",
+    "12.6.1": "560.35.03",
+    "12.6.2": "560.35.03",
+    "12.6.3": "560.35.05",
+    "12.8.0": "570.26",
+    "12.8.1": "570.124.06",
+    "12.9.0": "575.51.03",
+    "12.9.1": "575.57.08",
+    "13.0.0": "580.65.06",
+    "13.0.1": "580.82.07",
+    "13.0.2": "580.95.05",
+}
+
+# CUDA major -> lowest driver that runs any toolkit of that major through minor-version compatibility
+# (https://docs.nvidia.com/deploy/cuda-compatibility/ "Minor Version Compatibility"; the 12.x value is
+# the one cuDNN's support matrix and meson use). Features that need the full minimum (above) are
+# unavailable on such a driver, notably JIT of PTX newer than the driver.
+MINOR_COMPAT_FLOOR: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
+
+def _toolkit_releases(mm: str) -> list[str]:
+    return sorted((v for v in MIN_DRIVER if major_minor(v) == mm), key=vkey)
+
+
+def known_cuda(cuda: str) -> bool:
+    """Is `cuda` (major.minor or full) a toolkit release in MIN_DRIVER?"""
+    releases = _toolkit_releases(major_minor(cuda))
+    if not releases:
+        return False
+    return len(cuda.split(".")) < 3 or any(vcmp(r, cuda) == 0 for r in releases)
+
+
+def min_driver(cuda: str) -> str | None:
+    """Minimum driver for toolkit `cuda`. For 'X.Y' the X.Y.0 release (the least any X.Y needs);
+    for 'X.Y.Z' that release, or the newest known X.Y.z <= Z. None when the table has no X.Y."""
+    releases = _toolkit_releases(major_minor(cuda))
+    if not releases:
+        return None
+    if len(cuda.split(".")) < 3:
+        return MIN_DRIVER[releases[0]]
+    older = [r for r in releases if vcmp(r, cuda) <= 0]
+    return MIN_DRIVER[older[-1] if older else releases[0]]
+
+
+def driver_supports(driver: str, cuda: str) -> tuple[bool, str]:
+    """Can a host with driver `driver` run code built with toolkit `cuda`?
+
+    True when the driver meets the toolkit's minimum, or at least its major's minor-version
+    compatibility floor (then the reason says which features need the full minimum).
+    """
+    try:
+        dkey = vkey(driver)
+    except ValueError:
+        return False, f"cannot read driver version {driver!r}"
+    full = min_driver(cuda)
+    floor = MINOR_COMPAT_FLOOR.get(major(cuda))
+    if full is not None and dkey >= vkey(full):
+        return True, f"driver {driver} >= {full}, the minimum for CUDA {cuda}"
+    if floor is not None and dkey >= vkey(floor):
+        need = f" {full}" if full else " the toolkit's own minimum"
+        return True, (
+            f"driver {driver} runs CUDA {cuda} through minor-version compatibility (>= {floor}); "
+            f"PTX JIT of newer PTX and some features need{need}"
+        )
+    if floor is None and full is None:
+        return False, f"no driver data for CUDA {cuda}; add it to compat.MIN_DRIVER"
+    need = floor or full
+    return False, (
+        f"driver {driver} is too old for CUDA {cuda}; install driver >= {need}"
+        + (f" (>= {full} for every feature)" if full and full != need else "")
+    )
+
+
+def max_cuda_for_driver(driver: str) -> str | None:
+    """Newest toolkit (major.minor) whose full minimum driver is <= `driver`: what
+    nvmlSystemGetCudaDriverVersion reports. Minor-version compatibility may run newer minors of
+    the same major (see driver_supports). None if older than every table entry or unreadable."""
+    try:
+        dkey = vkey(driver)
+    except ValueError:
+        return None
+    best: str | None = None
+    for mm in sorted({major_minor(v) for v in MIN_DRIVER}, key=vkey):
+        need = min_driver(mm)
+        if need is not None and dkey >= vkey(need):
+            best = mm
+    return best
+
+
+# ---------------------------------------------------------------------------------------------------
+# cuDNN, NCCL and the PyTorch release pins
+# ---------------------------------------------------------------------------------------------------
+
+# cuDNN (major, minor) lower bound -> CUDA majors it has builds for; the last row whose bound is <=
+# the version applies. Sources: cuDNN support matrices (docs.nvidia.com/deeplearning/cudnn/
+# .../support-matrix.html: 9.0-9.10 list CUDA 11.8 and 12.x, 9.17 lists 12.x and 13.x) and PyPI
+# (`pip index versions`): nvidia-cudnn-cu12 starts at 8.8.0.121, nvidia-cudnn-cu11 ends at 9.10.2.21,
+# nvidia-cudnn-cu13 starts at 9.12.0.46.
+CUDNN_CUDA_MAJORS: list[tuple[tuple[int, int], frozenset[int]]] = [
+    ((7, 0), frozenset({10})),
+    ((8, 0), frozenset({10, 11})),
+    ((8, 8), frozenset({11, 12})),
+    ((9, 11), frozenset({12})),
+    ((9, 12), frozenset({12, 13})),
+]
+
+
+def cudnn_cuda_majors(cudnn: str) -> frozenset[int]:
+    key = vkey(cudnn)[:2]
+    majors: frozenset[int] = frozenset()
+    for bound, ms in CUDNN_CUDA_MAJORS:
+        if key >= bound:
+            majors = ms
+    return majors
+
+
+# First NCCL release built for each CUDA major. 13: NCCL 2.27.7 is the first nvidia-nccl-cu13 on PyPI
+# (`pip index versions nvidia-nccl-cu13`) and the first NCCL release notes listing CUDA 13.0.
+NCCL_FIRST_FOR_CUDA_MAJOR: dict[int, str] = {13: "2.27.7"}
+
+# PyTorch release -> the versions its PyPI Linux x86_64 wheel pins (Requires-Dist of torch==X.Y.0,
+# read with `pip install --dry-run --report`; 2.1/2.3/2.5 also in pytorch-build-contract.md section 5).
+# Only used for warnings: a source build may pick other versions deliberately.
+TORCH_RELEASE_PINS: dict[str, dict[str, str]] = {
+    "2.1": {"cuda": "12.1.105", "cudnn": "8.9.2.26", "nccl": "2.18.1", "triton": "2.1.0"},
+    "2.2": {"cuda": "12.1.105", "cudnn": "8.9.2.26", "nccl": "2.19.3", "triton": "2.2.0"},
+    "2.3": {"cuda": "12.1.105", "cudnn": "8.9.2.26", "nccl": "2.20.5", "triton": "2.3.0"},
+    "2.4": {"cuda": "12.1.105", "cudnn": "9.1.0.70", "nccl": "2.20.5", "triton": "3.0.0"},
+    "2.5": {"cuda": "12.4.127", "cudnn": "9.1.0.70", "nccl": "2.21.5", "triton": "3.1.0"},
+    "2.6": {"cuda": "12.4.127", "cudnn": "9.1.0.70", "nccl": "2.21.5", "triton": "3.2.0"},
+    # 2.7 also shipped CUDA 12.8 wheels on download.pytorch.org (first Blackwell release); PyPI's is 12.6.
+    "2.7": {"cuda": "12.6.77", "cudnn": "9.5.1.17", "nccl": "2.26.2", "triton": "3.3.0"},
+    "2.8": {"cuda": "12.8.90", "cudnn": "9.10.2.21", "nccl": "2.27.3", "triton": "3.4.0"},
+    "2.9": {"cuda": "12.8.90", "cudnn": "9.10.2.21", "nccl": "2.27.5", "triton": "3.5.0"},
+}
+
+# PyTorch release -> (oldest, newest) CPython it publishes wheels for, experimental ones included.
+# Sources: pytorch/pytorch RELEASE.md "Release Compatibility Matrix"; PyPI Requires-Python and
+# classifiers of torch 2.2/2.4/2.6/2.8/2.9. Warn only: building for another Python may still work.
+TORCH_PYTHON_RANGE: dict[str, tuple[str, str]] = {
+    "2.1": ("3.8", "3.11"),
+    "2.2": ("3.8", "3.12"),
+    "2.3": ("3.8", "3.12"),
+    "2.4": ("3.8", "3.12"),
+    "2.5": ("3.9", "3.13"),
+    "2.6": ("3.9", "3.13"),
+    "2.7": ("3.9", "3.13"),
+    "2.8": ("3.9", "3.13"),
+    "2.9": ("3.10", "3.14"),
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Distros, compilers, CMake
+# ---------------------------------------------------------------------------------------------------
+
+# The python3 each base distro ships (packages.debian.org python3 / packages.ubuntu.com python3).
+PYTHON_BY_DISTRO: dict[str, str] = {"bookworm": "3.11", "trixie": "3.13", "jammy": "3.10", "noble": "3.12"}
+
+# The default gcc (build-essential) of each distro (packages.debian.org gcc-defaults,
+# packages.ubuntu.com gcc-defaults).
+GCC_BY_DISTRO: dict[str, int] = {"bookworm": 12, "trixie": 14, "jammy": 11, "noble": 13}
+
+# The CUDA toolkit each distro packages as nvidia-cuda-toolkit (install: apt). Warn only: from the
+# distro package pages, unconfirmed against the archives.
+APT_CUDA_BY_DISTRO: dict[str, str] = {"bookworm": "11.8", "trixie": "12.4", "jammy": "11.5", "noble": "12.0"}
+
+# First toolkit -> newest gcc major its nvcc accepts (crt/host_config.h "#error -- unsupported GNU
+# version! gcc versions later than N are not supported"). Sources: spack/spack#25054 (host_config.h
+# grep 11.0..11.6), NVlabs/instant-ngp#1562 (12.1: 12), karpathy/llm.c#824 (12.5: 13),
+# pytorch/pytorch#173366 (12.8: 14), cms-patatrack/pixeltrack-standalone#432 (13.3: 15);
+# 12.4 -> 13 and 13.0 -> 15 per the CUDA installation guides (unconfirmed here).
+NVCC_MAX_GCC: list[tuple[str, int]] = [
+    ("11.0", 9),
+    ("11.1", 10),
+    ("11.4.1", 11),
+    ("12.0", 12),
+    ("12.4", 13),
+    ("12.8", 14),
+    ("13.0", 15),
+]
+
+# Environment variables with which a recipe picks its own host compiler (then the gcc check warns).
+_COMPILER_ENV = ("CC", "CXX", "CUDAHOSTCXX", "CUDA_HOST_COMPILER", "CMAKE_CUDA_HOST_COMPILER", "NVCC_CCBIN")
+
+
+def nvcc_max_gcc(cuda: str) -> int | None:
+    best = None
+    for first, gcc in NVCC_MAX_GCC:
+        if vcmp(cuda, first) >= 0:
+            best = gcc
+    return best
+
+
+# ROCm gfx targets PyTorch release builds use (pytorch .ci/docker/manywheel/build.sh PYTORCH_ROCM_ARCH)
+# plus the RDNA3/4 consumer parts; others warn (they may still be valid for your ROCm).
+KNOWN_ROCM_ARCH = frozenset(
+    {"gfx900", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950", "gfx1030",
+     "gfx1100", "gfx1101", "gfx1102", "gfx1150", "gfx1151", "gfx1200", "gfx1201"}
+)
+
+
+def torch_version(spec: Spec) -> str | None:
+    """major.minor of the PyTorch being built, when the recipe says: framework.version, else a
+    release-like git ref (v2.5.1, v2.5.0-rc3, release/2.5). None for main, commits, paths."""
+    if spec.framework.name != "pytorch":
+        return None
+    if spec.framework.version:
+        return major_minor(spec.framework.version)
+    ref = spec.framework.source.ref or ""
+    m = re.fullmatch(r"(?:v|release/)(\d+)\.(\d+)(?:\.\d+)?(?:-?rc\d+)?", ref)
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def cmake_python_var(torch: str | None) -> str:
+    """The primary CMake variable PyTorch's setup.py reads for the interpreter: PYTHON_EXECUTABLE up to
+    2.3, Python_EXECUTABLE from 2.4 (pytorch/pytorch#124613 "Use FindPython"; pytorch-build-contract.md
+    section 1). Unknown (main) -> the new one. Render passes both either way."""
+    if torch is not None and vcmp(torch, "2.4") < 0:
+        return "PYTHON_EXECUTABLE"
+    return "Python_EXECUTABLE"
+
+
+def min_cmake(torch: str | None) -> str:
+    """Minimum CMake: 3.18 for 2.0-2.8 (CMakeLists cmake_minimum_required; pytorch#95612), 3.27 from
+    the 2.9 cycle (pytorch#154783, landed summer 2025; first release 2.9 unconfirmed, so 2.9 and
+    unknown/main get 3.27 - a newer CMake than needed is harmless)."""
+    if torch is not None and vcmp(torch, "2.9") < 0:
+        return "3.18"
+    return "3.27"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Recipe facts read from file names
+# ---------------------------------------------------------------------------------------------------
+
+_NCCL_ARCHIVE_RE = re.compile(r"nccl_(\d+\.\d+\.\d+)-\d+\+cuda(\d+)\.(\d+)")
+_CUDNN_ARCHIVE_RE = re.compile(r"cudnn-linux-[a-z0-9_]+-(\d+(?:\.\d+)+)_cuda(\d+)")
+_RUNFILE_RE = re.compile(r"cuda_(\d+\.\d+\.\d+)_(\d+\.\d+(?:\.\d+)?)_linux")
+_NVIDIA_PIP_RE = re.compile(r"^(nvidia-[a-z0-9-]+?)-cu(\d+)\b", re.IGNORECASE)
+
+
+def runfile_versions(spec: Spec) -> tuple[str, str] | None:
+    """(toolkit version, bundled driver) from a cuda_<ver>_<driver>_linux.run runfile name."""
+    cuda = spec.toolchain.cuda
+    if cuda is None or cuda.runfile is None:
+        return None
+    m = _RUNFILE_RE.search(cuda.runfile.name)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def cuda_version(spec: Spec) -> str | None:
+    """The toolkit version as precisely as the recipe tells: the runfile's X.Y.Z, else toolchain.cuda."""
+    if spec.toolchain.cuda is None:
+        return None
+    rf = runfile_versions(spec)
+    return rf[0] if rf else spec.toolchain.cuda.version
+
+
+# ---------------------------------------------------------------------------------------------------
+# preflight
+# ---------------------------------------------------------------------------------------------------
+
+
+def preflight(spec: Spec, *, source: str) -> list[str]:
+    """Refuse recipes that cannot build (RecipeError) and return warnings for doubtful ones.
+
+    Runs before any Docker call; `source` is the recipe file, for the error location.
+    """
+    warnings: list[str] = []
+
+    def refuse(field: str, problem: str, fix: str) -> None:
+        raise RecipeError(source, field, problem, fix)
+
+    def warn(field: str, text: str) -> None:
+        warnings.append(f"{field}: {text}")
+
+    _check_placeholders(spec, refuse)
+    _check_python(spec, refuse, warn)
+    if spec.toolchain.cuda is not None:
+        _check_cuda(spec, refuse, warn)
+    if spec.toolchain.rocm is not None:
+        _check_rocm(spec, refuse, warn)
+    _check_torch(spec, warn)
+    return warnings
+
+
+def _downloads(spec: Spec) -> list[tuple[str, object]]:
+    """(field path, Download) of every pinned download in the recipe."""
+    tc, out = spec.toolchain, []
+    if spec.framework.source.tarball is not None:
+        out.append(("framework.source.tarball", spec.framework.source.tarball))
+    if tc.cuda is not None and tc.cuda.runfile is not None:
+        out.append(("toolchain.cuda.runfile", tc.cuda.runfile))
+    if tc.cudnn is not None and tc.cudnn.archive is not None:
+        out.append(("toolchain.cudnn.archive", tc.cudnn.archive))
+    if tc.nccl is not None and tc.nccl.archive is not None:
+        out.append(("toolchain.nccl.archive", tc.nccl.archive))
+    if tc.ascend is not None:
+        out.append(("toolchain.ascend.installer", tc.ascend.installer))
+        if tc.ascend.torch_npu.tarball is not None:
+            out.append(("toolchain.ascend.torch_npu.tarball", tc.ascend.torch_npu.tarball))
+    return out
+
+
+def _check_placeholders(spec: Spec, refuse) -> None:
+    """An all-zero sha256 marks a download the site must pin (e.g. a login-gated installer)."""
+    for field, dl in _downloads(spec):
+        if set(dl.sha256) == {"0"}:
+            refuse(f"{field}.sha256", f"placeholder sha256 for {dl.name}",
+                   f"stage the file and pin its digest: --set {field}.sha256=$(sha256sum {dl.name} | cut -c1-64)")
+
+
+def _check_python(spec: Spec, refuse, warn) -> None:
+    distro, py = spec.base.distro, spec.python.version
+    shipped = PYTHON_BY_DISTRO.get(distro)
+    if shipped is None or shipped == py:
+        return
+    repo, _, tag = spec.base.image.rpartition(":")
+    if repo.rsplit("/", 1)[-1] == "python":  # the official python image brings its own interpreter
+        if not tag.startswith(py):
+            warn("base.image", f"python image tag {tag!r} does not look like Python {py}")
+        return
+    others = [d for d, v in PYTHON_BY_DISTRO.items() if v == py]
+    alt = f"base.distro {others[0]} (ships {py}) with a matching base.image" if others else (
+        "a distro that ships it (" + ", ".join(f"{d} {v}" for d, v in PYTHON_BY_DISTRO.items()) + ")"
+    )
+    refuse("python.version", f"{distro} ships Python {shipped}, not {py}",
+           f"set python.version: '{shipped}', or use {alt}")
+
+
+def _check_cuda(spec: Spec, refuse, warn) -> None:
+    tc = spec.toolchain
+    assert tc.cuda is not None
+    cuda = cuda_version(spec) or tc.cuda.version
+    cmaj = major(cuda)
+
+    # The toolkit itself.
+    rf = runfile_versions(spec)
+    if tc.cuda.install == "runfile" and rf and major_minor(rf[0]) != tc.cuda.major_minor:
+        refuse("toolchain.cuda.runfile", f"runfile {tc.cuda.runfile.name} is CUDA {rf[0]}, not {tc.cuda.version}",
+               f"set toolchain.cuda.version: '{rf[0]}' or use the CUDA {tc.cuda.version} runfile")
+    if rf and len(tc.cuda.version.split(".")) == 3 and vcmp(rf[0], tc.cuda.version) != 0:
+        refuse("toolchain.cuda.version", f"{tc.cuda.version} differs from the runfile's {rf[0]}",
+               f"set toolchain.cuda.version: '{rf[0]}'")
+    if tc.cuda.install == "pip":
+        assert tc.cuda.pip_release is not None
+        if major_minor(tc.cuda.pip_release) != tc.cuda.major_minor:
+            refuse("toolchain.cuda.pip_release",
+                   f"pip release {tc.cuda.pip_release} is not CUDA {tc.cuda.major_minor}",
+                   f"use a {tc.cuda.major_minor}.x nvidia-cuda-nvcc release or change toolchain.cuda.version")
+        if cmaj < 13:
+            refuse("toolchain.cuda.install",
+                   f"the nvidia-cuda-nvcc-cu{cmaj} wheels carry no bin/nvcc (only ptxas), so CUDA {cmaj} cannot build from pip",
+                   "use install: runfile (or base-image)")
+    if tc.cuda.install == "apt":
+        apt = APT_CUDA_BY_DISTRO.get(spec.base.distro)
+        if apt and apt != tc.cuda.major_minor:
+            warn("toolchain.cuda.version",
+                 f"install: apt gets {spec.base.distro}'s nvidia-cuda-toolkit ({apt}), not {tc.cuda.version}; "
+                 f"set version '{apt}' or use install: runfile")
+    newest = max(MIN_DRIVER, key=vkey)
+    if cmaj not in MINOR_COMPAT_FLOOR:
+        warn("toolchain.cuda.version", f"no driver data for CUDA {cmaj}.x in compat tables; doctor cannot check drivers")
+    elif not known_cuda(cuda) and vcmp(major_minor(cuda), major_minor(newest)) < 0:
+        warn("toolchain.cuda.version", f"CUDA {cuda} is not a known toolkit release; check the version")
+
+    # Host compiler.
+    gcc, gmax = GCC_BY_DISTRO.get(spec.base.distro), nvcc_max_gcc(cuda)
+    if gcc is not None and gmax is not None and gcc > gmax:
+        newer = next((first for first, g in NVCC_MAX_GCC if g >= gcc), None)
+        older = [d for d, g in GCC_BY_DISTRO.items() if g <= gmax]
+        if any(k in spec.build.env for k in _COMPILER_ENV):
+            warn("build.env", f"nvcc {cuda} accepts gcc <= {gmax}; make sure the host compiler you set is one")
+        else:
+            refuse("toolchain.cuda.version",
+                   f"nvcc {cuda} accepts gcc <= {gmax} but {spec.base.distro} ships gcc {gcc}",
+                   (f"use CUDA >= {newer}" if newer else "use a newer CUDA")
+                   + (f" or base.distro {'/'.join(older)}" if older else ""))
+
+    # Architectures.
+    archs = spec.build.cuda_arch
+    bad = []
+    for arch in archs:
+        ok, why = arch_supported(arch, cuda)
+        if not ok:
+            bad.append((arch, why))
+    if bad:
+        unknown = [a for a, _ in bad if arch_key(a) not in CUDA_ARCH_RANGE]
+        if unknown:
+            refuse("build.cuda_arch", f"unknown compute capability {', '.join(unknown)}",
+                   f"use known ones ({', '.join(k for k in CUDA_ARCH_RANGE if vcmp(k.rstrip('af'), '5.0') >= 0)})")
+        names = ", ".join(a for a, _ in bad)
+        rng = cuda_range_for_archs(archs)
+        fixes = [f"drop {names} from build.cuda_arch"]
+        if rng:
+            fixes.append(f"use {describe_cuda_range(rng)}")
+        refuse("build.cuda_arch", "; ".join(why for _, why in bad), " or ".join(fixes))
+    seen: set[str] = set()
+    for arch in archs:
+        base, suffix, ptx = parse_arch(arch)
+        if arch in seen:
+            warn("build.cuda_arch", f"{arch} is listed twice")
+        seen.add(arch)
+        if ptx and suffix == "a":
+            warn("build.cuda_arch", f"{arch}: arch-specific PTX runs only on {base} GPUs; use {base}+PTX for forward compatibility")
+
+    # cuDNN.
+    if tc.cudnn is not None:
+        majors = cudnn_cuda_majors(tc.cudnn.version)
+        if cmaj not in majors:
+            have = "/".join(str(m) for m in sorted(majors)) or "none"
+            refuse("toolchain.cudnn.version", f"cuDNN {tc.cudnn.version} has builds for CUDA {have}, not CUDA {cmaj}",
+                   f"use a cuDNN built for CUDA {cmaj} (e.g. {'9.12+' if cmaj >= 13 else '9.1+' if cmaj == 12 else '8.9'})")
+        m = _CUDNN_ARCHIVE_RE.search(tc.cudnn.archive.name) if tc.cudnn.archive is not None else None
+        if m:
+            if int(m.group(2)) != cmaj:
+                refuse("toolchain.cudnn.archive", f"{tc.cudnn.archive.name} is the cuda{m.group(2)} build, toolkit is CUDA {cmaj}",
+                       f"use the _cuda{cmaj}-archive of cuDNN {tc.cudnn.version}")
+            if vcmp(m.group(1), tc.cudnn.version) != 0 and not m.group(1).startswith(tc.cudnn.version + "."):
+                refuse("toolchain.cudnn.version", f"{tc.cudnn.version} differs from the archive's {m.group(1)}",
+                       f"set toolchain.cudnn.version: '{m.group(1)}' or fix the archive")
+
+    # NCCL.
+    nccl = tc.nccl
+    if nccl is not None and nccl.install != "none":
+        first = NCCL_FIRST_FOR_CUDA_MAJOR.get(cmaj)
+        if first and vcmp(nccl.version, first) < 0:
+            refuse("toolchain.nccl.version", f"NCCL {nccl.version} predates CUDA {cmaj} support (first: {first})",
+                   f"use NCCL >= {first}")
+        if nccl.install == "redist" and nccl.archive is not None:
+            m = _NCCL_ARCHIVE_RE.search(nccl.archive.name)
+            if m:
+                if int(m.group(2)) != cmaj:
+                    refuse("toolchain.nccl.archive",
+                           f"{nccl.archive.name} is built for CUDA {m.group(2)}.{m.group(3)}, toolkit is CUDA {cuda}",
+                           f"use the nccl_{nccl.version}-1+cuda{cmaj}.x archive, or install: source")
+                if vcmp(m.group(1), nccl.version) != 0:
+                    refuse("toolchain.nccl.version", f"{nccl.version} differs from the archive's {m.group(1)}",
+                           f"set toolchain.nccl.version: '{m.group(1)}' or fix the archive")
+    for req in spec.python.packages:
+        m = _NVIDIA_PIP_RE.match(req)
+        if m and int(m.group(2)) != cmaj:
+            refuse("python.packages", f"{req} is a CUDA {m.group(2)} package, toolkit is CUDA {cmaj}",
+                   f"use {m.group(1)}-cu{cmaj}")
+    if nccl is None and spec.framework.name == "pytorch":
+        feats = spec.build.features
+        if feats.get("USE_NCCL", True) and feats.get("USE_DISTRIBUTED", True):
+            tv = torch_version(spec)
+            if tv is None or vcmp(tv, "2.7") >= 0:
+                warn("toolchain.nccl",
+                     "absent: PyTorch >= 2.7 git-clones NCCL during the build (fails offline); "
+                     "add toolchain.nccl or set build.features.USE_NCCL: false")
+
+
+def _check_rocm(spec: Spec, refuse, warn) -> None:
+    rocm = spec.toolchain.rocm
+    assert rocm is not None
+    if not rocm.arch:
+        refuse("toolchain.rocm.arch", "empty: PyTorch runs rocm_agent_enumerator, which fails with no GPU in the build",
+               "list the targets, e.g. ['gfx90a', 'gfx942']")
+    for arch in rocm.arch:
+        if arch not in KNOWN_ROCM_ARCH:
+            warn("toolchain.rocm.arch", f"{arch} is not a target PyTorch release builds use; check ROCm {rocm.version} supports it")
+    for req in spec.python.packages:
+        if _NVIDIA_PIP_RE.match(req):
+            refuse("python.packages", f"{req} is a CUDA package in a ROCm recipe", f"remove {req}")
+
+
+def _check_torch(spec: Spec, warn) -> None:
+    tv = torch_version(spec)
+    if tv is None:
+        return
+    rng = TORCH_PYTHON_RANGE.get(tv)
+    py = spec.python.version
+    if rng and not (vcmp(rng[0], py) <= 0 <= vcmp(rng[1], py)):
+        warn("python.version", f"PyTorch {tv} supports Python {rng[0]}-{rng[1]}, not {py}; the build may fail")
+    pins = TORCH_RELEASE_PINS.get(tv)
+    tc = spec.toolchain
+    if not pins or tc.cuda is None:
+        return
+    if tc.nccl is not None and tc.nccl.install != "none" and vcmp(tc.nccl.version, pins["nccl"]) != 0:
+        warn("toolchain.nccl.version", f"PyTorch {tv} release wheels use NCCL {pins['nccl']}, recipe has {tc.nccl.version}")
+    if tc.cudnn is not None and major(tc.cudnn.version) != major(pins["cudnn"]):
+        warn("toolchain.cudnn.version", f"PyTorch {tv} release wheels use cuDNN {pins['cudnn']}, recipe has {tc.cudnn.version}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# can_run (doctor)
+# ---------------------------------------------------------------------------------------------------
+
+
+def can_run(spec: Spec, gpus: Sequence[GpuInfo], driver: str | None) -> tuple[bool, str]:
+    """Can this host run the built wheel's GPU verification? False with the reason (and fix) if not;
+    verification still runs on CPU (gloo) when there is no usable GPU."""
+    acc = spec.accelerator
+    if acc == "cpu":
+        return True, "CPU build: verification runs on CPU (gloo)"
+    if acc == "rocm":
+        return False, "ROCm build: GPU verification needs an AMD GPU (not inventoried); runs on CPU (gloo) only"
+    if acc == "ascend":
+        return False, "Ascend build: NPU verification needs an Ascend NPU (not inventoried); runs on CPU only"
+    cuda = cuda_version(spec) or ""
+    if driver is None or not gpus:
+        return False, "no NVIDIA driver/GPU: verification runs on CPU (gloo) only"
+    ok, why = driver_supports(driver, cuda)
+    if not ok:
+        return False, why
+    uncovered = sorted({g.compute_capability for g in gpus if not archs_cover(spec.build.cuda_arch, g.compute_capability)})
+    if uncovered:
+        names = ", ".join(f"{g.name} ({g.compute_capability})" for g in gpus if g.compute_capability in uncovered)
+        return False, (f"GPU arch {', '.join(uncovered)} not in build.cuda_arch "
+                       f"[{', '.join(spec.build.cuda_arch)}] ({names}); add {', '.join(uncovered)} to build.cuda_arch")
+    return True, f"{len(gpus)} GPU(s) covered by build.cuda_arch; {why}"

@@ -1,0 +1,220 @@
+"""buildctl.gpus (NVML inventory) and buildctl.doctor (the pure report + its rendering)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import types
+
+from rich.console import Console
+
+from buildctl import gpus
+from buildctl.doctor import doctor, print_doctor
+from buildctl.gpus import GpuInfo, GpuReport, decode_cuda_driver_version, inventory
+from buildctl.spec import Spec
+
+GiB = 1024**3
+SHA = "a" * 64
+
+# --- gpus -----------------------------------------------------------------------------------------
+
+
+def test_decode_cuda_driver_version():
+    assert decode_cuda_driver_version(12020) == "12.2"
+    assert decode_cuda_driver_version(13000) == "13.0"
+    assert decode_cuda_driver_version(11080) == "11.8"
+
+
+def test_inventory_without_driver_on_this_host():
+    """Real pynvml call: this machine has no NVIDIA driver, so a normal report, never an exception."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        pass
+    else:  # pragma: no cover - only on a GPU host
+        pynvml.nvmlShutdown()
+        import pytest
+
+        pytest.skip("this host has an NVIDIA driver")
+    r = inventory()
+    assert r == GpuReport(None, None, [], "no NVIDIA driver")
+
+
+class _FakeNVMLError(Exception):
+    pass
+
+
+def _fake_pynvml(driver_loaded=True):
+    m = types.ModuleType("pynvml")
+    m.NVMLError = _FakeNVMLError
+    m.NVMLError_LibraryNotFound = type("NVMLError_LibraryNotFound", (_FakeNVMLError,), {})
+    m.NVMLError_DriverNotLoaded = type("NVMLError_DriverNotLoaded", (_FakeNVMLError,), {})
+    m.calls = []
+
+    def init():
+        if not driver_loaded:
+            raise m.NVMLError_DriverNotLoaded("Driver Not Loaded")
+        m.calls.append("init")
+
+    m.nvmlInit = init
+    m.nvmlShutdown = lambda: m.calls.append("shutdown")
+    m.nvmlSystemGetDriverVersion = lambda: b"550.54.15"
+    m.nvmlSystemGetCudaDriverVersion = lambda: 12040
+    m.nvmlDeviceGetCount = lambda: 2
+    m.nvmlDeviceGetHandleByIndex = lambda i: i
+    m.nvmlDeviceGetName = lambda h: ["NVIDIA H200", "NVIDIA A10"][h]
+    m.nvmlDeviceGetCudaComputeCapability = lambda h: [(9, 0), (8, 6)][h]
+    m.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(total=[141 * GiB, 24 * GiB][h])
+    return m
+
+
+def test_inventory_with_fake_nvml(monkeypatch):
+    fake = _fake_pynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    r = inventory()
+    assert r.driver == "550.54.15" and r.cuda_driver_max == "12.4"
+    assert r.gpus == [GpuInfo(0, "NVIDIA H200", "9.0", 141 * GiB), GpuInfo(1, "NVIDIA A10", "8.6", 24 * GiB)]
+    assert fake.calls == ["init", "shutdown"]
+
+
+def test_inventory_driver_not_loaded(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(driver_loaded=False))
+    assert inventory().note == gpus.NO_DRIVER
+
+
+def test_inventory_device_error_is_a_note(monkeypatch):
+    fake = _fake_pynvml()
+
+    def broken(h):
+        raise _FakeNVMLError("GPU is lost")
+
+    fake.nvmlDeviceGetMemoryInfo = broken
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    r = inventory()
+    assert r.gpus == [] and "GPU 0 unreadable" in r.note and fake.calls[-1] == "shutdown"
+
+
+# --- doctor ---------------------------------------------------------------------------------------
+
+ENGINE = {  # the shape engine.engine_facts() returns
+    "server_version": "27.3.1",
+    "os": "Ubuntu 24.04.1 LTS",
+    "storage_driver": "overlay2",
+    "docker_root_dir": "/var/lib/docker",
+    "cpus": 16,
+    "memory_bytes": 64 * GiB,
+    "runtimes": ["io.containerd.runc.v2", "nvidia", "runc"],
+    "nvidia_runtime": True,
+    "local": True,
+    "free_bytes": 200 * GiB,
+}
+
+CPU = Spec.model_validate({
+    "name": "cpu",
+    "base": {"image": "debian:bookworm", "distro": "bookworm"},
+    "python": {"version": "3.11"},
+    "framework": {"name": "pytorch", "source": {"git": "https://github.com/pytorch/pytorch", "ref": "v2.5.1"}},
+})
+
+CUDA = Spec.model_validate({
+    "name": "cu124",
+    "base": {"image": "ubuntu:22.04", "distro": "jammy"},
+    "python": {"version": "3.10"},
+    "framework": {"name": "pytorch", "source": {"git": "https://github.com/pytorch/pytorch", "ref": "v2.5.1"}},
+    "toolchain": {
+        "cuda": {"version": "12.4.1", "install": "runfile", "runfile": {
+            "url": "https://developer.download.nvidia.com/compute/cuda/12.4.1/local_installers/cuda_12.4.1_550.54.15_linux.run",
+            "sha256": SHA}},
+        "nccl": {"version": "2.21.5", "install": "pip"},
+    },
+    "build": {"cuda_arch": ["8.0", "9.0"]},
+})
+
+BAD = Spec.model_validate({  # arch 10.0 needs CUDA 12.8
+    "name": "bad",
+    "base": {"image": "ubuntu:22.04", "distro": "jammy"},
+    "python": {"version": "3.10"},
+    "framework": {"name": "pytorch", "source": {"git": "https://github.com/pytorch/pytorch", "ref": "v2.5.1"}},
+    "toolchain": {"cuda": {"version": "12.4", "install": "base-image"}, "nccl": {"version": "2.21.5", "install": "pip"}},
+    "build": {"cuda_arch": ["10.0"]},
+})
+
+NO_GPU = GpuReport(None, None, [], "no NVIDIA driver")
+H200 = GpuReport("550.54.15", "12.4", [GpuInfo(0, "NVIDIA H200", "9.0", 141 * GiB)], "1 GPU(s)")
+
+
+def test_doctor_report_no_gpu():
+    r = doctor([("recipes/cpu.yaml", CPU), ("recipes/cu124.yaml", CUDA)], engine_facts=ENGINE, engine_error=None,
+               gpu_report=NO_GPU)
+    json.dumps(r)  # --json prints it as is
+    assert r["ok"] is True
+    assert r["engine"]["version"] == "27.3.1" and r["engine"]["storage_driver"] == "overlay2"
+    assert r["gpus"]["note"] == "no NVIDIA driver"
+    cpu, cuda = r["recipes"]
+    assert cpu["build"]["ok"] and cpu["build"]["max_jobs"] == 16 and cpu["verify"]["mode"] == "cpu"
+    assert cuda["build"]["ok"] and cuda["build"]["max_jobs"] == 12  # (64 - 2) / 5
+    assert cuda["verify"] == {"ok": True, "mode": "cpu", "reason": "no NVIDIA driver/GPU: verification runs on CPU (gloo) only"}
+
+
+def test_doctor_report_gpu_and_refusal():
+    r = doctor([("recipes/cu124.yaml", CUDA), ("recipes/bad.yaml", BAD)], engine_facts=ENGINE, engine_error=None,
+               gpu_report=H200)
+    cuda, bad = r["recipes"]
+    assert cuda["verify"]["ok"] and cuda["verify"]["mode"] == "gpu"
+    assert not bad["build"]["ok"] and "build.cuda_arch" in bad["build"]["reasons"][0]
+    assert not bad["verify"]["ok"] and "GPU arch 9.0 not in build.cuda_arch" in bad["verify"]["reason"]
+    assert r["ok"] is False
+
+
+def test_doctor_old_driver():
+    old = GpuReport("470.82.01", "11.4", [GpuInfo(0, "Tesla V100", "7.0", 16 * GiB)], "1 GPU(s)")
+    r = doctor([("c.yaml", CUDA)], engine_facts=ENGINE, engine_error=None, gpu_report=old)
+    v = r["recipes"][0]["verify"]
+    assert not v["ok"] and "525.60.13" in v["reason"]
+
+
+def test_doctor_low_disk_and_raw_docker_info():
+    facts = {"ServerVersion": "24.0.7", "Driver": "overlay2", "DockerRootDir": "/data/docker", "NCPU": 4,
+             "MemTotal": 16 * GiB, "Runtimes": {"runc": {}}, "DataRootFreeBytes": 40 * GiB}
+    r = doctor([("c.yaml", CUDA), ("cpu.yaml", CPU)], engine_facts=facts, engine_error=None, gpu_report=NO_GPU)
+    cuda, cpu = r["recipes"]
+    assert not cuda["build"]["ok"] and "40.0 GiB free on /data/docker" in cuda["build"]["reasons"][0]
+    assert cpu["build"]["ok"] and cpu["build"]["max_jobs"] == 4
+
+
+def test_doctor_unknown_disk_is_not_fatal():
+    facts = dict(ENGINE, free_bytes=None, local=False)
+    r = doctor([("c.yaml", CUDA)], engine_facts=facts, engine_error=None, gpu_report=H200)
+    e = r["recipes"][0]
+    assert e["build"]["ok"] and "remote engine" in e["build"]["reasons"][0]
+    assert "remote" in e["verify"]["reason"]
+
+
+def test_doctor_engine_error():
+    r = doctor([("cpu.yaml", CPU)], engine_facts=None, engine_error="cannot reach /var/run/docker.sock",
+               gpu_report=NO_GPU)
+    assert r["engine"] == {"ok": False, "error": "cannot reach /var/run/docker.sock"}
+    assert not r["recipes"][0]["build"]["ok"] and r["ok"] is False
+
+
+def test_doctor_default_gpu_inventory_runs():
+    r = doctor([], engine_facts=ENGINE, engine_error=None)
+    assert "note" in r["gpus"]
+
+
+def test_print_doctor():
+    buf = io.StringIO()
+    con = Console(file=buf, width=200, color_system=None)
+    print_doctor(doctor([("cpu.yaml", CPU), ("bad.yaml", BAD)], engine_facts=ENGINE, engine_error=None,
+                        gpu_report=NO_GPU), console=con)
+    out = buf.getvalue()
+    assert "overlay2" in out and "no NVIDIA driver" in out and "bad" in out and "problems found" in out
+
+    buf = io.StringIO()
+    print_doctor(doctor([("c.yaml", CUDA)], engine_facts=None, engine_error="engine down", gpu_report=H200),
+                 console=Console(file=buf, width=200, color_system=None))
+    out = buf.getvalue()
+    assert "engine down" in out and "NVIDIA H200" in out
