@@ -10,7 +10,7 @@ SITE_HELP = {
     "apt_mirror": "Debian/Ubuntu mirror URL for apt in the image [BUILDCTL_APT_MIRROR]",
     "http_proxy": "HTTP proxy for the build (never stored in the image) [BUILDCTL_HTTP_PROXY]",
     "https_proxy": "HTTPS proxy for the build (never stored in the image) [BUILDCTL_HTTPS_PROXY]",
-    "no_proxy": "Hosts that bypass the proxy [BUILDCTL_NO_PROXY]",
+    "proxy_exclude": "Hosts that bypass the proxy, as NO_PROXY [BUILDCTL_NO_PROXY]",
     "network": "Network mode for builds and containers: default|host|bridge|none [BUILDCTL_NETWORK]",
     "download_cache": "Folder of pre-staged downloads, used when their sha256 matches [BUILDCTL_DOWNLOAD_CACHE]",
 }
@@ -23,34 +23,50 @@ RECIPE_HELP = {
 
 
 def _site(kw):
-    return {k: kw[k] for k in ("pip_index_url", "apt_mirror", "http_proxy", "https_proxy", "no_proxy",
-                               "network", "download_cache")}
+    site = {k: kw[k] for k in ("pip_index_url", "apt_mirror", "http_proxy", "https_proxy", "network",
+                               "download_cache")}
+    return {**site, "no_proxy": kw["proxy_exclude"]}
 
 
-@task(help={"json": RECIPE_HELP["json"]})
+@task(auto_shortflags=False, help={"json": RECIPE_HELP["json"]})
 def recipes(c, json=False):
     """List the shipped recipes with their accelerator and labels."""
     cli.recipes(as_json=json)
 
 
-@task(iterable=["set"], help={k: RECIPE_HELP[k] for k in ("recipe", "set", "base_image", "json")})
+@task(auto_shortflags=False, iterable=["set"], help={k: RECIPE_HELP[k] for k in ("recipe", "set", "base_image", "json")})
 def show(c, recipe="", set=None, base_image="", json=False):
     """Show a recipe resolved: fragments merged, overrides applied, defaults filled in."""
     cli.show(recipe, set, as_json=json, base_image=base_image)
 
 
-@task(iterable=["set", "ca_cert"], help={**RECIPE_HELP, **SITE_HELP,
+@task(auto_shortflags=False, iterable=["set", "ca_cert"], help={**RECIPE_HELP, **SITE_HELP,
       "out": "Output folder (default build/<recipe>/)",
       "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)"})
 def render(c, recipe="", set=None, out="", base_image="", ca_cert=None, json=False, no_preflight=False,
-           pip_index_url="", apt_mirror="", http_proxy="", https_proxy="", no_proxy="", network="",
+           pip_index_url="", apt_mirror="", http_proxy="", https_proxy="", proxy_exclude="", network="",
            download_cache=""):
     """Render a recipe into a self-contained folder: Dockerfile, build script, verify probe, resolved recipe."""
     cli.render(recipe, set, out_dir=out or None, as_json=json, base_image=base_image, ca_certs=ca_cert,
                no_preflight=no_preflight, **_site(locals()))
 
 
-@task(iterable=["label"], help={"label": "Keep recipes with this label; repeatable (default: all)"})
+@task(auto_shortflags=False, iterable=["label"], help={"label": "Keep recipes with this label; repeatable (default: all)"})
 def matrix(c, label=None):
     """Print a GitHub Actions strategy.matrix (JSON) of recipes, filtered by label."""
     cli.matrix(label)
+
+
+@task(auto_shortflags=False, iterable=["set", "ca_cert"], help={**RECIPE_HELP, **SITE_HELP,
+      "jobs": "Parallel compile jobs: a number, or auto (from the engine's cores and memory) [BUILDCTL_JOBS]",
+      "no_verify": "Skip the post-build verification [BUILDCTL_NO_VERIFY]",
+      "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)",
+      "keep_container": "Keep the build container after the compile, for inspection [BUILDCTL_KEEP_CONTAINER]",
+      "memory": "Memory limit of the build container, e.g. 8g [BUILDCTL_MEMORY]"})
+def build(c, recipe="", set=None, base_image="", ca_cert=None, jobs="auto", no_verify=False, no_preflight=False,
+          keep_container=False, json=False, memory="", pip_index_url="", apt_mirror="", http_proxy="",
+          https_proxy="", proxy_exclude="", network="", download_cache=""):
+    """Build a recipe's wheel from source in a container, publish it to artifacts/, verify it."""
+    cli.build(recipe, set, base_image=base_image, ca_certs=ca_cert, jobs=jobs, no_verify=no_verify,
+              no_preflight=no_preflight, keep_container=keep_container, as_json=json, memory=memory or None,
+              **_site(locals()))

@@ -187,3 +187,68 @@ def matrix(labels) -> None:
     if not include:
         raise InputError(f"--label {','.join(labels)}: no recipe has it; fix: see `invoke recipes` for labels")
     print_json({"include": include})
+
+
+def _summary_rows(result) -> list[tuple[str, str]]:
+    m = result.manifest
+    rows = [("recipe", result.recipe), ("artifact", str(result.artifact)),
+            ("status", "up to date (nothing rebuilt)" if result.cached else "built")]
+    for w in m.get("wheels", []):
+        rows.append(("wheel", f"{w['file']} ({w['bytes'] / 1e6:.1f} MB, sha256 {w['sha256'][:12]}…)"))
+    tc = m.get("toolchain", {})
+    if tc:
+        rows.append(("toolchain", ", ".join(f"{k} {v}" for k, v in tc.items() if v)))
+    cc = m.get("compile_cache") or {}
+    if cc.get("hit_rate") is not None:
+        rows.append(("compile cache", f"{cc['tool']}: {cc['hit_rate']:.0%} hits ({cc['hits']}/{cc['hits'] + cc['misses']})"))
+    if result.report is not None:
+        rows.append(("verification", "passed" if result.report.get("ok") else "FAILED"))
+    return rows
+
+
+@command
+def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_verify=False, no_preflight=False,
+          keep_container=False, as_json=False, memory=None, verify_kwargs=None, **site_kw) -> None:
+    from . import engine, pipeline, ui
+    from .errors import BuildFailed, VerificationFailed
+
+    site = site_options(ca_certs=ca_certs, **site_kw)
+    spec, warnings = load_spec(recipe, sets, base_image=base_image, site=site, preflight=not no_preflight)
+    jobs = env_value(jobs if jobs != "auto" else None, "BUILDCTL_JOBS", "auto")
+    if jobs != "auto":
+        try:
+            jobs = int(jobs)
+            assert jobs >= 1
+        except (ValueError, AssertionError):
+            raise InputError(f"--jobs {jobs}: not a positive integer; fix: --jobs 4 or --jobs auto") from None
+    opts = pipeline.BuildOptions(
+        jobs=jobs, verify=not (no_verify or os.environ.get("BUILDCTL_NO_VERIFY")),
+        keep_container=keep_container or bool(os.environ.get("BUILDCTL_KEEP_CONTAINER")),
+        memory=env_value(memory, "BUILDCTL_MEMORY"), ca_texts=read_ca_certs(site.get("ca_certs", [])),
+        verify_kwargs=verify_kwargs or {},
+    )
+    view = ui.make_view(as_json)
+    result = error = None
+    try:
+        with engine.terminate_as_interrupt():
+            result = pipeline.run(spec, opts, view)
+    except (BuildFailed, VerificationFailed) as e:
+        error = e
+    finally:
+        view.close()
+    if as_json:
+        payload = {"recipe": spec.name, "ok": error is None, "warnings": warnings,
+                   "durations_s": view.durations}
+        if result is not None:
+            payload.update(key=result.key, artifact=str(result.artifact), cached=result.cached,
+                           manifest=result.manifest, verification=result.report)
+        if error is not None:
+            payload["error"] = str(error).splitlines()[0]
+            payload["bundle"] = str(getattr(error, "bundle", "") or "") or None
+            diag = getattr(error, "diagnosis", None)
+            payload["diagnosis"] = diag.to_dict() if diag else None
+        print_json(payload)
+    elif result is not None:
+        view.summary(_summary_rows(result))
+    if error is not None:
+        raise error

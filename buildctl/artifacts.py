@@ -1,0 +1,123 @@
+"""The artifact store: artifacts/<recipe>/<key>/ with the wheel(s), manifest.json and build.log.
+
+The key is content-addressed over everything that can change the output: the rendered Dockerfile
+and build script (recipe + templates), the source (file contents, or git URL + ref, or tarball
+sha256) and the base image id. Site settings (CA certs, proxies, mirrors) do not change the output
+and are left out. Publishing is atomic (a temporary folder renamed into place) and builds of one
+key serialise on a lock file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from .spec import Spec
+
+ARTIFACTS_DIR = Path(os.environ.get("BUILDCTL_ARTIFACTS", "artifacts"))
+# Files of the rendered folder that decide the output (pip.conf, certs/, apt/ are site settings).
+KEYED_FILES = ("Dockerfile", "build.sh", "fetch.sh", "git-fetch.sh")
+SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".eggs", ".pytest_cache"}
+
+
+def source_digest(spec: Spec) -> str:
+    src = spec.framework.source
+    h = hashlib.sha256()
+    if src.kind == "git":
+        h.update(f"git {src.git} {src.ref} {src.submodules}".encode())
+    elif src.kind == "tarball":
+        h.update(f"tarball {src.tarball.sha256}".encode())
+    else:
+        root = Path(src.path)
+        for path in sorted(_source_files(root)):
+            rel = path.relative_to(root).as_posix()
+            h.update(rel.encode() + b"\0" + oct(path.stat().st_mode & 0o111).encode() + b"\0")
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def _source_files(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info")]
+        for name in filenames:
+            if not name.endswith((".pyc", ".so", ".whl")):
+                yield Path(dirpath) / name
+
+
+def artifact_key(files: dict[str, str], source: str, base_image_id: str) -> str:
+    h = hashlib.sha256()
+    for name in KEYED_FILES:
+        h.update(name.encode() + b"\0" + files.get(name, "").encode() + b"\0")
+    h.update(f"source {source}\0base {base_image_id}".encode())
+    return h.hexdigest()[:16]
+
+
+def artifact_dir(recipe: str, key: str, root: Path | None = None) -> Path:
+    return (root or ARTIFACTS_DIR) / recipe / key
+
+
+def lookup(recipe: str, key: str, root: Path | None = None) -> Path | None:
+    d = artifact_dir(recipe, key, root)
+    return d if (d / "manifest.json").is_file() else None
+
+
+def latest(recipe: str, root: Path | None = None) -> Path | None:
+    """The most recently published artifact of a recipe."""
+    base = (root or ARTIFACTS_DIR) / recipe
+    found = [p for p in base.glob("*/manifest.json")] if base.is_dir() else []
+    return max(found, key=lambda p: p.stat().st_mtime).parent if found else None
+
+
+@contextlib.contextmanager
+def key_lock(recipe: str, key: str, root: Path | None = None) -> Iterator[None]:
+    """Serialise builds of the same key (a second build waits, then finds the artifact)."""
+    base = (root or ARTIFACTS_DIR) / recipe
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / f".{key}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def staging(recipe: str, key: str, root: Path | None = None) -> Iterator[Path]:
+    """A temporary folder beside the final one; removed unless published."""
+    base = (root or ARTIFACTS_DIR) / recipe
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=base))
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def publish(tmp: Path, recipe: str, key: str, root: Path | None = None) -> Path:
+    """Atomically move a complete staging folder into place."""
+    final = artifact_dir(recipe, key, root)
+    if final.exists():
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    return final
+
+
+def write_json(path: Path, data) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

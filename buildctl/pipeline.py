@@ -1,0 +1,345 @@
+"""`invoke build`: recipe → rendered folder → image → compile in a container → wheel → artifact → verify.
+
+Stages run in order and hand plain data to the next. A failing stage leaves a repro bundle with a
+diagnosis (repro.py) and raises BuildFailed; Ctrl-C/SIGTERM removes the build container and leaves
+no partial artifact (the staging folder is deleted, the published folder appears only by rename).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import __version__, artifacts, diagnose, downloads, engine, jobs, render, repro
+from .errors import BuildFailed
+from .recipe import masked_dump
+from .secrets import secret_values_from_env_and_site
+from .spec import Spec
+from .ui import View
+
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+BUILD_COMMAND = ["/usr/local/bin/buildctl-build"]
+
+
+@dataclass
+class BuildOptions:
+    jobs: str | int = "auto"
+    verify: bool = True
+    keep_container: bool = False
+    memory: str | None = None  # container memory limit, e.g. "2g" (shared CI hosts; OOM repro)
+    render_root: Path = Path("build")
+    artifacts_root: Path | None = None
+    ca_texts: dict[str, str] = field(default_factory=dict)
+    verify_kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
+class BuildResult:
+    recipe: str
+    key: str
+    artifact: Path
+    manifest: dict
+    cached: bool
+    report: dict | None = None
+
+
+def _proxy_env(spec: Spec) -> dict[str, str]:
+    site = spec.site
+    env = {"HTTP_PROXY": site.http_proxy, "HTTPS_PROXY": site.https_proxy, "NO_PROXY": site.no_proxy}
+    env = {k: v for k, v in env.items() if v}
+    # Docker leaves its predefined proxy build args (upper and lower case) out of the image history.
+    return {**env, **{k.lower(): v for k, v in env.items()}}
+
+
+def _network(spec: Spec) -> str | None:
+    return None if spec.site.network == "default" else spec.site.network
+
+
+def spec_hash(spec: Spec) -> str:
+    data = masked_dump(spec)
+    data.pop("site", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def volume_names(spec: Spec, key: str, rendered: render.Rendered) -> tuple[str, str]:
+    """The build-dir volume (per recipe: kept between builds so a changed source resumes) and the
+    compile-cache volume (per toolchain: shared by recipes with the same compilers)."""
+    toolchain = hashlib.sha256(rendered.files["Dockerfile"].encode()).hexdigest()[:12]
+    return f"buildctl-work-{spec.name}", f"buildctl-cache-{spec.build.cache}-{toolchain}"
+
+
+def _parse_kv(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def _cache_stats(text: str) -> dict:
+    """ccache --print-stats (tab-separated) → hits, misses, hit rate."""
+    stats = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 2 and parts[1].strip().isdigit():
+            stats[parts[0].strip()] = int(parts[1])
+    hits = stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0)
+    misses = stats.get("cache_miss", 0)
+    total = hits + misses
+    return {"hits": hits, "misses": misses, "hit_rate": round(hits / total, 3) if total else None}
+
+
+class Build:
+    """One run of the pipeline for one spec."""
+
+    def __init__(self, spec: Spec, opts: BuildOptions, view: View):
+        self.spec, self.opts, self.view = spec, opts, view
+        self.log_lines: list[str] = []
+        self.secrets = secret_values_from_env_and_site(spec.site)
+        self.client = None
+        self.rendered: render.Rendered | None = None
+        self.context_dir: Path | None = None
+        self.image_id: str | None = None
+        self.max_jobs: int | None = None
+        self.key: str | None = None
+        self.engine_facts: dict = {}
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _on_line(self, line: str) -> None:
+        self.log_lines.append(line)
+        self.view.line(line)
+
+    def _fail(self, exc: engine.StepFailed) -> BuildFailed:
+        self.view.done(self.view.current or exc.step, "failed")
+        log = "\n".join(self.log_lines) if self.log_lines else exc.log
+        context = {"max_jobs": self.max_jobs, "python": f"{self.spec.python.venv}/bin/python"}
+        if self.spec.toolchain.cuda:
+            context.update(cuda_version=self.spec.toolchain.cuda.major_minor, cuda_arch=list(self.spec.build.cuda_arch))
+        if self.spec.toolchain.nccl:
+            context["nccl_pin"] = self.spec.toolchain.nccl.version
+        step = self.view.current if exc.step == "compile" else exc.step
+        diag = diagnose.diagnose(log, step=step, exit_code=exc.returncode, oom_killed=exc.oom_killed,
+                                 context=context)
+        bundle = repro.write_bundle(
+            spec=self.spec, rendered=self.rendered, context_dir=self.context_dir, step=step,
+            exit_code=exc.returncode, log=log, diagnosis=diag, image_id=self.image_id,
+            command=BUILD_COMMAND if exc.step == "compile" else None,
+            env=self._container_env(), volumes=self._volumes() if self.key else {},
+            network=_network(self.spec), memory=self.opts.memory, secrets=self.secrets,
+            root=self.opts.artifacts_root,
+        )
+        first = diagnose.first_error(log)
+        lines = [f"build of {self.spec.name} failed in step {step} (exit {exc.returncode})"]
+        if diag:
+            lines.append(diagnose.render_diagnosis(diag))
+        elif first:
+            lines.append("first error:\n  " + "\n  ".join(first[:12]))
+        lines.append(f"repro bundle: {bundle}  (replay: invoke repro {bundle})")
+        err = BuildFailed("\n".join(lines))
+        err.bundle, err.diagnosis = bundle, diag
+        return err
+
+    def _container_env(self) -> dict[str, str]:
+        env = dict(_proxy_env(self.spec))
+        if self.max_jobs:
+            env["MAX_JOBS"] = str(self.max_jobs)
+        return env
+
+    def _volumes(self) -> dict[str, str]:
+        work, cache = volume_names(self.spec, self.key, self.rendered)
+        return {work: "/work", cache: "/cache"}
+
+    # -- stages ----------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """fetch: render (pure), stage pre-downloaded files, connect, compute the artifact key."""
+        spec = self.spec
+        self.view.stage("fetch")
+        self.rendered = render.render(spec, ca_texts=self.opts.ca_texts)
+        staged, notes = downloads.stage(self.rendered.downloads, spec.site.download_cache)
+        for n in notes:
+            self._on_line(n)
+        self.context_dir = render.write(self.rendered, self.opts.render_root / spec.name, staged=staged)
+        self.client = engine.connect()
+        self.engine_facts = engine.engine_facts(self.client)
+        base_id = _image_id(self.client, spec.base.image)
+        self.key = artifacts.artifact_key(self.rendered.files, artifacts.source_digest(spec), base_id)
+        res = jobs.engine_resources(self.engine_facts)
+        self.max_jobs, why = jobs.max_jobs(self.opts.jobs if self.opts.jobs != "auto" else spec.build.max_jobs,
+                                           cpus=res.cpus, mem_bytes=res.mem_bytes, accelerator=spec.accelerator)
+        self._on_line(f"buildctl: MAX_JOBS={self.max_jobs} ({why})")
+        self.view.done("fetch")
+
+    def build_images(self) -> None:
+        self.view.stage("image")
+        tag = f"buildctl/{self.spec.name}:{self.key}"
+        common = dict(buildargs=_proxy_env(self.spec), network_mode=_network(self.spec),
+                      on_line=self._on_line, secrets=self.secrets, labels={"buildctl.recipe": self.spec.name})
+        self.image_id = engine.build_image(self.client, self.context_dir, tag, target="builder", **common)
+        self.view.done("image")
+
+    def compile(self, out_dir: Path) -> engine.ContainerResult:
+        self.view.stage("compile")
+        src = self.spec.framework.source
+        inputs = {"/work/src": Path(src.path)} if src.kind == "path" else None
+        attempt = 0
+        while True:
+            first_line = len(self.log_lines)
+            result = engine.run_container(
+                self.client, self.image_id, BUILD_COMMAND, env=self._container_env(), inputs=inputs,
+                outputs={"/work/out": out_dir}, volumes=self._volumes(), network_mode=_network(self.spec),
+                mem_limit=self.opts.memory, on_line=self._on_line, keep=self.opts.keep_container,
+                secrets=self.secrets, labels={"buildctl.recipe": self.spec.name, "buildctl.step": "compile"},
+            )
+            if result.ok:
+                break
+            log = "\n".join(self.log_lines[first_line:])  # this attempt only
+            oom = result.oom_killed or (diagnose.diagnose(log, exit_code=result.exit_code) or _NoDiag).id == "oom"
+            if oom and attempt == 0 and self.max_jobs and self.max_jobs > 1:
+                attempt += 1
+                self.max_jobs = max(1, self.max_jobs // 2)
+                self._on_line(f"buildctl: the compiler was killed for memory; retrying once with "
+                              f"MAX_JOBS={self.max_jobs}, resuming the same build directory")
+                continue
+            raise engine.StepFailed("compile", result.exit_code, result.log, oom_killed=result.oom_killed)
+        self.view.done(self.view.current or "compile")
+        return result
+
+    def assemble(self, out_dir: Path, staging: Path, timings: dict) -> dict:
+        self.view.stage("wheel")
+        wheels = sorted(out_dir.glob("*.whl"))
+        if not wheels:
+            raise engine.StepFailed("wheel", 1, "\n".join(self.log_lines), detail="the build produced no wheel")
+        versions = _parse_kv((out_dir / "versions.txt").read_text()) if (out_dir / "versions.txt").exists() else {}
+        cache = _cache_stats((out_dir / "cache-stats.txt").read_text()) if (out_dir / "cache-stats.txt").exists() else {}
+        entries = []
+        for w in wheels:
+            shutil.copy2(w, staging / w.name)
+            entries.append({"file": w.name, "sha256": artifacts.sha256_of(w), "bytes": w.stat().st_size})
+        (staging / "build.log").write_text("\n".join(self.log_lines) + "\n")
+        spec = self.spec
+        src = spec.framework.source
+        manifest = {
+            "schema_version": 1,
+            "recipe": spec.name,
+            "key": self.key,
+            "spec_sha256": spec_hash(spec),
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "buildctl_version": __version__,
+            "framework": spec.framework.name,
+            "source": {"kind": src.kind, "git": src.git, "ref": src.ref,
+                       "path": src.path, "tarball": src.tarball.url if src.tarball else None,
+                       "commit": versions.pop("source_commit", None)},
+            "build_type": spec.build.type,
+            "cuda_arch": list(spec.build.cuda_arch),
+            "rocm_arch": list(spec.toolchain.rocm.arch) if spec.toolchain.rocm else [],
+            "accelerator": spec.accelerator,
+            "toolchain": versions,
+            "pins": _pins(spec),
+            "max_jobs": self.max_jobs,
+            "compile_cache": {"tool": spec.build.cache, **cache},
+            "wheels": entries,
+            "images": {"builder": self.image_id, "base": spec.base.image},
+            "durations_s": timings,
+            "engine": {k: self.engine_facts.get(k) for k in ("server_version", "api_version", "storage_driver",
+                                                             "os", "arch", "cpus", "memory_bytes")},
+            "host": {"platform": platform.platform(), "python": platform.python_version(),
+                     "cpus": os.cpu_count()},
+            "resolved_recipe": masked_dump(spec),
+        }
+        self.view.done("wheel")
+        return manifest
+
+
+class _NoDiag:
+    id = None
+
+
+def _pins(spec: Spec) -> dict:
+    tc = spec.toolchain
+    return {"cuda": tc.cuda.version if tc.cuda else None, "cudnn": tc.cudnn.version if tc.cudnn else None,
+            "nccl": tc.nccl.version if tc.nccl and tc.nccl.install != "none" else None,
+            "rocm": tc.rocm.version if tc.rocm else None, "cann": tc.ascend.cann_version if tc.ascend else None,
+            "python": spec.python.version}
+
+
+def _image_id(client, ref: str) -> str:
+    try:
+        return client.images.get(ref).id
+    except Exception:
+        return f"unresolved:{ref}"  # the image build will say what is missing
+
+
+def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult:
+    """Build (or find) the artifact of `spec`; verify it unless told not to."""
+    b = Build(spec, opts, view)
+    t0 = time.monotonic()
+    try:
+        b.prepare()
+        found = artifacts.lookup(spec.name, b.key, opts.artifacts_root)
+        if found is None:
+            with artifacts.key_lock(spec.name, b.key, opts.artifacts_root):
+                found = artifacts.lookup(spec.name, b.key, opts.artifacts_root)  # built while we waited?
+                if found is None:
+                    found = _build(b)
+                    cached = False
+                else:
+                    cached = True
+        else:
+            cached = True
+    except engine.StepFailed as exc:
+        raise b._fail(exc) from None
+    if cached:
+        for name in ("image", "compile", "wheel"):
+            view.status[name] = "cached"
+    manifest = json.loads((found / "manifest.json").read_text())
+    result = BuildResult(spec.name, b.key, found, manifest, cached)
+    if opts.verify:
+        result.report = _verify(b, found, manifest)
+    manifest_total = round(time.monotonic() - t0, 2)
+    view.durations.setdefault("total", manifest_total)
+    return result
+
+
+def _build(b: Build) -> Path:
+    spec, opts = b.spec, b.opts
+    b.build_images()
+    with artifacts.staging(spec.name, b.key, opts.artifacts_root) as staging:
+        out_dir = Path(tempfile.mkdtemp(prefix="buildctl-out-"))
+        try:
+            b.compile(out_dir)
+            manifest = b.assemble(out_dir, staging, {})
+        finally:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        b.view.stage("publish")
+        manifest["durations_s"] = dict(b.view.durations)
+        artifacts.write_json(staging / "manifest.json", manifest)
+        (staging / "recipe.resolved.yaml").write_text(b.rendered.files["recipe.resolved.yaml"])
+        final = artifacts.publish(staging, spec.name, b.key, opts.artifacts_root)
+        b.view.done("publish")
+    return final
+
+
+def _verify(b: Build, artifact: Path, manifest: dict) -> dict:
+    """Verify the wheel in a fresh container of the recipe's runtime image; report stored beside it."""
+    from .verify import runner
+
+    b.view.stage("verify")
+    if b.client is None:
+        b.client = engine.connect()
+    runtime_tag = f"buildctl/{b.spec.name}:runtime-{b.key}"
+    engine.build_image(b.client, b.context_dir, runtime_tag, target="runtime", buildargs=_proxy_env(b.spec),
+                       network_mode=_network(b.spec), on_line=b._on_line, secrets=b.secrets,
+                       labels={"buildctl.recipe": b.spec.name})
+    wheel = artifact / manifest["wheels"][0]["file"]
+    try:
+        report = runner.verify_wheel(wheel, spec=b.spec, image=runtime_tag, out_dir=artifact,
+                                     network_mode=_network(b.spec), **b.opts.verify_kwargs)
+    except Exception:
+        b.view.done("verify", "failed")
+        raise
+    b.view.done("verify")
+    return report

@@ -1,0 +1,176 @@
+"""What a person sees during a build: stages with times, a compile progress bar driven by ninja's
+[N/M] lines (with an ETA), the last log lines, and a summary table. Three flavours: a rich live view
+on a terminal, plain lines for CI logs, and silence (stderr stage lines only) under --json.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections import deque
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+STAGES = ("fetch", "image", "configure", "compile", "wheel", "publish", "verify")
+NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
+_CONFIGURE_END = re.compile(r"-- (Generating done|Build files have been written)")
+
+
+class View:
+    """Base: tracks stage times; subclasses decide what to show."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, float] = {}
+        self.durations: dict[str, float] = {}
+        self.status: dict[str, str] = {}
+        self.current: str | None = None
+
+    def stage(self, name: str) -> None:
+        if self.current and self.status.get(self.current) == "running":
+            self.done(self.current)
+        self.current = name
+        self.started[name] = time.monotonic()
+        self.status[name] = "running"
+        self._changed()
+
+    def done(self, name: str, status: str = "ok") -> None:
+        if name in self.started:
+            self.durations[name] = round(time.monotonic() - self.started[name], 2)
+        self.status[name] = status
+        self._changed()
+
+    def line(self, text: str) -> None:
+        """A build-log line; the compile's sub-stages are read from it."""
+        if self.current == "compile" and text.startswith("buildctl: building with"):
+            self._sub("configure")
+        if self.current == "configure" and (_CONFIGURE_END.search(text) or NINJA.match(text)):
+            self._sub("compile")
+        self._line(text)
+
+    def _sub(self, name: str) -> None:
+        self.stage(name)
+
+    def _changed(self) -> None:
+        pass
+
+    def _line(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def summary(self, rows: list[tuple[str, str]]) -> None:
+        pass
+
+
+class QuietView(View):
+    """--json: stdout carries only the JSON; stage changes go to stderr, one line each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.err = Console(stderr=True, highlight=False)
+
+    def _changed(self) -> None:
+        name = self.current
+        if name and self.status.get(name) == "running":
+            self.err.print(f"[{name}] ...")
+
+
+class PlainView(View):
+    """CI logs: every log line, plus a line per stage change."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.console = Console(highlight=False, soft_wrap=True)
+        self._last_status: dict[str, str] = {}
+
+    def _changed(self) -> None:
+        for name, status in self.status.items():
+            if self._last_status.get(name) != status:
+                took = f" ({self.durations[name]:.1f}s)" if name in self.durations and status != "running" else ""
+                self.console.print(f"==> {name}: {status}{took}")
+        self._last_status = dict(self.status)
+
+    def _line(self, text: str) -> None:
+        self.console.print(Text(text))
+
+    def summary(self, rows: list[tuple[str, str]]) -> None:
+        self.console.print(_summary_table(rows, self))
+
+
+class LiveView(View):
+    """A terminal: live stage table, compile progress bar with ETA, last log lines."""
+
+    def __init__(self, console: Console | None = None, tail: int = 8) -> None:
+        super().__init__()
+        self.console = console or Console()
+        self.tail: deque[str] = deque(maxlen=tail)
+        self.progress = Progress(TextColumn("compile"), BarColumn(), MofNCompleteColumn(), TextColumn("ETA"),
+                                 TimeRemainingColumn(), TimeElapsedColumn(), console=self.console)
+        self.task = None
+        self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=True)
+        self.live.start()
+
+    def _render(self):
+        table = Table.grid(padding=(0, 2))
+        for name in STAGES:
+            status = self.status.get(name)
+            if status is None:
+                continue
+            took = self.durations.get(name)
+            if status == "running" and name in self.started:
+                took = time.monotonic() - self.started[name]
+            mark = {"running": "[cyan]…[/]", "ok": "[green]✓[/]", "cached": "[green]=[/]",
+                    "skipped": "[dim]-[/]"}.get(status, "[red]✗[/]")
+            table.add_row(mark, name, f"{took:.1f}s" if took is not None else "", status)
+        tail = Text("\n".join(self.tail), style="dim", overflow="ellipsis", no_wrap=True)
+        parts = [table]
+        if self.task is not None:
+            parts.append(self.progress)
+        parts.append(tail)
+        return Group(*parts)
+
+    def _changed(self) -> None:
+        self.live.update(self._render())
+
+    def _line(self, text: str) -> None:
+        self.tail.append(text[:200])
+        m = NINJA.match(text)
+        if m:
+            n, total = int(m.group(1)), int(m.group(2))
+            if self.task is None:
+                self.task = self.progress.add_task("compile", total=total)
+            self.progress.update(self.task, completed=n, total=total)
+        self.live.update(self._render())
+
+    def close(self) -> None:
+        self.live.stop()
+
+    def summary(self, rows: list[tuple[str, str]]) -> None:
+        self.console.print(_summary_table(rows, self))
+
+
+def _summary_table(rows: list[tuple[str, str]], view: View) -> Table:
+    table = Table(title="Build summary", title_justify="left", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for name in STAGES:
+        if name in view.status:
+            took = view.durations.get(name)
+            table.add_row(f"stage {name}", f"{view.status[name]}" + (f" in {took:.1f}s" if took is not None else ""))
+    for k, v in rows:
+        table.add_row(k, v)
+    return table
+
+
+def make_view(as_json: bool) -> View:
+    if as_json:
+        return QuietView()
+    if sys.stdout.isatty():
+        return LiveView()
+    return PlainView()
