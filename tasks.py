@@ -70,3 +70,35 @@ def build(c, recipe="", set=None, base_image="", ca_cert=None, jobs="auto", no_v
     cli.build(recipe, set, base_image=base_image, ca_certs=ca_cert, jobs=jobs, no_verify=no_verify,
               no_preflight=no_preflight, keep_container=keep_container, as_json=json, memory=memory or None,
               **_site(locals()))
+
+
+@task(auto_shortflags=False, help={"recipe": "Check only this recipe (default: all shipped recipes)",
+                                   "json": RECIPE_HELP["json"]})
+def doctor(c, recipe="", json=False):
+    """Check this host: container engine, GPUs and driver, and which recipes it can build and verify."""
+    cli.doctor(recipe or None, as_json=json)
+
+
+@task(name="base-image", auto_shortflags=False, help={
+    "distro": "bookworm, trixie, jammy or noble",
+    "mirror": "Archive URL (default: the host's Debian mirror, or archive.ubuntu.com)",
+    "tag": "Image reference (default buildctl/base:<distro>)",
+    "force": "Make it again even when the tag exists",
+    "no_check_gpg": "Skip the archive signature check (Ubuntu suites on a Debian host without ubuntu-keyring)"})
+def base_image(c, distro="bookworm", mirror="", tag="", force=False, no_check_gpg=False):
+    """Make a minimal base image with debootstrap + docker import: no registry needed (air-gapped hosts)."""
+    cli.base_image(distro, mirror=mirror, tag=tag, force=force, no_check_gpg=no_check_gpg)
+
+
+@task(auto_shortflags=False, help={
+    "older_than_days": "Remove artifacts, images and caches not used for this many days",
+    "keep_gb": "Then remove the oldest until at most this many GB remain",
+    "images": "Also remove buildctl's images (default: yes)",
+    "caches": "Also remove build-dir and compile-cache volumes (default: yes)",
+    "dry_run": "Only say what would be freed",
+    "json": RECIPE_HELP["json"]})
+def clean(c, older_than_days=-1.0, keep_gb=-1.0, images=True, caches=True, dry_run=False, json=False):
+    """Prune artifacts, images and caches by age or total size, and say what was freed."""
+    cli.clean(older_than_days=older_than_days if older_than_days >= 0 else None,
+              keep_gb=keep_gb if keep_gb >= 0 else None, images=images, caches=caches,
+              dry_run=dry_run, as_json=json)

@@ -252,3 +252,56 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
         view.summary(_summary_rows(result))
     if error is not None:
         raise error
+
+
+@command
+def doctor(recipe: str | None, *, as_json: bool) -> None:
+    from . import doctor as doctor_mod
+    from . import engine
+
+    facts, error = None, None
+    try:
+        facts = engine.engine_facts(engine.connect())
+    except BuildctlError as e:
+        error = str(e)
+    paths = [recipe_mod.recipe_path(recipe)] if recipe else recipe_mod.list_recipes()
+    specs = [(str(p), recipe_mod.load(str(p))) for p in paths]
+    report = doctor_mod.doctor(specs, engine_facts=facts, engine_error=error)
+    if as_json:
+        print_json(report)
+    else:
+        doctor_mod.print_doctor(report, console=out)
+    if not report["engine"]["ok"]:
+        raise Exit(code=1)
+
+
+@command
+def base_image(distro: str, *, mirror: str | None, tag: str | None, force: bool, no_check_gpg: bool) -> None:
+    from . import baseimage, engine
+
+    if distro not in baseimage.DISTROS:
+        raise InputError(f"--distro {distro}: unknown; fix: one of {', '.join(baseimage.DISTROS)}")
+    client = engine.connect()
+    maker = baseimage.make_base_image if force else baseimage.ensure_base_image
+    image_id = maker(client, distro, mirror=mirror or None, tag=tag or None, no_check_gpg=no_check_gpg,
+                     on_line=lambda line: console.print(line, markup=False, highlight=False))
+    out.print(f"{tag or baseimage.default_tag(distro)} {image_id}")
+
+
+@command
+def clean(*, older_than_days: float | None, keep_gb: float | None, images: bool, caches: bool, dry_run: bool,
+          as_json: bool) -> None:
+    from . import housekeeping
+
+    report = housekeeping.clean(older_than_days=older_than_days, keep_bytes=int(keep_gb * 1e9) if keep_gb is not None else None,
+                                images=images, caches=caches, dry_run=dry_run)
+    if as_json:
+        return print_json(report)
+    table = Table(title="Freed" if not dry_run else "Would free", title_justify="left")
+    table.add_column("kind")
+    table.add_column("item")
+    table.add_column("bytes", justify="right")
+    for item in report["removed"]:
+        table.add_row(item["kind"], item["name"], f"{item['bytes'] / 1e6:.1f} MB")
+    out.print(table)
+    out.print(f"total: {report['freed_bytes'] / 1e6:.1f} MB")
