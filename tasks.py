@@ -102,3 +102,11 @@ def clean(c, older_than_days=-1.0, keep_gb=-1.0, images=True, caches=True, dry_r
     cli.clean(older_than_days=older_than_days if older_than_days >= 0 else None,
               keep_gb=keep_gb if keep_gb >= 0 else None, images=images, caches=caches,
               dry_run=dry_run, as_json=json)
+
+
+@task(auto_shortflags=False, help={"bundle": "A failure bundle folder (artifacts/failures/...) or its .tar.gz",
+                                   "shell": "Open a shell at the failing step instead (same image, mounts, env)",
+                                   "json": RECIPE_HELP["json"]})
+def repro(c, bundle="", shell=False, json=False):
+    """Replay a failed build from its repro bundle: same image, same step, same environment."""
+    cli.repro(bundle, shell=shell, as_json=json)

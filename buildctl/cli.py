@@ -305,3 +305,29 @@ def clean(*, older_than_days: float | None, keep_gb: float | None, images: bool,
         table.add_row(item["kind"], item["name"], f"{item['bytes'] / 1e6:.1f} MB")
     out.print(table)
     out.print(f"total: {report['freed_bytes'] / 1e6:.1f} MB")
+
+
+@command
+def repro(bundle: str, *, shell: bool, as_json: bool) -> None:
+    from . import repro as repro_mod
+
+    if not bundle:
+        raise InputError("BUNDLE is required; fix: invoke repro artifacts/failures/<recipe>-<time>")
+    sink = None if as_json else (lambda line: out.print(line, markup=False, highlight=False))
+    outcome = repro_mod.replay(Path(bundle), shell=shell, on_line=sink)
+    if as_json:
+        print_json(outcome)
+    else:
+        expected = (outcome.get("expected") or {}).get("title")
+        got = (outcome.get("diagnosis") or {}).get("title")
+        if outcome["reproduced"]:
+            out.print(f"[bold red]reproduced[/]: step {outcome['step']} fails again (exit {outcome['exit_code']})"
+                      + (f"; diagnosis: {got}" if got else ""))
+        elif outcome["exit_code"]:
+            out.print(f"[yellow]failed differently[/]: step {outcome['step']} exit {outcome['exit_code']}; "
+                      f"diagnosis {got or 'unknown'} (bundle said: {expected or 'unknown'})")
+        else:
+            out.print(f"[green]not reproduced[/]: step {outcome['step']} passes now (bundle said: {expected or 'unknown'})")
+    # The exit code mirrors the replayed step, so a CI job can assert the failure still happens.
+    if outcome["exit_code"]:
+        raise Exit(code=1)
