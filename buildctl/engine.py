@@ -1,0 +1,1044 @@
+"""Docker Engine API: connect, build an image (streamed), run a container (streamed, always removed).
+
+Everything buildctl creates in the engine carries the label `buildctl=1` (plus the caller's labels),
+so that `invoke clean` and the tests can find it. Nothing is ever pulled implicitly: a missing image
+is an error with the fix, because buildctl targets hosts without a registry.
+
+Containers go through create → copy inputs in (put_archive) → start → stream logs → wait → copy outputs
+out (get_archive) → remove. Copying instead of bind-mounting host paths keeps remote engines
+(tcp://, ssh://) working; named volumes hold what must persist between runs (build dir, compiler
+cache). The container is removed on every exit path: errors, Ctrl-C and SIGTERM (turned into
+KeyboardInterrupt by `terminate_as_interrupt`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import codecs
+import contextlib
+import io
+import logging
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tarfile
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import requests
+from docker import errors as derr
+from docker.types import DeviceRequest
+
+from .errors import BuildctlError, EngineError
+from .secrets import Masker, mask_url, secret_values_from_env, url_secrets
+
+log = logging.getLogger(__name__)
+
+LABEL = "buildctl"
+LABEL_VALUE = "1"
+LineSink = Callable[[str], None]
+
+# Docker's predefined build args: usable without ARG and left out of `docker history`.
+PROXY_BUILD_ARGS = frozenset(
+    n
+    for base in ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY", "ALL_PROXY")
+    for n in (base, base.lower())
+)
+
+CONNECT_TIMEOUT = 20  # seconds to reach the engine at all
+API_TIMEOUT = 600  # seconds for one ordinary API call (a big put_archive included); streams have none
+_MAX_LINE = 1 << 20  # a "line" without newline longer than this is emitted anyway
+_NO_SPACE = re.compile(r"no space left on device", re.IGNORECASE)
+_CLEAN_FIX = "fix: free space with `invoke clean` (or `docker system prune` / `docker builder prune`)"
+
+
+class StepFailed(BuildctlError):
+    """A build step (image build or a command in a container) ended with a non-zero exit code.
+
+    `returncode` is the step's own exit code (the `exit_code` argument); the class attribute
+    `exit_code` stays the command's exit code (1), as for every BuildctlError.
+    """
+
+    def __init__(self, step: str, exit_code: int, log: str, oom_killed: bool = False, detail: str = ""):
+        self.step, self.returncode, self.log, self.oom_killed = step, exit_code, log, oom_killed
+        if not detail:
+            detail = next((ln.strip() for ln in reversed(log.splitlines()) if ln.strip()), "")
+        why = f"exit code {exit_code}" + (", killed: out of memory" if oom_killed else "")
+        super().__init__(f"step {step} failed ({why}): {_one_line(detail, 300)}")
+
+
+@dataclass(frozen=True)
+class ContainerResult:
+    exit_code: int
+    oom_killed: bool
+    log: str
+    container_id: str
+    missing_outputs: tuple[str, ...] = ()  # container paths of `outputs` that did not exist
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.oom_killed
+
+    @property
+    def disk_full(self) -> bool:
+        return self.exit_code != 0 and bool(_NO_SPACE.search(self.log[-20000:]))
+
+
+# ---------------------------------------------------------------------------------------------- signals
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """For the duration of the block, SIGTERM and SIGHUP raise KeyboardInterrupt (as Ctrl-C does).
+
+    So `finally:` blocks run when a CI runner or `timeout` stops the command. A no-op outside the
+    main thread and when the signals already have a handler (nested use, the caller's own, SIG_IGN).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"terminated by signal {signal.Signals(signum).name}")
+
+    previous: dict[int, Any] = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) in (signal.SIG_DFL, None):
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, signal.SIG_DFL if old is None else old)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP during cleanup; a signal that came in is raised afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in sigs}
+
+    def restore() -> None:
+        for s, h in old.items():
+            signal.signal(s, signal.SIG_DFL if h is None else h)
+
+    try:
+        yield
+    except BaseException:
+        restore()
+        raise
+    restore()
+    if pending:
+        raise KeyboardInterrupt(f"interrupted by signal {signal.Signals(pending[0]).name}")
+
+
+# ---------------------------------------------------------------------------------------------- connect
+
+
+class _SshBridge:
+    """A local unix socket whose connections are piped through `ssh HOST docker system dial-stdio`.
+
+    This is how the docker CLI reaches ssh:// engines, and it needs only the ssh binary (docker-py's
+    own ssh transport imports paramiko even with use_ssh_client=True). The remote needs the docker CLI.
+    Every HTTP connection is one ssh process, in its own session so that Ctrl-C does not cut the
+    connection that removes the container afterwards.
+    """
+
+    @staticmethod
+    def parse(url: str) -> tuple[str, str]:
+        """ssh://[user@]host[:port] → ("[user@]host", "port" or "")."""
+        rest = url[len("ssh://") :].split("/", 1)[0]
+        user, _, hostport = rest.rpartition("@")
+        host, port = hostport, ""
+        if hostport.startswith("["):
+            host, _, tail = hostport[1:].partition("]")
+            port = tail.lstrip(":")
+        elif hostport.count(":") == 1:
+            host, port = hostport.split(":")
+        if not host:
+            raise EngineError(f"DOCKER_HOST={url!r} names no host; fix: use ssh://user@host[:port]")
+        return (f"{user}@{host}" if user else host), port
+
+    @staticmethod
+    def ssh_words(url: str) -> list[str]:
+        target, port = _SshBridge.parse(url)
+        return [*(["-p", port] if port else []), target]
+
+    def __init__(self, url: str):
+        self.url = url
+        self.command = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15"]
+        *opts, target = self.ssh_words(url)
+        self.command += [*opts, "--", target, "docker", "system", "dial-stdio"]
+        self.last_error = ""
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._lock = threading.Lock()
+        self._dir = tempfile.mkdtemp(prefix="buildctl-ssh-")
+        self.path = os.path.join(self._dir, "docker.sock")
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(self.path)
+        self._server.listen(32)
+        self._closed = False
+        threading.Thread(target=self._serve, name="buildctl-ssh-bridge", daemon=True).start()
+        atexit.register(self.close)
+
+    def _serve(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._pipe, args=(conn,), daemon=True).start()
+
+    def _pipe(self, conn: socket.socket) -> None:
+        try:
+            proc = subprocess.Popen(
+                self.command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                bufsize=0,
+                start_new_session=True,
+            )
+        except OSError as e:
+            self.last_error = f"cannot run ssh: {e}"
+            conn.close()
+            return
+        with self._lock:
+            self._procs.add(proc)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
+
+        def upstream() -> None:
+            try:
+                while chunk := conn.recv(1 << 16):
+                    stdin.write(chunk)
+            except OSError:
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    stdin.close()
+
+        def errors() -> None:
+            for raw in stderr:
+                line = raw.decode(errors="replace").strip()
+                if line:
+                    self.last_error = line
+
+        threading.Thread(target=upstream, daemon=True).start()
+        err_thread = threading.Thread(target=errors, daemon=True)
+        err_thread.start()
+        try:
+            while chunk := stdout.read(1 << 16):
+                conn.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            err_thread.join(timeout=5)  # ssh's complaint is known before the client sees the close
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+            with self._lock:
+                self._procs.discard(proc)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._server.close()
+        with self._lock:
+            procs = list(self._procs)
+        for proc in procs:
+            with contextlib.suppress(OSError):
+                proc.kill()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def connect(*, environ: Mapping[str, str] | None = None) -> docker.DockerClient:
+    """A client for the engine named by DOCKER_HOST (unix://, tcp://, ssh://) or the local default.
+
+    ssh:// goes through the `ssh` binary and the remote's `docker system dial-stdio` (no paramiko).
+    Failures are EngineError one-liners with the fix.
+    """
+    env = dict(os.environ if environ is None else environ)
+    host = env.get("DOCKER_HOST", "").strip()
+    scheme = host.split("://", 1)[0].lower() if "://" in host else ""
+    if host and scheme not in ("unix", "tcp", "ssh", "http", "https"):
+        raise EngineError(
+            f"DOCKER_HOST={host!r} is not an engine address; fix: use unix:///path/docker.sock, "
+            "tcp://host:2376 or ssh://user@host, or unset it"
+        )
+    if scheme == "unix":
+        sock = host[len("unix://") :]
+        if not os.path.exists(sock):
+            raise EngineError(_no_socket(sock, explicit=True))
+    bridge: _SshBridge | None = None
+    try:
+        if scheme == "ssh":
+            if not shutil.which("ssh"):
+                raise EngineError(
+                    f"cannot reach the Docker engine at {host}: the ssh client is missing; "
+                    "fix: apt-get install openssh-client"
+                )
+            bridge = _SshBridge(host)
+            client = docker.DockerClient(base_url=f"unix://{bridge.path}", timeout=CONNECT_TIMEOUT)
+            client._buildctl_ssh_bridge = bridge  # type: ignore[attr-defined]  # lives as long as the client
+            _close = client.close
+
+            def close() -> None:
+                _close()
+                bridge.close()
+
+            client.close = close  # type: ignore[method-assign]
+        else:
+            client = docker.DockerClient.from_env(timeout=CONNECT_TIMEOUT, environment=env)
+        client.ping()
+    except (derr.DockerException, requests.exceptions.RequestException, OSError) as e:
+        detail = bridge.last_error if bridge is not None else ""
+        if bridge is not None:
+            bridge.close()
+        raise EngineError(_explain_connect_error(e, host, env, detail)) from e
+    client.api.timeout = API_TIMEOUT
+    return client
+
+
+def _no_socket(sock: str, explicit: bool) -> str:
+    if not explicit and not (shutil.which("dockerd") or shutil.which("docker")):
+        return (
+            f"no Docker engine installed: {sock} does not exist and there is no dockerd; fix: install one "
+            "(apt-get install docker.io) and start dockerd, or set DOCKER_HOST to a remote engine"
+        )
+    where = "DOCKER_HOST" if explicit else "the default socket"
+    return (
+        f"the Docker engine is not running: {sock} ({where}) does not exist; fix: start dockerd "
+        "(systemctl start docker, or `dockerd &` as root) or set DOCKER_HOST to a running engine"
+    )
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    todo: list[Any] = [exc]
+    while todo:
+        e = todo.pop()
+        if not isinstance(e, BaseException) or any(e is s for s in seen) or len(seen) > 30:
+            continue
+        seen.append(e)
+        todo.extend([e.__cause__, e.__context__, getattr(e, "reason", None), *e.args])
+    return seen
+
+
+def _explain_connect_error(
+    exc: BaseException, host: str, env: Mapping[str, str] | None = None, ssh_detail: str = ""
+) -> str:
+    chain = _exception_chain(exc)
+    text = " ".join(str(e) for e in chain)
+    where = host or "unix:///var/run/docker.sock"
+    scheme = where.split("://", 1)[0].lower()
+    env = os.environ if env is None else env
+
+    def has(kind: type[BaseException], words: str) -> bool:
+        return any(isinstance(e, kind) for e in chain) or words.lower() in text.lower()
+
+    if scheme == "ssh":
+        why = ssh_detail or _one_line(str(exc), 200)
+        try:
+            words = " ".join(_SshBridge.ssh_words(host))
+        except EngineError:
+            words = host[len("ssh://") :]
+        return (
+            f"cannot reach the Docker engine over ssh at {host}: {_one_line(why, 200)}; fix: make "
+            f"`ssh {words} docker system dial-stdio` work (keys or agent, known_hosts, docker CLI on the "
+            "remote, remote user in the docker group)"
+        )
+    if scheme == "unix":
+        sock = where[len("unix://") :]
+        if has(PermissionError, "Permission denied"):
+            return (
+                f"permission denied on the Docker socket {sock}; fix: add your user to the docker group "
+                "(sudo usermod -aG docker $USER, then log in again) or use sudo"
+            )
+        if has(FileNotFoundError, "No such file or directory"):
+            return _no_socket(sock, explicit=bool(host))
+        if has(ConnectionRefusedError, "Connection refused"):
+            return (
+                f"the Docker engine is not running: nothing listens on {sock}; fix: start dockerd "
+                "(systemctl start docker, or `dockerd &` as root) or set DOCKER_HOST"
+            )
+    if has(requests.exceptions.SSLError, "SSL"):
+        return (
+            f"TLS to the Docker engine at {where} failed: {_one_line(str(exc), 160)}; fix: check "
+            "DOCKER_TLS_VERIFY / DOCKER_CERT_PATH (ca.pem, cert.pem, key.pem)"
+        )
+    if has(ConnectionRefusedError, "Connection refused"):
+        return (
+            f"the Docker engine at {where} is unreachable: connection refused; fix: start dockerd listening "
+            "there (dockerd -H tcp://0.0.0.0:2376 --tlsverify …) or correct DOCKER_HOST"
+        )
+    proxy = next(
+        (env[k] for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy") if env.get(k)), None
+    )
+    http_error = re.search(r"\b([45]\d\d) (?:Client|Server) Error", text)
+    if proxy and http_error and scheme in ("tcp", "http", "https"):
+        return (
+            f"the Docker engine at {where} answered through the HTTP proxy {mask_url(proxy)} with "
+            f"HTTP {http_error.group(1)}; fix: add the engine's host to NO_PROXY"
+        )
+    if http_error:
+        return (
+            f"something at {where} answered HTTP {http_error.group(1)} but is not a Docker "
+            "engine (a proxy in between?); fix: correct DOCKER_HOST, or add the host to NO_PROXY"
+        )
+    if (
+        "Name or service not known" in text
+        or "nodename nor servname" in text
+        or "Temporary failure in name" in text
+    ):
+        return f"the Docker engine at {where} is unreachable: unknown host name; fix: correct DOCKER_HOST"
+    if has(TimeoutError, "timed out"):
+        return (
+            f"the Docker engine at {where} did not answer within {CONNECT_TIMEOUT}s; fix: check the host, "
+            "port and firewall, or correct DOCKER_HOST"
+        )
+    return (
+        f"cannot connect to the Docker engine at {where}: {_one_line(str(exc), 200)}; fix: check that "
+        "`docker info` works with the same DOCKER_HOST"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _labels(extra: Mapping[str, str] | None) -> dict[str, str]:
+    return {LABEL: LABEL_VALUE, **{str(k): str(v) for k, v in (extra or {}).items()}}
+
+
+def _network(mode: str | None) -> str | None:
+    return None if mode in (None, "", "default") else mode
+
+
+def _api_error(e: derr.APIError, doing: str, mask: Callable[[str], str] = lambda s: s) -> EngineError:
+    why = mask(_one_line(e.explanation or str(e), 300))
+    if _NO_SPACE.search(why):
+        return EngineError(f"the Docker engine ran out of disk space while {doing}: {why}; {_CLEAN_FIX}")
+    if "could not select device driver" in why and "gpu" in why:
+        return EngineError(
+            f"the Docker engine cannot give containers GPUs while {doing}; fix: install the NVIDIA "
+            "Container Toolkit (nvidia-ctk runtime configure --runtime=docker) and restart dockerd"
+        )
+    return EngineError(f"docker failed while {doing}: {why}")
+
+
+def _connection_lost(e: BaseException, doing: str) -> EngineError:
+    return EngineError(
+        f"lost the connection to the Docker engine while {doing}: {_one_line(str(e), 200)}; fix: check "
+        "that dockerd is still running (`docker info`) and retry"
+    )
+
+
+def _pull_hint(ref: str) -> str:
+    return (
+        f"image {ref} is not in the engine and buildctl never pulls; fix: make it with "
+        "`invoke base-image` (debootstrap), `docker load` it, or `docker pull` it yourself"
+    )
+
+
+class _LineSplitter:
+    """Cuts a stream of text pieces into lines; progress-bar carriage returns keep the last state."""
+
+    def __init__(self) -> None:
+        self._buf = ""
+
+    def feed(self, text: str) -> list[str]:
+        self._buf += text
+        if "\n" not in self._buf:
+            if len(self._buf) > _MAX_LINE:
+                out, self._buf = self._buf, ""
+                return [self._clean(out)]
+            return []
+        *lines, self._buf = self._buf.split("\n")
+        return [self._clean(ln) for ln in lines]
+
+    def flush(self) -> list[str]:
+        out, self._buf = self._buf, ""
+        return [self._clean(out)] if out else []
+
+    @staticmethod
+    def _clean(line: str) -> str:
+        line = line.rstrip("\r")
+        if "\r" in line:
+            line = line.rsplit("\r", 1)[-1]
+        return line
+
+
+def image_exists(client: docker.DockerClient, ref: str) -> bool:
+    try:
+        client.api.inspect_image(ref)
+        return True
+    except derr.NotFound:
+        return False
+    except derr.APIError as e:
+        raise _api_error(e, f"looking up image {ref}") from e
+
+
+def _from_refs(dockerfile_text: str, buildargs: Mapping[str, str]) -> list[str]:
+    """Images named by FROM lines that are not earlier stages; ARG defaults and build args resolved."""
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    refs: list[str] = []
+    seen_from = False
+    text = re.sub(r"\\\r?\n", " ", dockerfile_text)
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        word, _, rest = line.partition(" ")
+        word = word.upper()
+        if word == "ARG" and not seen_from:
+            name, eq, default = rest.strip().partition("=")
+            name = name.strip()
+            value = buildargs.get(name, default.strip().strip("\"'") if eq else None)
+            if value is not None:
+                args[name] = value
+        elif word == "FROM":
+            seen_from = True
+            parts = [p for p in rest.split() if not p.startswith("--")]
+            if not parts:
+                continue
+            ref = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args.get(m.group(1) or m.group(2), "$?"), parts[0])
+            if len(parts) >= 3 and parts[1].lower() == "as":
+                stages.add(parts[2].lower())
+            if "$?" in ref or ref.lower() == "scratch" or ref.lower() in stages:
+                continue
+            refs.append(ref)
+    return refs
+
+
+# ---------------------------------------------------------------------------------------------- build
+
+
+def build_image(
+    client: docker.DockerClient,
+    context_dir: Path,
+    tag: str,
+    *,
+    buildargs: Mapping[str, str] | None = None,
+    network_mode: str | None = None,
+    target: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    nocache: bool = False,
+    on_line: LineSink | None = None,
+    dockerfile: str = "Dockerfile",
+    secrets: Iterable[str] = (),
+    allow_pull: bool = False,
+) -> str:
+    """Build `context_dir` with the classic builder, streaming the log line by line; the image id.
+
+    A failing step raises StepFailed(step="image") with the masked log; a full disk raises EngineError.
+    Proxy build args (HTTP_PROXY & co.) are left out of the image history by Docker itself.
+    """
+    context_dir = Path(context_dir)
+    buildargs = {str(k): str(v) for k, v in (buildargs or {}).items()}
+    masker = Masker([*secrets, *(s for v in buildargs.values() for s in url_secrets(v))])
+    df = context_dir / dockerfile
+    if not df.is_file():
+        raise EngineError(f"no {dockerfile} in the build context {context_dir}")
+    if not allow_pull:
+        for ref in _from_refs(df.read_text(errors="replace"), buildargs):
+            if not image_exists(client, ref):
+                raise EngineError(_pull_hint(ref))
+
+    lines: list[str] = []
+
+    def emit(line: str) -> None:
+        line = masker(line)
+        lines.append(line)
+        if on_line is not None:
+            on_line(line)
+
+    splitter = _LineSplitter()
+    image_id: str | None = None
+    error: str | None = None
+    error_detail: dict[str, Any] = {}
+    doing = f"building {tag}"
+    with terminate_as_interrupt():
+        try:
+            stream = client.api.build(
+                path=str(context_dir),
+                dockerfile=dockerfile,
+                tag=tag,
+                buildargs=buildargs,
+                network_mode=_network(network_mode),
+                target=target,
+                labels=_labels(labels),
+                nocache=nocache,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
+            )
+            for chunk in stream:
+                if "stream" in chunk:
+                    for ln in splitter.feed(str(chunk["stream"])):
+                        emit(ln)
+                elif "status" in chunk:  # pull progress and the like
+                    emit(" ".join(str(chunk.get(k, "")) for k in ("status", "id") if chunk.get(k)))
+                aux = chunk.get("aux")
+                if isinstance(aux, dict) and aux.get("ID"):
+                    image_id = str(aux["ID"])
+                if "error" in chunk:
+                    error = str(chunk.get("error") or "")
+                    error_detail = chunk.get("errorDetail") or {}
+            for ln in splitter.flush():
+                emit(ln)
+        except derr.APIError as e:
+            raise _api_error(e, doing, masker) from e
+        except (requests.exceptions.ConnectionError, derr.DockerException) as e:
+            raise _connection_lost(e, doing) from e
+        except BaseException:
+            # Drop the connection so that the daemon cancels the build (and, with forcerm, its container).
+            with contextlib.suppress(Exception):
+                client.api.close()
+            raise
+
+    if error is not None:
+        message = masker(_one_line(error, 400))
+        if _NO_SPACE.search(message) or any(_NO_SPACE.search(ln) for ln in lines[-50:]):
+            raise EngineError(f"the Docker engine ran out of disk space while {doing}; {_CLEAN_FIX}")
+        if re.search(
+            r"pull access denied|manifest unknown|registry-1\.docker\.io|repository does not exist", message
+        ):
+            raise EngineError(
+                f"{message}; fix: the base image must be in the engine already (buildctl never pulls)"
+            )
+        code = error_detail.get("code")
+        if not isinstance(code, int) or code == 0:
+            m = re.search(r"non-zero code: (\d+)", message)
+            code = int(m.group(1)) if m else 1
+        raise StepFailed("image", code, "\n".join(lines), oom_killed=code == 137, detail=message)
+    if image_id is None:
+        try:
+            image_id = str(client.api.inspect_image(tag)["Id"])
+        except derr.APIError as e:
+            raise _api_error(e, f"inspecting the built image {tag}") from e
+    return image_id
+
+
+# ---------------------------------------------------------------------------------------------- archives
+
+
+def _owner_of(user: str | None) -> tuple[int, int]:
+    """uid/gid that copied-in files get: the container's numeric user, else root."""
+    if user:
+        uid, _, gid = user.partition(":")
+        if uid.isdigit():
+            return int(uid), int(gid) if gid.isdigit() else int(uid)
+    return 0, 0
+
+
+class _Aborted(Exception):
+    pass
+
+
+def _tar_chunks(src: Path, arcname: str, owner: tuple[int, int]) -> Iterator[bytes]:
+    """A PAX tar of `src` (as `arcname`) produced in a thread and streamed: no temp copy on disk.
+
+    File mtimes are kept to the nanosecond, so that make/ninja see unchanged sources as unchanged.
+    """
+    q: queue.Queue[Any] = queue.Queue(maxsize=8)
+    stop = threading.Event()
+    done = object()
+
+    def put(item: Any) -> None:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+        raise _Aborted
+
+    class Writer:
+        def write(self, b: bytes) -> int:
+            put(bytes(b))
+            return len(b)
+
+    def set_owner(ti: tarfile.TarInfo) -> tarfile.TarInfo:
+        ti.uid, ti.gid = owner
+        ti.uname = ti.gname = ""
+        # tarfile writes float mtimes (about 100 ns off); PAX carries the exact nanoseconds.
+        rel = ti.name[len(arcname) + 1 :] if ti.name != arcname else ""
+        with contextlib.suppress(OSError):
+            ns = os.lstat(src / rel if rel else src).st_mtime_ns
+            ti.mtime = ns // 1_000_000_000
+            ti.pax_headers = {**ti.pax_headers, "mtime": f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"}
+        return ti
+
+    def produce() -> None:
+        try:
+            with tarfile.open(fileobj=Writer(), mode="w|", format=tarfile.PAX_FORMAT, bufsize=1 << 20) as tf:
+                tf.add(str(src), arcname=arcname, recursive=True, filter=set_owner)
+            put(done)
+        except _Aborted:
+            pass
+        except BaseException as e:  # reported to the consumer
+            with contextlib.suppress(_Aborted):
+                put(e)
+
+    thread = threading.Thread(target=produce, name="buildctl-tar", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise EngineError(f"cannot read input {src}: {_one_line(str(item), 200)}") from item
+            yield item
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+class _ChunkReader(io.RawIOBase):
+    """A readable file over an iterator of byte chunks (for tarfile's stream mode)."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._it = iter(chunks)
+        self._buf = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self._buf:
+            try:
+                self._buf = next(self._it)
+            except StopIteration:
+                return 0
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+
+def _safe_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    data_filter = getattr(tarfile, "data_filter", None)
+    if data_filter is not None:
+        try:
+            return data_filter(member, dest)
+        except tarfile.FilterError as e:
+            log.warning("skipped output member %s: %s", member.name, e)
+            return None
+    # Python without extraction filters: refuse escapes and special files ourselves.
+    parts = Path(member.name).parts
+    if (
+        member.name.startswith("/")
+        or ".." in parts
+        or not (member.isfile() or member.isdir() or member.issym())
+    ):
+        return None
+    if member.issym() and (member.linkname.startswith("/") or ".." in Path(member.linkname).parts):
+        return None
+    member.uid = member.gid = 0
+    member.uname = member.gname = ""
+    return member
+
+
+def _put_input(
+    client: docker.DockerClient, cid: str, container_path: str, host_path: Path, owner: tuple[int, int]
+) -> None:
+    host_path = Path(host_path)
+    if not host_path.exists():
+        raise EngineError(f"input {host_path} (for {container_path} in the container) does not exist")
+    arcname = container_path.strip("/")
+    if not arcname or ".." in Path(arcname).parts:
+        raise EngineError(f"input destination {container_path!r} must be an absolute path below /")
+    # Extract at / with the destination's full path in the archive: the engine creates missing parents.
+    client.api.put_archive(cid, "/", _tar_chunks(host_path, arcname, owner))
+
+
+def _get_output(client: docker.DockerClient, cid: str, container_path: str, host_dir: Path) -> bool:
+    """Copy a container directory's contents (or a file) into `host_dir`; False when it does not exist."""
+    try:
+        chunks, stat = client.api.get_archive(cid, container_path)
+    except derr.NotFound:
+        return False
+    host_dir = Path(host_dir)
+    host_dir.mkdir(parents=True, exist_ok=True)
+    is_dir = bool(int(stat.get("mode", 0)) & (1 << 31))  # Go's os.ModeDir
+    top = stat.get("name") or Path(container_path).name
+    dest = str(host_dir)
+    with tarfile.open(fileobj=io.BufferedReader(_ChunkReader(chunks), 1 << 20), mode="r|") as tf:
+        for member in tf:
+            if is_dir:
+                if member.name.rstrip("/") == top:
+                    continue
+                member.name = member.name.split("/", 1)[1] if "/" in member.name else member.name
+                if member.islnk() and member.linkname.startswith(top + "/"):
+                    member.linkname = member.linkname.split("/", 1)[1]
+            safe = _safe_member(member, dest)
+            if safe is not None:
+                if safe.isdir():
+                    safe.mode = (safe.mode or 0o755) | 0o700  # its children still have to be written
+                tf.extract(
+                    safe,
+                    dest,
+                    set_attrs=True,
+                    **({"filter": "fully_trusted"} if hasattr(tarfile, "data_filter") else {}),
+                )
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- run
+
+
+def _ensure_volume(client: docker.DockerClient, name: str, labels: Mapping[str, str]) -> None:
+    if not name or "/" in name:
+        raise EngineError(
+            f"volume {name!r} is not a volume name (host paths are not mounted; use inputs/outputs)"
+        )
+    try:
+        client.api.inspect_volume(name)
+    except derr.NotFound:
+        try:
+            client.api.create_volume(name, labels=dict(labels))
+        except derr.APIError as e:
+            raise _api_error(e, f"creating volume {name}") from e
+
+
+def _remove_container(client: docker.DockerClient, ref: str) -> None:
+    with _signals_deferred():
+        for _ in range(3):
+            try:
+                client.api.remove_container(ref, force=True, v=True)
+                return
+            except derr.NotFound:
+                return
+            except derr.APIError as e:
+                if "already in progress" in str(e):
+                    return
+                last: BaseException = e
+            except (requests.exceptions.RequestException, OSError) as e:
+                last = e
+        log.warning("could not remove container %s: %s", ref, _one_line(str(last), 200))
+
+
+def run_container(
+    client: docker.DockerClient,
+    image: str,
+    command: list[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    inputs: Mapping[str, Path] | None = None,
+    outputs: Mapping[str, Path] | None = None,
+    volumes: Mapping[str, str] | None = None,
+    network_mode: str | None = None,
+    mem_limit: str | int | None = None,
+    gpus: bool = False,
+    workdir: str | None = None,
+    user: str | None = None,
+    on_line: LineSink | None = None,
+    keep: bool = False,
+    name: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    secrets: Iterable[str] = (),
+    shm_size: str | None = None,
+    ipc_mode: str | None = None,
+) -> ContainerResult:
+    """Run `command` in a fresh container of `image`; its exit code, OOM flag and (masked) log.
+
+    inputs {container path: host path}: copied in before start (a directory's contents land at the
+    container path, a file at that path), owned by `user` when numeric, else root, mtimes kept.
+    outputs {container path: host dir}: copied out after exit, also when the command failed; a
+    directory's contents (or a file) are merged into the host dir (same names overwritten, links
+    escaping it skipped); absent ones are listed in missing_outputs.
+    volumes {volume name: container path}: named volumes, created (labelled) when missing.
+    The container is removed on every path (errors, Ctrl-C, SIGTERM); `keep` keeps it only after a
+    normal finish. A non-zero exit is a result, not an exception; engine problems raise EngineError.
+    """
+    env = {str(k): str(v) for k, v in (env or {}).items()}
+    masker = Masker([*secrets, *secret_values_from_env(env)])
+    all_labels = _labels(labels)
+    name = name or f"buildctl-{uuid.uuid4().hex[:12]}"
+    doing = f"running {image}"
+    for vol in volumes or {}:
+        _ensure_volume(client, vol, all_labels)
+
+    lines: list[str] = []
+
+    def emit(line: str) -> None:
+        line = masker(line)
+        lines.append(line)
+        if on_line is not None:
+            on_line(line)
+
+    cid: str | None = None
+    finished = False
+    with terminate_as_interrupt():
+        try:
+            host_config = client.api.create_host_config(
+                binds={vol: {"bind": path, "mode": "rw"} for vol, path in (volumes or {}).items()},
+                network_mode=_network(network_mode),
+                mem_limit=mem_limit,
+                memswap_limit=mem_limit,  # no swap on top: a limit is a limit
+                device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else None,
+                shm_size=shm_size,
+                ipc_mode=ipc_mode,
+            )
+            try:
+                cid = client.api.create_container(
+                    image,
+                    command=list(command),
+                    environment=env,
+                    working_dir=workdir,
+                    user=user,
+                    labels=all_labels,
+                    host_config=host_config,
+                    name=name,
+                    detach=True,
+                )["Id"]
+            except derr.ImageNotFound as e:
+                raise EngineError(_pull_hint(image)) from e
+            owner = _owner_of(user)
+            for container_path, host_path in (inputs or {}).items():
+                _put_input(client, cid, container_path, Path(host_path), owner)
+            # Attach before start (as `docker run` does): nothing is missed, no log driver is needed,
+            # and stdout/stderr arrive apart, so a partial line of one is never glued to the other.
+            attached = client.api.attach(cid, stdout=True, stderr=True, stream=True, logs=True, demux=True)
+            client.api.start(cid)
+            streams = [
+                (codecs.getincrementaldecoder("utf-8")(errors="replace"), _LineSplitter()) for _ in range(2)
+            ]
+            for frame in attached:
+                for (decoder, splitter), data in zip(streams, frame, strict=True):
+                    if data:
+                        for ln in splitter.feed(decoder.decode(data)):
+                            emit(ln)
+            for decoder, splitter in streams:
+                for ln in splitter.feed(decoder.decode(b"", final=True)) + splitter.flush():
+                    emit(ln)
+            status = client.api.wait(cid, timeout=None)
+            code = int(status.get("StatusCode", -1))
+            state = client.api.inspect_container(cid).get("State") or {}
+            oom = bool(state.get("OOMKilled")) or code == 137
+            missing = tuple(
+                cpath
+                for cpath, hdir in (outputs or {}).items()
+                if not _get_output(client, cid, cpath, Path(hdir))
+            )
+            finished = True
+            return ContainerResult(code, oom, "\n".join(lines), cid, missing)
+        except derr.APIError as e:
+            raise _api_error(e, doing, masker) from e
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as e:
+            raise _connection_lost(e, doing) from e
+        finally:
+            if not (keep and finished):
+                _remove_container(client, cid or name)
+
+
+# ---------------------------------------------------------------------------------------------- misc
+
+
+def _is_local(client: docker.DockerClient) -> bool:
+    base = str(client.api.base_url)
+    if base.startswith("http+docker://localhost"):
+        return True
+    host = re.sub(r"^\w+://", "", base).split("/")[0].rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "127.0.0.1", "::1")
+
+
+def engine_facts(client: docker.DockerClient) -> dict[str, Any]:
+    """Facts about the engine for manifests and diagnostics."""
+    try:
+        version = client.version()
+        info = client.info()
+    except derr.APIError as e:
+        raise _api_error(e, "reading the engine's version") from e
+    except requests.exceptions.RequestException as e:
+        raise _connection_lost(e, "reading the engine's version") from e
+    root = info.get("DockerRootDir")
+    local = _is_local(client) and getattr(client, "_buildctl_ssh_bridge", None) is None
+    free = None
+    if local and root and os.path.isdir(root):
+        with contextlib.suppress(OSError):
+            free = shutil.disk_usage(root).free
+    runtimes = sorted((info.get("Runtimes") or {}).keys())
+    return {
+        "server_version": version.get("Version"),
+        "api_version": version.get("ApiVersion"),
+        "client_api_version": client.api.api_version,
+        "min_api_version": version.get("MinAPIVersion"),
+        "os": info.get("OperatingSystem"),
+        "os_type": version.get("Os") or info.get("OSType"),
+        "arch": version.get("Arch") or info.get("Architecture"),
+        "kernel": version.get("KernelVersion") or info.get("KernelVersion"),
+        "storage_driver": info.get("Driver"),
+        "docker_root_dir": root,
+        "cgroup_version": info.get("CgroupVersion"),
+        "cpus": info.get("NCPU"),
+        "memory_bytes": info.get("MemTotal"),
+        "runtimes": runtimes,
+        "nvidia_runtime": "nvidia" in runtimes,
+        "local": local,
+        "free_bytes": free,
+    }
+
+
+def remove_volume(client: docker.DockerClient, name: str) -> bool:
+    """Remove a volume; False when there was none. A volume in use is an EngineError with the fix."""
+    try:
+        client.api.remove_volume(name)
+        return True
+    except derr.NotFound:
+        return False
+    except derr.APIError as e:
+        if e.status_code == 409:
+            raise EngineError(
+                f"volume {name} is in use by a container; fix: remove the container first "
+                f"(docker ps -a --filter volume={name})"
+            ) from e
+        raise _api_error(e, f"removing volume {name}") from e
+
+
+def list_buildctl_containers(
+    client: docker.DockerClient, labels: Mapping[str, str] | None = None
+) -> list[Any]:
+    """All containers (running or not) labelled buildctl=1 and, when given, with these labels too."""
+    filters = [f"{k}={v}" for k, v in _labels(labels).items()]
+    try:
+        return client.containers.list(all=True, filters={"label": filters})
+    except derr.APIError as e:
+        raise _api_error(e, "listing containers") from e
+
+
+def list_buildctl_volumes(client: docker.DockerClient, labels: Mapping[str, str] | None = None) -> list[Any]:
+    filters = [f"{k}={v}" for k, v in _labels(labels).items()]
+    try:
+        return client.volumes.list(filters={"label": filters})
+    except derr.APIError as e:
+        raise _api_error(e, "listing volumes") from e

@@ -1,0 +1,65 @@
+"""Shared session fixtures for tests that drive the real Docker engine.
+
+There is no skipping: without a reachable engine `docker_client` errors with buildctl's one-line
+EngineError, and so does every test that uses it.
+
+* `docker_client`: one `docker.DockerClient` for the session (from `buildctl.engine.connect`).
+* `base_image`: the tag of the bookworm base image (buildctl/base:bookworm), made once with
+  debootstrap when the engine does not have it yet, reused otherwise.
+* `test_labels`: labels unique to this session; everything created with them (containers,
+  volumes, images) is removed when the session ends. Pass them as `labels=` to the engine calls.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+
+import docker
+import pytest
+from docker import errors as derr
+
+from buildctl import baseimage, engine
+
+BASE_DISTRO = "bookworm"
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    client = engine.connect()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_client: docker.DockerClient) -> str:
+    """Tag of the bookworm base image; made (debootstrap, a few minutes) only if the engine lacks it."""
+
+    def show(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    baseimage.ensure_base_image(docker_client, BASE_DISTRO, on_line=show)
+    return baseimage.default_tag(BASE_DISTRO)
+
+
+@pytest.fixture(scope="session")
+def test_labels(docker_client: docker.DockerClient) -> Iterator[dict[str, str]]:
+    labels = {"buildctl.test": uuid.uuid4().hex[:12]}
+    yield labels
+    selector = {"label": [f"{k}={v}" for k, v in labels.items()]}
+    for c in docker_client.containers.list(all=True, filters=selector):
+        try:
+            c.remove(force=True, v=True)
+        except derr.NotFound:
+            pass
+    for v in docker_client.volumes.list(filters=selector):
+        try:
+            v.remove(force=True)
+        except derr.NotFound:
+            pass
+    for img in docker_client.images.list(filters=selector):
+        try:
+            docker_client.images.remove(img.id, force=True)
+        except derr.NotFound:
+            pass
