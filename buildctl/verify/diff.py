@@ -1,0 +1,182 @@
+"""`invoke diff A B`: compare two builds, each an artifact directory (manifest.json + report.json) or a
+report.json: manifest fields, __config__ Build settings, versions, arch lists, latency headlines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from buildctl.errors import InputError
+from buildctl.verify.report import JSON_NAME, Report, fmt_size, headline
+
+MANIFEST_NAME = "manifest.json"
+VERSION_FIELDS = ("version", "git_version", "debug", "cuda", "hip", "cudnn", "nccl", "cxx11_abi")
+LATENCY_FIELDS = ("backend", "device", "world_size", "latency_size", "latency_us", "graph_latency_us",
+                  "peak_busbw_gbs", "peak_busbw_size", "wrong")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not JSON ({e}); fix: give an artifact directory or a report.json") from None
+
+
+def load_side(path: Path) -> dict:
+    """{'label', 'manifest': dict | None, 'report': Report | None} for a directory or a JSON file."""
+    path = Path(path)
+    manifest = report = None
+    if path.is_dir():
+        if (path / MANIFEST_NAME).is_file():
+            manifest = _read_json(path / MANIFEST_NAME)
+        if (path / JSON_NAME).is_file():
+            report = Report.from_dict(_read_json(path / JSON_NAME))
+        if manifest is None and report is None:
+            raise InputError(f"{path}: neither {MANIFEST_NAME} nor {JSON_NAME} in it; "
+                             "fix: give an artifact directory or a report.json")
+    elif path.is_file():
+        d = _read_json(path)
+        if isinstance(d, dict) and "schema_version" in d and "probe" in d:
+            report = Report.from_dict(d)
+            mf = path.parent / MANIFEST_NAME
+            if mf.is_file():  # a report beside its artifact's manifest
+                manifest = _read_json(mf)
+        elif isinstance(d, dict):
+            manifest = d
+        else:
+            raise InputError(f"{path}: not a manifest or report; fix: give an artifact directory or a report.json")
+    else:
+        raise InputError(f"{path}: no such file or directory; fix: give an artifact directory or a report.json")
+    return {"label": str(path), "manifest": manifest, "report": report}
+
+
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as dotted keys; lists kept as values."""
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) and v:
+                out.update(flatten(v, key))
+            else:
+                out[key] = v
+    elif prefix:
+        out[prefix] = d
+    return out
+
+
+def _rows(a: dict, b: dict) -> list[dict]:
+    keys = list(a) + [k for k in b if k not in a]
+    return [{"field": k, "a": a.get(k), "b": b.get(k), "same": a.get(k) == b.get(k)} for k in keys]
+
+
+def diff_reports(a: dict, b: dict) -> dict:
+    """Compare two loaded sides (see load_side)."""
+    ra: Report | None = a["report"]
+    rb: Report | None = b["report"]
+    pa = ra.probe if ra else {}
+    pb = rb.probe if rb else {}
+    fa, fb = pa.get("framework") or {}, pb.get("framework") or {}
+    result: dict[str, Any] = {"a": a["label"], "b": b["label"]}
+    result["manifest"] = _rows(flatten(a["manifest"] or {}), flatten(b["manifest"] or {}))
+    result["versions"] = _rows({k: fa.get(k) for k in VERSION_FIELDS}, {k: fb.get(k) for k in VERSION_FIELDS})
+    result["build_settings"] = _rows((pa.get("config") or {}).get("build_settings") or {},
+                                     (pb.get("config") or {}).get("build_settings") or {})
+    arch_a, arch_b = fa.get("arch_list") or [], fb.get("arch_list") or []
+    cov_a, cov_b = pa.get("arch_coverage") or {}, pb.get("arch_coverage") or {}
+    bin_a = (cov_a.get("sass") or []) + (cov_a.get("ptx") or [])
+    bin_b = (cov_b.get("sass") or []) + (cov_b.get("ptx") or [])
+    result["arch"] = {
+        "a": arch_a, "b": arch_b,
+        "only_a": [x for x in arch_a if x not in arch_b], "only_b": [x for x in arch_b if x not in arch_a],
+        "same": set(arch_a) == set(arch_b),
+        "binary_a": bin_a if cov_a.get("state") == "ok" else None,
+        "binary_b": bin_b if cov_b.get("state") == "ok" else None,
+    }
+    ha = (headline(ra) if ra else None) or {}
+    hb = (headline(rb) if rb else None) or {}
+    lat = _rows({k: ha.get(k) for k in LATENCY_FIELDS}, {k: hb.get(k) for k in LATENCY_FIELDS})
+    for r in lat:
+        if isinstance(r["a"], (int, float)) and isinstance(r["b"], (int, float)) and r["a"] and \
+                not isinstance(r["a"], bool):
+            r["ratio_b_over_a"] = round(r["b"] / r["a"], 3)
+    comparable = bool(ha and hb and ha.get("backend") == hb.get("backend")
+                      and ha.get("world_size") == hb.get("world_size"))
+    result["latency"] = {"rows": lat, "comparable": comparable,
+                         "label_a": ha.get("label"), "label_b": hb.get("label")}
+    result["ok"] = {"a": ra.ok if ra else None, "b": rb.ok if rb else None}
+    result["differences"] = (sum(not r["same"] for r in result["manifest"])
+                             + sum(not r["same"] for r in result["versions"])
+                             + sum(not r["same"] for r in result["build_settings"])
+                             + (0 if result["arch"]["same"] else 1))
+    return result
+
+
+def diff_paths(a: Path, b: Path) -> dict:
+    """Entry point for `invoke diff A B`: the comparison as plain JSON-able data."""
+    return diff_reports(load_side(Path(a)), load_side(Path(b)))
+
+
+def _short(v: Any, width: int = 80) -> str:
+    s = "-" if v is None else json.dumps(v) if isinstance(v, (list, dict, bool)) else str(v)
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def print_diff(result: dict, console: Console, *, show_all: bool = False) -> None:
+    """Side-by-side tables; identical rows are counted, not listed, unless show_all."""
+    console.print(f"[bold]A[/] {result['a']}\n[bold]B[/] {result['b']}")
+
+    def table(title: str, rows: list[dict]) -> None:
+        shown = rows if show_all else [r for r in rows if not r["same"]]
+        same = sum(r["same"] for r in rows)
+        if not rows:
+            console.print(f"{title}: nothing on either side")
+            return
+        t = Table(title=f"{title} ({len(rows) - same} differ, {same} identical)", title_justify="left")
+        t.add_column("field", style="bold")
+        t.add_column("A", overflow="fold")
+        t.add_column("B", overflow="fold")
+        for r in shown:
+            style = "" if r["same"] else "yellow"
+            t.add_row(r["field"], Text(_short(r["a"]), style=style), Text(_short(r["b"]), style=style))
+        if shown:
+            console.print(t)
+        else:
+            console.print(f"{title}: {same} fields, all identical")
+
+    table("manifest", result["manifest"])
+    table("versions", result["versions"])
+    table("__config__ build settings", result["build_settings"])
+
+    arch = result["arch"]
+    t = Table(title="arch lists" + ("" if arch["same"] else " (differ)"), title_justify="left")
+    t.add_column("")
+    t.add_column("A", overflow="fold")
+    t.add_column("B", overflow="fold")
+    t.add_row("arch list", " ".join(arch["a"]) or "none", " ".join(arch["b"]) or "none")
+    t.add_row("only in", " ".join(arch["only_a"]) or "-", " ".join(arch["only_b"]) or "-")
+    t.add_row("binary (cuobjdump)", " ".join(arch["binary_a"] or []) or "not listed",
+              " ".join(arch["binary_b"] or []) or "not listed")
+    console.print(t)
+
+    lat = result["latency"]
+    t = Table(title="latency headline" + ("" if lat["comparable"] else
+                                          " (NOT comparable: different backend or world size)"),
+              title_justify="left")
+    for col in ("", "A", "B", "B/A"):
+        t.add_column(col, justify="right" if col else "left")
+    for r in lat["rows"]:
+        a, b = r["a"], r["b"]
+        if r["field"].endswith("_size") and isinstance(a, int):
+            a = fmt_size(a)
+        if r["field"].endswith("_size") and isinstance(b, int):
+            b = fmt_size(b)
+        t.add_row(r["field"], _short(a), _short(b), str(r.get("ratio_b_over_a", "")))
+    console.print(t)
+    console.print(f"A: {lat['label_a']}\nB: {lat['label_b']}")
+    console.print(f"{result['differences']} difference(s)")

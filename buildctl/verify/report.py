@@ -1,0 +1,338 @@
+"""The verification report: JSON (schema in docs/verify.md), rich tables, Markdown summary, PNG plot."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from buildctl.errors import InputError
+from buildctl.verify.expectations import Check, failed
+
+SCHEMA_VERSION = 1
+JSON_NAME, MD_NAME, PNG_NAME = "report.json", "report.md", "report.png"
+
+
+@dataclass
+class Report:
+    """One verification run. `probe` is probe.py's JSON as written; the rest is derived from it."""
+
+    wheel: dict[str, Any]  # path, name, size, sha256
+    mode: str  # host | container
+    module: str  # torch | demofw
+    environment: dict[str, Any]  # image (container) or interpreter (host), python version
+    expectations: dict[str, Any]
+    checks: list[Check]
+    probe: dict[str, Any]
+    verdict: str
+    spec: dict[str, Any] | None = None  # name, accelerator, framework of the recipe, when one was given
+    files: dict[str, str | None] = field(default_factory=dict)  # json, markdown, plot
+    created: str = field(default_factory=lambda: datetime.datetime.now(datetime.timezone.utc)
+                         .isoformat(timespec="seconds"))
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return not failed(self.checks)
+
+    @property
+    def sweep(self) -> dict:
+        return self.probe.get("sweep") or {}
+
+    def to_dict(self) -> dict:
+        from buildctl import __version__
+
+        return {
+            "schema_version": self.schema_version,
+            "created": self.created,
+            "buildctl_version": __version__,
+            "ok": self.ok,
+            "verdict": self.verdict,
+            "mode": self.mode,
+            "module": self.module,
+            "wheel": self.wheel,
+            "environment": self.environment,
+            "spec": self.spec,
+            "expectations": self.expectations,
+            "checks": [c.to_dict() for c in self.checks],
+            "headline": headline(self),
+            "files": self.files,
+            "probe": self.probe,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Report:
+        v = d.get("schema_version")
+        if not isinstance(v, int) or v > SCHEMA_VERSION or v < 1:
+            raise InputError(f"report schema_version {v!r} is not one this buildctl reads (1..{SCHEMA_VERSION}); "
+                             "fix: use a buildctl at least as new as the one that wrote it")
+        return cls(wheel=d["wheel"], mode=d["mode"], module=d["module"], environment=d["environment"],
+                   expectations=d["expectations"], checks=[Check.from_dict(c) for c in d["checks"]],
+                   probe=d["probe"], verdict=d["verdict"], spec=d.get("spec"), files=d.get("files") or {},
+                   created=d["created"], schema_version=v)
+
+
+def headline(report: Report) -> dict | None:
+    """Latency headline with its label, so that a gloo figure can never pass for an NCCL one."""
+    sw = report.sweep
+    if sw.get("state") != "ok" or not sw.get("headline"):
+        return None
+    h = sw["headline"]
+    return {"backend": sw.get("backend"), "device": sw.get("device"), "world_size": sw.get("world_size"),
+            "label": sw.get("label"), **h}
+
+
+def write_json(report: Report, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_report(path: Path) -> Report:
+    try:
+        d = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such report; fix: give a report.json or an artifact directory") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not JSON ({e}); fix: give a report.json written by `invoke verify`") from None
+    if not isinstance(d, dict) or "schema_version" not in d:
+        raise InputError(f"{path}: not a verification report (no schema_version); fix: give a report.json")
+    return Report.from_dict(d)
+
+
+# --------------------------------------------------------------------------- formatting helpers
+
+
+def fmt_size(n: int) -> str:
+    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return f"{n}"
+
+
+def fmt_bw(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    return f"{v:.3f}" if v >= 0.01 else f"{v:.2e}"
+
+
+def _mark(ok: bool | None) -> tuple[str, str]:
+    return {True: ("PASS", "green"), False: ("FAIL", "bold red"), None: ("n/a", "dim")}[ok]
+
+
+def _facts_rows(report: Report) -> list[tuple[str, str]]:
+    p = report.probe
+    fw = p.get("framework") or {}
+    dist = p.get("distributed") or {}
+    imp = p.get("import") or {}
+    rows = [
+        ("import", f"ok in {imp.get('seconds')} s, smoke {imp.get('smoke')}" if imp.get("ok") else f"FAILED: {imp.get('error')}"),
+        ("version", str(fw.get("version"))),
+        ("git_version", str(fw.get("git_version"))),
+        ("debug", str(fw.get("debug"))),
+        ("CUDA", str(fw.get("cuda"))),
+        ("HIP", str(fw.get("hip"))),
+        ("cuDNN", str(fw.get("cudnn"))),
+        ("NCCL", str(fw.get("nccl"))),
+        ("arch list", " ".join(fw.get("arch_list") or []) or "none"),
+        ("C++11 ABI", str(fw.get("cxx11_abi"))),
+        ("distributed", ", ".join(k for k in ("nccl", "gloo", "mpi", "hccl") if dist.get(k)) or
+         ("none" if dist.get("available") else "not available")),
+        ("python", f"{(p.get('python') or {}).get('version')} ({(p.get('python') or {}).get('executable')})"),
+    ]
+    return rows
+
+
+def sweep_table(sw: dict) -> Table:
+    t = Table(title=f"all-reduce sweep: {sw.get('label')}", title_justify="left")
+    for col in ("size (B)", "count", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"):
+        t.add_column(col, justify="right")
+    for r in sw.get("rows") or []:
+        t.add_row(str(r["size"]), str(r["count"]), f"{r['time_us']:.2f}", fmt_bw(r["algbw_gbs"]),
+                  fmt_bw(r["busbw_gbs"]), Text(str(r["wrong"]), style="red" if r["wrong"] else ""))
+    return t
+
+
+def headline_text(report: Report) -> str:
+    h = headline(report)
+    if not h:
+        sw = report.sweep
+        return f"all-reduce: {sw.get('state', 'not run')}" + (f" ({sw.get('reason')})" if sw.get("reason") else "")
+    s = f"{fmt_size(h['latency_size'])} B latency {h['latency_us']:.2f} us"
+    if h.get("peak_busbw_gbs") is not None:
+        s += f", peak busbw {h['peak_busbw_gbs']:.3f} GB/s at {fmt_size(h['peak_busbw_size'])} B"
+    else:
+        s += ", busbw n/a (1 rank)"
+    if h.get("graph_latency_us") is not None:
+        s += f", CUDA-graph latency {h['graph_latency_us']:.2f} us"
+    return f"{s} [{h['label']}]"
+
+
+# --------------------------------------------------------------------------- rich
+
+
+def render(report: Report, console: Console) -> None:
+    """Everything a person reads: config in full, facts, expectations, arch coverage, GPUs, sweep."""
+    p = report.probe
+    status = "[green]PASSED[/]" if report.ok else "[bold red]FAILED[/]"
+    env = report.environment.get("image") or report.environment.get("python") or ""
+    console.print(Panel(f"{report.wheel.get('name')}\n{report.mode}: {env}\n{report.verdict}\n{status}",
+                        title="buildctl verify", title_align="left"))
+    if p.get("fatal"):
+        console.print(f"[bold red]probe crashed:[/] {p['fatal']}")
+        console.print(p.get("traceback", ""), markup=False, highlight=False)
+    config = (p.get("config") or {}).get("text")
+    if config:
+        console.print(Panel(Text(config.rstrip()), title=f"{report.module}.__config__.show()", title_align="left"))
+
+    facts = Table(title="build facts", title_justify="left", show_header=False)
+    facts.add_column(style="bold")
+    facts.add_column(overflow="fold")
+    for k, v in _facts_rows(report):
+        facts.add_row(k, v)
+    console.print(facts)
+
+    checks = Table(title="expectations", title_justify="left")
+    for col in ("check", "expected", "actual", "result", "detail"):
+        checks.add_column(col, overflow="fold")
+    for c in report.checks:
+        mark, style = _mark(c.ok)
+        checks.add_row(c.name, str(c.expected), str(c.actual), Text(mark, style=style), c.detail)
+    console.print(checks)
+
+    cov = p.get("arch_coverage") or {}
+    if cov.get("state") == "ok":
+        t = Table(title=f"arch coverage ({cov.get('tool')})", title_justify="left")
+        for col in ("library", "SASS (cubin: count)", "PTX"):
+            t.add_column(col, overflow="fold")
+        for lib in cov.get("libraries") or []:
+            t.add_row(lib["path"], " ".join(f"{k}:{v}" for k, v in lib["sass"].items()),
+                      " ".join(lib["ptx"]) or "-")
+        console.print(t)
+    elif cov:
+        console.print(f"arch coverage: {cov.get('state')} ({cov.get('reason')})")
+
+    inv = p.get("gpus") or {}
+    if inv.get("devices"):
+        t = Table(title=f"GPUs (driver {inv.get('driver_version')}, CUDA <= {inv.get('cuda_driver_version')})",
+                  title_justify="left")
+        for col in ("#", "name", "compute capability", "memory (GiB)"):
+            t.add_column(col)
+        for d in inv["devices"]:
+            mem = d.get("memory_total")
+            t.add_row(str(d["index"]), str(d["name"]), str(d.get("compute_capability")),
+                      f"{mem / (1 << 30):.1f}" if mem else "-")
+        console.print(t)
+    else:
+        console.print(f"GPUs: {inv.get('state')} ({inv.get('reason') or 'none visible'})")
+
+    sw = report.sweep
+    if sw.get("rows"):
+        console.print(sweep_table(sw))
+        if sw.get("capped"):
+            console.print(f"[yellow]note:[/] {sw['capped']['reason']}")
+        g = sw.get("graph") or {}
+        if g.get("state") == "error":
+            console.print(f"[yellow]CUDA-graph latency failed:[/] {g.get('reason')}")
+    console.print(Text(headline_text(report), style="bold"))
+    files = ", ".join(f"{k} {v}" for k, v in report.files.items() if v)
+    if files:
+        console.print(Text(f"written: {files}"))
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def markdown(report: Report) -> str:
+    fw = report.probe.get("framework") or {}
+    lines = [f"## buildctl verify: {report.wheel.get('name')} — {'passed' if report.ok else 'FAILED'}", "",
+             f"{report.verdict}  ", f"{report.module} {fw.get('version')}, CUDA {fw.get('cuda')}, "
+             f"NCCL {fw.get('nccl')}, cuDNN {fw.get('cudnn')}, debug {fw.get('debug')}; {report.mode} mode", "",
+             "| check | expected | actual | result | detail |", "|---|---|---|---|---|"]
+    for c in report.checks:
+        cell = [c.name, str(c.expected), str(c.actual), _mark(c.ok)[0], c.detail]
+        lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ") for x in cell) + " |")
+    lines += ["", f"**all-reduce:** {headline_text(report)}", ""]
+    sw = report.sweep
+    if sw.get("rows"):
+        lines += ["| size (B) | time (us) | algbw (GB/s) | busbw (GB/s) | #wrong |", "|---:|---:|---:|---:|---:|"]
+        for r in sw["rows"]:
+            lines.append(f"| {r['size']} | {r['time_us']:.2f} | {fmt_bw(r['algbw_gbs'])} | "
+                         f"{fmt_bw(r['busbw_gbs'])} | {r['wrong']} |")
+        if sw.get("capped"):
+            lines += ["", f"_{sw['capped']['reason']}_"]
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def append_step_summary(report: Report, env: dict[str, str] | None = None) -> Path | None:
+    """Append the Markdown to $GITHUB_STEP_SUMMARY when set (GitHub Actions); returns the path."""
+    target = (env if env is not None else os.environ).get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    with open(target, "a") as f:
+        f.write(markdown(report))
+    return Path(target)
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def plot(report: Report, path: Path) -> Path | None:
+    """Latency and busbw against message size (log x), headless. None when there is no sweep."""
+    sw = report.sweep
+    rows = sw.get("rows") or []
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [r["size"] for r in rows]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    ax1.plot(sizes, [r["time_us"] for r in rows], marker="o")
+    ax1.set_xscale("log", base=2)
+    ax1.set_yscale("log")
+    ax1.set_xlabel("message size (bytes)")
+    ax1.set_ylabel("time per all-reduce (us)")
+    ax1.set_title("latency")
+    ax1.grid(True, which="both", alpha=0.3)
+    ax2.plot(sizes, [r["busbw_gbs"] for r in rows], marker="o", label="busbw")
+    ax2.plot(sizes, [r["algbw_gbs"] for r in rows], marker=".", linestyle="--", alpha=0.6, label="algbw")
+    ax2.set_xscale("log", base=2)
+    ax2.set_xlabel("message size (bytes)")
+    ax2.set_ylabel("GB/s")
+    ax2.set_title("bandwidth")
+    ax2.legend()
+    ax2.grid(True, which="both", alpha=0.3)
+    fw = report.probe.get("framework") or {}
+    fig.suptitle(f"{report.module} {fw.get('version')}: {sw.get('label')}", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_all(report: Report, out_dir: Path) -> Report:
+    """report.json, report.md and report.png in out_dir; records the paths in report.files."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = plot(report, out_dir / PNG_NAME)
+    md = out_dir / MD_NAME
+    report.files = {"json": str(out_dir / JSON_NAME), "markdown": str(md), "plot": str(png) if png else None}
+    md.write_text(markdown(report))
+    write_json(report, out_dir / JSON_NAME)
+    return report

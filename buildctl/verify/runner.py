@@ -1,0 +1,409 @@
+"""`invoke verify`: install a wheel somewhere fresh, run probe.py there, judge, report.
+
+Never the build environment: by default a fresh container of a runtime image (the recipe's, or a
+minimal Python image made from the recipe's base), with `host=True` a fresh venv in a temp dir on
+this machine. Either way the wheel is installed from the host file, its dependencies from a
+wheelhouse that the host's pip fills once per (requirements, Python, platform) and that is copied
+in: the target needs no network and no index, and the exact wheel under test is what gets installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from buildctl.errors import InputError, VerificationFailed
+from buildctl.spec import Spec
+from buildctl.verify import report as rep
+from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
+
+PROBE = Path(__file__).resolve().parent / "probe.py"
+DEFAULT_BASE_IMAGE = "buildctl/base:bookworm"
+DEFAULT_VENV = "/opt/verify-venv"
+# glibc of each distro's own Python, for the wheelhouse's manylinux tags.
+DISTRO_GLIBC = {"bookworm": (2, 36), "trixie": (2, 41), "jammy": (2, 35), "noble": (2, 39)}
+DISTRO_PYTHON = {"bookworm": "3.11", "trixie": "3.13", "jammy": "3.10", "noble": "3.12"}
+# Installed next to the wheel when they can be had; the probe degrades gracefully without them.
+OPTIONAL_TOOLS = ("nvidia-ml-py",)
+CUDA_TOOLS = ("nvidia-cuda-cuobjdump",)  # cuobjdump for the arch coverage (nvidia/cu13/bin)
+MODULES = {"pytorch": "torch", "torch": "torch", "demofw": "demofw"}
+
+LineSink = Callable[[str], None]
+
+
+# --------------------------------------------------------------------------- wheel facts
+
+
+def wheel_tags(wheel: Path) -> dict:
+    """name, version, python ('3.11'), abi, platform from a wheel file name (PEP 427)."""
+    parts = wheel.name[: -len(".whl")].split("-")
+    if not wheel.name.endswith(".whl") or len(parts) not in (5, 6):
+        raise InputError(f"{wheel.name} is not a wheel file name (name-version-python-abi-platform.whl); "
+                         "fix: give the .whl that the build produced")
+    name, version, py, abi, plat = parts[0], parts[1], parts[-3], parts[-2], parts[-1]
+    m = re.fullmatch(r"cp(\d)(\d+)", py.split(".")[0])
+    return {"name": name.lower().replace("_", "-"), "version": version, "python_tag": py, "abi": abi,
+            "platform": plat, "python": f"{m.group(1)}.{m.group(2)}" if m else None}
+
+
+def wheel_requires(wheel: Path) -> list[str]:
+    """Requires-Dist lines of the wheel's METADATA (for the wheelhouse key)."""
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            meta = next((n for n in z.namelist() if n.endswith(".dist-info/METADATA")), None)
+            text = z.read(meta).decode("utf-8", "replace") if meta else ""
+    except (OSError, zipfile.BadZipFile) as e:
+        raise InputError(f"{wheel}: not a readable wheel ({e}); fix: rebuild or re-download it") from None
+    return [ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("Requires-Dist:")]
+
+
+def is_cuda_wheel(wheel: Path, spec: Spec | None) -> bool:
+    if spec is not None:
+        return spec.accelerator == "cuda"
+    return bool(re.search(r"\+cu\d+", wheel.name)) or any(r.startswith("nvidia-") for r in wheel_requires(wheel))
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def manylinux_platforms(glibc: tuple[int, int], machine: str) -> list[str]:
+    plats = [f"manylinux_2_{m}_{machine}" for m in range(glibc[1], 4, -1)] if glibc[0] == 2 else []
+    legacy = {"manylinux2014": 17, "manylinux2010": 12, "manylinux1": 5}
+    plats += [f"{k}_{machine}" for k, m in legacy.items() if glibc >= (2, m)]
+    return plats + [f"linux_{machine}"]
+
+
+def host_glibc() -> tuple[int, int]:
+    lib, ver = platform.libc_ver()
+    m = re.match(r"(\d+)\.(\d+)", ver or "")
+    return (int(m.group(1)), int(m.group(2))) if lib == "glibc" and m else (2, 17)
+
+
+# --------------------------------------------------------------------------- wheelhouse
+
+
+def _pip_download(dest: Path, reqs: Sequence[str], python: str, plats: Sequence[str],
+                  on_line: LineSink) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--dest", str(dest),
+           "--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
+    for p in plats:
+        cmd += ["--platform", p]
+    cmd += list(reqs)
+    on_line(f"pip download {' '.join(reqs)}")
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def prepare_wheelhouse(wheel: Path, requirements: Sequence[str], optional: Sequence[str], python: str,
+                       plats: Sequence[str], cache_dir: Path, on_line: LineSink) -> tuple[Path, list[str]]:
+    """A directory with every wheel that installing `wheel` + `requirements` needs, except `wheel`
+    itself (two different builds can share a file name); and the optional requirements it holds."""
+    key_src = json.dumps({"requires": wheel_requires(wheel), "reqs": sorted(requirements),
+                          "optional": sorted(optional), "python": python, "platforms": list(plats)},
+                         sort_keys=True)
+    wh = cache_dir / "wheelhouse" / hashlib.sha256(key_src.encode()).hexdigest()[:16]
+    done = wh / ".complete.json"
+    if done.is_file():
+        return wh, json.loads(done.read_text())["optional"]
+    wh.mkdir(parents=True, exist_ok=True)
+    r = _pip_download(wh, [str(wheel), *requirements], python, plats, on_line)
+    if r.returncode != 0:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
+        raise VerificationFailed(f"cannot fetch the dependencies of {wheel.name} for Python {python}: "
+                                 f"{' '.join(tail)}; fix: check pip's index and proxy settings (pip config list)")
+    have = []
+    for req in optional:
+        r = _pip_download(wh, [req], python, plats, on_line)
+        if r.returncode == 0:
+            have.append(req)
+        else:
+            on_line(f"optional {req} not available ({(r.stderr or '').strip().splitlines()[-1:]}); going on")
+    copied = wh / wheel.name
+    if copied.exists():
+        copied.unlink()
+    done.write_text(json.dumps({"optional": have}))
+    return wh, have
+
+
+# --------------------------------------------------------------------------- probe invocation
+
+
+def probe_args(module: str, out: str, *, sweep: bool, sizes: str, iters: int, warmup: int) -> list[str]:
+    args = ["--module", module, "--out", out]
+    if sweep:
+        args += ["--sweep", "--sizes", sizes, "--iters", str(iters), "--warmup", str(warmup)]
+    return args
+
+
+def _find_python(version: str) -> str:
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+        return sys.executable
+    found = shutil.which(f"python{version}")
+    if not found:
+        raise InputError(f"the wheel needs Python {version} and there is no python{version} on this machine; "
+                         f"fix: install python{version}, or verify in a container (drop --host)")
+    return found
+
+
+def _stream(cmd: list[str], on_line: LineSink, env: dict[str, str], timeout: float) -> tuple[int, str]:
+    lines: list[str] = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                          bufsize=1) as p:
+        deadline = time.monotonic() + timeout
+        assert p.stdout is not None
+        for line in p.stdout:
+            line = line.rstrip("\n")
+            lines.append(line)
+            on_line(line)
+            if time.monotonic() > deadline:
+                p.kill()
+                lines.append(f"killed after {timeout:.0f} s")
+                break
+        rc = p.wait()
+    return rc, "\n".join(lines)
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def run_on_host(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python: str, args_for: Callable[[str], list[str]],
+                on_line: LineSink, timeout: float) -> tuple[dict, dict]:
+    """Fresh venv in a temp dir, install, probe. (probe JSON, environment facts)."""
+    interpreter = _find_python(python)
+    with tempfile.TemporaryDirectory(prefix="buildctl-verify-") as tmp:
+        venv = Path(tmp) / "venv"
+        env = _clean_env()
+        rc, log = _stream([interpreter, "-m", "venv", str(venv)], on_line, env, 300)
+        if rc != 0:
+            raise VerificationFailed(f"cannot create a venv with {interpreter}: {log.strip()[-300:]}; "
+                                     f"fix: install python{python}-venv")
+        py = str(venv / "bin" / "python")
+        on_line(f"installing {wheel.name} into a fresh venv ({venv})")
+        rc, log = _stream([py, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheelhouse),
+                           "--no-compile", str(wheel), *reqs], on_line, env, 1800)
+        if rc != 0:
+            raise VerificationFailed(f"installing {wheel.name} into a fresh venv failed: "
+                                     f"{_last_lines(log)}")
+        out = Path(tmp) / "probe.json"
+        rc, log = _stream([py, str(PROBE), *args_for(str(out))], on_line, env, timeout)
+        if not out.is_file():
+            raise VerificationFailed(f"the probe wrote no report (exit {rc}): {_last_lines(log)}")
+        return json.loads(out.read_text()), {"python": py, "interpreter": interpreter}
+
+
+def _last_lines(log: str, n: int = 3) -> str:
+    lines = [ln.strip() for ln in log.strip().splitlines() if ln.strip()]
+    return " | ".join(lines[-n:])[-600:] or "(no output)"
+
+
+def verify_image_dockerfile(base_image: str, python: str) -> str:
+    return "\n".join([
+        f"FROM {base_image}",
+        "ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1",
+        "# hadolint ignore=DL3008",
+        f"RUN apt-get update && apt-get install -y --no-install-recommends python{python} python{python}-venv "
+        "ca-certificates && rm -rf /var/lib/apt/lists/*",
+        "WORKDIR /verify",
+        "",
+    ])
+
+
+def ensure_verify_image(client, base_image: str, python: str, *, network_mode: str | None,
+                        on_line: LineSink) -> str:
+    """A minimal runtime image (base + python + venv), built once and tagged by its Dockerfile's hash."""
+    from buildctl import engine
+
+    text = verify_image_dockerfile(base_image, python)
+    tag = f"buildctl/verify-runtime:py{python}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    if engine.image_exists(client, tag):
+        return tag
+    on_line(f"building the verification image {tag} from {base_image}")
+    with tempfile.TemporaryDirectory(prefix="buildctl-verify-image-") as ctx:
+        Path(ctx, "Dockerfile").write_text(text)
+        engine.build_image(client, Path(ctx), tag, network_mode=network_mode, on_line=on_line,
+                           labels={"buildctl.role": "verify-runtime"})
+    return tag
+
+
+def container_script(venv: str, python: str, wheel_name: str, reqs: Sequence[str], probe_argv: list[str]) -> str:
+    import shlex
+
+    q = shlex.quote
+    return "\n".join([
+        "set -e",
+        "mkdir -p /verify/out",
+        f'if [ ! -x {q(venv)}/bin/python ]; then python{python} -m venv {q(venv)}; fi',
+        f"echo 'installing {wheel_name} into a fresh container ({venv})'",
+        f"{q(venv)}/bin/python -m pip install -q --no-index --find-links /verify/wheelhouse --no-compile "
+        f"{q('/verify/in/' + wheel_name)} {' '.join(q(r) for r in reqs)}",
+        f"exec {q(venv)}/bin/python /verify/in/probe.py {' '.join(q(a) for a in probe_argv)}",
+    ])
+
+
+def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python: str, image: str | None,
+                     spec: Spec | None, args_for: Callable[[str], list[str]], on_line: LineSink, *,
+                     gpus: bool, network_mode: str | None, client=None) -> tuple[dict, dict]:
+    from buildctl import engine
+
+    client = client or engine.connect()
+    if image is None:
+        base = spec.base.image if spec else DEFAULT_BASE_IMAGE
+        image = ensure_verify_image(client, base, python, network_mode=network_mode, on_line=on_line)
+    venv = spec.python.venv if spec else DEFAULT_VENV
+    script = container_script(venv, python, wheel.name, reqs, args_for("/verify/out/probe.json"))
+    with tempfile.TemporaryDirectory(prefix="buildctl-verify-out-") as out:
+        res = engine.run_container(
+            client, image, ["/bin/sh", "-c", script],
+            env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+            inputs={f"/verify/in/{wheel.name}": wheel, "/verify/in/probe.py": PROBE,
+                    "/verify/wheelhouse": wheelhouse},
+            outputs={"/verify/out": Path(out)},
+            network_mode=network_mode, gpus=gpus, on_line=on_line,
+            shm_size="4g" if gpus else None,  # NCCL's shared-memory transport outgrows Docker's 64 MiB
+            labels={"buildctl.role": "verify"},
+        )
+        probe_json = Path(out) / "probe.json"
+        if res.oom_killed:
+            raise VerificationFailed(f"the verification container ran out of memory: {_last_lines(res.log)}")
+        if not probe_json.is_file():
+            raise VerificationFailed(f"verification in {image} failed (exit {res.exit_code}): {_last_lines(res.log)}")
+        return json.loads(probe_json.read_text()), {"image": image, "venv": venv, "exit_code": res.exit_code}
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def default_out_dir(wheel: Path) -> Path:
+    """Beside the artifact when that folder is writable, else artifacts/verify/<wheel>/ here."""
+    if os.access(wheel.parent, os.W_OK):
+        return wheel.parent
+    return Path("artifacts") / "verify" / wheel.name[: -len(".whl")]
+
+
+def verify_wheel(
+    wheel: Path,
+    *,
+    spec: Spec | None = None,
+    host: bool = False,
+    module: str | None = None,
+    sizes: str = "8:256M",
+    iters: int = 20,
+    warmup: int = 5,
+    out_dir: Path | None = None,
+    json_out: bool = False,
+    image: str | None = None,
+    network_mode: str | None = None,
+    extra_requirements: Sequence[str] = (),
+    sweep: bool | None = None,
+    cache_dir: Path | None = None,
+    console: Console | None = None,
+    timeout: float = 3600,
+    client=None,
+) -> rep.Report:
+    """Verify `wheel`; write report.json/.md/.png to `out_dir`; print tables (or the JSON with json_out).
+
+    Raises VerificationFailed (one line) when an expectation fails, InputError for bad arguments.
+    """
+    wheel = Path(wheel).resolve()
+    if not wheel.is_file():
+        raise InputError(f"{wheel}: no such wheel; fix: give the path of a .whl file")
+    tags = wheel_tags(wheel)
+    if module is None:
+        module = MODULES.get(spec.framework.name if spec else tags["name"])
+        if module is None:
+            raise InputError(f"cannot tell the module of {wheel.name}; fix: pass module='torch' or 'demofw'")
+    python = spec.python.version if spec else tags["python"]
+    if python is None:
+        raise InputError(f"{wheel.name} names no CPython version; fix: verify with a recipe (--recipe)")
+    if tags["python"] and tags["python"] != python:
+        raise InputError(f"{wheel.name} is for Python {tags['python']}, the recipe's Python is {python}; "
+                         "fix: verify the wheel built by this recipe")
+    from buildctl.verify.probe import parse_sizes
+
+    try:
+        parse_sizes(sizes)
+    except ValueError as e:
+        raise InputError(f"--sizes: {e}") from None
+    if iters < 1 or warmup < 0:
+        raise InputError("--iters must be >= 1 and warm-up >= 0")
+    console = console or Console(stderr=json_out)
+    cache_dir = Path(cache_dir or os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
+    out_dir = Path(out_dir) if out_dir else default_out_dir(wheel)
+    run_sweep = spec.verify.allreduce if (sweep is None and spec is not None) else (True if sweep is None else sweep)
+
+    def on_line(line: str) -> None:
+        console.print(f"  {line}", style="dim", markup=False, highlight=False)
+
+    cuda = is_cuda_wheel(wheel, spec)
+    reqs = [*(["numpy"] if module == "torch" else []), *extra_requirements]
+    if host and spec is not None:  # the runtime pip packages of the recipe (in its image otherwise)
+        from buildctl import render
+
+        reqs += [p for f in render.render(spec).fragments for p in f.pip_runtime if p not in reqs]
+    optional = [*OPTIONAL_TOOLS, *(CUDA_TOOLS if cuda else ())]
+    if host:
+        glibc = host_glibc()
+    else:
+        glibc = DISTRO_GLIBC.get(spec.base.distro if spec else "bookworm", (2, 17))
+    plats = manylinux_platforms(glibc, platform.machine())
+    console.print(f"[bold]verify[/] {wheel.name} ({'fresh venv on this host' if host else 'fresh container'})")
+    wheelhouse, have_optional = prepare_wheelhouse(wheel, reqs, optional, python, plats, cache_dir, on_line)
+    install = reqs + have_optional
+
+    def args_for(out: str) -> list[str]:
+        return probe_args(module, out, sweep=run_sweep, sizes=sizes, iters=iters, warmup=warmup)
+
+    t0 = time.monotonic()
+    if host:
+        probe, environment = run_on_host(wheel, wheelhouse, install, python, args_for, on_line, timeout)
+    else:
+        gpus = False
+        if cuda:
+            from buildctl import gpus as host_gpus
+
+            gpus = bool(host_gpus.inventory().gpus)
+        probe, environment = run_in_container(wheel, wheelhouse, install, python, image, spec, args_for,
+                                              on_line, gpus=gpus, network_mode=network_mode, client=client)
+    environment["seconds"] = round(time.monotonic() - t0, 1)
+
+    exp = Expectations.from_spec(spec) if spec is not None else Expectations.from_wheel_name(wheel.name)
+    checks = evaluate(exp, probe)
+    report = rep.Report(
+        wheel={"path": str(wheel), "name": wheel.name, "size": wheel.stat().st_size, "sha256": sha256_file(wheel)},
+        mode="host" if host else "container", module=module, environment=environment,
+        expectations=exp.to_dict(), checks=checks, probe=probe, verdict=verdict(probe),
+        spec={"name": spec.name, "accelerator": spec.accelerator, "framework": spec.framework.name}
+        if spec else None,
+    )
+    rep.write_all(report, out_dir)
+    rep.append_step_summary(report)
+    if json_out:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+        sys.stdout.flush()
+        console.print(f"{'passed' if report.ok else 'FAILED'}: {summary_line(checks)}; {rep.headline_text(report)}")
+    else:
+        rep.render(report, console)
+    if not report.ok:
+        raise VerificationFailed(f"{wheel.name}: {summary_line(checks)} (report: {report.files['json']})")
+    return report
