@@ -110,3 +110,28 @@ def clean(c, older_than_days=-1.0, keep_gb=-1.0, images=True, caches=True, dry_r
 def repro(c, bundle="", shell=False, json=False):
     """Replay a failed build from its repro bundle: same image, same step, same environment."""
     cli.repro(bundle, shell=shell, as_json=json)
+
+
+@task(auto_shortflags=False, iterable=["set"], help={
+    "recipe": "Verify the latest artifact of this recipe (and check its pins)",
+    "wheel": "Verify this wheel file (with --recipe: against that recipe's pins)",
+    "set": RECIPE_HELP["set"],
+    "host": "Install into a fresh venv on this machine instead of a fresh container",
+    "json": "Print the JSON report on stdout",
+    "sizes": "All-reduce message sizes MIN:MAX (x2 steps), e.g. 8:256M",
+    "iters": "Timed iterations per message size",
+    "module": "Python module of the framework (torch, demofw); default from the recipe or wheel name",
+    "network": SITE_HELP["network"]})
+def verify(c, recipe="", wheel="", set=None, host=False, json=False, sizes="8:256M", iters=20, module="",
+           network=""):
+    """Verify a built wheel: config, pinned versions, arch coverage, GPUs, all-reduce latency sweep."""
+    cli.verify(recipe or None, wheel or None, set, host=host, as_json=json, sizes=sizes, iters=iters,
+               module=module, network=network)
+
+
+@task(auto_shortflags=False, help={"a": "First build: an artifact folder or a report.json",
+                                   "b": "Second build: an artifact folder or a report.json",
+                                   "json": RECIPE_HELP["json"], "all": "Show equal rows too"})
+def diff(c, a="", b="", json=False, all=False):
+    """Compare two builds: manifest, __config__ build settings, arch lists, latency headlines."""
+    cli.diff(a, b, as_json=json, show_all=all)

@@ -202,7 +202,7 @@ def _summary_rows(result) -> list[tuple[str, str]]:
     if cc.get("hit_rate") is not None:
         rows.append(("compile cache", f"{cc['tool']}: {cc['hit_rate']:.0%} hits ({cc['hits']}/{cc['hits'] + cc['misses']})"))
     if result.report is not None:
-        rows.append(("verification", "passed" if result.report.get("ok") else "FAILED"))
+        rows.append(("verification", "passed" if result.report.ok else "FAILED"))
     return rows
 
 
@@ -225,7 +225,7 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
         jobs=jobs, verify=not (no_verify or os.environ.get("BUILDCTL_NO_VERIFY")),
         keep_container=keep_container or bool(os.environ.get("BUILDCTL_KEEP_CONTAINER")),
         memory=env_value(memory, "BUILDCTL_MEMORY"), ca_texts=read_ca_certs(site.get("ca_certs", [])),
-        verify_kwargs=verify_kwargs or {},
+        verify_kwargs={**({"console": Console(stderr=True)} if as_json else {}), **(verify_kwargs or {})},
     )
     view = ui.make_view(as_json)
     result = error = None
@@ -241,7 +241,8 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
                    "durations_s": view.durations}
         if result is not None:
             payload.update(key=result.key, artifact=str(result.artifact), cached=result.cached,
-                           manifest=result.manifest, verification=result.report)
+                           manifest=result.manifest,
+                           verification=result.report.to_dict() if result.report is not None else None)
         if error is not None:
             payload["error"] = str(error).splitlines()[0]
             payload["bundle"] = str(getattr(error, "bundle", "") or "") or None
@@ -331,3 +332,47 @@ def repro(bundle: str, *, shell: bool, as_json: bool) -> None:
     # The exit code mirrors the replayed step, so a CI job can assert the failure still happens.
     if outcome["exit_code"]:
         raise Exit(code=1)
+
+
+@command
+def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: bool, sizes: str, iters: int,
+           module: str | None = None, **site_kw) -> None:
+    from . import artifacts, pipeline
+    from .verify import runner
+
+    if not recipe and not wheel:
+        raise InputError("give --recipe R (its latest artifact) or --wheel PATH")
+    kwargs = dict(sizes=sizes, iters=iters, json_out=as_json, module=module or None)
+    spec = None
+    if recipe:
+        spec, _ = load_spec(recipe, sets, site=site_options(**site_kw), preflight=False)
+    if wheel or host:
+        wheel_path = Path(wheel) if wheel else None
+        if wheel_path is None:
+            found = artifacts.latest(spec.name)
+            if found is None:
+                raise InputError(f"no artifact of {spec.name} yet; fix: invoke build --recipe {spec.name}")
+            manifest = json.loads((found / "manifest.json").read_text())
+            wheel_path = found / manifest["wheels"][0]["file"]
+        network = spec.site.network if spec else site_options(**site_kw).get("network")
+        runner.verify_wheel(wheel_path, spec=spec, host=host, network_mode=None if network in (None, "default")
+                            else network, **kwargs)
+        return
+    found = artifacts.latest(spec.name)
+    if found is None:
+        raise InputError(f"no artifact of {spec.name} yet; fix: invoke build --recipe {spec.name}")
+    pipeline.verify_artifact(spec, found, on_line=lambda line: console.print(f"  {line}", style="dim",
+                                                                             markup=False, highlight=False),
+                             **kwargs)
+
+
+@command
+def diff(a: str, b: str, *, as_json: bool, show_all: bool) -> None:
+    from .verify import diff as diff_mod
+
+    if not a or not b:
+        raise InputError("give two builds: invoke diff A B (artifact folders or report.json files)")
+    result = diff_mod.diff_paths(Path(a), Path(b))
+    if as_json:
+        return print_json(result)
+    diff_mod.print_diff(result, out, show_all=show_all)

@@ -323,23 +323,42 @@ def _build(b: Build) -> Path:
     return final
 
 
-def _verify(b: Build, artifact: Path, manifest: dict) -> dict:
+def _verify(b: Build, artifact: Path, manifest: dict):
     """Verify the wheel in a fresh container of the recipe's runtime image; report stored beside it."""
-    from .verify import runner
-
     b.view.stage("verify")
     if b.client is None:
         b.client = engine.connect()
-    runtime_tag = f"buildctl/{b.spec.name}:runtime-{b.key}"
-    engine.build_image(b.client, b.context_dir, runtime_tag, target="runtime", buildargs=_proxy_env(b.spec),
-                       network_mode=_network(b.spec), on_line=b._on_line, secrets=b.secrets,
-                       labels={"buildctl.recipe": b.spec.name})
-    wheel = artifact / manifest["wheels"][0]["file"]
     try:
-        report = runner.verify_wheel(wheel, spec=b.spec, image=runtime_tag, out_dir=artifact,
-                                     network_mode=_network(b.spec), **b.opts.verify_kwargs)
-    except Exception:
+        report = verify_artifact(b.spec, artifact, manifest, client=b.client, context_dir=b.context_dir,
+                                 on_line=b._on_line, secrets=b.secrets, **b.opts.verify_kwargs)
+    except BaseException:
         b.view.done("verify", "failed")
         raise
     b.view.done("verify")
     return report
+
+
+def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, on_line=None, secrets=()) -> str:
+    """The recipe's runtime image (base + toolchain runtime + venv): where verification installs the wheel."""
+    tag = f"buildctl/{spec.name}:runtime-{key}"
+    if not engine.image_exists(client, tag):
+        engine.build_image(client, context_dir, tag, target="runtime", buildargs=_proxy_env(spec),
+                           network_mode=_network(spec), on_line=on_line, secrets=secrets,
+                           labels={"buildctl.recipe": spec.name})
+    return tag
+
+
+def verify_artifact(spec: Spec, artifact: Path, manifest: dict | None = None, *, client=None,
+                    context_dir: Path | None = None, on_line=None, secrets=(), **verify_kwargs):
+    """Verify a published artifact's wheel in a fresh container of its recipe's runtime image."""
+    from .verify import runner
+
+    manifest = manifest or json.loads((artifact / "manifest.json").read_text())
+    client = client or engine.connect()
+    if context_dir is None:  # a verify run on its own: render the same folder again (pure)
+        context_dir = render.write(render.render(spec), Path("build") / spec.name)
+    image = runtime_image(spec, manifest["key"], client=client, context_dir=context_dir, on_line=on_line,
+                          secrets=secrets)
+    wheel = artifact / manifest["wheels"][0]["file"]
+    return runner.verify_wheel(wheel, spec=spec, image=image, out_dir=artifact, network_mode=_network(spec),
+                               client=client, **verify_kwargs)
