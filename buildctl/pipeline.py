@@ -70,10 +70,11 @@ def spec_hash(spec: Spec) -> str:
 
 
 def volume_names(spec: Spec, key: str, rendered: render.Rendered) -> tuple[str, str]:
-    """The build-dir volume (per recipe: kept between builds so a changed source resumes) and the
-    compile-cache volume (per toolchain: shared by recipes with the same compilers)."""
+    """The build-dir volume (per artifact key: a retry or a rerun after a failure resumes it; two
+    different builds never share a tree) and the compile-cache volume (per toolchain image: builds
+    with the same compilers share it, so a changed source recompiles only what changed)."""
     toolchain = hashlib.sha256(rendered.files["Dockerfile"].encode()).hexdigest()[:12]
-    return f"buildctl-work-{spec.name}", f"buildctl-cache-{spec.build.cache}-{toolchain}"
+    return f"buildctl-work-{spec.name}-{key}", f"buildctl-cache-{spec.build.cache}-{toolchain}"
 
 
 def _parse_kv(text: str) -> dict[str, str]:
@@ -182,7 +183,7 @@ class Build:
         self.view.done("image")
 
     def compile(self, out_dir: Path) -> engine.ContainerResult:
-        self.view.stage("compile")
+        self.view.stage("configure")  # becomes "compile" when CMake is done (ui.View.line)
         src = self.spec.framework.source
         inputs = {"/work/src": Path(src.path)} if src.kind == "path" else None
         attempt = 0

@@ -46,8 +46,6 @@ class View:
 
     def line(self, text: str) -> None:
         """A build-log line; the compile's sub-stages are read from it."""
-        if self.current == "compile" and text.startswith("buildctl: building with"):
-            self._sub("configure")
         if self.current == "configure" and (_CONFIGURE_END.search(text) or NINJA.match(text)):
             self._sub("compile")
         self._line(text)
