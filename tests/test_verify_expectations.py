@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_spec
+from test_verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_spec, multi_gpu_probe
 
 from buildctl.verify.expectations import (
     ABSENT,
@@ -235,3 +235,20 @@ def test_verdicts():
     p = cpu_probe()
     p["gpus"] = h200_probe()["gpus"]
     assert "unused by this wheel" in verdict(p)
+
+
+def test_framework_version_from_the_recipe():
+    spec = make_spec()
+    spec = spec.model_copy(update={"framework": spec.framework.model_copy(update={"version": "2.13.0"})})
+    assert Expectations.from_spec(spec).version == "2.13.0"
+    assert by_name(evaluate(Expectations.from_spec(spec), cpu_probe()))["version"].ok  # 2.13.0+cpu
+    post = spec.model_copy(update={"framework": spec.framework.model_copy(update={"build_number": 2})})
+    bad = failed(evaluate(Expectations.from_spec(post), cpu_probe()))
+    assert bad[0].detail == "version 2.13.0+cpu in the wheel, recipe pins 2.13.0.post2"
+
+
+def test_every_gpu_is_checked():
+    checks = evaluate(Expectations.from_spec(cuda_spec()), multi_gpu_probe(8))
+    assert not failed(checks), summary_line(checks)
+    assert sum(c.name.endswith(" arch") and c.name.startswith("GPU ") for c in checks) == 8
+    assert verdict(multi_gpu_probe(8)).startswith("CUDA 13.0 build on 8x NVIDIA H200 (sm_90)")

@@ -1,7 +1,7 @@
 """Probe reports from real runs, trimmed, shared by the verify tests (no tests in here).
 
 H200_PROBE: probe.py on one NVIDIA H200 (driver 580.159.04) with PyPI torch 2.11.0+cu130, cuobjdump on
-PATH, all-reduce sweep over NCCL with world size 1. CPU_PROBE: probe.py with the PyPI torch 2.13.0 CPU
+PATH, all-reduce sweep over NCCL with world size 1 (its graph section as the probe now writes it for one rank). CPU_PROBE: probe.py with the PyPI torch 2.13.0 CPU
 wheel on a 2-core machine without a GPU driver, gloo sweep with 2 processes. Sweep rows are a subset.
 """
 
@@ -254,11 +254,10 @@ _H200 = r'''{
    }
   ],
   "graph": {
-   "state": "ok",
-   "reason": null,
-   "latency_us": 0.667,
-   "ops": 20,
-   "size": 8
+   "state": "n/a",
+   "reason": "1 rank: an in-place all-reduce launches no kernel, the graph would be empty",
+   "latency_us": null,
+   "ops": null
   },
   "headline": {
    "latency_us": 27.264,
@@ -266,7 +265,7 @@ _H200 = r'''{
    "peak_busbw_gbs": null,
    "peak_busbw_size": null,
    "peak_algbw_gbs": 11181.083686755088,
-   "graph_latency_us": 0.667,
+   "graph_latency_us": null,
    "wrong": 0
   },
   "seconds": 7.45
@@ -482,3 +481,23 @@ def cuda_spec(**kw) -> Spec:
         **kw.pop("toolchain", {}),
     }
     return make_spec(toolchain=toolchain, build=build, **kw)
+
+
+def multi_gpu_probe(n: int = 8) -> dict:
+    """The H200 report as an n-GPU run would shape it (synthetic sweep numbers, n ranks, graph latency)."""
+    p = h200_probe()
+    p["gpus"]["devices"] = [dict(p["gpus"]["devices"][0], index=i) for i in range(n)]
+    p["runtime"].update(device_count=n, devices=["NVIDIA H200"] * n)
+    sw = p["sweep"]
+    factor = 2 * (n - 1) / n
+    for r in sw["rows"]:
+        r["time_us"] = 15.0 + r["size"] / 370e3  # ~370 GB/s busbw at the large end
+        r["algbw_gbs"] = r["size"] / 1e9 / (r["time_us"] / 1e6)
+        r["busbw_gbs"] = r["algbw_gbs"] * factor
+    sw.update(world_size=n, label=f"NCCL on {n} GPU(s), one process per GPU")
+    sw["graph"] = {"state": "ok", "reason": None, "latency_us": 6.1, "ops": 20, "size": 8}
+    peak = max(sw["rows"], key=lambda r: r["busbw_gbs"])
+    sw["headline"] = {"latency_us": sw["rows"][0]["time_us"], "latency_size": 8, "peak_busbw_gbs": peak["busbw_gbs"],
+                      "peak_busbw_size": peak["size"], "peak_algbw_gbs": peak["algbw_gbs"],
+                      "graph_latency_us": 6.1, "wrong": 0}
+    return p

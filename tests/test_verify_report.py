@@ -6,7 +6,7 @@ import json
 
 import pytest
 from rich.console import Console
-from test_verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_spec
+from test_verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_spec, multi_gpu_probe
 
 from buildctl.errors import InputError
 from buildctl.verify import report as rep
@@ -44,7 +44,10 @@ def test_headline_carries_its_label():
     assert h["backend"] == "gloo" and h["world_size"] == 2 and h["latency_size"] == 8
     assert "not an NCCL one" in h["label"]
     g = make_report(h200_probe(), cuda_spec()).to_dict()["headline"]
-    assert g["backend"] == "nccl" and g["graph_latency_us"] == pytest.approx(0.667)
+    assert g["backend"] == "nccl" and g["world_size"] == 1 and g["graph_latency_us"] is None
+    g8 = make_report(multi_gpu_probe(8), cuda_spec()).to_dict()["headline"]
+    assert g8["world_size"] == 8 and g8["graph_latency_us"] == pytest.approx(6.1)
+    assert g8["peak_busbw_size"] == 256 << 20
 
 
 def test_load_report_refuses_other_files_and_newer_schemas(tmp_path):
@@ -85,8 +88,11 @@ def test_rich_tables_for_a_gpu_report():
     rep.render(make_report(h200_probe(), cuda_spec()), console)
     out = console.export_text()
     assert "NVIDIA H200" in out and "lib/libtorch_cuda.so" in out and "sm_90:444" in out
-    assert "CUDA-graph latency 0.67 us" in out
-    assert "busbw n/a (1 rank)" in out
+    assert "busbw n/a (1 rank)" in out and "CUDA-graph" not in out
+    console = Console(record=True, width=200)
+    rep.render(make_report(multi_gpu_probe(8), cuda_spec()), console)
+    out = console.export_text()
+    assert "NCCL on 8 GPU(s)" in out and "CUDA-graph latency 6.10 us" in out and "peak busbw" in out
 
 
 def test_markdown_and_step_summary(tmp_path):

@@ -47,6 +47,7 @@ class Expectations:
     """Expected facts; None means "no expectation", ABSENT means "must not be there"."""
 
     accelerator: str | None = None  # cpu | cuda | rocm | ascend
+    version: str | None = None  # the framework's public version (PYTORCH_BUILD_VERSION[.postN])
     cuda: str | None = None
     hip: str | None = None
     nccl: str | None = None
@@ -102,8 +103,13 @@ class Expectations:
             src["arch"] = "recipe pins"
             arch = normalize_arch_list(build.cuda_arch) if (build.cuda_arch or cpu) else None
         build_type = pick("build_type", exp.build_type, build.type)
+        fw = spec.framework
+        version = None
+        if fw.version:
+            src["version"] = "recipe pins"
+            version = fw.version if fw.build_number == 1 else f"{fw.version}.post{fw.build_number}"
         features = {**build.features, **exp.features}
-        return cls(accelerator=acc, cuda=cuda, hip=hip, nccl=nccl, cudnn=cudnn, arch=arch,
+        return cls(accelerator=acc, version=version, cuda=cuda, hip=hip, nccl=nccl, cudnn=cudnn, arch=arch,
                    build_type=build_type, features=features, sources=src)
 
 
@@ -241,7 +247,10 @@ def verdict(probe: dict) -> str:
         build = "CPU-only build"
     if inv.get("state") != "ok":
         here = inv.get("reason") or inv.get("state") or "GPU inventory unavailable"
-        tail = ": GPU checks skipped, all-reduce on gloo/CPU" if fw.get("cuda") else ""
+        tail = ""
+        if fw.get("cuda"):
+            tail = ": GPU checks skipped" + (", all-reduce on gloo/CPU"
+                                             if (probe.get("distributed") or {}).get("available") else "")
         return f"{build}; {here}{tail}"
     names: dict[str, int] = {}
     for d in devs:
@@ -294,6 +303,11 @@ def evaluate(exp: Expectations, probe: dict) -> list[Check]:
             detail = "" if ok else f"{label} {_show(actual)} in the wheel, {how} {expected}"
         checks.append(Check(label, _show(expected), _show(actual), ok, detail))
 
+    if exp.version is not None:
+        actual = str(fw.get("version") or "")
+        ok = actual.split("+")[0] == exp.version
+        detail = "" if ok else f"version {actual or 'unknown'} in the wheel, recipe pins {exp.version}"
+        checks.append(Check("version", exp.version, actual or "unknown", ok, detail))
     version_check("cuda", "CUDA", exp.cuda, fw.get("cuda"))
     version_check("hip", "HIP", exp.hip, fw.get("hip"))
     version_check("nccl", "NCCL", exp.nccl, fw.get("nccl"))

@@ -9,15 +9,18 @@ in: the target needs no network and no index, and the exact wheel under test is 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Sequence
@@ -163,20 +166,33 @@ def _find_python(version: str) -> str:
 
 
 def _stream(cmd: list[str], on_line: LineSink, env: dict[str, str], timeout: float) -> tuple[int, str]:
+    """Run `cmd`, passing each output line to on_line; killed (with its process group) at `timeout`."""
     lines: list[str] = []
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                          bufsize=1) as p:
-        deadline = time.monotonic() + timeout
-        assert p.stdout is not None
-        for line in p.stdout:
-            line = line.rstrip("\n")
-            lines.append(line)
-            on_line(line)
-            if time.monotonic() > deadline:
-                p.kill()
-                lines.append(f"killed after {timeout:.0f} s")
-                break
-        rc = p.wait()
+                          bufsize=1, start_new_session=True) as p:
+        expired = threading.Event()
+
+        def kill() -> None:
+            expired.set()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)  # the probe's spawned ranks too
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            assert p.stdout is not None
+            for line in p.stdout:
+                line = line.rstrip("\n")
+                lines.append(line)
+                on_line(line)
+            rc = p.wait()
+        except BaseException:
+            kill()
+            raise
+        finally:
+            timer.cancel()
+    if expired.is_set():
+        lines.append(f"killed after {timeout:.0f} s")
     return rc, "\n".join(lines)
 
 
