@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, artifacts, diagnose, downloads, engine, jobs, render, repro
-from .errors import BuildFailed
+from .errors import BuildctlError, BuildFailed
 from .recipe import masked_dump
 from .secrets import secret_values_from_env_and_site
 from .spec import Spec
@@ -73,7 +73,12 @@ def volume_names(spec: Spec, key: str, rendered: render.Rendered) -> tuple[str, 
     """The build-dir volume (per artifact key: a retry or a rerun after a failure resumes it; two
     different builds never share a tree) and the compile-cache volume (per toolchain image: builds
     with the same compilers share it, so a changed source recompiles only what changed)."""
-    toolchain = hashlib.sha256(rendered.files["Dockerfile"].encode()).hexdigest()[:12]
+    tc = spec.toolchain
+    compilers = json.dumps([spec.base.image, spec.base.distro, *(m.model_dump(mode="json") if m else None
+                                                                 for m in (tc.cuda, tc.rocm, tc.ascend))],
+                           sort_keys=True)
+    toolchain = hashlib.sha256(compilers.encode()).hexdigest()[:12]
+    # ccache hashes compiler contents (CCACHE_COMPILERCHECK=content), so sharing never mixes toolchains.
     return f"buildctl-work-{spec.name}-{key}", f"buildctl-cache-{spec.build.cache}-{toolchain}"
 
 
@@ -299,7 +304,12 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult:
     manifest = json.loads((found / "manifest.json").read_text())
     result = BuildResult(spec.name, b.key, found, manifest, cached)
     if opts.verify:
-        result.report = _verify(b, found, manifest)
+        stored = _stored_report(found, manifest) if cached else None
+        if stored is not None:  # a no-op starts no container: the artifact passed verification already
+            view.status["verify"] = "cached"
+            result.report = stored
+        else:
+            result.report = _verify(b, found, manifest)
     manifest_total = round(time.monotonic() - t0, 2)
     view.durations.setdefault("total", manifest_total)
     return result
@@ -322,6 +332,21 @@ def _build(b: Build) -> Path:
         final = artifacts.publish(staging, spec.name, b.key, opts.artifacts_root)
         b.view.done("publish")
     return final
+
+
+def _stored_report(artifact: Path, manifest: dict):
+    """The passing verification report stored beside an unchanged artifact, for this very wheel; else None."""
+    from .verify import report as rep
+
+    path = artifact / rep.JSON_NAME
+    wheels = manifest.get("wheels") or []
+    if not path.is_file() or not wheels:
+        return None
+    try:
+        report = rep.load_report(path)
+    except (BuildctlError, KeyError, TypeError, ValueError):
+        return None
+    return report if report.ok and report.wheel.get("sha256") == wheels[0].get("sha256") else None
 
 
 def _verify(b: Build, artifact: Path, manifest: dict):
