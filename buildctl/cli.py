@@ -109,7 +109,7 @@ def load_spec(recipe: str, sets=None, *, base_image=None, site: dict | None = No
     if preflight:
         from . import compat
 
-        warnings = compat.preflight(spec, source=str(recipe_mod.recipe_path(recipe))) or []
+        warnings = compat.preflight(spec, source=recipe_mod._display(recipe_mod.recipe_path(recipe))) or []
         for w in warnings:
             console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
     return spec, warnings
@@ -201,8 +201,8 @@ def _summary_rows(result) -> list[tuple[str, str]]:
     cc = m.get("compile_cache") or {}
     if cc.get("hit_rate") is not None:
         rows.append(("compile cache", f"{cc['tool']}: {cc['hit_rate']:.0%} hits ({cc['hits']}/{cc['hits'] + cc['misses']})"))
-    if result.report is not None:
-        rows.append(("verification", "passed" if result.report.ok else "FAILED"))
+    if result.report is not None or result.verify_error is not None:
+        rows.append(("verification", "passed" if result.verify_error is None else "FAILED"))
     return rows
 
 
@@ -232,6 +232,7 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
     try:
         with engine.terminate_as_interrupt():
             result = pipeline.run(spec, opts, view)
+        error = result.verify_error
     except (BuildFailed, VerificationFailed) as e:
         error = e
     finally:
@@ -240,9 +241,12 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
         payload = {"recipe": spec.name, "ok": error is None, "warnings": warnings,
                    "durations_s": view.durations}
         if result is not None:
+            report_file = result.artifact / "report.json"
+            verification = (result.report.to_dict() if result.report is not None else
+                            json.loads(report_file.read_text()) if result.verify_error and report_file.exists()
+                            else None)
             payload.update(key=result.key, artifact=str(result.artifact), cached=result.cached,
-                           manifest=result.manifest,
-                           verification=result.report.to_dict() if result.report is not None else None)
+                           manifest=result.manifest, verification=verification)
         if error is not None:
             payload["error"] = str(error).splitlines()[0]
             payload["bundle"] = str(getattr(error, "bundle", "") or "") or None
@@ -251,6 +255,8 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
         print_json(payload)
     elif result is not None:
         view.summary(_summary_rows(result))
+    if result is not None and result.verify_error is not None and not as_json:
+        console.print(f"the wheel is built and published at {result.artifact}, but it is not what the recipe asks for")
     if error is not None:
         raise error
 

@@ -48,7 +48,8 @@ class BuildResult:
     artifact: Path
     manifest: dict
     cached: bool
-    report: dict | None = None
+    report: object | None = None  # verify.report.Report
+    verify_error: Exception | None = None  # VerificationFailed: the wheel is built but not what was asked
 
 
 def _proxy_env(spec: Spec) -> dict[str, str]:
