@@ -1,0 +1,18 @@
+// demofw.sub: element-wise binary op over all dtypes.
+#include "core/ElementwiseOps.h"
+
+namespace dfw {
+namespace {
+
+struct Op {
+  template <typename T>
+  static constexpr bool supports() { return true; }
+  template <typename T>
+  T operator()(T a, T b) const { return static_cast<T>(a - b); }
+};
+
+Tensor sub_impl(const Tensor& a, const Tensor& b) { return binary_op<Op>("sub", a, b, Promotion::NoBool); }
+
+}  // namespace
+DFW_REGISTER_BINARY(sub, sub_impl)
+}  // namespace dfw
