@@ -355,6 +355,10 @@ def verify_wheel(
     if tags["python"] and tags["python"] != python:
         raise InputError(f"{wheel.name} is for Python {tags['python']}, the recipe's Python is {python}; "
                          "fix: verify the wheel built by this recipe")
+    if not host and spec is None and image is None and python != DISTRO_PYTHON["bookworm"]:
+        raise InputError(f"{wheel.name} needs Python {python} and the default verification image "
+                         f"({DEFAULT_BASE_IMAGE}) has Python {DISTRO_PYTHON['bookworm']}; fix: --recipe with a "
+                         f"matching base, or --host with python{python} installed")
     from buildctl.verify.probe import parse_sizes
 
     try:

@@ -1,0 +1,75 @@
+"""runner.py's pieces that need no install: wheel names, platforms, the container script, arguments."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+from test_verify_fixtures import make_spec
+
+from buildctl.errors import InputError
+from buildctl.verify import runner
+
+
+def test_wheel_tags():
+    t = runner.wheel_tags(Path("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"))
+    assert (t["name"], t["version"], t["python"], t["platform"]) == ("torch", "2.13.0+cpu", "3.11",
+                                                                      "manylinux_2_28_x86_64")
+    assert runner.wheel_tags(Path("demofw-0.4.0a0-1-cp312-cp312-linux_x86_64.whl"))["python"] == "3.12"
+    with pytest.raises(InputError, match="not a wheel file name"):
+        runner.wheel_tags(Path("torch.tar.gz"))
+
+
+def test_manylinux_platforms_cover_the_target_glibc():
+    plats = runner.manylinux_platforms((2, 36), "x86_64")
+    assert plats[0] == "manylinux_2_36_x86_64" and "manylinux_2_17_x86_64" in plats
+    assert {"manylinux2014_x86_64", "manylinux1_x86_64", "linux_x86_64"} <= set(plats)
+    assert "manylinux_2_37_x86_64" not in plats
+
+
+def test_container_script_installs_offline_then_runs_the_probe():
+    argv = runner.probe_args("torch", "/verify/out/probe.json", sweep=True, sizes="8:1M", iters=5, warmup=2)
+    assert argv == ["--module", "torch", "--out", "/verify/out/probe.json", "--sweep", "--sizes", "8:1M",
+                    "--iters", "5", "--warmup", "2"]
+    script = runner.container_script("/opt/venv", "3.11", "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+                                     ["numpy", "nvidia-ml-py"], argv)
+    lines = script.splitlines()
+    assert lines[0] == "set -e"
+    assert "if [ ! -x /opt/venv/bin/python ]; then python3.11 -m venv /opt/venv; fi" in lines
+    install = next(ln for ln in lines if " -m pip install " in ln)
+    assert "--no-index --find-links /verify/wheelhouse" in install and shlex.split(install)[-2:] == [
+        "numpy", "nvidia-ml-py"]
+    assert lines[-1].startswith("exec /opt/venv/bin/python /verify/in/probe.py --module torch")
+    assert runner.probe_args("demofw", "x", sweep=False, sizes="8:1M", iters=5, warmup=2) == [
+        "--module", "demofw", "--out", "x"]
+
+
+def test_verify_image_dockerfile():
+    text = runner.verify_image_dockerfile("buildctl/base:bookworm", "3.11")
+    assert text.startswith("FROM buildctl/base:bookworm\n")
+    assert "apt-get install -y --no-install-recommends python3.11 python3.11-venv ca-certificates" in text
+
+
+def test_default_out_dir(tmp_path):
+    wheel = tmp_path / "x-1.0-cp311-cp311-linux_x86_64.whl"
+    assert runner.default_out_dir(wheel) == tmp_path
+
+
+def test_bad_arguments_are_input_errors(tmp_path):
+    with pytest.raises(InputError, match="no such wheel"):
+        runner.verify_wheel(tmp_path / "missing.whl", host=True)
+    wheel = tmp_path / "torch-2.13.0+cpu-cp312-cp312-manylinux_2_28_x86_64.whl"
+    wheel.write_bytes(b"")
+    with pytest.raises(InputError, match="recipe's Python is 3.11"):
+        runner.verify_wheel(wheel, spec=make_spec(), host=True)
+    with pytest.raises(InputError, match="default verification image"):
+        runner.verify_wheel(wheel, host=False)
+    ok = tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    ok.write_bytes(b"")
+    with pytest.raises(InputError, match="--sizes"):
+        runner.verify_wheel(ok, host=True, sizes="8:1")
+    other = tmp_path / "other-1.0-cp311-cp311-linux_x86_64.whl"
+    other.write_bytes(b"")
+    with pytest.raises(InputError, match="cannot tell the module"):
+        runner.verify_wheel(other, host=True)
