@@ -370,7 +370,8 @@ def verify_wheel(
     console = console or Console(stderr=json_out)
     cache_dir = Path(cache_dir or os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
     out_dir = Path(out_dir) if out_dir else default_out_dir(wheel)
-    run_sweep = spec.verify.allreduce if (sweep is None and spec is not None) else (True if sweep is None else sweep)
+    if sweep is None:
+        sweep = spec.verify.allreduce if spec is not None else True
 
     def on_line(line: str) -> None:
         console.print(f"  {line}", style="dim", markup=False, highlight=False)
@@ -392,7 +393,7 @@ def verify_wheel(
     install = reqs + have_optional
 
     def args_for(out: str) -> list[str]:
-        return probe_args(module, out, sweep=run_sweep, sizes=sizes, iters=iters, warmup=warmup)
+        return probe_args(module, out, sweep=sweep, sizes=sizes, iters=iters, warmup=warmup)
 
     t0 = time.monotonic()
     if host:
