@@ -107,7 +107,7 @@ def clean(c, older_than_days=-1.0, keep_gb=-1.0, images=True, caches=True, dry_r
 @task(auto_shortflags=False, help={"bundle": "A failure bundle folder (artifacts/failures/...) or its .tar.gz",
                                    "shell": "Open a shell at the failing step instead (same image, mounts, env)",
                                    "json": RECIPE_HELP["json"]})
-def repro(c, bundle="", shell=False, json=False):
+def repro(c, bundle, shell=False, json=False):
     """Replay a failed build from its repro bundle: same image, same step, same environment."""
     cli.repro(bundle, shell=shell, as_json=json)
 
@@ -132,6 +132,6 @@ def verify(c, recipe="", wheel="", set=None, host=False, json=False, sizes="8:25
 @task(auto_shortflags=False, help={"a": "First build: an artifact folder or a report.json",
                                    "b": "Second build: an artifact folder or a report.json",
                                    "json": RECIPE_HELP["json"], "all": "Show equal rows too"})
-def diff(c, a="", b="", json=False, all=False):
+def diff(c, a, b, json=False, all=False):
     """Compare two builds: manifest, __config__ build settings, arch lists, latency headlines."""
     cli.diff(a, b, as_json=json, show_all=all)

@@ -350,7 +350,7 @@ def _stored_report(artifact: Path, manifest: dict):
     return report if report.ok and report.wheel.get("sha256") == wheels[0].get("sha256") else None
 
 
-def _verify(b: Build, artifact: Path, manifest: dict):
+def _verify(b: Build, artifact: Path, manifest: dict):  # -> verify.report.Report
     """Verify the wheel in a fresh container of the recipe's runtime image; report stored beside it."""
     b.view.stage("verify")
     if b.client is None:
