@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,9 @@ _CORE_TAGS = {
     "tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq")
 }
 MAX_RECIPE_BYTES = 1 << 20
+# Recipes nest a few levels; deeper input is hostile (PyYAML scans nested flow collections in
+# quadratic time and composes recursively).
+MAX_DEPTH = 32
 
 
 @dataclass
@@ -54,10 +58,13 @@ def _from_node(node: yaml.Node, where: str, path: tuple[str, ...], lines: dict) 
             if not isinstance(key_node, yaml.ScalarNode):
                 raise RecipeError(where, ".".join(path), "a mapping key must be a plain string",
                                   "use simple keys", key_node.start_mark.line + 1)
-            key = str(_scalar(key_node))
-            if key == "<<":
+            if key_node.tag == "tag:yaml.org,2002:merge" or key_node.value == "<<":
                 raise RecipeError(where, ".".join(path), "YAML merge keys (<<) are not allowed",
                                   "use extends: to share fragments", key_node.start_mark.line + 1)
+            if key_node.tag not in _CORE_TAGS:
+                raise RecipeError(where, ".".join(path), f"YAML tag {key_node.tag!r} is not allowed",
+                                  "use plain YAML values (no tags)", key_node.start_mark.line + 1)
+            key = str(_scalar(key_node, where, path))
             if key in out:
                 raise RecipeError(where, ".".join((*path, key)), "duplicate key",
                                   "keep one definition", key_node.start_mark.line + 1)
@@ -68,14 +75,18 @@ def _from_node(node: yaml.Node, where: str, path: tuple[str, ...], lines: dict) 
     if isinstance(node, yaml.SequenceNode):
         return [_from_node(n, where, (*path, str(i)), lines) for i, n in enumerate(node.value)]
     del line
-    return _scalar(node)
+    return _scalar(node, where, path)
 
 
 _constructor = yaml.constructor.SafeConstructor()
 
 
-def _scalar(node: yaml.ScalarNode) -> Any:
-    return _constructor.construct_object(node, deep=True)
+def _scalar(node: yaml.ScalarNode, where: str, path: tuple[str, ...]) -> Any:
+    try:
+        return _constructor.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, KeyError, TypeError):  # e.g. `!!int abc`, `!!bool maybe`
+        raise RecipeError(where, ".".join(path), f"{node.value[:40]!r} is not a valid {node.tag.rsplit(':', 1)[-1]}",
+                          "drop the !! tag and write a plain value", node.start_mark.line + 1) from None
 
 
 def parse_yaml(text: str, where: str) -> Located:
@@ -84,11 +95,19 @@ def parse_yaml(text: str, where: str) -> Located:
         raise RecipeError(where, "", "file is larger than 1 MiB", "a recipe is a few KB; check the file")
     # Scan events first: an alias is refused before anything could be expanded.
     try:
+        depth = 0
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise RecipeError(where, "", "YAML anchors and aliases are not allowed",
                                   "write values out or share them with extends:",
                                   event.start_mark.line + 1)
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise RecipeError(where, "", f"nested deeper than {MAX_DEPTH} levels",
+                                      "a recipe nests a few levels; check the file", event.start_mark.line + 1)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
@@ -130,7 +149,9 @@ def _resolve_relative_paths(data: dict, file: Path) -> None:
 def _load_file(path: Path, stack: tuple[Path, ...]) -> Located:
     where = _display(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_RECIPE_BYTES + 1)
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise RecipeError(where, "", "file not found", "check the path or run `invoke recipes`") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -177,7 +198,10 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
     parts = key.strip().split(".")
     if not all(parts):
         raise RecipeError("--set", key, "empty path component", "e.g. --set build.max_jobs=4")
-    value = parse_yaml(f"v: {raw}", f"--set {key}").data["v"] if raw.strip() else ""
+    try:
+        value = parse_yaml(f"v: {raw}", f"--set {key}").data["v"] if raw.strip() else ""
+    except RecipeError as e:
+        raise RecipeError(f"--set {key}", "", e.problem, e.fix) from None
     # A version typed on the command line (12.4) must stay a string: floats have no use here.
     if isinstance(value, float):
         value = raw.strip()
@@ -188,9 +212,10 @@ def apply_overrides(loc: Located, overrides: list[str]) -> None:
     for item in overrides:
         parts, value = _parse_override(item)
         node = loc.data
-        for p in parts[:-1]:
+        for i, p in enumerate(parts[:-1]):
             if not isinstance(node.get(p), dict):
                 node[p] = {}
+                loc.lines[tuple(parts[:i + 1])] = (f"--set {'.'.join(parts)}", 0)  # the override replaced it
             node = node[p]
         node[parts[-1]] = value
         loc.lines[tuple(parts)] = (f"--set {'.'.join(parts)}", 0)
@@ -245,9 +270,20 @@ def _hint_for(err: dict) -> str:
             return "write ROCm archs like gfx90a, gfx942"
         if pattern.startswith("^/"):
             return "use an absolute path of letters, digits and ._/+-"
+        if pattern.startswith("^[A-Z_]"):
+            return "use an UPPER_CASE shell variable name (A-Z, 0-9, _), e.g. CFLAGS"
+        if pattern.startswith("^(USE|BUILD)_"):
+            return "use a USE_* or BUILD_* switch, e.g. USE_MKLDNN; put other variables in build.env"
+        if pattern.startswith("^[a-z0-9][a-z0-9._/:@-]"):
+            return "use an image reference like ubuntu:22.04 or registry/name:tag (lowercase, no spaces)"
+        if "(==|>=" in pattern:
+            return "write a pip requirement like numpy<2 or pyyaml==6.0.1 (no options, no URLs)"
         return f"use only letters, digits and ._+- (pattern {pattern})"
     if kind == "literal_error":
         return f"use {err.get('ctx', {}).get('expected', 'an allowed value')}"
+    if kind in ("greater_than_equal", "less_than_equal"):
+        ctx = err.get("ctx", {})
+        return f"use a number {'>=' if 'ge' in ctx else '<='} {ctx.get('ge', ctx.get('le'))}"
     if kind in ("int_type", "int_parsing", "bool_type", "bool_parsing"):
         return "use " + {"int_type": "an integer", "int_parsing": "an integer"}.get(kind, "true or false")
     if kind in ("dict_type", "model_type"):
@@ -259,28 +295,54 @@ def _hint_for(err: dict) -> str:
     return "see docs/recipes.md"
 
 
-def _error_from_validation(exc: ValidationError, loc: Located, fallback: str) -> RecipeError:
-    err = exc.errors(include_url=False)[0]
-    path = tuple(str(p) for p in err["loc"] if not str(p).startswith(("function-", "literal[")))
+_UNION_MEMBERS = ("str", "int", "constrained-int", "constrained-str", "tuple")
+# A model-level check names its field at the start of the message ("build.cuda_arch is empty; ...").
+_LEADING_FIELD = re.compile(r"^([a-z_]+(?:\.[a-z_]+)*)(?=[:\s])")
+
+
+def _clean_loc(raw: tuple) -> tuple[str, ...]:
+    path = tuple(str(p) for p in raw if not str(p).startswith(("function-", "literal[")))
     # Union members appear in loc (e.g. 'int', 'literal['auto']'); drop the noise.
-    path = tuple(p for p in path if p not in ("str", "int", "constrained-int", "constrained-str", "tuple"))
+    return tuple(p for p in path if p not in _UNION_MEMBERS)
+
+
+def _error_from_validation(exc: ValidationError, loc: Located, fallback: str) -> RecipeError:
+    errors = exc.errors(include_url=False)
+    err = errors[0]
+    path = _clean_loc(err["loc"])
+    hint = _hint_for(err)
+    problem = err["msg"]
+    key_error = bool(path) and path[-1] == "[key]"  # a dict key failed (build.env, build.features)
+    if key_error:
+        path = path[:-1]
+    if err["type"] == "value_error" and not path:
+        m = _LEADING_FIELD.match(hint)
+        if m:
+            path = tuple(m.group(1).split("."))
     where, line = fallback, None
     for n in range(len(path), -1, -1):
         if path[:n] in loc.lines:
             where, line = loc.lines[path[:n]]
             break
-    problem = err["msg"]
-    if err["type"] == "extra_forbidden":
+    if key_error:
+        path = path[:-1]
+    # A union (max_jobs: auto | 1..1024) reports one error per member: say all of them.
+    union = [e for e in errors if _clean_loc(e["loc"]) == _clean_loc(err["loc"])]
+    if len(union) > 1 and len(err["loc"]) != len(_clean_loc(err["loc"])):
+        problem = " or ".join(dict.fromkeys(e["msg"] for e in union))
+        hint = "use " + " or ".join(dict.fromkeys(_hint_for(e).removeprefix("use ") for e in union))
+    elif err["type"] == "extra_forbidden":
         problem = "unknown key"
     elif err["type"] == "value_error":
         problem = "invalid combination"
     elif err["type"] == "string_type" and isinstance(err.get("input"), (int, float)):
         problem = f"{err['input']!r} is a number, not a string"
     elif err["type"] == "string_pattern_mismatch":
-        problem = f"malformed value {str(err.get('input'))[:60]!r}"
+        what = "key" if key_error else "value"
+        problem = f"malformed {what} {str(err.get('input'))[:60]!r}"
     if where.startswith("--set"):
         line = None
-    return RecipeError(where, ".".join(path), problem, _hint_for(err), line or None)
+    return RecipeError(where, ".".join(path), problem, hint, line or None)
 
 
 def load(recipe: str, overrides: list[str] | None = None, *, site: dict | None = None) -> Spec:
