@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, artifacts, diagnose, downloads, engine, jobs, render, repro
-from .errors import BuildctlError, BuildFailed
+from .errors import BuildctlError, BuildFailed, VerificationFailed
 from .recipe import masked_dump
 from .secrets import secret_values_from_env_and_site
 from .spec import Spec
@@ -145,7 +145,7 @@ class Build:
             lines.append(diagnose.render_diagnosis(diag))
         elif first:
             lines.append("first error:\n  " + "\n  ".join(first[:12]))
-        lines.append(f"repro bundle: {bundle}  (replay: invoke repro {bundle})")
+        lines.append(f"repro bundle: {bundle}  (replay: invoke repro --bundle {bundle})")
         err = BuildFailed("\n".join(lines))
         err.bundle, err.diagnosis = bundle, diag
         return err
@@ -310,7 +310,10 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult:
             view.status["verify"] = "cached"
             result.report = stored
         else:
-            result.report = _verify(b, found, manifest)
+            try:
+                result.report = _verify(b, found, manifest)
+            except VerificationFailed as e:  # built and published, but not what the recipe asks for
+                result.verify_error = e
     manifest_total = round(time.monotonic() - t0, 2)
     view.durations.setdefault("total", manifest_total)
     return result
