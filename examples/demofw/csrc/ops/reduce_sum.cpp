@@ -38,7 +38,7 @@ Tensor mean_impl(const Tensor& a) {
   const Tensor flat = flat_contiguous(a, dt);
   return DFW_DISPATCH_FLOATING_AND_COMPLEX_TYPES(dt, "mean", [&]() -> Tensor {
     const auto s = sum_kernel<scalar_t>(flat);
-    using acc_t = decltype(s);
+    using acc_t = std::remove_const_t<decltype(s)>;
     return scalar_tensor<scalar_t>(static_cast<scalar_t>(s / acc_t(static_cast<double>(flat.numel()))));
   });
 }

@@ -473,7 +473,8 @@ PyMethodDef methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "demofw._C", "demofw native core", -1, methods};
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "demofw._C", "demofw native core", -1, methods,
+                          nullptr, nullptr, nullptr, nullptr};
 
 int add_bool(PyObject* m, const char* name, bool v) {
   PyObject* o = PyBool_FromLong(v);
