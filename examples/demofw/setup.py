@@ -73,7 +73,6 @@ else:
         pass
 
 
-package_name = os.getenv("DEMOFW_PACKAGE_NAME", "demofw")
 sha = get_sha(cwd)
 version = get_version(cwd, sha)
 install_dir = os.path.join(cwd, "demofw")
@@ -137,10 +136,10 @@ if __name__ == "__main__":
         build_deps()
     extensions, cmdclass, packages = configure_extension_build()
     setup(
-        name=package_name,
+        name="demofw",
         version=version,
         description="A demo framework that honours PyTorch's build-env contract (buildctl example)",
-        long_description=open(os.path.join(cwd, "README.md")).read(),
+        long_description=open(os.path.join(cwd, "README.md"), encoding="utf-8").read(),
         long_description_content_type="text/markdown",
         ext_modules=extensions,
         cmdclass=cmdclass,
