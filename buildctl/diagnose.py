@@ -95,7 +95,11 @@ def _oom(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
         prog = "the build"
     jobs = _jobs(f, ctx)
     cause = f"{prog} was killed (SIGKILL), almost always by the out-of-memory killer: "
-    if jobs:
+    if jobs == 1:  # halving is no help: one job alone needs more than the container has
+        cause += "a single compile job (MAX_JOBS=1) needed more memory than the container had."
+        fix = ("MAX_JOBS=1 is already the minimum (build.max_jobs: 1 / --jobs 1): give the build container "
+               "more memory: raise or drop `invoke build --memory` (BUILDCTL_MEMORY), or Docker's own limit.")
+    elif jobs:
         cause += f"{jobs} parallel compile jobs needed more memory than the container had."
         half = max(1, jobs // 2)
         fix = (f"rebuild with MAX_JOBS={half}: set build.max_jobs: {half} in the recipe, "
@@ -144,6 +148,8 @@ def _nccl(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
     else:
         cause = ("CMake found nccl.h and libnccl from different NCCL installs "
                  "(FindNCCL compares their versions and stops).")
+    if f.get("include_dir") and f.get("library_file"):
+        cause = cause.removesuffix(".") + f": nccl.h from {f['include_dir']}, the library {f['library_file']}."
     target = f"the pinned NCCL {pin}" if pin else "one NCCL install"
     fix = (f"point the build at {target} for both: USE_SYSTEM_NCCL=1 with NCCL_INCLUDE_DIR and "
            "NCCL_LIB_DIR (e.g. /usr/local/cuda/include and /usr/local/cuda/lib64), and remove other "
@@ -166,7 +172,10 @@ def _nccl_report(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
 
 def _python_env(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
     venv_python = ctx.get("python") or f.get("venv") or "/opt/venv/bin/python"
-    if f.get("found"):
+    if f.get("missing") or f.get("found") == "missing":  # the guard's word when `command -v python` fails
+        cause = (f"there is no `python` on the build's PATH: the venv's {venv_python} is not on it, and the "
+                 "image has no other `python`.")
+    elif f.get("found"):
         cause = f"the build ran {f['found']}, not the venv's {f.get('venv') or venv_python}."
     elif f.get("module"):
         cause = (f"the Python the build used has no '{f['module']}': CMake or setup.py ran an "
@@ -339,6 +348,11 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Found NCCL header version and library version do not match",
         r"NCCL header version\D{0,20}?(?P<header>\d+(?:\.\d+)*)\b.{0,120}?"
         r"library version\D{0,20}?(?P<library>\d+(?:\.\d+)*)",
+        # FindNCCL's message (PyTorch's names the two files, demofw's also the versions) as CMake
+        # wraps it: "... do not match! (include:\n  DIR, library:\n  LIB) header version X, library\n
+        # version Y." (A bare "(include: DIR, library: LIB)" is also how the found-it lines end.)
+        r"do not match! \(include:\s+(?P<include_dir>[^\s,]+),\s+library:\s+(?P<library_file>[^\s)]+)\)",
+        r"header\s+version\s+(?P<header>\d+(?:\.\d+)+),\s+library\s+version\s+(?P<library>\d+(?:\.\d+)+)",
     ), _nccl),
     Signature("cuda-toolkit-missing", "CUDA toolkit or nvcc not found", _p(
         r"CUDA_HOME environment variable is not set",
@@ -351,6 +365,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Could NOT find Python3? \(missing:[^)]*NumPy",
         r"Could NOT find NumPy",
         r"No module named '?(?P<module>numpy|yaml|typing_extensions|setuptools|wheel)\b",
+        r"(?P<missing>python)3?: command not found",  # bash, once PATH lost the venv (guard off)
     ), _python_env),
     Signature("driver", "NVIDIA driver missing or too old", _p(
         r"CUDA driver version is insufficient for CUDA runtime version",
@@ -506,7 +521,8 @@ _NOISE = re.compile(r"^\s*\[\d+/\d+\] ")  # ninja progress lines interleaved fro
 def first_error(log: str, *, before: int = 2, after: int = 12) -> list[str]:
     """The first error line of `log` with `before` lines of context and up to `after` lines of its block.
 
-    The block is what follows the error up to a blank line (a traceback runs to its exception line);
+    The block is what follows the error up to a blank line (a traceback runs to its exception line, a
+    CMake error to the end of its indented message);
     ninja progress lines from parallel jobs are skipped. Empty when no line looks like an error.
     """
     log = log or ""
@@ -522,16 +538,21 @@ def first_error(log: str, *, before: int = 2, after: int = 12) -> list[str]:
     out = [_clip(x) for x in lines[max(0, idx - before): idx] if x.strip() and not _NOISE.match(x)]
     out.append(_clip(lines[idx]))
     traceback = "Traceback" in lines[idx]
+    # CMake indents its messages and puts blank lines between their paragraphs (a failed try-compile
+    # quotes the compiler's error several paragraphs down): the block ends where the indentation does.
+    cmake = "CMake Error" in lines[idx]
     taken = 0
     for line in lines[idx + 1:]:
-        if taken >= (after * 2 if traceback else after):
+        if taken >= (after * 2 if traceback or cmake else after):
             break
         if not line.strip():
-            if traceback:
+            if traceback or cmake:
                 continue
             break
         if _NOISE.match(line):
             continue
+        if cmake and not line.startswith((" ", "\t")):
+            break
         out.append(_clip(line))
         taken += 1
         if traceback and not line.startswith((" ", "\t")):

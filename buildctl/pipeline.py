@@ -144,8 +144,8 @@ class Build:
         if diag:
             lines.append(diagnose.render_diagnosis(diag))
         elif first:
-            lines.append("first error:\n  " + "\n  ".join(first[:12]))
-        lines.append(f"repro bundle: {bundle}  (replay: invoke repro --bundle {bundle})")
+            lines.append("first error:\n  " + "\n  ".join(first[:20]))
+        lines.append(f"repro bundle: {bundle}  (replay: invoke repro {bundle})")
         err = BuildFailed("\n".join(lines))
         err.bundle, err.diagnosis = bundle, diag
         return err

@@ -129,7 +129,8 @@ def _readme(data: dict) -> str:
         lines += ["# A pre-staged download failed its sha256 check; the files are in downloads/:",
                   "sha256sum downloads/*   # compare with the sha256 in recipe.resolved.yaml"]
     else:
-        lines.append(f"docker build --target builder -t {tag} context/")
+        net = f"--network {data['network']} " if data.get("network") else ""  # as the image was built
+        lines.append(f"docker build {net}--target builder -t {tag} context/")
     if data["step"] not in ("fetch", "image") and data.get("command"):
         run = ["docker", "run", "--rm", "--name", "buildctl-repro"]
         for vol, path in (data.get("volumes") or {}).items():
@@ -138,8 +139,8 @@ def _readme(data: dict) -> str:
             run += ["-e", f"{k}={v}"]
         if data.get("network"):
             run += ["--network", data["network"]]
-        if data.get("memory"):
-            run += ["--memory", str(data["memory"])]
+        if data.get("memory"):  # no swap on top, as buildctl ran it: a limit is a limit
+            run += ["--memory", str(data["memory"]), "--memory-swap", str(data["memory"])]
         if data["source"].get("carried"):
             lines += ["docker volume create " + next(iter(data["volumes"])) + "-repro",
                       "mkdir -p src && tar -xzf source.tar.gz -C src",
@@ -178,7 +179,8 @@ def pack(bundle: Path) -> Path:
 
 
 def replay(bundle_path: Path, *, shell: bool = False, on_line=None) -> dict:
-    """Rebuild the image and rerun the failing step; returns {reproduced, exit_code, diagnosis}."""
+    """Rebuild the image and rerun the failing step; returns {reproduced, exit_code, diagnosis, image_id,
+    same_image} (same_image: the rebuilt image is the bundle's image id, layer for layer and label for label)."""
     bundle, tmp = _open_bundle(bundle_path)
     try:
         data = json.loads((bundle / "bundle.json").read_text())
@@ -195,13 +197,16 @@ def replay(bundle_path: Path, *, shell: bool = False, on_line=None) -> dict:
         client = engine.connect()
         tag = f"buildctl-repro/{data['recipe']}:{uuid.uuid4().hex[:8]}"
         try:
+            # The build's labels too: with them a cached rebuild is the bundle's very image id.
             image = engine.build_image(client, bundle / "context", tag, target=data.get("target", "builder"),
-                                       network_mode=data.get("network"), on_line=sink)
+                                       network_mode=data.get("network"), on_line=sink,
+                                       labels={"buildctl.recipe": data["recipe"]})
         except engine.StepFailed as exc:
             return _outcome(data, "image", exc.returncode, "\n".join(lines) or exc.log)
+        built = {"image": tag, "image_id": image, "same_image": image == data.get("image_id")}
         if step == "image":
             return {"reproduced": False, "step": "image", "exit_code": 0, "diagnosis": None,
-                    "expected": data.get("diagnosis")}
+                    "expected": data.get("diagnosis"), **built}
         suffix = uuid.uuid4().hex[:8]
         volumes = {f"{name}-repro-{suffix}": path for name, path in (data.get("volumes") or {}).items()}
         inputs = {}
@@ -225,7 +230,7 @@ def replay(bundle_path: Path, *, shell: bool = False, on_line=None) -> dict:
                     pass
             for d in inputs.values():
                 shutil.rmtree(d, ignore_errors=True)
-        return _outcome(data, step, result.exit_code, "\n".join(lines), oom=result.oom_killed)
+        return {**_outcome(data, step, result.exit_code, "\n".join(lines), oom=result.oom_killed), **built}
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -276,7 +281,7 @@ def _shell(image: str, data: dict, volumes: dict, inputs: dict, client) -> dict:
     if data.get("network"):
         cmd += ["--network", data["network"]]
     if data.get("memory"):
-        cmd += ["--memory", str(data["memory"])]
+        cmd += ["--memory", str(data["memory"]), "--memory-swap", str(data["memory"])]
     cmd += [image, "bash"]
     print("buildctl: rerun the step with: /usr/local/bin/buildctl-build")
     os.execvp("docker", cmd)
