@@ -1,5 +1,8 @@
 """buildctl's command line: `invoke --list`. Each task parses its arguments and calls into buildctl."""
 
+import os
+import sys
+
 from invoke import task
 
 from buildctl import cli
@@ -20,6 +23,12 @@ RECIPE_HELP = {
     "base_image": "Use this base image instead of the recipe's [BUILDCTL_BASE_IMAGE]",
     "json": "Print machine-readable JSON on stdout",
 }
+
+
+def _help_if_asked(task_name, value):
+    """`invoke repro --help`: Invoke hands a required positional the flag; show the task's help instead."""
+    if value in ("-h", "--help"):
+        os.execvp(sys.argv[0], [sys.argv[0], "--help", task_name])
 
 
 def _site(kw):
@@ -109,6 +118,7 @@ def clean(c, older_than_days=-1.0, keep_gb=-1.0, images=True, caches=True, dry_r
                                    "json": RECIPE_HELP["json"]})
 def repro(c, bundle, shell=False, json=False):
     """Replay a failed build from its repro bundle: same image, same step, same environment."""
+    _help_if_asked("repro", bundle)
     cli.repro(bundle, shell=shell, as_json=json)
 
 

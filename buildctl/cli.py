@@ -16,6 +16,7 @@ from typing import Any
 
 from invoke.exceptions import Exit
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import recipe as recipe_mod
@@ -36,7 +37,7 @@ def command(fn):
         except Exit:
             raise
         except BuildctlError as e:
-            console.print(f"[bold red]error:[/] {e}", markup=True, soft_wrap=True)
+            console.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, soft_wrap=True)
             raise Exit(code=e.exit_code) from None
         except KeyboardInterrupt:
             console.print("[yellow]interrupted[/]")
@@ -44,7 +45,7 @@ def command(fn):
         except Exception as e:  # a bug: say so in one line unless asked for the traceback
             if os.environ.get("BUILDCTL_DEBUG"):
                 traceback.print_exc()
-            console.print(f"[bold red]internal error:[/] {e.__class__.__name__}: {e} "
+            console.print(f"[bold red]internal error:[/] {e.__class__.__name__}: {escape(str(e))} "
                           "(rerun with BUILDCTL_DEBUG=1 for the traceback)", soft_wrap=True)
             raise Exit(code=1) from None
 
