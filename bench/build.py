@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Bench: `invoke build` of the demo framework (recipe demo-cpu), cold vs warm, and a no-op build
+against `docker build` of the same rendered folder. Both ratios are measured in the same run, so a
+slow or busy machine shows up on both sides of each ratio.
+
+    python bench/build.py [--quick] [--repeat 5] [--network host] [--ca-cert PEM]
+
+1. cold: `invoke build` into a fresh artifacts root, with no build-directory volume and an EMPTY
+   compile-cache volume. The bench builds a copy of demo-cpu under its own name
+   (bench-demofw-<random>) from its own tag of the same base image (buildctl/bench-base:<random>,
+   same image id): the compile-cache volume is named after the toolchain (base image reference,
+   distro, compilers), so the bench gets a new, empty one and never empties a cache that other
+   builds share. The image layers are warmed first (one untimed `docker build` of the rendered
+   folder; the base is the same image, so the layer cache applies), so "cold" means cold compiler
+   state, not a cold download of the toolchain. The source is a snapshot of examples/demofw.
+2. warm: the same source into a new artifacts root (so it must rebuild), with the build-directory
+   volume removed and the compile cache kept. Target: warm <= 0.4 x cold.
+3. no-op: `invoke build` again into the warm artifacts root (the artifact exists: cached, nothing
+   started), against `docker build -q --target builder build/<recipe>` of the same rendered folder
+   with a full layer cache; medians of --repeat runs, interleaved. Target: no-op <= 0.5 x docker build.
+
+All builds run with --no-verify: the ratios are about building (verification of a fresh artifact
+is the same fixed cost either way, and a no-op reuses the stored report). Times are the wall clock
+of the whole command, as a user waits for it.
+
+Everything the bench creates in the engine (build-dir and compile-cache volumes, image tags, the
+base-image tag) is removed at the end; images and volumes of other builds are not touched.
+
+Exit status 0 when both targets PASS, 1 when one FAILs (like every script in bench/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+WARM_TARGET = 0.4
+NOOP_TARGET = 0.5
+
+
+def invoke_cmd() -> list[str]:
+    exe = Path(sys.executable).with_name("invoke")
+    return [*([str(exe)] if exe.exists() else [sys.executable, "-m", "invoke"]), "-r", str(REPO)]
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, work: Path):
+        self.args = args
+        self.work = work
+        self.cwd = work / "cwd"
+        self.cwd.mkdir()
+        self.name = f"bench-demofw-{uuid.uuid4().hex[:8]}"
+        # A snapshot of the source: edits to examples/demofw during the run must not change the key.
+        self.source = work / "demofw"
+        shutil.copytree(REPO / "examples" / "demofw", self.source,
+                        ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.so"))
+        from buildctl import recipe
+
+        self.base = recipe.load("demo-cpu").base.image
+        self.bench_base = f"buildctl/bench-base:{self.name.rsplit('-', 1)[1]}"
+        self.recipe = work / f"{self.name}.yaml"
+        self.recipe.write_text(
+            "# bench-only copy of demo-cpu: its own name and base-image tag, hence its own compile cache\n"
+            f"extends: {REPO / 'recipes' / 'demo-cpu.yaml'}\n"
+            f"base:\n  image: {self.bench_base}\n"
+            f"framework:\n  source:\n    path: {self.source}\n"
+        )
+        self.site = ["--network", args.network, *(["--ca-cert", args.ca_cert] if args.ca_cert else [])]
+        self.key: str | None = None
+        self.keys: set[str] = set()  # every key a build reported (for the clean-up)
+
+    # -- commands ----------------------------------------------------------------------------------
+    def run(self, cmd: list[str], *, env: dict | None = None, what: str) -> tuple[float, subprocess.CompletedProcess]:
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=self.cwd, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            sys.stderr.write(f"{what} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}\n")
+            raise SystemExit(2)
+        return seconds, proc
+
+    def invoke_build(self, artifacts: str) -> tuple[float, dict]:
+        env = {**os.environ, "BUILDCTL_ARTIFACTS": str(self.work / artifacts)}
+        env.pop("BUILDCTL_NO_VERIFY", None)
+        cmd = [*invoke_cmd(), "build", "--recipe", str(self.recipe), *self.site, "--no-verify", "--json"]
+        seconds, proc = self.run(cmd, env=env, what=f"invoke build ({artifacts})")
+        payload = json.loads(proc.stdout)
+        self.key = payload["key"]
+        self.keys.add(self.key)
+        return seconds, payload
+
+    def docker_build(self) -> float:
+        cmd = ["docker", "build", "-q", "--target", "builder", "--network", self.args.network,
+               str(Path("build") / self.name)]
+        seconds, _ = self.run(cmd, what="docker build")
+        return seconds
+
+    # -- engine state ------------------------------------------------------------------------------
+    @property
+    def cache_volume(self) -> str:
+        """As the pipeline names it (pipeline.volume_names)."""
+        from buildctl import pipeline, recipe, render
+
+        spec = recipe.load(str(self.recipe))
+        return pipeline.volume_names(spec, self.key or "0", render.render(spec))[1]
+
+    @property
+    def work_volume(self) -> str:
+        return f"buildctl-work-{self.name}-{self.key}"
+
+    @staticmethod
+    def volume_exists(name: str) -> bool:
+        return subprocess.run(["docker", "volume", "inspect", name], capture_output=True).returncode == 0
+
+    @staticmethod
+    def remove_volume(name: str) -> None:
+        subprocess.run(["docker", "volume", "rm", name], capture_output=True)
+
+    def tag_base(self) -> None:
+        subprocess.run(["docker", "image", "tag", self.base, self.bench_base], check=True)
+
+    def cleanup(self) -> None:
+        for key in self.keys:
+            self.remove_volume(f"buildctl-work-{self.name}-{key}")
+            subprocess.run(["docker", "image", "rm", f"buildctl/{self.name}:{key}"], capture_output=True)
+        self.remove_volume(self.cache_volume)
+        # untag only: the base image keeps its own tag
+        subprocess.run(["docker", "image", "rm", "--no-prune", self.bench_base], capture_output=True)
+
+
+def fmt_build(manifest: dict) -> str:
+    d = manifest.get("durations_s") or {}
+    stages = ", ".join(f"{k} {d[k]:.1f}" for k in ("image", "configure", "compile") if k in d)
+    cc = manifest.get("compile_cache") or {}
+    total = (cc.get("hits") or 0) + (cc.get("misses") or 0)
+    return f"{stages} s; ccache {cc.get('hits')}/{total} hits" if total else f"{stages} s; ccache: no stats"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="one run of each no-op measurement instead of --repeat")
+    ap.add_argument("--repeat", type=int, default=5, help="runs of each no-op measurement (median)")
+    ap.add_argument("--network", default=os.environ.get("BUILDCTL_NETWORK", "host"))
+    ap.add_argument("--ca-cert", default=os.environ.get("BUILDCTL_CA_CERT", "/etc/ssl/certs/ca-certificates.crt"))
+    args = ap.parse_args()
+    repeat = 1 if args.quick else max(1, args.repeat)
+    if args.ca_cert and not Path(args.ca_cert).is_file():
+        args.ca_cert = ""
+
+    work = Path(tempfile.mkdtemp(prefix="buildctl-bench-"))
+    b = Bench(args, work)
+    try:
+        print(f"bench recipe {b.name} (a copy of demo-cpu), base {b.bench_base}, work dir {work}", flush=True)
+        b.tag_base()
+        b.run([*invoke_cmd(), "render", "--recipe", str(b.recipe), *b.site], what="invoke render")
+        print("warming the image layers (untimed docker build) ...", flush=True)
+        b.docker_build()
+        if b.volume_exists(b.cache_volume):  # never: the name is new; would make "cold" a lie
+            raise SystemExit(f"compile-cache volume {b.cache_volume} exists already")
+
+        print("cold build ...", flush=True)
+        cold_s, cold = b.invoke_build("artifacts-cold")
+        assert cold["ok"] and cold["cached"] is False, cold
+        print(f"  {cold_s:.1f} s", flush=True)
+
+        print("warm build (build dir removed, compile cache kept) ...", flush=True)
+        b.remove_volume(b.work_volume)
+        if b.volume_exists(b.work_volume):
+            raise SystemExit(f"could not remove {b.work_volume}")
+        warm_s, warm = b.invoke_build("artifacts-warm")
+        assert warm["ok"] and warm["cached"] is False and warm["key"] == cold["key"], warm
+        print(f"  {warm_s:.1f} s", flush=True)
+
+        print(f"no-op invoke build vs docker build, {repeat} run(s) each, interleaved ...", flush=True)
+        noop_times, docker_times = [], []
+        for _ in range(repeat):
+            s, noop = b.invoke_build("artifacts-warm")
+            assert noop["ok"] and noop["cached"] is True, noop
+            noop_times.append(s)
+            docker_times.append(b.docker_build())
+        startup_s, _ = b.run([*invoke_cmd(), "--list"], what="invoke --list")
+    finally:
+        b.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+
+    noop_s, docker_s = statistics.median(noop_times), statistics.median(docker_times)
+    cm, wm = cold["manifest"], warm["manifest"]
+    rows = [
+        ("cold build (no build dir, empty compile cache)", cold_s, fmt_build(cm)),
+        ("warm build (build dir removed, compile cache kept)", warm_s, fmt_build(wm)),
+        (f"no-op invoke build (median of {repeat})", noop_s, "artifact exists: cached, no container"),
+        (f"docker build -q --target builder (median of {repeat})", docker_s, "same rendered folder, full layer cache"),
+        ("  for reference: invoke start-up alone (invoke --list)", startup_s, "interpreter + imports, no work"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print()
+    print(f"{'measurement':<{width}}  {'seconds':>8}  notes")
+    for label, secs, note in rows:
+        print(f"{label:<{width}}  {secs:>8.2f}  {note}")
+    checks = [("warm / cold", warm_s / cold_s, WARM_TARGET), ("no-op / docker build", noop_s / docker_s, NOOP_TARGET)]
+    print()
+    print(f"{'ratio':<22}{'value':>7}  {'target':>8}  result")
+    for label, value, target in checks:
+        print(f"{label:<22}{value:>7.2f}  {'<= ' + str(target):>8}  {'PASS' if value <= target else 'FAIL'}")
+    failed = [label for label, value, target in checks if value > target]
+    print()
+    print(f"FAIL: {', '.join(failed)} over target" if failed else "PASS: both ratios within target")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
