@@ -5,10 +5,10 @@ never used and never silently replaced by a download.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
+from .artifacts import sha256_of
 from .engine import StepFailed
 from .spec import Download
 
@@ -24,11 +24,7 @@ def sha256_file(path: Path) -> str:
             return cached["sha256"]
     except (OSError, ValueError, KeyError):
         pass
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    digest = h.hexdigest()
+    digest = sha256_of(path)
     try:
         sidecar.write_text(json.dumps({**stamp, "sha256": digest}))
     except OSError:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from buildctl.artifacts import sha256_of
 from buildctl.errors import InputError, VerificationFailed
 from buildctl.spec import Spec
 from buildctl.verify import report as rep
@@ -77,14 +78,6 @@ def is_cuda_wheel(wheel: Path, spec: Spec | None) -> bool:
     if spec is not None:
         return spec.accelerator == "cuda"
     return bool(re.search(r"\+cu\d+", wheel.name)) or any(r.startswith("nvidia-") for r in wheel_requires(wheel))
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def manylinux_platforms(glibc: tuple[int, int], machine: str) -> list[str]:
@@ -411,7 +404,7 @@ def verify_wheel(
     exp = Expectations.from_spec(spec) if spec is not None else Expectations.from_wheel_name(wheel.name)
     checks = evaluate(exp, probe)
     report = rep.Report(
-        wheel={"path": str(wheel), "name": wheel.name, "size": wheel.stat().st_size, "sha256": sha256_file(wheel)},
+        wheel={"path": str(wheel), "name": wheel.name, "size": wheel.stat().st_size, "sha256": sha256_of(wheel)},
         mode="host" if host else "container", module=module, environment=environment,
         expectations=exp.to_dict(), checks=checks, probe=probe, verdict=verdict(probe),
         spec={"name": spec.name, "accelerator": spec.accelerator, "framework": spec.framework.name}
