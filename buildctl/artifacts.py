@@ -103,6 +103,7 @@ def staging(recipe: str, key: str, root: Path | None = None) -> Iterator[Path]:
 def publish(tmp: Path, recipe: str, key: str, root: Path | None = None) -> Path:
     """Atomically move a complete staging folder into place."""
     final = artifact_dir(recipe, key, root)
+    tmp.chmod(0o755)  # mkdtemp makes it private; artifacts are for the team to read
     if final.exists():
         shutil.rmtree(final)
     os.rename(tmp, final)
