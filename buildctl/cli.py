@@ -230,10 +230,13 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
     )
     view = ui.make_view(as_json)
     result = error = None
+    verify_diagnosis = None
     try:
         with engine.terminate_as_interrupt():
             result = pipeline.run(spec, opts, view)
         error = result.verify_error
+        if error is not None:
+            verify_diagnosis = pipeline.diagnose_verification(result)
     except (BuildFailed, VerificationFailed) as e:
         error = e
     finally:
@@ -251,13 +254,17 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
         if error is not None:
             payload["error"] = str(error).splitlines()[0]
             payload["bundle"] = str(getattr(error, "bundle", "") or "") or None
-            diag = getattr(error, "diagnosis", None)
+            diag = getattr(error, "diagnosis", None) or verify_diagnosis
             payload["diagnosis"] = diag.to_dict() if diag else None
         print_json(payload)
     elif result is not None:
         view.summary(_summary_rows(result))
     if result is not None and result.verify_error is not None and not as_json:
         console.print(f"the wheel is built and published at {result.artifact}, but it is not what the recipe asks for")
+        if verify_diagnosis is not None:
+            from .diagnose import render_diagnosis
+
+            console.print(render_diagnosis(verify_diagnosis), markup=False, highlight=False)
     if error is not None:
         raise error
 

@@ -319,6 +319,20 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult:
     return result
 
 
+def diagnose_verification(result: BuildResult):
+    """The known cause of a failed verification (e.g. the wheel loads another NCCL than pinned),
+    also recorded beside the artifact as diagnosis.json; None when no signature matches."""
+    report_file = result.artifact / "report.json"
+    if not report_file.is_file():
+        return None
+    spec_pins = result.manifest.get("pins") or {}
+    diag = diagnose.diagnose("", step="verify", report=json.loads(report_file.read_text()),
+                             context={"nccl_pin": spec_pins.get("nccl")})
+    if diag is not None:
+        artifacts.write_json(result.artifact / "diagnosis.json", diag.to_dict())
+    return diag
+
+
 def _build(b: Build) -> Path:
     spec, opts = b.spec, b.opts
     b.build_images()

@@ -34,6 +34,9 @@ def test_wheel_with_other_nccl_than_pinned_fails_verification(tmp_path, base_ima
     artifact = Path(data["artifact"])
     assert (artifact / "manifest.json").is_file() and data["manifest"]["toolchain"]["nccl"] == "2.27.7"
     assert "2.27.7" in data["error"] and "2.28.9" in data["error"], data["error"]
+    # The cause is named, and recorded beside the artifact.
+    assert data["diagnosis"]["id"] == "nccl-version"
+    assert json.loads((artifact / "diagnosis.json").read_text())["id"] == "nccl-version"
     report = json.loads((artifact / "report.json").read_text())
     nccl = next(c for c in report["checks"] if c["name"].lower() == "nccl")
     assert nccl["ok"] is False
