@@ -348,10 +348,19 @@ def repro(bundle: str, *, shell: bool, as_json: bool) -> None:
         raise Exit(code=1)
 
 
+def _latest_artifact(spec) -> Path:
+    from . import artifacts
+
+    found = artifacts.latest(spec.name)
+    if found is None:
+        raise InputError(f"no artifact of {spec.name} yet; fix: invoke build --recipe {spec.name}")
+    return found
+
+
 @command
 def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: bool, sizes: str, iters: int,
            module: str | None = None, **site_kw) -> None:
-    from . import artifacts, pipeline
+    from . import pipeline
     from .verify import runner
 
     if not recipe and not wheel:
@@ -363,19 +372,14 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
     if wheel or host:
         wheel_path = Path(wheel) if wheel else None
         if wheel_path is None:
-            found = artifacts.latest(spec.name)
-            if found is None:
-                raise InputError(f"no artifact of {spec.name} yet; fix: invoke build --recipe {spec.name}")
+            found = _latest_artifact(spec)
             manifest = json.loads((found / "manifest.json").read_text())
             wheel_path = found / manifest["wheels"][0]["file"]
         network = spec.site.network if spec else site_options(**site_kw).get("network")
         runner.verify_wheel(wheel_path, spec=spec, host=host, network_mode=None if network in (None, "default")
                             else network, **kwargs)
         return
-    found = artifacts.latest(spec.name)
-    if found is None:
-        raise InputError(f"no artifact of {spec.name} yet; fix: invoke build --recipe {spec.name}")
-    pipeline.verify_artifact(spec, found, on_line=lambda line: console.print(f"  {line}", style="dim",
+    pipeline.verify_artifact(spec, _latest_artifact(spec), on_line=lambda line: console.print(f"  {line}", style="dim",
                                                                              markup=False, highlight=False),
                              **kwargs)
 

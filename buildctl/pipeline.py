@@ -204,7 +204,8 @@ class Build:
             if result.ok:
                 break
             log = "\n".join(self.log_lines[first_line:])  # this attempt only
-            oom = result.oom_killed or (diagnose.diagnose(log, exit_code=result.exit_code) or _NoDiag).id == "oom"
+            diag = diagnose.diagnose(log, exit_code=result.exit_code)
+            oom = result.oom_killed or getattr(diag, "id", None) == "oom"
             if oom and attempt == 0 and self.max_jobs and self.max_jobs > 1:
                 attempt += 1
                 self.max_jobs = max(1, self.max_jobs // 2)
@@ -259,10 +260,6 @@ class Build:
         }
         self.view.done("wheel")
         return manifest
-
-
-class _NoDiag:
-    id = None
 
 
 def _pins(spec: Spec) -> dict:

@@ -238,18 +238,12 @@ def replay(bundle_path: Path, *, shell: bool = False, on_line=None) -> dict:
 
 def _replay_fetch(bundle: Path, data: dict, sink, lines) -> dict:
     from .recipe import parse_yaml
-    from .spec import Download
+    from .render import render
+    from .spec import Spec
 
+    # The same downloads the build staged: the providers declare them, not a list kept here.
     resolved = parse_yaml((bundle / "recipe.resolved.yaml").read_text(), "recipe.resolved.yaml").data
-    dls = []
-    for section in ("cuda", "cudnn", "nccl"):
-        part = (resolved.get("toolchain") or {}).get(section) or {}
-        for key in ("runfile", "archive"):
-            if part.get(key):
-                dls.append((section, Download.model_validate(part[key])))
-    asc = (resolved.get("toolchain") or {}).get("ascend")
-    if asc:
-        dls.append(("ascend", Download.model_validate(asc["installer"])))
+    dls = render(Spec.model_validate(resolved)).downloads
     try:
         _staged, notes = downloads.stage(dls, bundle / "downloads")
         for n in notes:
