@@ -207,9 +207,42 @@ def _summary_rows(result) -> list[tuple[str, str]]:
     return rows
 
 
+UNTIL_STEPS = ("configure", "compile", "wheel")
+
+
+def _print_partial(result, as_json: bool) -> None:
+    """`--until STEP`: show what the step produced (the CMake summary for configure)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from . import stepreport
+
+    facts = stepreport.configure_facts(result.out_dir)
+    ninja = stepreport.ninja_steps(result.out_dir)
+    wheels = sorted(p.name for p in result.out_dir.glob("*.whl"))
+    if as_json:
+        print_json({"recipe": result.recipe, "ok": True, "key": result.key, "until": result.until,
+                    "out_dir": str(result.out_dir), "build_volume": result.volume, "configure": facts,
+                    "ninja": ninja, "wheels": wheels})
+        return
+    table = Table(title=f"{result.recipe}: stopped after {result.until}", show_header=False, expand=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, value in stepreport.headline(facts):
+        table.add_row(Text(key), Text(value))
+    if result.until != "configure":
+        table.add_row("ninja steps", f"{ninja['steps']} built ({ninja['busy_s']:.0f} s of compile time)")
+    for name in wheels:
+        table.add_row("wheel", Text(str(result.out_dir / name)))
+    console.print(table)
+    console.print(Text(f"outputs: {result.out_dir} (full CMake summary: cmake-summary.txt)\n"
+                       f"the build directory stays in volume {result.volume}: "
+                       "`invoke build` without --until resumes from it"))
+
+
 @command
 def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_verify=False, no_preflight=False,
-          keep_container=False, as_json=False, memory=None, verify_kwargs=None, **site_kw) -> None:
+          keep_container=False, as_json=False, memory=None, verify_kwargs=None, until=None, **site_kw) -> None:
     from . import engine, pipeline, ui
     from .errors import BuildFailed, VerificationFailed
 
@@ -222,11 +255,14 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
             assert jobs >= 1
         except (ValueError, AssertionError):
             raise InputError(f"--jobs {jobs}: not a positive integer; fix: --jobs 4 or --jobs auto") from None
+    if until and until not in UNTIL_STEPS:
+        raise InputError(f"--until {until}: not a step; fix: --until {'|'.join(UNTIL_STEPS)}")
     opts = pipeline.BuildOptions(
         jobs=jobs, verify=not (no_verify or os.environ.get("BUILDCTL_NO_VERIFY")),
         keep_container=keep_container or bool(os.environ.get("BUILDCTL_KEEP_CONTAINER")),
         memory=env_value(memory, "BUILDCTL_MEMORY"), ca_texts=read_ca_certs(site.get("ca_certs", [])),
         verify_kwargs={**({"console": Console(stderr=True)} if as_json else {}), **(verify_kwargs or {})},
+        until=until or None,
     )
     view = ui.make_view(as_json)
     result = error = None
@@ -234,6 +270,10 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
     try:
         with engine.terminate_as_interrupt():
             result = pipeline.run(spec, opts, view)
+        if isinstance(result, pipeline.PartialResult):
+            view.close()
+            _print_partial(result, as_json)
+            return
         error = result.verify_error
         if error is not None:
             verify_diagnosis = pipeline.diagnose_verification(result)

@@ -289,6 +289,13 @@ def _cudnn(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
     return cause, fix
 
 
+def _patch(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    cause = f"patch {f['patch']} does not apply to this source: {f['where']}."
+    fix = ("refresh the patch against the recipe's framework.source (or pin the source it was written "
+           "for), or leave it out: `skip:` for a series entry, or remove it from framework.patches.")
+    return cause, fix
+
+
 # ---------------------------------------------------------------------------------------------
 # The table, in priority order (first match wins).
 
@@ -334,6 +341,10 @@ SIGNATURES: tuple[Signature, ...] = (
         r"(?:sha256sum|sha512sum|shasum|md5sum): WARNING: \d+ computed checksums? did NOT match",
         r"THESE PACKAGES DO NOT MATCH THE HASHES",
     ), _checksum),
+    Signature("patch-does-not-apply", "A source patch does not apply", _p(
+        r"buildctl: patch (?P<patch>\S+) does not apply: (?P<where>.+)",
+        r"buildctl: skip names (?P<patch>\S+), which the series (?P<where>\S+) does not list",
+    ), _patch),
     Signature("git-ref-not-found", "Git ref not found", _p(
         r"fatal: Remote branch (?P<ref>\S+) not found in upstream origin",
         r"error: pathspec '(?P<ref>[^']+)' did not match any file\(s\) known to git",

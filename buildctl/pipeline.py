@@ -39,6 +39,7 @@ class BuildOptions:
     artifacts_root: Path | None = None
     ca_texts: dict[str, str] = field(default_factory=dict)
     verify_kwargs: dict = field(default_factory=dict)
+    until: str | None = None  # configure | compile | wheel: stop after that step, publish nothing
 
 
 @dataclass
@@ -50,6 +51,17 @@ class BuildResult:
     cached: bool
     report: object | None = None  # verify.report.Report
     verify_error: Exception | None = None  # VerificationFailed: the wheel is built but not what was asked
+
+
+@dataclass(frozen=True)
+class PartialResult:
+    """What `invoke build --until STEP` produced: the step's outputs, kept in out_dir."""
+
+    recipe: str
+    key: str
+    until: str
+    out_dir: Path
+    volume: str  # the build-dir volume a full build resumes from
 
 
 def _proxy_env(spec: Spec) -> dict[str, str]:
@@ -87,8 +99,13 @@ def _parse_kv(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def _cache_stats(text: str) -> dict:
-    """ccache --print-stats (tab-separated) → hits, misses, hit rate."""
+def _cache_stats(out_dir: Path) -> dict:
+    """hits, misses, hit rate from ccache --print-stats (tab-separated) or sccache's JSON stats."""
+    if (out_dir / "cache-stats.json").is_file():
+        return _sccache_stats((out_dir / "cache-stats.json").read_text())
+    if not (out_dir / "cache-stats.txt").is_file():
+        return {}
+    text = (out_dir / "cache-stats.txt").read_text()
     stats = {}
     for line in text.splitlines():
         parts = line.split("\t")
@@ -96,6 +113,18 @@ def _cache_stats(text: str) -> dict:
             stats[parts[0].strip()] = int(parts[1])
     hits = stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0)
     misses = stats.get("cache_miss", 0)
+    total = hits + misses
+    return {"hits": hits, "misses": misses, "hit_rate": round(hits / total, 3) if total else None}
+
+
+def _sccache_stats(text: str) -> dict:
+    """sccache --show-stats --stats-format=json: hits and misses are per-language counters."""
+    try:
+        stats = json.loads(text).get("stats", {})
+        hits = sum((stats.get("cache_hits") or {}).get("counts", {}).values())
+        misses = sum((stats.get("cache_misses") or {}).get("counts", {}).values())
+    except (ValueError, AttributeError, TypeError):
+        return {}
     total = hits + misses
     return {"hits": hits, "misses": misses, "hit_rate": round(hits / total, 3) if total else None}
 
@@ -154,6 +183,8 @@ class Build:
         env = dict(_proxy_env(self.spec))
         if self.max_jobs:
             env["MAX_JOBS"] = str(self.max_jobs)
+        if self.opts.until:
+            env["BUILDCTL_UNTIL"] = self.opts.until
         return env
 
     def _volumes(self) -> dict[str, str]:
@@ -189,7 +220,7 @@ class Build:
         self.view.done("image")
 
     def compile(self, out_dir: Path) -> engine.ContainerResult:
-        self.view.stage("configure")  # becomes "compile" when CMake is done (ui.View.line)
+        self.view.stage("source")  # then configure, compile, wheel, from the script's step lines
         src = self.spec.framework.source
         inputs = {"/work/src": Path(src.path)} if src.kind == "path" else None
         attempt = 0
@@ -217,12 +248,13 @@ class Build:
         return result
 
     def assemble(self, out_dir: Path, staging: Path, timings: dict) -> dict:
-        self.view.stage("wheel")
+        self.view.stage("publish")
         wheels = sorted(out_dir.glob("*.whl"))
         if not wheels:
             raise engine.StepFailed("wheel", 1, "\n".join(self.log_lines), detail="the build produced no wheel")
         versions = _parse_kv((out_dir / "versions.txt").read_text()) if (out_dir / "versions.txt").exists() else {}
-        cache = _cache_stats((out_dir / "cache-stats.txt").read_text()) if (out_dir / "cache-stats.txt").exists() else {}
+        cache = _cache_stats(out_dir)
+        peak = (out_dir / "peak-memory.txt").read_text().strip() if (out_dir / "peak-memory.txt").exists() else ""
         entries = []
         for w in wheels:
             shutil.copy2(w, staging / w.name)
@@ -248,6 +280,7 @@ class Build:
             "toolchain": versions,
             "pins": _pins(spec),
             "max_jobs": self.max_jobs,
+            "peak_memory_bytes": int(peak) if peak.isdigit() else None,
             "compile_cache": {"tool": spec.build.cache, **cache},
             "wheels": entries,
             "images": {"builder": self.image_id, "base": spec.base.image},
@@ -258,7 +291,6 @@ class Build:
                      "cpus": os.cpu_count()},
             "resolved_recipe": masked_dump(spec),
         }
-        self.view.done("wheel")
         return manifest
 
 
@@ -281,6 +313,13 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult:
     """Build (or find) the artifact of `spec`; verify it unless told not to."""
     b = Build(spec, opts, view)
     t0 = time.monotonic()
+    if opts.until:
+        try:
+            b.prepare()
+            with artifacts.key_lock(spec.name, b.key, opts.artifacts_root):
+                return _build_until(b)
+        except engine.StepFailed as exc:
+            raise b._fail(exc) from None
     try:
         b.prepare()
         found = artifacts.lookup(spec.name, b.key, opts.artifacts_root)
@@ -347,6 +386,18 @@ def _build(b: Build) -> Path:
         final = artifacts.publish(staging, spec.name, b.key, opts.artifacts_root)
         b.view.done("publish")
     return final
+
+
+def _build_until(b: Build) -> PartialResult:
+    """Run the build script up to opts.until in the key's build directory; keep what it produced."""
+    b.build_images()
+    out_dir = b.opts.render_root / b.spec.name / f"until-{b.opts.until}"
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    b.compile(out_dir)
+    (out_dir / "build.log").write_text("\n".join(b.log_lines) + "\n")
+    work, _ = volume_names(b.spec, b.key, b.rendered)
+    return PartialResult(b.spec.name, b.key, b.opts.until, out_dir, work)
 
 
 def _stored_report(artifact: Path, manifest: dict):

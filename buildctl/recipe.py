@@ -136,7 +136,7 @@ def deep_merge(base: dict, child: dict) -> dict:
 
 
 def _resolve_relative_paths(data: dict, file: Path) -> None:
-    """A local source path is relative to the file that names it."""
+    """A local source path or patch file is relative to the file that names it."""
     for section in (data.get("framework"), (data.get("toolchain") or {}).get("ascend")):
         if not isinstance(section, dict):
             continue
@@ -144,6 +144,10 @@ def _resolve_relative_paths(data: dict, file: Path) -> None:
         src = section.get(key)
         if isinstance(src, dict) and isinstance(src.get("path"), str) and not os.path.isabs(src["path"]):
             src["path"] = os.path.normpath(str(file.parent / src["path"]))
+    patches = (data.get("framework") or {}).get("patches") if isinstance(data.get("framework"), dict) else None
+    for patch in patches if isinstance(patches, list) else ():
+        if isinstance(patch, dict) and isinstance(patch.get("file"), str) and not os.path.isabs(patch["file"]):
+            patch["file"] = os.path.normpath(str(file.parent / patch["file"]))
 
 
 def _load_file(path: Path, stack: tuple[Path, ...]) -> Located:

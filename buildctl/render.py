@@ -15,6 +15,7 @@ from pathlib import Path
 import jinja2
 
 from . import jobs, providers
+from .errors import InputError
 from .recipe import REPO_ROOT, resolved_yaml
 from .spec import Spec
 
@@ -85,6 +86,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
     for key, on in spec.build.features.items():
         build_env[key] = "1" if on else "0"
     per_job, reserve = _jobs_rule(spec.accelerator)
+    constraints = sorted({*spec.python.constraints, *(c for f in frags for c in f.pip_constraints)})
     ctx = dict(
         spec=spec,
         python=python,
@@ -104,6 +106,11 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         build_env=build_env,
         user_env=dict(spec.build.env),
         version_probes=version_probes,
+        patch_lines=_patch_lines(spec),
+        build_packages=sorted({*spec.packages.build, *spec.packages.runtime}),
+        runtime_packages=sorted({*spec.packages.runtime, *(p for f in frags for p in f.apt_runtime)}),
+        apt_components=sorted({*spec.packages.components, *(c for f in frags for c in f.apt_components)}),
+        constraints=bool(constraints),
         pre_build=[line for f in frags for line in f.pre_build],
         post_build=[line for f in frags for line in f.post_build],
         cache=spec.build.cache,
@@ -116,15 +123,60 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         "build.sh": _env.get_template("build.sh.j2").render(**ctx),
         "fetch.sh": (TEMPLATES / "fetch.sh").read_text(),
         "git-fetch.sh": (TEMPLATES / "git-fetch.sh").read_text(),
+        "patch.sh": (TEMPLATES / "patch.sh").read_text(),
+        "patches/.keep": "",
+        "constraints.txt": "".join(f"{c}\n" for c in constraints),
         "probe.py": PROBE.read_text() if PROBE.exists() else "",
         "recipe.resolved.yaml": resolved_yaml(spec),
         ".dockerignore": "downloads/**/.keep\n",
     }
     files.update(_site_files(spec, ca_texts or {}))
+    files.update(_patch_files(spec))
     for f in frags:
         if f.stage_name:
             files[f"downloads/{f.stage_name}/.keep"] = ""
     return Rendered(spec, files, tuple(frags))
+
+
+PATCH_DIR = "/usr/local/share/buildctl/patches"
+
+
+def _patch_file_name(index: int, patch) -> str:
+    return f"{index:02d}-{patch.label}"
+
+
+def _patch_files(spec: Spec) -> dict[str, str]:
+    """Patch files that live next to the recipe, copied into the build folder (and so into the key)."""
+    files = {}
+    for i, patch in enumerate(spec.framework.patches):
+        if patch.file is not None:
+            try:
+                files[f"patches/{_patch_file_name(i, patch)}"] = Path(patch.file).read_text()
+            except (OSError, UnicodeDecodeError) as e:
+                raise InputError(f"framework.patches[{i}].file {patch.file}: cannot read ({e.__class__.__name__}); "
+                                 "fix: the path is relative to the recipe file") from None
+    return files
+
+
+def _patch_lines(spec: Spec) -> list[str]:
+    """Shell lines that apply the recipe's patches in order (buildctl-patch names a failing hunk)."""
+    q = shlex.quote
+    lines = []
+    for i, patch in enumerate(spec.framework.patches):
+        if patch.file is not None:
+            name = _patch_file_name(i, patch)
+            lines.append(f'buildctl-patch file "$SRC" {patch.strip} {q(f"{PATCH_DIR}/{name}")} {q(patch.label)}')
+        elif patch.download is not None:
+            tmp = f"/tmp/patch-{i:02d}"
+            lines.append(f"buildctl-fetch {q(patch.download.url)} {q(patch.download.sha256)} {tmp}"
+                         f' && buildctl-patch file "$SRC" {patch.strip} {tmp} {q(patch.label)} && rm -f {tmp}')
+        else:
+            tmp = f"/tmp/patches-{i:02d}"
+            skip = "".join(f" {q(n)}" for n in patch.skip)
+            lines.append(f"buildctl-fetch {q(patch.archive.url)} {q(patch.archive.sha256)} {tmp}"
+                         f' && tar -xf {tmp} -C "$SRC" --no-same-owner && rm -f {tmp}'
+                         f' && buildctl-patch series "$SRC" {patch.strip} "$SRC"/{q(patch.series)}{skip}')
+    return lines
 
 
 def _join_run(commands) -> str:

@@ -12,6 +12,7 @@ import re
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -36,6 +37,17 @@ ImageRef = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z0-9][a-z
 CudaArch = Annotated[str, StringConstraints(strict=True, pattern=r"^\d{1,2}\.\d[af]?(\+PTX)?$")]
 RocmArch = Annotated[str, StringConstraints(strict=True, pattern=r"^gfx[0-9a-f]{3,4}$")]
 EnvName = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Z_][A-Z0-9_]*$")]
+def _no_dot_components(path: str) -> str:
+    if any(part in (".", "..") for part in path.split("/")):
+        raise ValueError("must stay inside the source tree: no . or .. components")
+    return path
+
+
+# A path inside the source tree: relative, no `..` (it names files the build script reads).
+TreePath = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9_+-][A-Za-z0-9._/+-]*$"),
+                     AfterValidator(_no_dot_components)]
+# A Debian/Ubuntu package name (Debian policy 5.6.1), optionally pinned: name=version.
+DistroPackage = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?$")]
 PipRequirement = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+(,(==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+)*)?$")]
 
 DISTROS = ("bookworm", "trixie", "jammy", "noble")
@@ -69,6 +81,19 @@ class Python(Model):
     venv: AbsPath = "/opt/venv"
     # Build requirements installed into the venv (the framework's own, e.g. numpy, pyyaml).
     packages: tuple[PipRequirement, ...] = ()
+    # Pins for everything pip installs into the images, dependencies included (pip -c): a cuDNN
+    # wheel must not pull a cuBLAS of another CUDA release.
+    constraints: tuple[Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.*+!-]+$")], ...] = ()
+
+
+class Packages(Model):
+    """Distro (apt) packages: `build` for the builder image only, `runtime` for both images (what
+    the built wheel links against, e.g. the system libraries of a USE_SYSTEM_LIBS build)."""
+
+    build: tuple[DistroPackage, ...] = ()
+    runtime: tuple[DistroPackage, ...] = ()
+    # Archive components to enable beyond main, e.g. [contrib, non-free] for Debian's CUDA packages.
+    components: tuple[Literal["contrib", "non-free", "non-free-firmware", "universe", "multiverse", "restricted"], ...] = ()
 
 
 class Source(Model):
@@ -96,9 +121,45 @@ class Source(Model):
         return "git" if self.git else "path" if self.path is not None else "tarball"
 
 
+class Patch(Model):
+    """One patch for the framework source, applied in order after unpacking. Exactly one of:
+    file (next to the recipe), download (fetched, sha256-checked), or archive + series (an archive
+    unpacked into the source tree, e.g. Debian's debian.tar.xz, whose quilt series file lists the
+    patches in order; `skip` leaves named patches out)."""
+
+    file: StrictStr | None = None
+    download: Download | None = None
+    archive: Download | None = None
+    series: TreePath | None = None
+    skip: tuple[Name, ...] = ()
+    strip: StrictInt = Field(default=1, ge=0, le=9)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Patch:
+        kinds = [k for k in ("file", "download", "archive") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("give exactly one of file, download, archive (+ series)")
+        if (self.archive is None) != (self.series is None):
+            raise ValueError("archive and series go together: the series file lists the archive's patches")
+        if self.skip and self.series is None:
+            raise ValueError("skip names patches of a series; it needs archive + series")
+        if self.file is not None and not re.fullmatch(r"[A-Za-z0-9._/+-]+", self.file):
+            raise ValueError("file may use only letters, digits and ._/+-")
+        return self
+
+    @property
+    def label(self) -> str:
+        if self.file is not None:
+            return self.file.rsplit("/", 1)[-1]
+        if self.download is not None:
+            return self.download.name
+        return f"{self.archive.name}:{self.series}"
+
+
 class Framework(Model):
     name: Literal["pytorch", "demofw"]
     source: Source
+    patches: tuple[Patch, ...] = ()
     version: Version | None = None  # PYTORCH_BUILD_VERSION; None keeps version.txt + git sha
     build_number: StrictInt = Field(default=1, ge=1)
 
@@ -141,7 +202,7 @@ class Cudnn(Model):
 
 class Nccl(Model):
     version: Version
-    install: Literal["redist", "pip", "source", "none"]
+    install: Literal["redist", "pip", "apt", "source", "none"]
     archive: Download | None = None  # install: redist (nccl_<ver>-1+cuda<x>_x86_64.txz)
     git: Url = "https://github.com/NVIDIA/nccl"  # install: source
     ref: GitRef | None = None  # install: source, defaults to v<version>-1
@@ -183,6 +244,9 @@ class Build(Model):
     cache: Literal["ccache", "sccache", "none"] = "ccache"
     # Build-time check that `python` is the venv's; off only to reproduce the failure it prevents.
     venv_guard: StrictBool = True
+    # Shell lines run once in the patched source tree before configure (trusted, like the recipe),
+    # e.g. regenerating a header against the distro's flatbuffers.
+    prepare: tuple[StrictStr, ...] = ()
 
 
 class Expect(Model):
@@ -223,6 +287,7 @@ class Spec(Model):
     labels: tuple[Name, ...] = ()
     base: Base
     python: Python
+    packages: Packages = Packages()
     framework: Framework
     toolchain: Toolchain = Toolchain()
     build: Build = Build()

@@ -23,9 +23,10 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-STAGES = ("fetch", "image", "configure", "compile", "wheel", "publish", "verify")
+STAGES = ("fetch", "image", "source", "configure", "compile", "wheel", "publish", "verify")
 NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
-_CONFIGURE_END = re.compile(r"-- (Generating done|Build files have been written)")
+# The build script announces its steps (templates/build.sh.j2 `step`).
+STEP_MARKER = re.compile(r"^buildctl: step (source|configure|compile|wheel)$")
 
 
 class View:
@@ -52,9 +53,10 @@ class View:
         self._changed()
 
     def line(self, text: str) -> None:
-        """A build-log line; the compile's sub-stages are read from it."""
-        if self.current == "configure" and (_CONFIGURE_END.search(text) or NINJA.match(text)):
-            self._sub("compile")
+        """A build-log line; the build script's step markers move the stage."""
+        m = STEP_MARKER.match(text)
+        if m:
+            self._sub(m.group(1))
         self._line(text)
 
     def _sub(self, name: str) -> None:

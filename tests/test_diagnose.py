@@ -135,6 +135,16 @@ REAL_LINES = [
     ("git-ref-not-found", "fatal: Couldn't find remote ref avl"),
     ("git-ref-not-found", "fatal: couldn't find remote ref refs/tags/v9.9.9"),
     ("git-ref-not-found", "error: pathspec 'v2.99.0' did not match any file(s) known to git"),
+    # templates/patch.sh over GNU patch 2.7.6, run against a tree the patch was not written for
+    (
+        "patch-does-not-apply",
+        "patching file a/f\nHunk #1 FAILED at 1.\n1 out of 1 hunk FAILED\n"
+        "buildctl: patch bad.patch does not apply: a/f: Hunk #1 FAILED at 1.",
+    ),
+    (
+        "patch-does-not-apply",
+        "buildctl: skip names 2000-versoin.patch, which the series /work/src/debian/patches/series does not list",
+    ),
 ]
 
 

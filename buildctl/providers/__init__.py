@@ -22,8 +22,11 @@ class Fragment:
     copies: tuple[str, ...] = ()  # absolute paths the builder copies from the stage
     links: tuple[tuple[str, str], ...] = ()  # (link, target) symlinks made in the builder
     apt_packages: tuple[str, ...] = ()  # extra apt packages the builder needs
+    apt_runtime: tuple[str, ...] = ()  # apt packages the built wheel needs at run time (both images)
+    apt_components: tuple[str, ...] = ()  # archive components the packages come from, e.g. non-free
     pip_build: tuple[str, ...] = ()  # pip requirements for the build venv
     pip_runtime: tuple[str, ...] = ()  # pip requirements the wheel needs at run time
+    pip_constraints: tuple[str, ...] = ()  # name==version pins for whatever pip installs (pip -c)
     path: tuple[str, ...] = ()  # prepended to PATH in the image
     ld_library_path: tuple[str, ...] = ()
     image_env: dict[str, str] = field(default_factory=dict)  # ENV in builder and runtime images

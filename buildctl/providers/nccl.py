@@ -1,4 +1,4 @@
-"""NCCL: NVIDIA redist tarball, PyPI wheel, built from a git tag, or not used.
+"""NCCL: NVIDIA redist tarball, PyPI wheel, the distro package, built from a git tag, or not used.
 
 Whatever the source, PyTorch is pointed at exactly this copy: USE_SYSTEM_NCCL=1 with
 NCCL_INCLUDE_DIR/NCCL_LIB_DIR (PyTorch >= 2.7 would otherwise clone NCCL during the build).
@@ -35,6 +35,14 @@ def fragment(spec, render_stage) -> Fragment | None:
                         ld_library_path=(f"{root}/lib",),
                         build_env=_env(f"{root}/include", f"{root}/lib", root),
                         version_probes={"nccl": _probe(f"{root}/include")})
+    if nccl.install == "apt":
+        # Debian's libnccl-dev (non-free) under /usr; the image build fails unless nccl.h is the pin.
+        include, lib = "/usr/include", "/usr/lib/x86_64-linux-gnu"
+        check = (f'nccl_h="$({_probe(include)})"; if [ "$nccl_h" != {nccl.version} ]; then'
+                 f' echo "buildctl: libnccl-dev is NCCL $nccl_h, recipe pins {nccl.version}" >&2; exit 1; fi')
+        return Fragment(provider="nccl-apt", apt_packages=("libnccl-dev",), apt_runtime=("libnccl2",),
+                        apt_components=("contrib", "non-free"), image_checks=(check,),
+                        build_env=_env(include, lib, "/usr"), version_probes={"nccl": _probe(include)})
     prefix = f"/usr/local/nccl-{nccl.version}"
     common = dict(copies=(prefix,), ld_library_path=(f"{prefix}/lib",),
                   build_env=_env(f"{prefix}/include", f"{prefix}/lib", prefix),
