@@ -66,21 +66,22 @@ def matrix(c, label=None):
     cli.matrix(label)
 
 
-@task(auto_shortflags=False, iterable=["set", "ca_cert"], help={**RECIPE_HELP, **SITE_HELP,
+@task(auto_shortflags=False, iterable=["set", "ca_cert", "target"], help={**RECIPE_HELP, **SITE_HELP,
       "jobs": "Parallel compile jobs: a number, or auto (from the engine's cores and memory) [BUILDCTL_JOBS]",
       "no_verify": "Skip the post-build verification [BUILDCTL_NO_VERIFY]",
       "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)",
       "keep_container": "Keep the build container after the compile, for inspection [BUILDCTL_KEEP_CONTAINER]",
       "memory": "Memory limit of the build container, e.g. 8g [BUILDCTL_MEMORY]",
       "until": "Stop after this step and show what it produced: configure (the CMake summary), compile or wheel; "
-               "publishes nothing, a later full build resumes"})
+               "publishes nothing, a later full build resumes",
+      "target": "With --until compile: build only this ninja output (a sample, e.g. one .cu.o); repeatable"})
 def build(c, recipe="", set=None, base_image="", ca_cert=None, jobs="auto", no_verify=False, no_preflight=False,
-          keep_container=False, json=False, memory="", until="", pip_index_url="", apt_mirror="", http_proxy="",
+          keep_container=False, json=False, memory="", until="", target=None, pip_index_url="", apt_mirror="", http_proxy="",
           https_proxy="", proxy_exclude="", network="", download_cache=""):
     """Build a recipe's wheel from source in a container, publish it to artifacts/, verify it."""
     cli.build(recipe, set, base_image=base_image, ca_certs=ca_cert, jobs=jobs, no_verify=no_verify,
               no_preflight=no_preflight, keep_container=keep_container, as_json=json, memory=memory or None,
-              until=until or None, **_site(locals()))
+              until=until or None, targets=target, **_site(locals()))
 
 
 @task(auto_shortflags=False, help={"recipe": "Check only this recipe (default: all shipped recipes)",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -234,6 +235,8 @@ def _print_partial(result, as_json: bool) -> None:
         table.add_row("ninja steps", f"{ninja['steps']} built ({ninja['busy_s']:.0f} s of compile time)")
     for name in wheels:
         table.add_row("wheel", Text(str(result.out_dir / name)))
+    if (result.out_dir / "cuobjdump.txt").is_file():
+        table.add_row("device code", Text(str(result.out_dir / "cuobjdump.txt")))
     console.print(table)
     console.print(Text(f"outputs: {result.out_dir} (full CMake summary: cmake-summary.txt)\n"
                        f"the build directory stays in volume {result.volume}: "
@@ -242,7 +245,8 @@ def _print_partial(result, as_json: bool) -> None:
 
 @command
 def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_verify=False, no_preflight=False,
-          keep_container=False, as_json=False, memory=None, verify_kwargs=None, until=None, **site_kw) -> None:
+          keep_container=False, as_json=False, memory=None, verify_kwargs=None, until=None, targets=None,
+          **site_kw) -> None:
     from . import engine, pipeline, ui
     from .errors import BuildFailed, VerificationFailed
 
@@ -257,12 +261,19 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
             raise InputError(f"--jobs {jobs}: not a positive integer; fix: --jobs 4 or --jobs auto") from None
     if until and until not in UNTIL_STEPS:
         raise InputError(f"--until {until}: not a step; fix: --until {'|'.join(UNTIL_STEPS)}")
+    targets = tuple(targets or ())
+    if targets and until != "compile":
+        raise InputError("--target builds a sample of the compile step; fix: add --until compile")
+    for target in targets:
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_./+-]*", target) or ".." in target.split("/"):
+            raise InputError(f"--target {target!r}: not a ninja output path; fix: a path under build/, "
+                             "e.g. caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/Copy.cu.o")
     opts = pipeline.BuildOptions(
         jobs=jobs, verify=not (no_verify or os.environ.get("BUILDCTL_NO_VERIFY")),
         keep_container=keep_container or bool(os.environ.get("BUILDCTL_KEEP_CONTAINER")),
         memory=env_value(memory, "BUILDCTL_MEMORY"), ca_texts=read_ca_certs(site.get("ca_certs", [])),
         verify_kwargs={**({"console": Console(stderr=True)} if as_json else {}), **(verify_kwargs or {})},
-        until=until or None,
+        until=until or None, targets=targets,
     )
     view = ui.make_view(as_json)
     result = error = None

@@ -588,6 +588,10 @@ def _check_cuda(spec: Spec, refuse, warn) -> None:
 
     # Host compiler.
     gcc, gmax = GCC_BY_DISTRO.get(spec.base.distro), nvcc_max_gcc(cuda)
+    if tc.cuda.install == "apt":
+        # Debian's nvidia-cuda-toolkit-gcc (cuda-gcc/cuda-g++) is the host compiler its nvcc supports;
+        # the apt provider installs it and hands it to CMake.
+        gcc = None
     if gcc is not None and gmax is not None and gcc > gmax:
         newer = next((first for first, g in NVCC_MAX_GCC if g >= gcc), None)
         older = [d for d, g in GCC_BY_DISTRO.items() if g <= gmax]

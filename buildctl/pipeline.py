@@ -40,6 +40,7 @@ class BuildOptions:
     ca_texts: dict[str, str] = field(default_factory=dict)
     verify_kwargs: dict = field(default_factory=dict)
     until: str | None = None  # configure | compile | wheel: stop after that step, publish nothing
+    targets: tuple[str, ...] = ()  # with until=compile: build only these ninja outputs (a sample)
 
 
 @dataclass
@@ -185,6 +186,8 @@ class Build:
             env["MAX_JOBS"] = str(self.max_jobs)
         if self.opts.until:
             env["BUILDCTL_UNTIL"] = self.opts.until
+        if self.opts.targets:
+            env["BUILDCTL_TARGETS"] = " ".join(self.opts.targets)
         return env
 
     def _volumes(self) -> dict[str, str]:

@@ -12,7 +12,9 @@ def fragment(spec, render_stage) -> Fragment | None:
     if cuda is None:
         return None
     mm = cuda.major_minor
-    home = cuda.home
+    # Debian's nvidia-cuda-toolkit is laid out under /usr (nvcc in /usr/bin, headers in /usr/include):
+    # CUDA_HOME=/usr, as Debian's own PyTorch build uses.
+    home = "/usr" if cuda.install == "apt" else cuda.home
     check = (
         f'nvcc_release="$({home}/bin/nvcc --version | sed -n "s/.*release \\([0-9.]*\\),.*/\\1/p")"'
         f' && if [ "$nvcc_release" != "{mm}" ]; then'
@@ -48,7 +50,9 @@ def fragment(spec, render_stage) -> Fragment | None:
         return Fragment(provider="cuda-pip", pip_build=pins, pip_runtime=(f"nvidia-cuda-runtime=={cuda.pip_release}",),
                         links=links, **common)
     if cuda.install == "apt":
-        # Debian's nvidia-cuda-toolkit (non-free) installs nvcc under /usr/bin with CUDA_HOME=/usr/lib/cuda.
-        return Fragment(provider="cuda-apt", apt_packages=(cuda.apt_package,),
-                        links=((home, "/usr/lib/cuda"),) if home != "/usr/lib/cuda" else (), **common)
+        # Debian's nvidia-cuda-toolkit (non-free); its nvcc needs a gcc it supports (cuda-gcc, from
+        # nvidia-cuda-toolkit-gcc), which CMake gets as the CUDA host compiler.
+        common["build_env"].update(CUDAHOSTCXX="/usr/bin/cuda-g++", CMAKE_CUDA_HOST_COMPILER="/usr/bin/cuda-g++")
+        return Fragment(provider="cuda-apt", apt_packages=(cuda.apt_package, "nvidia-cuda-toolkit-gcc"),
+                        apt_components=("contrib", "non-free"), **common)
     return Fragment(provider="cuda-base-image", **common)
