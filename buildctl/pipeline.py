@@ -394,7 +394,7 @@ def _build(b: Build) -> Path:
 def _build_until(b: Build) -> PartialResult:
     """Run the build script up to opts.until in the key's build directory; keep what it produced."""
     b.build_images()
-    out_dir = b.opts.render_root / b.spec.name / f"until-{b.opts.until}"
+    out_dir = b.opts.render_root / ".until" / b.spec.name / b.opts.until  # outside the render folder
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     b.compile(out_dir)

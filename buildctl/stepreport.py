@@ -15,7 +15,7 @@ _SUMMARY_LINE = re.compile(r"^--\s+(?P<key>[A-Za-z][\w .+/()-]*?)\s*:\s*(?P<valu
 # Summary keys worth a row, in this order; USE_* rows follow.
 HEADLINE_KEYS = (
     "Build type", "TORCH_VERSION", "C++ compiler version", "Python version", "Python executable",
-    "Python site-package", "Python includes", "BLAS", "LAPACK", "CPU capability",
+    "Python site-package", "Python includes", "NumPy include", "BLAS", "LAPACK", "CPU capability",
     "CUDA version", "CUDA compiler", "NVCC architecture flags", "CuDNN version", "NCCL version",
     "NCCL include", "Using ccache if found", "CMAKE_BUILD_TYPE", "C++ compiler", "C++ launcher",
 )
@@ -38,12 +38,28 @@ def cpu_capability(cache_text: str) -> str | None:
     return " ".join(name for name, _ in found) or None
 
 
+def cache_entries(cache_text: str) -> dict[str, str]:
+    """NAME:TYPE=VALUE lines of CMakeCache.txt."""
+    out = {}
+    for line in cache_text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and ":" in name and not line.startswith(("//", "#")):
+            out[name.split(":", 1)[0]] = value
+    return out
+
+
 def configure_facts(out_dir: Path) -> dict[str, str]:
     summary = _read(out_dir / "cmake-summary.txt")
+    cache_text = _read(out_dir / "cmake-cache.txt")
     facts = parse_summary(summary)
-    capability = cpu_capability(_read(out_dir / "cmake-cache.txt"))
+    capability = cpu_capability(cache_text)
     if capability and "CPU capability" not in facts:
         facts["CPU capability"] = capability
+    cache = cache_entries(cache_text)
+    # FindPython keeps NumPy's include dir as an internal entry; found = NumPy headers for torch_python.
+    numpy = cache.get("_Python_NumPy_INCLUDE_DIR") or cache.get("Python_NumPy_INCLUDE_DIRS")
+    if numpy:
+        facts.setdefault("NumPy include", numpy)
     return facts
 
 
