@@ -22,6 +22,9 @@ from .spec import Spec
 TEMPLATES = REPO_ROOT / "templates"
 PROBE = Path(__file__).resolve().parent / "verify" / "probe.py"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# A Debug or RelWithDebInfo build is for chasing a crash: its runtime image can resolve symbols
+# (binutils; verification checks a symbol resolves to a source line) and debug (gdb).
+DEBUG_RUNTIME_PACKAGES = ("binutils", "gdb")
 # Python build requirements every framework build gets in its venv (PyTorch's minimal set).
 BASE_BUILD_REQUIREMENTS = ("setuptools", "wheel")
 
@@ -108,7 +111,8 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         version_probes=version_probes,
         patch_lines=_patch_lines(spec),
         build_packages=sorted({*spec.packages.build, *spec.packages.runtime}),
-        runtime_packages=sorted({*spec.packages.runtime, *(p for f in frags for p in f.apt_runtime)}),
+        runtime_packages=sorted({*spec.packages.runtime, *(p for f in frags for p in f.apt_runtime),
+                                 *(DEBUG_RUNTIME_PACKAGES if spec.build.type != "Release" else ())}),
         apt_components=sorted({*spec.packages.components, *(c for f in frags for c in f.apt_components)}),
         constraints=bool(constraints),
         pre_build=[line for f in frags for line in f.pre_build],
@@ -127,6 +131,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         "patches/.keep": "",
         "constraints.txt": "".join(f"{c}\n" for c in constraints),
         "probe.py": PROBE.read_text() if PROBE.exists() else "",
+        "checks.py": PROBE.with_name("checks.py").read_text(),
         "recipe.resolved.yaml": resolved_yaml(spec),
         ".dockerignore": "downloads/**/.keep\n",
     }

@@ -252,3 +252,59 @@ def test_every_gpu_is_checked():
     assert not failed(checks), summary_line(checks)
     assert sum(c.name.endswith(" arch") and c.name.startswith("GPU ") for c in checks) == 8
     assert verdict(multi_gpu_probe(8)).startswith("CUDA 13.0 build on 8x NVIDIA H200 (sm_90)")
+
+
+# --------------------------------------------------------------------------- checks.py results
+
+
+def _probe_with_checks(**checks_results):
+    return {"import": {"ok": True}, "framework": {}, "checks": checks_results}
+
+
+def test_compile_matrix_requires_eager_and_aot_eager_but_only_shows_inductor():
+    from buildctl.verify.expectations import Expectations, framework_check_results
+
+    cells = [{"backend": "eager", "mode": "default", "state": "pass"},
+             {"backend": "aot_eager", "mode": "default", "state": "pass"},
+             {"backend": "inductor", "mode": "default", "state": "error",
+              "error": "InvalidCxxCompiler: No working C++ compiler found"}]
+    checks = framework_check_results(Expectations(), _probe_with_checks(compile={"cells": cells}))
+    assert [(c.name, c.ok) for c in checks] == [("torch.compile eager", True), ("torch.compile aot_eager", True)]
+
+
+def test_a_failed_ddp_step_or_numerics_is_a_failed_check():
+    from buildctl.verify.expectations import Expectations, framework_check_results
+
+    probe = _probe_with_checks(numerics={"state": "failed", "reason": "conv2d 2x3x20x20 * 4x3x3x3 (float32)"},
+                               ddp={"state": "ok"})
+    checks = {c.name: c for c in framework_check_results(Expectations(), probe)}
+    assert checks["numerics vs NumPy"].failed and "conv2d" in checks["numerics vs NumPy"].detail
+    assert checks["DDP step (2 ranks, gloo)"].ok
+
+
+def test_debug_builds_need_a_symbol_resolved_to_a_source_line():
+    from buildctl.verify.expectations import Expectations, framework_check_results
+
+    stripped = _probe_with_checks(debug_info={"state": "failed", "reason": "no library has .debug_info and .debug_line",
+                                              "resolved": None})
+    [check] = framework_check_results(Expectations(build_type="Debug"), stripped)
+    assert check.failed and "Debug build without usable debug information" in check.detail
+    good = _probe_with_checks(debug_info={"state": "ok", "resolved": {"symbol": "demofw::add", "location": "/work/src/csrc/ops/add.cpp:12"}})
+    [check] = framework_check_results(Expectations(build_type="RelWithDebInfo"), good)
+    assert check.ok and check.actual.endswith("add.cpp:12")
+    assert framework_check_results(Expectations(build_type="Release"), stripped) == []
+
+
+def test_conv2d_reference_is_pytorch_cross_correlation():
+    import numpy as np
+
+    from buildctl.verify import checks
+
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((1, 2, 5, 6)), rng.standard_normal((3, 2, 3, 2))
+    naive = np.zeros((1, 3, 3, 5))
+    for o in range(3):
+        for i in range(3):
+            for j in range(5):
+                naive[0, o, i, j] = np.sum(x[0, :, i:i + 3, j:j + 2] * w[o])
+    assert np.allclose(checks._conv2d_reference(np, x, w), naive)

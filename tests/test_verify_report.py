@@ -123,3 +123,24 @@ def test_no_plot_without_a_sweep(tmp_path):
     r = rep.write_all(make_report(probe), tmp_path)
     assert r.files["plot"] is None and not (tmp_path / "report.png").exists()
     assert "all-reduce: skipped (not requested)" in rep.headline_text(r)
+
+
+def test_compile_matrix_is_shown_as_text_and_in_markdown():
+    import io
+
+    from rich.console import Console
+
+    from buildctl.verify import report as rep
+
+    cells = [{"backend": "eager", "mode": "default", "state": "pass", "compile_s": 0.4, "run_ms": 2.5, "error": None},
+             {"backend": "inductor", "mode": "default", "state": "error", "compile_s": None, "run_ms": None,
+              "error": "InvalidCxxCompiler: [bold]no compiler[/bold] at [/usr/bin/c++]"}]
+    r = rep.Report.from_dict({"schema_version": 1, "wheel": {"name": "torch-2.6.0-cp313-cp313-linux_x86_64.whl"}, "mode": "container",
+                              "module": "torch", "verdict": "", "checks": [], "expectations": {}, "environment": {}, "created": "2026-12-01T00:00:00+00:00",
+                              "probe": {"checks": {"compile": {"device": "cpu", "cells": cells}}}})
+    out = io.StringIO()
+    Console(file=out, width=80).print(rep.compile_matrix_table(r))
+    text = out.getvalue()
+    assert "torch.compile on cpu" in text and "[bold]no compiler[/bold]" in text.replace("\n", "")
+    md = rep.markdown(r)
+    assert "| inductor | default | error |" in md and "| eager | default | pass | 0.40 | 2.50 |" in md

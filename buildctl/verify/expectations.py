@@ -319,7 +319,38 @@ def evaluate(exp: Expectations, probe: dict) -> list[Check]:
     checks += _feature_checks(exp, fw, settings, dist)
     checks += gpu_checks(probe)
     checks += _sweep_checks(probe)
+    checks += framework_check_results(exp, probe)
     return checks
+
+
+# torch.compile backends whose cells must pass: they need no compiler at run time. Inductor's cells
+# are shown (they need a C++ compiler or Triton in the image) but are not an expectation.
+REQUIRED_COMPILE_BACKENDS = ("eager", "aot_eager")
+
+
+def framework_check_results(exp: Expectations, probe: dict) -> list[Check]:
+    """numerics, the torch.compile matrix, the DDP step, and debug information (checks.py)."""
+    res = probe.get("checks") or {}
+    out: list[Check] = []
+    for name, label in (("numerics", "numerics vs NumPy"), ("ddp", "DDP step (2 ranks, gloo)")):
+        r = res.get(name) or {}
+        if r.get("state") in ("ok", "failed", "error"):
+            ok = r["state"] == "ok"
+            out.append(Check(label, "ok", r["state"], ok, "" if ok else str(r.get("reason") or "")))
+    cells = (res.get("compile") or {}).get("cells") or []
+    for c in cells:
+        if c.get("backend") in REQUIRED_COMPILE_BACKENDS:
+            ok = c.get("state") == "pass"
+            out.append(Check(f"torch.compile {c['backend']}", "pass", c.get("state"), ok,
+                             "" if ok else str(c.get("error") or "")))
+    dbg = res.get("debug_info") or {}
+    if exp.build_type in ("Debug", "RelWithDebInfo") and dbg.get("state") in ("ok", "failed", "skipped"):
+        resolved = dbg.get("resolved")
+        ok = bool(resolved)
+        actual = resolved["location"] if resolved else dbg.get("reason") or "no debug information"
+        out.append(Check("debug information", "a symbol resolves to a source line", actual, ok,
+                         "" if ok else f"{exp.build_type} build without usable debug information: {actual}"))
+    return out
 
 
 def _arch_checks(exp: Expectations, probe: dict) -> list[Check]:

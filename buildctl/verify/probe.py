@@ -748,6 +748,7 @@ def probe(args) -> dict:
     else:
         report["arch_coverage"] = {"state": "skipped", "reason": "--no-arch-coverage", "tool": None,
                                    "sass": [], "ptx": [], "libraries": []}
+    report["checks"] = framework_checks(mod, args, report)
     if not args.sweep:
         report["sweep"] = {"state": "skipped", "reason": "not requested"}
     elif not report["distributed"]["available"]:
@@ -770,6 +771,35 @@ def probe(args) -> dict:
     return report
 
 
+def framework_checks(mod, args, report: dict) -> dict:
+    """checks.py (next to this file): numerics, torch.compile matrix and DDP step for torch; the debug
+    information of the libraries for any framework."""
+    try:
+        import checks
+    except ImportError as e:
+        return {"state": "skipped", "reason": f"checks.py not found next to the probe ({e})"}
+    build_type = ((report.get("config") or {}).get("build_settings") or {}).get("BUILD_TYPE") or (
+        "Debug" if (report.get("framework") or {}).get("debug") else None)
+    out: dict = {"debug_info": checks.debug_info(os.path.dirname(mod.__file__), build_type)}
+    if args.module != "torch" or not args.checks:
+        why = "--no-checks" if not args.checks else f"{args.module} is not torch"
+        for name in ("numerics", "compile", "ddp"):
+            out[name] = {"state": "skipped", "reason": why}
+        return out
+    device = "cuda" if (report.get("runtime") or {}).get("device_count") else "cpu"
+    log("numerics against NumPy")
+    out["numerics"] = checks.numerics(mod)
+    log(f"  {out['numerics']['state']}")
+    log(f"torch.compile matrix on {device} ({len(checks.COMPILE_CELLS)} cells, one process each)")
+    out["compile"] = checks.compile_matrix(mod, device, args.compile_timeout)
+    for c in out["compile"].get("cells", []):
+        log(f"  {c['backend']}/{c['mode']}: {c['state']} ({c.get('seconds')} s){' ' + c['error'] if c.get('error') else ''}")
+    log("DDP training step, 2 ranks over gloo")
+    out["ddp"] = checks.ddp_step(mod)
+    log(f"  {out['ddp']['state']}{': ' + out['ddp']['reason'] if out['ddp'].get('reason') else ''}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--module", required=True, help="framework module to probe: torch or demofw")
@@ -782,6 +812,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="largest size for the CPU (gloo) sweep (16M)")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds for the whole sweep")
     ap.add_argument("--no-arch-coverage", dest="arch_coverage", action="store_false")
+    ap.add_argument("--no-checks", dest="checks", action="store_false",
+                    help="skip numerics, the torch.compile matrix and the DDP step (checks.py)")
+    ap.add_argument("--compile-timeout", type=float, default=600, help="seconds per torch.compile cell")
     args = ap.parse_args(argv)
     try:
         parse_sizes(args.sizes)

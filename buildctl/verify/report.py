@@ -246,6 +246,9 @@ def render(report: Report, console: Console) -> None:
         g = sw.get("graph") or {}
         if g.get("state") == "error":
             console.print(f"[yellow]CUDA-graph latency failed:[/] {g.get('reason')}")
+    matrix = compile_matrix_table(report)
+    if matrix is not None:
+        console.print(matrix)
     console.print(Text(headline_text(report), style="bold"))
     files = ", ".join(f"{k} {v}" for k, v in report.files.items() if v)
     if files:
@@ -274,7 +277,41 @@ def markdown(report: Report) -> str:
         if sw.get("capped"):
             lines += ["", f"_{sw['capped']['reason']}_"]
         lines.append("")
+    cells = compile_cells(report)
+    if cells:
+        lines += [f"**torch.compile on {report.probe['checks']['compile'].get('device')}:**", "",
+                  "| backend | mode | result | compile (s) | step (ms) | error |", "|---|---|---|---:|---:|---|"]
+        for c in cells:
+            err = str(c.get("error") or "").replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {c['backend']} | {c['mode']} | {c['state']} | {_num(c.get('compile_s'))} | "
+                         f"{_num(c.get('run_ms'))} | {err} |")
+        lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def compile_cells(report: Report) -> list[dict]:
+    return ((report.probe.get("checks") or {}).get("compile") or {}).get("cells") or []
+
+
+def _num(v) -> str:
+    return "" if v is None else f"{v:.2f}"
+
+
+def compile_matrix_table(report: Report) -> Table | None:
+    """torch.compile backends x modes: pass/fail, first-call (compile) time, steady step time."""
+    cells = compile_cells(report)
+    if not cells:
+        return None
+    device = report.probe["checks"]["compile"].get("device")
+    t = Table(title=f"torch.compile on {device}", title_justify="left")
+    for col, justify in (("backend", "left"), ("mode", "left"), ("result", "left"), ("compile s", "right"),
+                         ("step ms", "right"), ("error", "left")):
+        t.add_column(col, justify=justify, overflow="fold")
+    for c in cells:
+        style = "green" if c["state"] == "pass" else "red"
+        t.add_row(Text(str(c["backend"])), Text(str(c["mode"])), Text(str(c["state"]), style=style),
+                  _num(c.get("compile_s")), _num(c.get("run_ms")), Text(str(c.get("error") or "")))
+    return t
 
 
 def append_step_summary(report: Report, env: dict[str, str] | None = None) -> Path | None:

@@ -35,6 +35,7 @@ from buildctl.verify import report as rep
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
 
 PROBE = Path(__file__).resolve().parent / "probe.py"
+CHECKS = PROBE.with_name("checks.py")  # imported by the probe from its own folder
 DEFAULT_BASE_IMAGE = "buildctl/base:bookworm"
 DEFAULT_VENV = "/opt/verify-venv"
 # glibc of each distro's own Python, for the wheelhouse's manylinux tags.
@@ -285,7 +286,7 @@ def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python:
         res = engine.run_container(
             client, image, ["/bin/sh", "-c", script],
             env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-            inputs={f"/verify/in/{wheel.name}": wheel, "/verify/in/probe.py": PROBE,
+            inputs={f"/verify/in/{wheel.name}": wheel, "/verify/in/probe.py": PROBE, "/verify/in/checks.py": CHECKS,
                     "/verify/wheelhouse": wheelhouse},
             outputs={"/verify/out": Path(out)},
             network_mode=network_mode, gpus=gpus, on_line=on_line,
