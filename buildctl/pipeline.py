@@ -263,6 +263,8 @@ class Build:
             shutil.copy2(w, staging / w.name)
             entries.append({"file": w.name, "sha256": artifacts.sha256_of(w), "bytes": w.stat().st_size})
         (staging / "build.log").write_text("\n".join(self.log_lines) + "\n")
+        if (out_dir / "ninja_log.txt").is_file():  # per-step compile times, for bench/realbuild.py
+            shutil.copy2(out_dir / "ninja_log.txt", staging / "ninja_log.txt")
         spec = self.spec
         src = spec.framework.source
         manifest = {
