@@ -177,10 +177,18 @@ def _patch_lines(spec: Spec) -> list[str]:
                          f' && buildctl-patch file "$SRC" {patch.strip} {tmp} {q(patch.label)} && rm -f {tmp}')
         else:
             tmp = f"/tmp/patches-{i:02d}"
-            skip = "".join(f" {q(n)}" for n in patch.skip)
-            lines.append(f"buildctl-fetch {q(patch.archive.url)} {q(patch.archive.sha256)} {tmp}"
-                         f' && tar -xf {tmp} -C "$SRC" --no-same-owner && rm -f {tmp}'
-                         f' && buildctl-patch series "$SRC" {patch.strip} "$SRC"/{q(patch.series)}{skip}')
+            dest = '"$SRC"' if patch.into == "." else f'"$SRC"/{q(patch.into)}'
+            # Wheels and zips through Python's zipfile (no unzip in the image); tarballs through tar.
+            unpack = (f"python3 -m zipfile -e {tmp} {dest}" if patch.archive.name.endswith((".zip", ".whl"))
+                      else f"tar -xf {tmp} -C {dest} --no-same-owner")
+            line = (f"buildctl-fetch {q(patch.archive.url)} {q(patch.archive.sha256)} {tmp}"
+                    f" && mkdir -p {dest} && {unpack} && rm -f {tmp}")
+            if patch.series:
+                skip = "".join(f" {q(n)}" for n in patch.skip)
+                line += f' && buildctl-patch series "$SRC" {patch.strip} "$SRC"/{q(patch.series)}{skip}'
+            else:
+                line += f' && echo "buildctl: unpacked {patch.archive.name} into {patch.into}"'
+            lines.append(line)
     return lines
 
 

@@ -122,14 +122,16 @@ class Source(Model):
 
 
 class Patch(Model):
-    """One patch for the framework source, applied in order after unpacking. Exactly one of:
-    file (next to the recipe), download (fetched, sha256-checked), or archive + series (an archive
-    unpacked into the source tree, e.g. Debian's debian.tar.xz, whose quilt series file lists the
-    patches in order; `skip` leaves named patches out)."""
+    """One change to the framework source, applied in order after unpacking. Exactly one of:
+    file (a patch next to the recipe), download (a patch fetched, sha256-checked), or archive (a
+    tar or zip unpacked into the source tree at `into`: e.g. Debian's debian.tar.xz, whose quilt
+    `series` file then lists the patches to apply in order, `skip` leaving named ones out; without
+    a series the archive is an overlay, e.g. a submodule the source tarball lacks)."""
 
     file: StrictStr | None = None
     download: Download | None = None
     archive: Download | None = None
+    into: TreePath = "."
     series: TreePath | None = None
     skip: tuple[Name, ...] = ()
     strip: StrictInt = Field(default=1, ge=0, le=9)
@@ -139,8 +141,10 @@ class Patch(Model):
         kinds = [k for k in ("file", "download", "archive") if getattr(self, k) is not None]
         if len(kinds) != 1:
             raise ValueError("give exactly one of file, download, archive (+ series)")
-        if (self.archive is None) != (self.series is None):
-            raise ValueError("archive and series go together: the series file lists the archive's patches")
+        if self.series is not None and self.archive is None:
+            raise ValueError("series names a file of an archive; add archive: {url, sha256}")
+        if self.into != "." and self.archive is None:
+            raise ValueError("into is where an archive is unpacked; it needs archive")
         if self.skip and self.series is None:
             raise ValueError("skip names patches of a series; it needs archive + series")
         if self.file is not None and not re.fullmatch(r"[A-Za-z0-9._/+-]+", self.file):
@@ -153,7 +157,7 @@ class Patch(Model):
             return self.file.rsplit("/", 1)[-1]
         if self.download is not None:
             return self.download.name
-        return f"{self.archive.name}:{self.series}"
+        return f"{self.archive.name}:{self.series}" if self.series else self.archive.name
 
 
 class Framework(Model):
