@@ -16,9 +16,13 @@ _SUMMARY_LINE = re.compile(r"^--\s+(?P<key>[A-Za-z][\w .+/()-]*?)\s*:\s*(?P<valu
 HEADLINE_KEYS = (
     "Build type", "TORCH_VERSION", "C++ compiler version", "Python version", "Python executable",
     "Python site-package", "Python includes", "NumPy include", "BLAS", "LAPACK", "CPU capability",
-    "CUDA version", "CUDA compiler", "NVCC architecture flags", "CuDNN version", "NCCL version",
-    "NCCL include", "Using ccache if found", "CMAKE_BUILD_TYPE", "C++ compiler", "C++ launcher",
+    "CUDA version", "CUDA root directory", "NVCC executable", "CUDA host compiler", "cuDNN version",
+    "cuDNN library", "NCCL version", "NCCL library", "USE_SYSTEM_NCCL", "HIP version", "ROCM_PATH",
+    "Using ccache if found", "CMAKE_BUILD_TYPE", "C++ compiler", "C++ launcher",
 )
+# Lines CMake prints while finding packages, outside the summary block (PyTorch's FindNCCL).
+_FOUND_LINE = re.compile(r"^-- (?:Found NCCL \(include: (?P<nccl_inc>[^,]+), library: (?P<nccl_lib>[^)]+)\)"
+                         r"|NCCL version: (?P<nccl_ver>\S+))\s*$", re.M)
 # CPU kernels CMake found support for (CMakeCache.txt), shown as "CPU capability".
 _CAPABILITY = re.compile(r"^(?:CXX|C)_(AVX512|AVX2|AVX|SVE\d*|VSX|ZVECTOR)_FOUND:\w+=(TRUE|ON|1)$", re.M)
 
@@ -55,6 +59,11 @@ def configure_facts(out_dir: Path) -> dict[str, str]:
     capability = cpu_capability(cache_text)
     if capability and "CPU capability" not in facts:
         facts["CPU capability"] = capability
+    for m in _FOUND_LINE.finditer(_read(out_dir / "cmake-found.txt")):
+        if m.group("nccl_ver"):
+            facts.setdefault("NCCL version", m.group("nccl_ver"))
+        if m.group("nccl_lib"):
+            facts.setdefault("NCCL library", m.group("nccl_lib"))
     cache = cache_entries(cache_text)
     # FindPython keeps NumPy's include dir as an internal entry; found = NumPy headers for torch_python.
     numpy = cache.get("_Python_NumPy_INCLUDE_DIR") or cache.get("Python_NumPy_INCLUDE_DIRS")

@@ -43,3 +43,18 @@ def test_ninja_steps_take_the_latest_entry_per_output(tmp_path):
 def test_missing_files_give_empty_facts(tmp_path):
     assert stepreport.configure_facts(tmp_path) == {}
     assert stepreport.ninja_steps(tmp_path) == {"steps": 0, "busy_s": 0.0}
+
+
+def test_cuda_configure_shows_cuda_nccl_and_cudnn(tmp_path):
+    """pytorch2.6-cuda12.4-trixie's real configure: CUDA 12.4 from apt, system NCCL 2.22.3, cuDNN 9.1."""
+    for name in ("summary", "cache", "found"):
+        (tmp_path / f"cmake-{name}.txt").write_text((FIXTURES / f"pytorch-2.6-cuda12.4-{name}.txt").read_text())
+    facts = stepreport.configure_facts(tmp_path)
+    assert facts["CUDA version"] == "12.4"
+    assert facts["cuDNN version"] == "9.1.0"
+    assert facts["NCCL version"] == "2.22.3" and facts["USE_SYSTEM_NCCL"] == "ON"
+    assert facts["NCCL library"] == "/usr/lib/x86_64-linux-gnu/libnccl.so"
+    assert facts["Python executable"] == "/opt/venv/bin/python"
+    assert facts["CUDA host compiler"] == "/usr/bin/cuda-g++"
+    keys = [k for k, _ in stepreport.headline(facts)]
+    assert {"CUDA version", "cuDNN version", "NCCL version"} <= set(keys)
