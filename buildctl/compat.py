@@ -724,11 +724,10 @@ def _check_rocm(spec: Spec, refuse, warn) -> None:
     known = ROCM_OFFLOAD_ARCH.get(major_minor(rocm.version))
     for arch in rocm.arch:
         if known is not None and arch not in known:
-            newest = sorted(known, key=lambda a: (len(a), a))[-1]
-            refuse("toolchain.rocm.arch", f"{arch} is not a target ROCm {major_minor(rocm.version)}'s compiler knows "
-                   "(clang: invalid target ID)",
-                   f"drop {arch} or use a newer ROCm; {major_minor(rocm.version)} compiles up to {newest}, "
-                   "e.g. gfx90a, gfx942")
+            mm = major_minor(rocm.version)
+            refuse("toolchain.rocm.arch", f"{arch} is not a target ROCm {mm}'s compiler knows (clang: invalid target ID)",
+                   f"drop {arch} or use a newer ROCm ({mm} knows {len(known)} targets, e.g. gfx90a, gfx942; "
+                   "docs/rocm.md lists them)")
         if arch not in KNOWN_ROCM_ARCH:
             warn("toolchain.rocm.arch", f"{arch} is not a target PyTorch release builds use; check ROCm {rocm.version} supports it")
     for req in spec.python.packages:

@@ -239,7 +239,11 @@ def render(report: Report, console: Console) -> None:
         console.print(f"arch coverage: {cov.get('state')} ({cov.get('reason')})")
 
     inv = p.get("gpus") or {}
-    if inv.get("devices"):
+    amd = p.get("amd_gpus")
+    if amd is not None:  # a ROCm build: the NVIDIA inventory does not apply
+        console.print(f"AMD GPUs: {amd.get('devices')}" if amd.get("state") == "ok"
+                      else f"AMD GPUs: {amd.get('state')} ({amd.get('reason')})")
+    elif inv.get("devices"):
         t = Table(title=f"GPUs (driver {inv.get('driver_version')}, CUDA <= {inv.get('cuda_driver_version')})",
                   title_justify="left")
         for col in ("#", "name", "compute capability", "memory (GiB)"):
