@@ -13,9 +13,9 @@
   target while the recipe asks for two) is published, and its verification fails on the missing
   gfx942 with one line.
 
-Hygiene: the build-dir volumes of both keys are removed if they did not exist before; the image tags
-of the narrowed build are removed; demo-rocm's own images and the compile cache stay (the layer and
-compile cache of later builds, as after any build). Budget on 2 busy cores with buildctl/base:trixie
+Hygiene: both builds carry a session marker (build.env.BUILDCTL_TEST_RUN), so their artifact keys,
+build-dir volumes and image tags are this session's own: all are removed at the end. The shared layers
+(apt, venv) and the compile-cache volume stay, as after any build. Budget on 2 busy cores with buildctl/base:trixie
 present: the first cold run about 15-25 minutes (apt of ~280 MB of ROCm packages, then the build),
 later runs a few minutes.
 """
@@ -29,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CA_BUNDLE = os.environ.get("BUILDCTL_TEST_CA_CERT", "/etc/ssl/certs/ca-certificates.crt")
 NETWORK = os.environ.get("BUILDCTL_TEST_NETWORK", "host")
 TIMEOUT = 60 * 60
+SESSION = uuid.uuid4().hex[:8]
 TARGETS = ["gfx90a", "gfx942"]
 # The verification wheelhouse is cached between sessions (as in test_build_integration).
 VERIFY_CACHE = ROOT / ".cache" / "buildctl-test" / "verify-wheelhouse"
@@ -102,8 +104,11 @@ class Workspace:
         return Run(full, proc, payload)
 
     def build(self, *extra: str, artifacts: str = "artifacts") -> Run:
+        # the session marker gives this session its own artifact key, build-dir volume and image tags
+        # (the compile cache is shared: a C++ unit compiled before is a ccache hit, the lines remain)
         return self.invoke("build", "--recipe", "demo-rocm", "--network", NETWORK, "--ca-cert", CA_BUNDLE,
-                           "--set", f"framework.source.path={self.src}", *extra, artifacts=artifacts)
+                           "--set", f"framework.source.path={self.src}", "--set", f"build.env.BUILDCTL_TEST_RUN={SESSION}",
+                           *extra, artifacts=artifacts)
 
 
 @pytest.fixture(scope="module")
@@ -111,11 +116,14 @@ def ws(tmp_path_factory, docker_client, trixie_base_image) -> Iterator[Workspace
     before = {v.name for v in docker_client.volumes.list()}
     w = Workspace(tmp_path_factory.mktemp("rocm"))
     yield w
-    for key in w.keys:
+    for key in set(w.keys):
         vol = f"buildctl-work-demo-rocm-{key}"
         if vol not in before:
             with contextlib.suppress(derr.NotFound, derr.APIError):
                 docker_client.api.remove_volume(vol)
+        for tag in (f"buildctl/demo-rocm:{key}", f"buildctl/demo-rocm:runtime-{key}"):
+            with contextlib.suppress(derr.NotFound, derr.APIError):
+                docker_client.images.remove(tag)  # not forced: a layer other tags use stays
 
 
 @pytest.fixture(scope="module")
@@ -124,16 +132,11 @@ def demo_rocm(ws) -> Run:
 
 
 @pytest.fixture(scope="module")
-def narrowed(ws, demo_rocm, docker_client) -> Iterator[Run]:
+def narrowed(ws, demo_rocm) -> Run:
     """demo-rocm with PYTORCH_ROCM_ARCH=gfx90a in build.env (it wins over the provider's): a real build
     for one target, while the recipe still asks for both."""
     # its own artifacts root: `invoke verify --recipe demo-rocm` keeps finding the full build
-    run = ws.build("--set", "build.env.PYTORCH_ROCM_ARCH=gfx90a", artifacts="artifacts-narrowed")
-    yield run
-    if run.payload.get("key"):
-        for tag in (f"buildctl/demo-rocm:{run.payload['key']}", f"buildctl/demo-rocm:runtime-{run.payload['key']}"):
-            with contextlib.suppress(derr.NotFound, derr.APIError):
-                docker_client.images.remove(tag)
+    return ws.build("--set", "build.env.PYTORCH_ROCM_ARCH=gfx90a", artifacts="artifacts-narrowed")
 
 
 def report_of(run: Run) -> rep.Report:
