@@ -421,6 +421,32 @@ KNOWN_ROCM_ARCH = frozenset(
 )
 
 
+# gfx targets each ROCm release's compiler can compile, by ROCm major.minor. A target outside the
+# list fails in clang ("invalid target ID 'gfx950'"), so preflight refuses it before any build.
+# 5.7: Debian trixie's ROCm 5.7 (hipcc 5.7.1 on clang-17 17.0.6, rocm-device-libs-17), read in a
+# trixie container with `clang-17 --target=amdgcn-amd-amdhsa --print-supported-cpus`; the same 42
+# targets have an oclc_isa_version_*.bc in rocm-device-libs-17, and `hipcc --offload-arch=gfx950`
+# and `--offload-arch=gfx1200` fail with "invalid target ID". AMD's own ROCm 5.7 is LLVM 17 too.
+# Other releases are not listed (not checked here): their targets only warn (KNOWN_ROCM_ARCH).
+ROCM_OFFLOAD_ARCH: dict[str, frozenset[str]] = {
+    "5.7": frozenset(
+        "gfx600 gfx601 gfx602 gfx700 gfx701 gfx702 gfx703 gfx704 gfx705 gfx801 gfx802 gfx803 gfx805 gfx810 "
+        "gfx900 gfx902 gfx904 gfx906 gfx908 gfx909 gfx90a gfx90c gfx940 gfx941 gfx942 "
+        "gfx1010 gfx1011 gfx1012 gfx1013 gfx1030 gfx1031 gfx1032 gfx1033 gfx1034 gfx1035 gfx1036 "
+        "gfx1100 gfx1101 gfx1102 gfx1103 gfx1150 gfx1151".split()
+    ),
+}
+
+# ROCm in a distro's own archive (toolchain.rocm.install: apt): the release, the LLVM it is built
+# with, and the run-time packages of a HIP + RCCL binary. Debian trixie main, `apt-cache policy` in a
+# trixie container: hipcc and libamdhip64-dev 5.7.1, librccl-dev 5.4.3 (rccl.h declares NCCL API
+# 2.13.4), rocm-device-libs-17, clang-17/lld-17/llvm-17 17.0.6, rocm-smi 6.1.2.
+ROCM_FROM_DISTRO: dict[str, dict] = {
+    "trixie": {"rocm": "5.7", "llvm": "17", "rccl": "2.13.4", "runtime": ("libamdhip64-5", "librccl1"),
+               "device_libs": "/usr/lib/llvm-17/lib/clang/17/amdgcn/bitcode"},
+}
+
+
 def torch_version(spec: Spec) -> str | None:
     """major.minor of the PyTorch being built, when the recipe says: framework.version, else a
     release-like git ref (v2.5.1, v2.5.0-rc3, release/2.5). None for main, commits, paths."""
@@ -684,7 +710,24 @@ def _check_rocm(spec: Spec, refuse, warn) -> None:
     if not rocm.arch:
         refuse("toolchain.rocm.arch", "empty: PyTorch runs rocm_agent_enumerator, which fails with no GPU in the build",
                "list the targets, e.g. ['gfx90a', 'gfx942']")
+    if rocm.install == "apt":
+        shipped = ROCM_FROM_DISTRO.get(spec.base.distro)
+        if shipped is None:
+            refuse("toolchain.rocm.install", f"apt: {spec.base.distro} has no ROCm in its archive that buildctl knows",
+                   "use base.distro " + " or ".join(ROCM_FROM_DISTRO) + ", or install: base-image with a ROCm image")
+        if major_minor(rocm.version) != shipped["rocm"]:
+            refuse("toolchain.rocm.version", f"{spec.base.distro} ships ROCm {shipped['rocm']}, not {rocm.version}",
+                   f"set toolchain.rocm.version: '{shipped['rocm']}', or install: base-image")
+        if rocm.rccl is not None and rocm.rccl != shipped["rccl"]:
+            refuse("toolchain.rocm.rccl", f"{spec.base.distro}'s RCCL declares NCCL API {shipped['rccl']}, not {rocm.rccl}",
+                   f"set toolchain.rocm.rccl: '{shipped['rccl']}'")
+    known = ROCM_OFFLOAD_ARCH.get(major_minor(rocm.version))
     for arch in rocm.arch:
+        if known is not None and arch not in known:
+            mm = major_minor(rocm.version)
+            refuse("toolchain.rocm.arch", f"{arch} is not a target ROCm {mm}'s compiler knows (clang: invalid target ID)",
+                   f"drop {arch} or use a newer ROCm ({mm} knows {len(known)} targets, e.g. gfx90a, gfx942; "
+                   "docs/rocm.md lists them)")
         if arch not in KNOWN_ROCM_ARCH:
             warn("toolchain.rocm.arch", f"{arch} is not a target PyTorch release builds use; check ROCm {rocm.version} supports it")
     for req in spec.python.packages:

@@ -219,8 +219,15 @@ class Nccl(Model):
 
 
 class Rocm(Model):
+    """ROCm from a ROCm base image (AMD's layout under /opt/rocm) or from the distro's archive (apt:
+    Debian trixie main ships HIP 5.7 under /usr)."""
+
     version: Version
     arch: tuple[RocmArch, ...] = Field(min_length=1)
+    install: Literal["base-image", "apt"] = "base-image"
+    # The NCCL API version RCCL's rccl.h declares (RCCL is found as the system NCCL): checked in the
+    # image, expected at run time (demofw.cuda.nccl.version(), torch.cuda.nccl.version()).
+    rccl: Version | None = None
 
 
 class Ascend(Model):

@@ -6,6 +6,7 @@ EngineError, and so does every test that uses it.
 * `docker_client`: one `docker.DockerClient` for the session (from `buildctl.engine.connect`).
 * `base_image`: the tag of the bookworm base image (buildctl/base:bookworm), made once with
   debootstrap when the engine does not have it yet, reused otherwise.
+* `trixie_base_image`: the same for trixie (buildctl/base:trixie; the ROCm-from-Debian recipes).
 * `test_labels`: labels unique to this session; everything created with them (containers,
   volumes, images) is removed when the session ends. Pass them as `labels=` to the engine calls.
 """
@@ -41,6 +42,13 @@ def base_image(docker_client: docker.DockerClient) -> str:
 
     baseimage.ensure_base_image(docker_client, BASE_DISTRO, on_line=show)
     return baseimage.default_tag(BASE_DISTRO)
+
+
+@pytest.fixture(scope="session")
+def trixie_base_image(docker_client: docker.DockerClient) -> str:
+    """Tag of the trixie base image; made (debootstrap, a few minutes) only if the engine lacks it."""
+    baseimage.ensure_base_image(docker_client, "trixie", on_line=lambda line: print(line, file=sys.stderr, flush=True))
+    return baseimage.default_tag("trixie")
 
 
 @pytest.fixture(scope="session")

@@ -22,8 +22,10 @@ def fragment(spec, render_stage) -> Fragment | None:
         provider="ascend-cann-installer", stage=stage, stage_name="ascend", copies=(asc.install_path,),
         downloads=(asc.installer,),
         build_env={"USE_CUDA": "0", "USE_ROCM": "0"},
-        # set_env.sh reads unset variables; it is sourced with nounset off.
-        pre_build=(f"set +u; . {shlex.quote(set_env)}; set -u",),
+        # set_env.sh reads unset variables; it is sourced with nounset off. The echo shows in the build
+        # log that the CANN environment torch_npu's build reads is in place.
+        pre_build=(f"set +u; . {shlex.quote(set_env)}; set -u",
+                   'echo "buildctl: CANN environment: ASCEND_HOME_PATH=$ASCEND_HOME_PATH ASCEND_OPP_PATH=$ASCEND_OPP_PATH"'),
         post_build=(
             fetch,
             "python -m pip install --no-deps dist/*.whl",

@@ -89,6 +89,8 @@ class Expectations:
         hip = ".".join(tc.rocm.version.split(".")[:2]) if tc.rocm else (ABSENT if cpu else None)
         if tc.nccl and tc.nccl.install != "none":
             nccl_derived = tc.nccl.version
+        elif tc.rocm and tc.rocm.rccl:
+            nccl_derived = tc.rocm.rccl  # RCCL reports the NCCL API version it implements
         else:
             nccl_derived = ABSENT if cpu else None
         nccl = pick("nccl", exp.nccl, nccl_derived)
@@ -245,6 +247,11 @@ def verdict(probe: dict) -> str:
         build = f"CUDA {fw['cuda']} build"
     else:
         build = "CPU-only build"
+    amd = probe.get("amd_gpus")
+    if fw.get("hip") and amd is not None:
+        if amd.get("state") != "ok":
+            return f"{build}; {amd.get('reason')}: GPU checks skipped"
+        return f"{build} on {amd.get('devices')} AMD GPU(s)"
     if inv.get("state") != "ok":
         here = inv.get("reason") or inv.get("state") or "GPU inventory unavailable"
         tail = ""
@@ -310,7 +317,7 @@ def evaluate(exp: Expectations, probe: dict) -> list[Check]:
         checks.append(Check("version", exp.version, actual or "unknown", ok, detail))
     version_check("cuda", "CUDA", exp.cuda, fw.get("cuda"))
     version_check("hip", "HIP", exp.hip, fw.get("hip"))
-    version_check("nccl", "NCCL", exp.nccl, fw.get("nccl"))
+    version_check("nccl", "RCCL" if exp.accelerator == "rocm" else "NCCL", exp.nccl, fw.get("nccl"))
     cudnn_actual = fw.get("cudnn") or settings.get("CUDNN_VERSION") or None
     version_check("cudnn", "cuDNN", exp.cudnn, cudnn_actual)
 
@@ -377,7 +384,9 @@ def _arch_checks(exp: Expectations, probe: dict) -> list[Check]:
 
     cov = probe.get("arch_coverage") or {}
     state = cov.get("state")
-    if state == "ok":
+    if state == "ok" and "gfx" in cov:
+        out.append(rocm_coverage_check(want, cov, how))
+    elif state == "ok":
         sass, ptx = set(cov.get("sass") or []), set(cov.get("ptx") or [])
         missing = {a for a in want if a.startswith("sm_") and a not in sass}
         missing |= {a for a in want if a.startswith("compute_") and a not in ptx}
@@ -392,6 +401,24 @@ def _arch_checks(exp: Expectations, probe: dict) -> list[Check]:
         out.append(Check("arch coverage (binary)", _fmt_set(want), state, None,
                          f"binary not listed: {cov.get('reason')}"))
     return out
+
+
+def rocm_coverage_check(want: set[str], cov: dict, how: str) -> Check:
+    """Every requested gfx target has a code object in the binary (read from its .hip_fatbin)."""
+    have = set(cov.get("gfx") or [])
+    missing, extra = want - have, have - want
+    sizes = ", ".join(f"{t} {co['bytes']} B" for lib in cov.get("libraries") or []
+                      for t, co in sorted(lib.get("code_objects", {}).items()))
+    detail = f"code objects: {sizes or 'none'}"
+    if missing:
+        detail = (f"requested but not in the binary: {_fmt_set(missing)} ({how} {_fmt_set(want)}; "
+                  f"code objects only for {_fmt_set(have)})")
+    elif extra:
+        detail += f" (extra targets: {_fmt_set(extra)})"
+    errors = [f"{lib['path']}: {lib['error']}" for lib in cov.get("libraries") or [] if lib.get("error")]
+    if errors and not missing:
+        detail += "; " + "; ".join(errors)
+    return Check("arch coverage (binary)", _fmt_set(want), _fmt_set(have), not missing, detail)
 
 
 def _build_type_checks(exp: Expectations, fw: dict, settings: dict) -> list[Check]:
@@ -450,6 +477,12 @@ def gpu_checks(probe: dict) -> list[Check]:
     inv = probe.get("gpus") or {}
     devs = inv.get("devices") or []
     cuda = fw.get("cuda")
+    amd = probe.get("amd_gpus")
+    if fw.get("hip") and amd is not None:
+        if amd.get("state") != "ok":
+            return [Check("GPUs here", "-", "none", None, f"{amd.get('reason')}: GPU checks skipped")]
+        return [Check("GPUs here", "-", f"{amd.get('devices')} AMD", None,
+                      "AMD GPUs are not matched against the code objects yet")]
     if inv.get("state") != "ok" or not devs:
         why = inv.get("reason") or ("no GPU visible" if inv.get("state") == "ok" else inv.get("state"))
         return [Check("GPUs here", "-", "none", None, f"{why}: GPU checks skipped")]

@@ -155,6 +155,18 @@ def _facts_rows(report: Report) -> list[tuple[str, str]]:
     return rows
 
 
+def rocm_coverage_table(cov: dict) -> Table:
+    """Code objects per gfx target and library (ROCm builds), from the binary's .hip_fatbin."""
+    t = Table(title=f"arch coverage ({cov.get('tool')})", title_justify="left")
+    for col in ("library", "gfx target", "code objects", "bytes", "note"):
+        t.add_column(col, overflow="fold")
+    for lib in cov.get("libraries") or []:
+        objects = sorted((lib.get("code_objects") or {}).items())
+        for target, co in objects or [("-", {"count": 0, "bytes": 0})]:
+            t.add_row(lib["path"], target, str(co["count"]), str(co["bytes"]), lib.get("error") or "")
+    return t
+
+
 def sweep_table(sw: dict) -> Table:
     t = Table(title=f"all-reduce sweep: {sw.get('label')}", title_justify="left")
     for col in ("size (B)", "count", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"):
@@ -213,7 +225,9 @@ def render(report: Report, console: Console) -> None:
     console.print(checks)
 
     cov = p.get("arch_coverage") or {}
-    if cov.get("state") == "ok":
+    if cov.get("state") == "ok" and "gfx" in cov:
+        console.print(rocm_coverage_table(cov))
+    elif cov.get("state") == "ok":
         t = Table(title=f"arch coverage ({cov.get('tool')})", title_justify="left")
         for col in ("library", "SASS (cubin: count)", "PTX"):
             t.add_column(col, overflow="fold")
@@ -225,7 +239,11 @@ def render(report: Report, console: Console) -> None:
         console.print(f"arch coverage: {cov.get('state')} ({cov.get('reason')})")
 
     inv = p.get("gpus") or {}
-    if inv.get("devices"):
+    amd = p.get("amd_gpus")
+    if amd is not None:  # a ROCm build: the NVIDIA inventory does not apply
+        console.print(f"AMD GPUs: {amd.get('devices')}" if amd.get("state") == "ok"
+                      else f"AMD GPUs: {amd.get('state')} ({amd.get('reason')})")
+    elif inv.get("devices"):
         t = Table(title=f"GPUs (driver {inv.get('driver_version')}, CUDA <= {inv.get('cuda_driver_version')})",
                   title_justify="left")
         for col in ("#", "name", "compute capability", "memory (GiB)"):
@@ -261,7 +279,8 @@ def render(report: Report, console: Console) -> None:
 def markdown(report: Report) -> str:
     fw = report.probe.get("framework") or {}
     lines = [f"## buildctl verify: {report.wheel.get('name')} — {'passed' if report.ok else 'FAILED'}", "",
-             f"{report.verdict}  ", f"{report.module} {fw.get('version')}, CUDA {fw.get('cuda')}, "
+             f"{report.verdict}  ", f"{report.module} {fw.get('version')}, "
+             + (f"HIP {fw['hip']}, " if fw.get("hip") else "") + f"CUDA {fw.get('cuda')}, "
              f"NCCL {fw.get('nccl')}, cuDNN {fw.get('cudnn')}, debug {fw.get('debug')}; {report.mode} mode", "",
              "| check | expected | actual | result | detail |", "|---|---|---|---|---|"]
     for c in report.checks:

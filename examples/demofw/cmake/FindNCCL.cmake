@@ -7,6 +7,11 @@
 #  NCCL_VERSION: soname suffix preferred when set (".so.${NCCL_VERSION}"); the pip wheels
 #                ship only libnccl.so.2, so NCCL_VERSION=2 (or a libnccl.so symlink) is needed
 #
+#  NCCL_HEADER_NAME / NCCL_LIBRARY_NAME: what to look for (default nccl.h / nccl; a ROCm build
+#                sets rccl.h / rccl: RCCL is found as the system NCCL)
+#  NCCL_EXTRA_INCLUDE_DIRS / NCCL_EXTRA_DEFINITIONS: for the version check program (the header
+#                includes cuda_runtime.h, or hip/hip_runtime.h with __HIP_PLATFORM_AMD__)
+#
 # The following are set after configuration is done:
 #  NCCL_FOUND, NCCL_INCLUDE_DIRS, NCCL_LIBRARIES, NCCL_HEADER_VERSION (e.g. 2.28.9)
 #
@@ -24,18 +29,25 @@ list(APPEND NCCL_ROOT $ENV{NCCL_ROOT_DIR} ${CUDA_TOOLKIT_ROOT_DIR})
 # Compatible layer for CMake <3.12. NCCL_ROOT will be accounted in for searching paths and libraries for CMake >=3.12.
 list(APPEND CMAKE_PREFIX_PATH ${NCCL_ROOT})
 
+if(NOT NCCL_HEADER_NAME)
+  set(NCCL_HEADER_NAME nccl.h)
+endif()
+if(NOT NCCL_LIBRARY_NAME)
+  set(NCCL_LIBRARY_NAME nccl)
+endif()
+
 find_path(NCCL_INCLUDE_DIRS
-  NAMES nccl.h
+  NAMES ${NCCL_HEADER_NAME}
   HINTS ${NCCL_INCLUDE_DIR} $ENV{NCCL_ROOT}/include)
 
 if(USE_STATIC_NCCL)
   message(STATUS "USE_STATIC_NCCL is set. Linking with static NCCL library.")
-  set(NCCL_LIBNAME "nccl_static")
+  set(NCCL_LIBNAME "${NCCL_LIBRARY_NAME}_static")
   if(NCCL_VERSION)  # Prefer the versioned library if a specific NCCL version is specified
     set(CMAKE_FIND_LIBRARY_SUFFIXES ".a.${NCCL_VERSION}" ${CMAKE_FIND_LIBRARY_SUFFIXES})
   endif()
 else()
-  set(NCCL_LIBNAME "nccl")
+  set(NCCL_LIBNAME "${NCCL_LIBRARY_NAME}")
   if(NCCL_VERSION)  # Prefer the versioned library if a specific NCCL version is specified
     set(CMAKE_FIND_LIBRARY_SUFFIXES ".so.${NCCL_VERSION}" ${CMAKE_FIND_LIBRARY_SUFFIXES})
   endif()
@@ -49,7 +61,7 @@ include(FindPackageHandleStandardArgs)
 find_package_handle_standard_args(NCCL DEFAULT_MSG NCCL_INCLUDE_DIRS NCCL_LIBRARIES)
 
 if(NCCL_FOUND)  # obtaining NCCL version and some sanity checks
-  set(NCCL_HEADER_FILE "${NCCL_INCLUDE_DIRS}/nccl.h")
+  set(NCCL_HEADER_FILE "${NCCL_INCLUDE_DIRS}/${NCCL_HEADER_NAME}")
   message(STATUS "Determining NCCL version from ${NCCL_HEADER_FILE}...")
   file(STRINGS "${NCCL_HEADER_FILE}" _nccl_defs REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) +[0-9]+")
   foreach(_part MAJOR MINOR PATCH)
@@ -60,7 +72,7 @@ if(NCCL_FOUND)  # obtaining NCCL version and some sanity checks
   set(file "${PROJECT_BINARY_DIR}/detect_nccl_version.cc")
   file(WRITE ${file} "
 #include <cstdio>
-#include <nccl.h>
+#include <${NCCL_HEADER_NAME}>
 int main()
 {
   int x = 0;
@@ -78,6 +90,7 @@ int main()
           RUN_OUTPUT_VARIABLE NCCL_VERSION_OUTPUT
           COMPILE_OUTPUT_VARIABLE NCCL_VERSION_COMPILE_OUTPUT
           CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${NCCL_INCLUDE_DIRS};${NCCL_EXTRA_INCLUDE_DIRS}"
+          COMPILE_DEFINITIONS ${NCCL_EXTRA_DEFINITIONS}
           LINK_OPTIONS "-Wl,-rpath,${_nccl_lib_dir}"
           LINK_LIBRARIES ${NCCL_LIBRARIES})
   if(NOT NCCL_VERSION_COMPILED)

@@ -47,14 +47,14 @@ void add_f64(const double* a, const double* b, double* out, int64_t n) {
     check(cudaGetLastError(), "add_kernel launch");
     check(cudaMemcpy(out, dout, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
   } catch (...) {
-    cudaFree(da);
-    cudaFree(db);
-    cudaFree(dout);
+    (void)cudaFree(da);
+    (void)cudaFree(db);
+    (void)cudaFree(dout);
     throw;
   }
-  cudaFree(da);
-  cudaFree(db);
-  cudaFree(dout);
+  (void)cudaFree(da);
+  (void)cudaFree(db);
+  (void)cudaFree(dout);
 }
 
 }  // namespace cuda

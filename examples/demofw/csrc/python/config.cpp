@@ -15,6 +15,14 @@ double checksum() { return 0.0; }
 }  // namespace heavy
 #endif
 
+#ifdef DFW_USE_ROCM
+static std::string hip_style_version(int v) {
+  // hipRuntimeGetVersion() is HIP_VERSION: major * 10000000 + minor * 100000 + patch (5.7.31921)
+  std::ostringstream os;
+  os << v / 10000000 << "." << (v / 100000) % 100 << "." << v % 100000;
+  return os.str();
+}
+#else
 static std::string cuda_style_version(int v) {
   // 13020 -> "13.2" (cudaRuntimeGetVersion encoding: 1000 * major + 10 * minor)
   std::ostringstream os;
@@ -23,6 +31,7 @@ static std::string cuda_style_version(int v) {
   if (patch != 0) os << "." << patch;
   return os.str();
 }
+#endif
 
 std::string show_config() {
   std::ostringstream ss;
@@ -33,6 +42,14 @@ std::string show_config() {
   ss << "  - clang " << __clang_major__ << "." << __clang_minor__ << "\n";
 #endif
   ss << "  - C++ Version: " << __cplusplus << "\n";
+#ifdef DFW_USE_ROCM
+  // torch prints "HIP Runtime 5.7.31921" on ROCm builds; the GPU code targets are in Build settings
+  // (PYTORCH_ROCM_ARCH) and in demofw.cuda.get_arch_list().
+  ss << "  - HIP Runtime " << hip_style_version(cuda::runtime_version()) << "\n";
+  if (nccl::compiled_with_nccl()) {
+    ss << "  - RCCL: NCCL API " << DFW_NCCL_HEADER_VERSION << " (header)\n";
+  }
+#else
   if (cuda::compiled_with_cuda()) {
     ss << "  - CUDA Runtime " << cuda_style_version(cuda::runtime_version()) << "\n";
     ss << "  - NVCC architecture flags: " << cuda::nvcc_arch_flags() << "\n";
@@ -40,6 +57,7 @@ std::string show_config() {
   if (nccl::compiled_with_nccl()) {
     ss << "  - NCCL " << DFW_NCCL_HEADER_VERSION << " (header)\n";
   }
+#endif
   ss << "  - Build settings: " << DFW_BUILD_SETTINGS << "\n";
   return ss.str();
 }

@@ -28,8 +28,9 @@ def device_count() -> int:
 
 
 def get_arch_list() -> list[str]:
-    """The architectures compiled in, e.g. ['sm_80', 'sm_90'] (plus 'compute_XY' for +PTX);
-    [] for CPU builds. Unlike torch, this does not return [] when no GPU is present, so a
+    """The architectures compiled in, e.g. ['sm_80', 'sm_90'] (plus 'compute_XY' for +PTX), the gfx
+    targets on a ROCm build (['gfx90a', 'gfx942'], as torch on ROCm); [] for CPU builds. Unlike
+    torch, this does not return [] when no GPU is present, so a
     build can be checked on a machine without one."""
     return list(_C._cuda_getArchList())
 
@@ -38,6 +39,8 @@ def get_gencode_flags() -> str:
     """Like torch.cuda.get_gencode_flags(): '-gencode compute=compute_80,code=sm_80 ...'."""
     out = []
     for arch in get_arch_list():
+        if arch.startswith("gfx"):  # ROCm build: torch gives no gencode flags for HIP targets either
+            continue
         kind, num = arch.split("_", 1)
         out.append(f"-gencode compute=compute_{num},code={kind}_{num}")
     return " ".join(out)
