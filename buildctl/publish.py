@@ -285,7 +285,7 @@ def _copy_checked(src: Path, dest: Path, sha256: str) -> None:
 
 @contextlib.contextmanager
 def _folder_lock(index: Path) -> Iterator[None]:
-    with open(index / ".publish.lock", "w") as fh:
+    with open(index / ".publish.lock", "a") as fh:  # "a": no truncation, the lock file stays as it is
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
