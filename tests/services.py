@@ -10,18 +10,13 @@ the tests that use it, with the script's output.
 * `services`: the addresses and the index credentials (a `Services`).
 * `engine_b`, `engine_b_ssh`: docker-py clients from `buildctl.engine.connect` for engine B, directly
   (unix://) and through ssh:// (buildctl's own ssh transport).
-* `serve_folder(path)`: `python -m http.server` on a free loopback port serving a folder, for as long
-  as the `with` block runs (a static index, as a team would serve one).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
 import shlex
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,21 +99,3 @@ def engine_b_ssh(services: Services) -> Iterator[docker.DockerClient]:
     client = engine.connect(environ={"DOCKER_HOST": services.engine_b_ssh})
     yield client
     client.close()
-
-
-@contextlib.contextmanager
-def serve_folder(folder: Path) -> Iterator[str]:
-    """`python -m http.server` on a free port of 127.0.0.1 serving `folder`; yields its base URL.
-
-    Ready when it says so: the port is read from its "Serving HTTP on … port N" line (no polling)."""
-    proc = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1", "--directory",
-                             str(folder), "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        m = re.search(r"port (\d+)", line)
-        assert m, f"http.server did not start: {line!r}"
-        yield f"http://127.0.0.1:{m.group(1)}/"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 from invoke.exceptions import Exit
-from services import serve_folder
-from wheels import make_artifact, make_wheel, sha256
+from publish_helpers import make_artifact, make_wheel, serve_folder, sha256
 
 from buildctl import cli, publish
 from buildctl.errors import InputError

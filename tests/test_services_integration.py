@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 from docker import errors as derr
-from wheels import make_artifact, make_wheel, sha256
+from publish_helpers import make_artifact, make_wheel, sha256
 
 from buildctl import engine
 

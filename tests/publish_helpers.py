@@ -1,17 +1,24 @@
-"""Small real wheels and artifact folders for the publish tests (no build needed).
+"""Helpers of the publish tests: small real wheels, artifact folders, a static file server.
 
 `make_wheel` writes a pure-Python wheel pip installs (METADATA, WHEEL, RECORD with hashes);
 `make_artifact` puts wheels into an artifact folder as `invoke build` does: artifacts/<recipe>/<key>/
-with manifest.json listing each wheel's file, sha256 and size.
+with manifest.json listing each wheel's file, sha256 and size; `serve_folder(path)` runs
+`python -m http.server` on a free loopback port for as long as its `with` block (a static index, as a
+team would serve one).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
+import re
 import shutil
+import subprocess
+import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -57,3 +64,21 @@ def make_artifact(root: Path, recipe: str, key: str, *wheels: Path) -> Path:
     manifest = {"schema_version": 1, "recipe": recipe, "key": key, "wheels": entries}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return folder
+
+
+@contextlib.contextmanager
+def serve_folder(folder: Path) -> Iterator[str]:
+    """`python -m http.server` on a free port of 127.0.0.1 serving `folder`; yields its base URL.
+
+    Ready when it says so: the port is read from its "Serving HTTP on … port N" line (no polling)."""
+    proc = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1", "--directory",
+                             str(folder), "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        m = re.search(r"port (\d+)", line)
+        assert m, f"http.server did not start: {line!r}"
+        yield f"http://127.0.0.1:{m.group(1)}/"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
