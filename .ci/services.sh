@@ -80,7 +80,6 @@ wait_for() {
 # folder is in our state folder. A recycled pid is never taken for ours.
 pid_of() {
   local file="$RUN/$1.pid" pid cwd
-  [ "$1" = engine-b ] && file="$ENGINE_PID"
   [ -s "$file" ] || return 1
   pid=$(cat "$file")
   [ -r "/proc/$pid/cmdline" ] || return 1
@@ -177,6 +176,7 @@ start_engine_b() {
   "${SUDO[@]}" setsid dockerd --config-file "$STATE/engine-b.json" -H "unix://$ENGINE_SOCK" \
     --data-root "$ENGINE_DATA" --exec-root "$ENGINE_EXEC" --pidfile "$ENGINE_PID" \
     --bridge "$BRIDGE" --iptables=false --ip-masq=false >>"$log" 2>&1 </dev/null &
+  echo $! >"$RUN/engine-b.pid"  # at once, not dockerd's own pid file: a stop right after a failed start finds it
   wait_for "engine B" "$log" docker_b info
 }
 
@@ -361,7 +361,11 @@ case "${1:-}" in
   purge)
     stop_all
     say "removing $ENGINE_DATA and $STATE"
-    "${SUDO[@]}" rm -rf "$ENGINE_DATA" "$ENGINE_EXEC"
+    # a dockerd killed while starting leaves its data root bind-mounted on itself: unmount what is
+    # mounted at or under engine B's folders (deepest first), and nothing else
+    awk -v a="$ENGINE_DATA" -v b="$ENGINE_EXEC" '$2 == a || $2 == b || index($2, a "/") == 1 || index($2, b "/") == 1 \
+      { print $2 }' /proc/mounts | sort -r | while read -r mnt; do "${SUDO[@]}" umount "$mnt" || true; done
+    "${SUDO[@]}" rm -rf "$ENGINE_DATA" "$ENGINE_EXEC" "$ENGINE_PID" "$ENGINE_SOCK"
     rm -rf "$STATE"
     ;;
   *)
