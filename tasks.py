@@ -148,3 +148,15 @@ def verify(c, recipe="", wheel="", set=None, host=False, json=False, sizes="8:25
 def diff(c, a, b, json=False, all=False):
     """Compare two builds: manifest, __config__ build settings, arch lists, latency headlines."""
     cli.diff(a, b, as_json=json, show_all=all)
+
+
+@task(auto_shortflags=False, iterable=["artifact"], help={
+    "to": "Where: a folder (a static PEP 503 index any web server can serve) or an index server's upload URL, "
+          "e.g. http://host:8080/ (pypiserver) or http://host:3141/USER/INDEX/ (devpi); credentials from "
+          "BUILDCTL_PUBLISH_USERNAME/PASSWORD or ~/.netrc [BUILDCTL_PUBLISH_TO]",
+    "recipe": "Publish the latest artifact of this recipe (default: the latest of every recipe in artifacts/)",
+    "artifact": "Publish this artifact folder (artifacts/<recipe>/<key>); repeatable",
+    "json": RECIPE_HELP["json"]})
+def publish(c, to="", recipe="", artifact=None, json=False):
+    """Put built wheels, with their manifests, on a PEP 503 index that pip installs from."""
+    cli.publish(recipe or None, artifact, to=to or None, as_json=json)

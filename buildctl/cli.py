@@ -445,3 +445,26 @@ def diff(a: str, b: str, *, as_json: bool, show_all: bool) -> None:
     if as_json:
         return print_json(result)
     diff_mod.print_diff(result, out, show_all=show_all)
+
+
+@command
+def publish(recipe: str | None, artifact_dirs, *, to: str | None, as_json: bool) -> None:
+    from . import publish as publish_mod
+
+    to = env_value(to, "BUILDCTL_PUBLISH_TO", "")
+    result = publish_mod.publish(to, recipe=recipe or None, artifact_dirs=artifact_dirs or ())
+    if as_json:
+        return print_json(result)
+    table = Table(title=f"Published to {result['to']}", title_justify="left")
+    for col in ("wheel", "recipe", "status", "sha256"):
+        table.add_column(col, overflow="fold")
+    for row in result["wheels"]:
+        table.add_row(row["file"], row["recipe"], row["status"], row["sha256"][:12] + "…")
+    out.print(table)
+    first = result["wheels"][0]
+    if result["index_url"]:
+        index_url = result["index_url"]
+    else:
+        index_url = "http://HOST:8080/simple/"
+        out.print(f"serve it: python3 -m http.server --directory {result['to']} 8080")
+    out.print(f"install: pip install --index-url {index_url} '{first['project']}=={first['version']}'", markup=False)
