@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from buildctl import artifacts, pipeline, recipe, render, repro, secrets, ui
+from buildctl import artifacts, engine, pipeline, recipe, render, repro, secrets, ui
+from buildctl.errors import EngineError
 from buildctl.spec import Spec
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
@@ -239,3 +240,14 @@ def test_fetch_helper_takes_the_real_url_from_the_map(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == b"payload" and "abcd1234" not in proc.stdout + proc.stderr
+
+
+def test_remote_engine_with_credentials_is_refused_in_one_line():
+    class Remote:
+        api = type("api", (), {"base_url": "http://10.0.0.9:2375"})()
+
+    creds = secrets.Credentials(env=(("X", "y"),))
+    with pytest.raises(EngineError) as info, engine._credential_hosts(Remote(), creds, "host"):
+        pass
+    assert "\n" not in str(info.value) and "fix:" in str(info.value)
+
