@@ -407,7 +407,7 @@ def test_credentials_are_used_and_found_nowhere(tmp_path, docker_client, base_im
         "python": {"version": "3.11", "packages": ["numpy", "cmake", "ninja", marker]},
         "framework": {"name": "demofw", "source": {"git": "http://127.0.0.1:1/demofw.git", "ref": "main"},
                       "version": "0.1.0"},
-        "build": {"type": "Release", "cache": "ccache"},
+        "build": {"type": "Release", "cache": "ccache", "features": {"USE_HEAVY_UNIT": False}},  # quicker
     }))
     cwd, artifacts = tmp_path / "cwd", tmp_path / "artifacts"
     cwd.mkdir()
