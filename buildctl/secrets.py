@@ -314,7 +314,8 @@ def split_credentials(spec: S) -> tuple[S, Credentials]:
                 return stripped
         return node
 
-    data = spec.model_dump(mode="json")  # type: ignore[attr-defined]
+    # Defaults left out: validated again below, a default need not pass its own field's check.
+    data = spec.model_dump(mode="json", exclude_defaults=True)  # type: ignore[attr-defined]
     cleaned = clean(data, ())
     if not real_by_path:
         return spec, Credentials()

@@ -32,7 +32,7 @@ TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
 def tokens(tag: str) -> dict[str, str]:
     return {k: f"{k}-{tag}-t0k3n" for k in ("apt", "pip", "extra", "proxy", "git", "runfile", "cudnn", "nccl",
-                                             "npu", "installer", "env")}
+                                             "npu", "installer", "env", "patch")}
 
 
 def cuda_spec(t: dict[str, str]) -> Spec:
@@ -46,6 +46,10 @@ def cuda_spec(t: dict[str, str]) -> Spec:
         "sha256": "0123456789abcdef" * 4}}
     tc["nccl"] = {"version": "2.18.1", "install": "source", "git": f"https://{t['nccl']}@git.corp.example/nccl.git"}
     data["build"]["env"] = {"EXTRA_FILES": f"https://u:{t['env']}@files.corp.example/x"}
+    data["framework"]["patches"] = [
+        {"download": {"url": f"https://files.corp.example/fix.patch?token={t['patch']}", "sha256": "ab" * 32}},
+        {"archive": {"url": f"https://u:{t['patch']}@files.corp.example/debian.tar.xz", "sha256": "cd" * 32},
+         "series": "debian/patches/series"}]
     data["site"] = {
         "apt_mirror": f"http://aptuser:{t['apt']}@mirror.corp.example/ubuntu",
         "pip_index_url": f"https://pipuser:{t['pip']}@pypi.corp.example/simple",
@@ -96,6 +100,8 @@ def test_rendered_files_carry_the_urls_without_their_credentials():
     assert "buildctl-git-fetch https://git.corp.example/nccl.git v2.18.1-1" in files["Dockerfile"]
     assert "cuda_12.1.1_530.30.02_linux.run " in files["Dockerfile"]  # the URL without ?token=
     assert "cuda12-archive.tar.xz " in files["Dockerfile"]
+    assert "buildctl-fetch https://files.corp.example/fix.patch " in files["build.sh"]
+    assert "buildctl-fetch https://files.corp.example/debian.tar.xz " in files["build.sh"]
 
 
 def test_artifact_key_does_not_depend_on_credentials():
@@ -103,7 +109,7 @@ def test_artifact_key_does_not_depend_on_credentials():
         rendered = render.render(spec)
         return artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), "sha256:base")
 
-    plain = cuda_spec(tokens("a")).model_dump(mode="json")
+    plain = cuda_spec(tokens("a")).model_dump(mode="json", exclude_defaults=True)
     plain["framework"]["source"]["git"] = "https://git.corp.example/pytorch.git"
     assert key(cuda_spec(tokens("a"))) == key(cuda_spec(tokens("b")))
     assert pipeline.spec_hash(cuda_spec(tokens("a"))) == pipeline.spec_hash(cuda_spec(tokens("b")))
@@ -178,6 +184,7 @@ def test_credentials_hold_what_the_tools_need():
     assert env["EXTRA_FILES"] == f"https://u:{t['env']}@files.corp.example/x"
     assert creds.apt_auth == f"machine http://mirror.corp.example/ubuntu login aptuser password {t['apt']}\n"
     assert {v for k, v in t.items() if k not in ("installer", "npu")} <= creds.values()
+    assert urls["https://files.corp.example/fix.patch"].endswith(f"?token={t['patch']}")
 
 
 def test_a_recipe_without_credentials_needs_none():
