@@ -17,6 +17,7 @@ import atexit
 import codecs
 import contextlib
 import io
+import ipaddress
 import logging
 import os
 import queue
@@ -678,8 +679,8 @@ def _credential_hosts(
         server = SecretServer(credentials.payload().encode(), address)
     except OSError as e:
         raise EngineError(
-            f"cannot serve the build's credentials on {address} (the engine's bridge gateway): "
-            f"{_one_line(str(e), 120)}; fix: build with --network host"
+            f"cannot serve the build's credentials on {address}: {_one_line(str(e), 120)}; "
+            "fix: build with --network host"
         ) from e
     with server:
         hosts = _host_entries() if mode == "host" else {}
@@ -689,8 +690,6 @@ def _credential_hosts(
 
 def _bridge_gateway(client: docker.DockerClient) -> str:
     """The host's address on Docker's default bridge, where containers of a plain build reach it."""
-    import ipaddress
-
     try:
         config = (client.api.inspect_network("bridge").get("IPAM") or {}).get("Config") or [{}]
     except derr.APIError as e:
