@@ -23,7 +23,7 @@ from .spec import Spec
 
 ARTIFACTS_DIR = Path(os.environ.get("BUILDCTL_ARTIFACTS", "artifacts"))
 # Files of the rendered folder that decide the output (pip.conf, certs/, apt/ are site settings).
-KEYED_FILES = ("Dockerfile", "build.sh", "fetch.sh", "git-fetch.sh")
+KEYED_FILES = ("Dockerfile", "build.sh", "fetch.sh", "git-fetch.sh", "secrets.sh")
 SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".eggs", ".pytest_cache"}
 
 

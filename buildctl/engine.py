@@ -17,6 +17,7 @@ import atexit
 import codecs
 import contextlib
 import io
+import ipaddress
 import logging
 import os
 import queue
@@ -40,7 +41,7 @@ from docker import errors as derr
 from docker.types import DeviceRequest
 
 from .errors import BuildctlError, EngineError
-from .secrets import Masker, mask_url, secret_values_from_env, url_secrets
+from .secrets import Credentials, Masker, SecretServer, mask_url, secret_values_from_env, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -554,15 +555,18 @@ def build_image(
     dockerfile: str = "Dockerfile",
     secrets: Iterable[str] = (),
     allow_pull: bool = False,
+    credentials: Credentials | None = None,
 ) -> str:
     """Build `context_dir` with the classic builder, streaming the log line by line; the image id.
 
     A failing step raises StepFailed(step="image") with the masked log; a full disk raises EngineError.
     Proxy build args (HTTP_PROXY & co.) are left out of the image history by Docker itself.
+    `credentials` are served to the RUN steps for the duration of the build (`_credential_hosts`).
     """
     context_dir = Path(context_dir)
     buildargs = {str(k): str(v) for k, v in (buildargs or {}).items()}
-    masker = Masker([*secrets, *(s for v in buildargs.values() for s in url_secrets(v))])
+    masker = Masker([*secrets, *(s for v in buildargs.values() for s in url_secrets(v)),
+                     *(credentials.values() if credentials else ())])
     df = context_dir / dockerfile
     if not df.is_file():
         raise EngineError(f"no {dockerfile} in the build context {context_dir}")
@@ -584,13 +588,14 @@ def build_image(
     error: str | None = None
     error_detail: dict[str, Any] = {}
     doing = f"building {tag}"
-    with terminate_as_interrupt():
+    with terminate_as_interrupt(), _credential_hosts(client, credentials, network_mode) as extra_hosts:
         try:
             stream = client.api.build(
                 path=str(context_dir),
                 dockerfile=dockerfile,
                 tag=tag,
                 buildargs=buildargs,
+                extra_hosts=extra_hosts or None,
                 network_mode=_network(network_mode),
                 target=target,
                 labels=_labels(labels),
@@ -645,6 +650,80 @@ def build_image(
         except derr.APIError as e:
             raise _api_error(e, f"inspecting the built image {tag}") from e
     return image_id
+
+
+@contextlib.contextmanager
+def _credential_hosts(
+    client: docker.DockerClient, credentials: Credentials | None, network_mode: str | None
+) -> Iterator[dict[str, str]]:
+    """Serve `credentials` to the RUN steps of one image build; yields the extra /etc/hosts entries.
+
+    A SecretServer on this machine (loopback for host networking, the bridge's gateway otherwise),
+    announced by the host name buildctl-secrets-<port>-<token>: host entries are no part of an image,
+    its history or the build cache key, so layers are reused whatever the credentials. Docker builds
+    a fresh /etc/hosts when there are extra entries, so on host networking this host's own entries
+    go along (as Docker would have copied them).
+    """
+    mode = _network(network_mode)
+    if not credentials or mode == "none":
+        yield {}
+        return
+    if not _is_local(client) or getattr(client, "_buildctl_ssh_bridge", None) is not None:
+        raise EngineError(
+            f"this recipe has credentials in its URLs, which an image build gets from a server on this "
+            f"machine, and the engine at {client.api.base_url} is on another; fix: build on the engine's "
+            "host, or use a mirror, index or proxy that needs none"
+        )
+    address = "127.0.0.1" if mode == "host" else _bridge_gateway(client)
+    try:
+        server = SecretServer(credentials.payload().encode(), address)
+    except OSError as e:
+        raise EngineError(
+            f"cannot serve the build's credentials on {address}: {_one_line(str(e), 120)}; "
+            "fix: build with --network host"
+        ) from e
+    with server:
+        hosts = _host_entries() if mode == "host" else {}
+        hosts[server.host_name] = address
+        yield hosts
+
+
+def _bridge_gateway(client: docker.DockerClient) -> str:
+    """The host's address on Docker's default bridge, where containers of a plain build reach it."""
+    try:
+        config = (client.api.inspect_network("bridge").get("IPAM") or {}).get("Config") or [{}]
+    except derr.APIError as e:
+        raise _api_error(e, "looking up the bridge network") from e
+    gateway, subnet = config[0].get("Gateway"), config[0].get("Subnet")
+    if gateway:
+        return str(gateway).split("/")[0]
+    if subnet:
+        return str(next(ipaddress.ip_network(subnet, strict=False).hosts()))
+    raise EngineError("the engine's bridge network has no gateway address; fix: build with --network host")
+
+
+def _host_entries(path: str = "/etc/hosts") -> dict[str, str]:
+    """{name: IPv4 address} of this machine's hosts file (Docker adds its own localhost lines)."""
+    entries: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in Path(path).read_text().splitlines():
+            words = line.split("#", 1)[0].split()
+            if len(words) >= 2 and re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}", words[0]):
+                for name in words[1:]:
+                    entries.setdefault(name, words[0])
+    return entries
+
+
+def _put_credentials(client: docker.DockerClient, cid: str, credentials: Credentials, owner: tuple[int, int]) -> None:
+    """The credentials as /run/buildctl-secrets (mode 0600) in a created, not yet started, container."""
+    data = credentials.payload().encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        info = tarfile.TarInfo("run/buildctl-secrets")
+        info.size, info.mode = len(data), 0o600
+        info.uid, info.gid = owner
+        tf.addfile(info, io.BytesIO(data))
+    client.api.put_archive(cid, "/", buf.getvalue())
 
 
 # ---------------------------------------------------------------------------------------------- archives
@@ -868,6 +947,7 @@ def run_container(
     secrets: Iterable[str] = (),
     shm_size: str | None = None,
     ipc_mode: str | None = None,
+    credentials: Credentials | None = None,
 ) -> ContainerResult:
     """Run `command` in a fresh container of `image`; its exit code, OOM flag and (masked) log.
 
@@ -877,11 +957,13 @@ def run_container(
     directory's contents (or a file) are merged into the host dir (same names overwritten, links
     escaping it skipped); absent ones are listed in missing_outputs.
     volumes {volume name: container path}: named volumes, created (labelled) when missing.
+    credentials: copied in as /run/buildctl-secrets before start (never in the container's config);
+    the command takes them with templates/secrets.sh, which removes the file.
     The container is removed on every path (errors, Ctrl-C, SIGTERM); `keep` keeps it only after a
     normal finish. A non-zero exit is a result, not an exception; engine problems raise EngineError.
     """
     env = {str(k): str(v) for k, v in (env or {}).items()}
-    masker = Masker([*secrets, *secret_values_from_env(env)])
+    masker = Masker([*secrets, *secret_values_from_env(env), *(credentials.values() if credentials else ())])
     all_labels = _labels(labels)
     name = name or f"buildctl-{uuid.uuid4().hex[:12]}"
     doing = f"running {image}"
@@ -924,6 +1006,8 @@ def run_container(
             except derr.ImageNotFound as e:
                 raise EngineError(_pull_hint(image)) from e
             owner = _owner_of(user)
+            if credentials:
+                _put_credentials(client, cid, credentials, owner)
             for container_path, host_path in (inputs or {}).items():
                 _put_input(client, cid, container_path, Path(host_path), owner)
             # Attach before start (as `docker run` does): nothing is missed, no log driver is needed,

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import __version__, artifacts, diagnose, downloads, engine, jobs, render, repro
 from .errors import BuildctlError, BuildFailed, VerificationFailed
 from .recipe import masked_dump
-from .secrets import secret_values_from_env_and_site
+from .secrets import mask_url, secret_values_from_env_and_site, split_credentials, strip_credentials
 from .spec import Spec
 from .ui import View
 
@@ -66,9 +66,11 @@ class PartialResult:
 
 
 def _proxy_env(spec: Spec) -> dict[str, str]:
+    """Proxy variables for build args and the container's config: without credentials (a proxy's
+    password reaches the build with the other credentials, secrets.Credentials)."""
     site = spec.site
     env = {"HTTP_PROXY": site.http_proxy, "HTTPS_PROXY": site.https_proxy, "NO_PROXY": site.no_proxy}
-    env = {k: v for k, v in env.items() if v}
+    env = {k: strip_credentials(v) for k, v in env.items() if v}
     # Docker leaves its predefined proxy build args (upper and lower case) out of the image history.
     return {**env, **{k.lower(): v for k, v in env.items()}}
 
@@ -136,7 +138,9 @@ class Build:
     def __init__(self, spec: Spec, opts: BuildOptions, view: View):
         self.spec, self.opts, self.view = spec, opts, view
         self.log_lines: list[str] = []
-        self.secrets = secret_values_from_env_and_site(spec.site)
+        # What the build needs at run time and nothing may record (the rendered files carry none).
+        self.credentials = split_credentials(spec)[1]
+        self.secrets = secret_values_from_env_and_site(spec.site) | self.credentials.values()
         self.client = None
         self.rendered: render.Rendered | None = None
         self.context_dir: Path | None = None
@@ -207,7 +211,7 @@ class Build:
         self.client = engine.connect()
         self.engine_facts = engine.engine_facts(self.client)
         base_id = _image_id(self.client, spec.base.image)
-        self.key = artifacts.artifact_key(self.rendered.files, artifacts.source_digest(spec), base_id)
+        self.key = artifacts.artifact_key(self.rendered.files, artifacts.source_digest(self.rendered.spec), base_id)
         res = jobs.engine_resources(self.engine_facts)
         self.max_jobs, why = jobs.max_jobs(self.opts.jobs if self.opts.jobs != "auto" else spec.build.max_jobs,
                                            cpus=res.cpus, mem_bytes=res.mem_bytes, accelerator=spec.accelerator)
@@ -217,8 +221,8 @@ class Build:
     def build_images(self) -> None:
         self.view.stage("image")
         tag = f"buildctl/{self.spec.name}:{self.key}"
-        common = dict(buildargs=_proxy_env(self.spec), network_mode=_network(self.spec),
-                      on_line=self._on_line, secrets=self.secrets, labels={"buildctl.recipe": self.spec.name})
+        common = dict(buildargs=_proxy_env(self.spec), network_mode=_network(self.spec), on_line=self._on_line,
+                      secrets=self.secrets, credentials=self.credentials, labels={"buildctl.recipe": self.spec.name})
         self.image_id = engine.build_image(self.client, self.context_dir, tag, target="builder", **common)
         self.view.done("image")
 
@@ -233,7 +237,7 @@ class Build:
                 self.client, self.image_id, BUILD_COMMAND, env=self._container_env(), inputs=inputs,
                 outputs={"/work/out": out_dir}, volumes=self._volumes(), network_mode=_network(self.spec),
                 mem_limit=self.opts.memory, on_line=self._on_line, keep=self.opts.keep_container,
-                secrets=self.secrets, labels={"buildctl.recipe": self.spec.name, "buildctl.step": "compile"},
+                secrets=self.secrets, credentials=self.credentials, labels={"buildctl.recipe": self.spec.name, "buildctl.step": "compile"},
             )
             if result.ok:
                 break
@@ -275,8 +279,8 @@ class Build:
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "buildctl_version": __version__,
             "framework": spec.framework.name,
-            "source": {"kind": src.kind, "git": src.git, "ref": src.ref,
-                       "path": src.path, "tarball": src.tarball.url if src.tarball else None,
+            "source": {"kind": src.kind, "git": src.git and mask_url(src.git), "ref": src.ref,
+                       "path": src.path, "tarball": src.tarball and mask_url(src.tarball.url),
                        "commit": versions.pop("source_commit", None)},
             "build_type": spec.build.type,
             "cuda_arch": list(spec.build.cuda_arch),
@@ -439,8 +443,10 @@ def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, on_line=No
     """The recipe's runtime image (base + toolchain runtime + venv): where verification installs the wheel."""
     tag = f"buildctl/{spec.name}:runtime-{key}"
     if not engine.image_exists(client, tag):
+        credentials = split_credentials(spec)[1]
         engine.build_image(client, context_dir, tag, target="runtime", buildargs=_proxy_env(spec),
-                           network_mode=_network(spec), on_line=on_line, secrets=secrets,
+                           network_mode=_network(spec), on_line=on_line,
+                           secrets=[*secrets, *credentials.values()], credentials=credentials,
                            labels={"buildctl.recipe": spec.name})
     return tag
 

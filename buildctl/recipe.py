@@ -366,17 +366,10 @@ def load(recipe: str, overrides: list[str] | None = None, *, site: dict | None =
 
 
 def masked_dump(spec: Spec) -> dict:
-    """The spec as plain data, with credentials in site URLs masked (it is written and shown)."""
-    from .secrets import mask_url
+    """The spec as plain data, with credentials in every URL masked (it is written and shown)."""
+    from .secrets import mask_data
 
-    data = spec.model_dump(mode="json")
-    site = data.get("site", {})
-    for key, value in site.items():
-        if isinstance(value, str) and "://" in value:
-            site[key] = mask_url(value)
-        elif isinstance(value, list):
-            site[key] = [mask_url(v) if isinstance(v, str) and "://" in v else v for v in value]
-    return data
+    return mask_data(spec.model_dump(mode="json"))
 
 
 def resolved_yaml(spec: Spec) -> str:

@@ -2,6 +2,8 @@
 
 `render(spec)` returns {relative path: content}; `write(rendered, out_dir)` puts them on disk
 atomically (a temporary sibling folder renamed into place), so a failed render leaves nothing.
+Credentials in the spec's URLs are never rendered: the files carry the URLs without them
+(secrets.split_credentials), and the build gets the real ones at run time.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import jinja2
 from . import jobs, providers
 from .errors import InputError
 from .recipe import REPO_ROOT, resolved_yaml
+from .secrets import split_credentials
 from .spec import Spec
 
 TEMPLATES = REPO_ROOT / "templates"
@@ -40,7 +43,7 @@ _env.filters["q"] = lambda v: shlex.quote(str(v))
 
 @dataclass(frozen=True)
 class Rendered:
-    spec: Spec
+    spec: Spec  # the spec the files were rendered from: no credentials in its URLs
     files: dict[str, str]  # relative path -> text
     fragments: tuple[providers.Fragment, ...]
 
@@ -73,6 +76,8 @@ def _site_files(spec: Spec, ca_texts: dict[str, str]) -> dict[str, str]:
 
 def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
     """Render the Dockerfile, the build script, the verify probe and the resolved recipe."""
+    shown = resolved_yaml(spec)  # credentials masked as ***, so a reader sees where they were
+    spec, _ = split_credentials(spec)
     frags = providers.fragments(spec, _render_stage)
     venv = spec.python.venv
     python = f"python{spec.python.version}"
@@ -128,11 +133,12 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         "fetch.sh": (TEMPLATES / "fetch.sh").read_text(),
         "git-fetch.sh": (TEMPLATES / "git-fetch.sh").read_text(),
         "patch.sh": (TEMPLATES / "patch.sh").read_text(),
+        "secrets.sh": (TEMPLATES / "secrets.sh").read_text(),
         "patches/.keep": "",
         "constraints.txt": "".join(f"{c}\n" for c in constraints),
         "probe.py": PROBE.read_text() if PROBE.exists() else "",
         "checks.py": PROBE.with_name("checks.py").read_text(),
-        "recipe.resolved.yaml": resolved_yaml(spec),
+        "recipe.resolved.yaml": shown,
         ".dockerignore": "downloads/**/.keep\n",
     }
     files.update(_site_files(spec, ca_texts or {}))
@@ -232,7 +238,6 @@ def write(rendered: Rendered, out_dir: Path, *, staged: dict[str, Path] | None =
             p.write_text(text)
             if rel.endswith(".sh"):
                 p.chmod(0o755)
-        (tmp / "pip.conf").chmod(0o600)  # may hold an index URL with a token
         for rel, src in (staged or {}).items():
             dst = tmp / rel
             dst.parent.mkdir(parents=True, exist_ok=True)

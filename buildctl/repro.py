@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import artifacts, diagnose, downloads, engine
 from .errors import InputError
-from .secrets import Masker
+from .secrets import Masker, mask_data
 
 CARRY_LIMIT = 256 << 20  # sources and staged files up to this size travel inside the bundle
 SITE_FILES = ("pip.conf",)
@@ -83,6 +83,7 @@ def write_bundle(*, spec, rendered, context_dir, step, exit_code, log, diagnosis
             "diagnosis": diagnosis.to_dict() if diagnosis else None,
             "first_error": diagnose.first_error(mask(log)),
         }
+        data = mask_data(data, mask)  # the source URL and whatever else holds one
         artifacts.write_json(tmp / "bundle.json", data)
         (tmp / "README.md").write_text(_readme(data))
         final = base / f"{spec.name}-{stamp}-{uuid.uuid4().hex[:4]}"

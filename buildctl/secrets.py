@@ -1,19 +1,32 @@
-"""Masking of secrets in everything buildctl writes or shows: log lines, manifests, repro bundles.
+"""Secrets: credentials in recipe URLs kept out of everything buildctl writes, and masked in what it shows.
 
-Two kinds of protection, applied together by `mask`:
+One path for every URL with credentials (docs/security.md, "Secrets"):
 
-* literal values known to be secret (passwords from proxy/index URLs, tokens from the environment),
-  replaced wherever they occur, raw and percent-decoded;
-* shapes that are secret whatever their value: the userinfo of a URL (`https://user:pass@host` →
-  `https://***@host`) and credential query parameters (`?token=…`, `X-Amz-Signature=…`, `sig=…`).
+* `split_credentials(spec)` is where they leave the recipe: a spec whose URLs carry no credentials
+  (what is rendered, keyed and handed to tools), and `Credentials`, what the build needs at run time
+  (the real URLs, proxy passwords, an apt login);
+* `Credentials.payload()` is the one form they travel in: shell assignments, sourced by
+  templates/secrets.sh inside the build, from a `SecretServer` during an image build or from a file
+  copied into a container before its start;
+* masking (`Masker`, `mask`, `mask_url`, `mask_data`) covers what is shown or stored anyway: literal
+  values known to be secret (raw and percent-decoded) and shapes that are secret whatever their value,
+  the userinfo of a URL (`https://user:pass@host` → `https://***@host`) and credential query
+  parameters (`?token=…`, `X-Amz-Signature=…`, `sig=…`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hmac
 import os
 import re
+import shlex
+import socket
+import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 MASK = "***"
@@ -95,8 +108,44 @@ def _mask_shapes(text: str) -> str:
 
 
 def mask_url(url: str) -> str:
-    """The URL with its userinfo and credential query parameters replaced by `***`."""
+    """The URL with its userinfo and credential query parameters replaced by `***` (to show it)."""
     return _mask_shapes(url)
+
+
+def mask_data(data: Any, masker: Masker | None = None) -> Any:
+    """Plain data (dicts, lists, strings) with every string masked (to store or show it)."""
+    masker = masker or Masker()
+    if isinstance(data, str):
+        return masker(data)
+    if isinstance(data, dict):
+        return {k: mask_data(v, masker) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [mask_data(v, masker) for v in data]
+    return data
+
+
+def _is_token_param(param: str) -> bool:
+    return param.split("=", 1)[0].lower() in _TOKEN_PARAMS
+
+
+def strip_credentials(url: str) -> str:
+    """The URL without its userinfo and credential query parameters (to use it: apt, pip and git get
+    this form, and so do rendered files); everything else as written."""
+    if "://" not in url:
+        return url
+    scheme, _, rest = url.partition("://")
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    netloc, tail = rest[:end], rest[end:]
+    userinfo, at, host = netloc.rpartition("@")
+    if at and (":" in userinfo or f"{scheme.lower()}://" not in _SSH_SCHEMES):
+        netloc = host
+    path, hashmark, fragment = tail.partition("#")
+    path, question, query = path.partition("?")
+    if question:
+        kept = [p for p in re.split(r"[&;]", query) if p and not _is_token_param(p)]
+        query = "&".join(kept)
+        question = "?" if kept else ""
+    return f"{scheme}://{netloc}{path}{question}{query}{hashmark}{fragment}"
 
 
 def url_secrets(url: str) -> set[str]:
@@ -193,3 +242,166 @@ def secret_values_from_env_and_site(
 ) -> set[str]:
     """Every secret value buildctl knows of for one run: from the environment and from `spec.site`."""
     return secret_values_from_env(environ) | secret_values_from_site(site)
+
+
+# ---------------------------------------------------------------------------------------------- run time
+
+_URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"`<>]+")
+# The host name that announces a SecretServer to a build's RUN steps (docker build --add-host).
+SECRET_HOST_RE = re.compile(r"buildctl-secrets-(?P<port>\d{1,5})-(?P<token>[0-9a-f]{32})")
+PROXY_ENV = {"http_proxy": ("HTTP_PROXY", "http_proxy"), "https_proxy": ("HTTPS_PROXY", "https_proxy")}
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What a build needs at run time and must never write down.
+
+    urls: (URL as rendered, real URL) for the download and git helpers; env: variables the build's
+    tools read (proxies, pip's indexes, build.env values) with their real values; apt_auth: an
+    apt_auth.conf(5) text for the apt mirror.
+    """
+
+    urls: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    apt_auth: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.urls or self.env or self.apt_auth)
+
+    def values(self) -> set[str]:
+        """The secret values in them, for masking."""
+        out: set[str] = set()
+        for text in (*(real for _, real in self.urls), *(v for _, v in self.env)):
+            for url in _URL_IN_TEXT.findall(text):
+                out |= url_secrets(url)
+        for line in self.apt_auth.splitlines():
+            words = line.split()
+            out.update(w for k, w in zip(words, words[1:], strict=False) if k in ("login", "password"))
+        return {v for v in out if len(v) >= MIN_SECRET_LEN}
+
+    def payload(self) -> str:
+        """Shell assignments (inert whatever the values hold) that templates/secrets.sh sources."""
+        lines = [f"export {name}={shlex.quote(value)}" for name, value in self.env]
+        if self.urls:
+            url_map = "\n".join(f"{clean} {real}" for clean, real in self.urls)
+            lines.append(f"export BUILDCTL_URL_MAP={shlex.quote(url_map)}")
+        if self.apt_auth:
+            lines.append(f"buildctl_apt_auth={shlex.quote(self.apt_auth)}")
+        return "\n".join(lines) + "\n"
+
+
+S = TypeVar("S")
+
+
+def split_credentials(spec: S) -> tuple[S, Credentials]:
+    """The spec with no credentials in any URL, and the credentials it had (see `Credentials`).
+
+    Every string of the spec is searched, so a new URL field needs nothing here. Site URLs reach
+    their tools as environment (proxies, pip) or an apt login; other URLs through the URL map;
+    build.env values as themselves.
+    """
+    real_by_path: dict[tuple[str, ...], str] = {}
+
+    def clean(node: Any, path: tuple[str, ...]) -> Any:
+        if isinstance(node, dict):
+            return {k: clean(v, (*path, str(k))) for k, v in node.items()}
+        if isinstance(node, list):
+            return [clean(v, (*path, str(i))) for i, v in enumerate(node)]
+        if isinstance(node, str) and "://" in node:
+            stripped = _URL_IN_TEXT.sub(lambda m: strip_credentials(m.group(0)), node)
+            if stripped != node:
+                real_by_path[path] = node
+                return stripped
+        return node
+
+    # Defaults left out: validated again below, a default need not pass its own field's check.
+    data = spec.model_dump(mode="json", exclude_defaults=True)  # type: ignore[attr-defined]
+    cleaned = clean(data, ())
+    if not real_by_path:
+        return spec, Credentials()
+    site = data.get("site") or {}
+    env: dict[str, str] = {}
+    for field, names in PROXY_ENV.items():
+        if ("site", field) in real_by_path:
+            env.update(dict.fromkeys(names, site[field]))
+    if any(p[:2] in (("site", "pip_index_url"), ("site", "pip_extra_index_urls")) for p in real_by_path):
+        if site.get("pip_index_url"):
+            env["PIP_INDEX_URL"] = site["pip_index_url"]
+        if site.get("pip_extra_index_urls"):
+            env["PIP_EXTRA_INDEX_URL"] = " ".join(site["pip_extra_index_urls"])
+    urls: dict[str, str] = {}
+    for path, real in real_by_path.items():
+        if path[:2] == ("build", "env") and len(path) == 3:
+            env[path[2]] = real
+        elif path[0] != "site" and _URL_IN_TEXT.fullmatch(real):
+            urls.setdefault(strip_credentials(real), real)
+    apt = site.get("apt_mirror")
+    creds = Credentials(urls=tuple(sorted(urls.items())), env=tuple(env.items()),
+                        apt_auth=_apt_auth(apt) if ("site", "apt_mirror") in real_by_path else "")
+    return type(spec).model_validate(cleaned), creds  # type: ignore[attr-defined]
+
+
+def _apt_auth(mirror: str) -> str:
+    """apt_auth.conf(5) for a mirror URL with credentials: protocol given, so plain http matches too."""
+    parts = urlsplit(mirror)
+    userinfo = parts.netloc.rpartition("@")[0]
+    user, _, password = (unquote(p) for p in userinfo.partition(":"))
+    host = parts.netloc.rpartition("@")[2]
+    if any(c.isspace() for c in user + password):
+        from .errors import InputError
+
+        raise InputError(f"apt mirror {mask_url(mirror)}: apt cannot take a login with white space; "
+                         "fix: use a token without spaces")
+    return f"machine {parts.scheme}://{host}{parts.path.rstrip('/')} login {user} password {password}\n"
+
+
+class SecretServer:
+    """Serves one payload, for the duration of a `with` block, to whoever sends its token first.
+
+    Bound to one address (loopback for host networking, the bridge's gateway otherwise), on a
+    random port, with a random token; the pair reaches the RUN steps as the host name `host_name`.
+    Protocol: connect, send the token and a newline, read the payload until the server closes.
+    """
+
+    def __init__(self, payload: bytes, address: str):
+        self.payload = payload
+        self.token = os.urandom(16).hex()
+        self._sock = socket.create_server((address, 0))
+        self.address, self.port = address, self._sock.getsockname()[1]
+        self._closed = False
+        self._thread = threading.Thread(target=self._serve, name="buildctl-secrets", daemon=True)
+
+    @property
+    def host_name(self) -> str:
+        return f"buildctl-secrets-{self.port}-{self.token}"
+
+    def __enter__(self) -> SecretServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        self._thread.join(timeout=5)
+
+    def _serve(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError), conn:
+            conn.settimeout(10)
+            line = b""
+            while b"\n" not in line and len(line) < 128:
+                chunk = conn.recv(128)
+                if not chunk:
+                    return
+                line += chunk
+            if hmac.compare_digest(line.split(b"\n", 1)[0].strip(), self.token.encode()):
+                conn.sendall(self.payload)

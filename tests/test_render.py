@@ -75,7 +75,6 @@ def test_every_shipped_recipe_renders(rendered, name):
     assert "set -euo pipefail" in r.files["build.sh"]
     for sh in ("build.sh", "fetch.sh", "git-fetch.sh"):
         assert (folder / sh).stat().st_mode & 0o111, f"{sh} is executable"
-    assert (folder / "pip.conf").stat().st_mode & 0o077 == 0, "pip.conf may hold a token"
     assert yaml.safe_load(r.files["recipe.resolved.yaml"])["name"] == name
 
 
@@ -147,7 +146,7 @@ def test_cuda12_1_nccl2_18(rendered):
     assert env["Python_EXECUTABLE"] == '"$VENV/bin/python"'
     assert env["CMAKE_PROGRAM_PATH"] == '"$VENV/bin"'
     assert env["PATH"] == '"$VENV/bin:$PATH"'
-    assert "RUN python3.10 -m venv /opt/venv" in dockerfile
+    assert " && python3.10 -m venv /opt/venv" in dockerfile
     assert env["PYTORCH_BUILD_VERSION"] == "2.1.2" and env["USE_CUDNN"] == "1"
     assert "buildctl-git-fetch https://github.com/pytorch/pytorch v2.1.2 \"$SRC\" 1" in build
     # Release: no debug switches.
