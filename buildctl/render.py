@@ -183,7 +183,7 @@ def _patch_lines(spec: Spec) -> list[str]:
                          f' && buildctl-patch file "$SRC" {patch.strip} {tmp} {q(patch.label)} && rm -f {tmp}')
         else:
             tmp = f"/tmp/patches-{i:02d}"
-            dest = '"$SRC"' if patch.into == "." else f'"$SRC"/{q(patch.into)}'
+            dest = '"$SRC"' if patch.into is None else f'"$SRC"/{q(patch.into)}'
             # Wheels and zips through Python's zipfile (no unzip in the image); tarballs through tar.
             unpack = (f"python3 -m zipfile -e {tmp} {dest}" if patch.archive.name.endswith((".zip", ".whl"))
                       else f"tar -xf {tmp} -C {dest} --no-same-owner")
@@ -193,7 +193,7 @@ def _patch_lines(spec: Spec) -> list[str]:
                 skip = "".join(f" {q(n)}" for n in patch.skip)
                 line += f' && buildctl-patch series "$SRC" {patch.strip} "$SRC"/{q(patch.series)}{skip}'
             else:
-                line += f' && echo "buildctl: unpacked {patch.archive.name} into {patch.into}"'
+                line += f' && echo "buildctl: unpacked {patch.archive.name} into {patch.into or "the source tree"}"'
             lines.append(line)
     return lines
 

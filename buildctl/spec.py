@@ -131,7 +131,7 @@ class Patch(Model):
     file: StrictStr | None = None
     download: Download | None = None
     archive: Download | None = None
-    into: TreePath = "."
+    into: TreePath | None = None  # None: the root of the source tree
     series: TreePath | None = None
     skip: tuple[Name, ...] = ()
     strip: StrictInt = Field(default=1, ge=0, le=9)
@@ -143,7 +143,7 @@ class Patch(Model):
             raise ValueError("give exactly one of file, download, archive (+ series)")
         if self.series is not None and self.archive is None:
             raise ValueError("series names a file of an archive; add archive: {url, sha256}")
-        if self.into != "." and self.archive is None:
+        if self.into is not None and self.archive is None:
             raise ValueError("into is where an archive is unpacked; it needs archive")
         if self.skip and self.series is None:
             raise ValueError("skip names patches of a series; it needs archive + series")

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from buildctl import recipe
+from buildctl.spec import Spec
 from buildctl.cli import load_spec
 from buildctl.errors import InputError, RecipeError
 
@@ -464,3 +465,10 @@ def test_docs_resolved_example_is_current():
     start = text.index("```yaml\nname: cuda12.1-nccl2.18")
     block = text[start + len("```yaml\n"):text.index("```", start + 8)]
     assert yaml.safe_load(block) == recipe.masked_dump(recipe.load("cuda12.1-nccl2.18"))
+
+
+@pytest.mark.parametrize("path", recipe.list_recipes(), ids=lambda p: p.stem)
+def test_resolved_spec_validates_again(path):
+    """What is stored (recipe.resolved.yaml, bundle.json) must load again: repro re-validates it."""
+    spec = recipe.load(str(path))
+    assert Spec.model_validate(spec.model_dump(mode="json")) == spec
