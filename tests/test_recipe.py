@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from buildctl import recipe
-from buildctl.spec import Spec
 from buildctl.cli import load_spec
 from buildctl.errors import InputError, RecipeError
+from buildctl.spec import Spec
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "corpus"
