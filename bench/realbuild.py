@@ -42,18 +42,27 @@ WORK_STAGES = ("image", "configure", "compile")
 
 
 def ninja_runs(text: str) -> list[list[tuple[int, int, str]]]:
-    """.ninja_log entries split into runs: ninja appends, and each run's clock starts at 0."""
+    """.ninja_log steps split into runs: ninja appends each step as it finishes (so end times only
+    grow within a run) and each run's clock starts at 0. An edge
+    with several outputs (codegen) logs one line per output with one start, end and command hash:
+    it counts once."""
     runs: list[list[tuple[int, int, str]]] = []
-    last_start = None
+    seen: set[tuple[str, str, str]] = set()
+    last_end = None
     for line in text.splitlines():
         parts = line.split("\t")
         if len(parts) != 5 or not parts[0].isdigit() or not parts[1].isdigit():
             continue
         start, end = int(parts[0]), int(parts[1])
-        if last_start is None or start < last_start - 1000:  # clock went back: a new ninja run
+        if last_end is None or end < last_end:  # clock went back: a new ninja run
             runs.append([])
+            seen = set()
+        last_end = end
+        edge = (parts[0], parts[1], parts[4])
+        if edge in seen:
+            continue
+        seen.add(edge)
         runs[-1].append((start, end, parts[3]))
-        last_start = start
     return runs
 
 
