@@ -73,3 +73,14 @@ def test_bad_arguments_are_input_errors(tmp_path):
     other.write_bytes(b"")
     with pytest.raises(InputError, match="cannot tell the module"):
         runner.verify_wheel(other, host=True)
+
+
+def test_wheel_requirements_are_judged_for_the_target_python():
+    """torch 2.6's `setuptools; python_version >= "3.12"`: pip download on a 3.11 host skips it, and the
+    install of a cp313 wheel then fails offline (seen on the real pytorch2.6-cpu-trixie wheel)."""
+    from buildctl.verify.runner import requires_for_python
+
+    reqs = ["filelock", 'setuptools; python_version >= "3.12"', 'optree>=0.13.0; extra == "optree"',
+            'sympy==1.13.1; python_version >= "3.9"']
+    assert requires_for_python(reqs, "3.13") == ["filelock", "setuptools", "sympy==1.13.1"]
+    assert requires_for_python(reqs, "3.11") == ["filelock", "sympy==1.13.1"]

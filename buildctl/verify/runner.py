@@ -75,6 +75,24 @@ def wheel_requires(wheel: Path) -> list[str]:
     return [ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("Requires-Dist:")]
 
 
+def requires_for_python(requires: Sequence[str], python: str) -> list[str]:
+    """The requirements (no extras) whose markers hold on CPython `python` on Linux."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    env = {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
+           "platform_system": "Linux", "implementation_name": "cpython", "extra": ""}
+    out = []
+    for text in requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or req.marker.evaluate(env):
+            req.marker = None
+            out.append(str(req))
+    return out
+
+
 def is_cuda_wheel(wheel: Path, spec: Spec | None) -> bool:
     if spec is not None:
         return spec.accelerator == "cuda"
@@ -120,7 +138,10 @@ def prepare_wheelhouse(wheel: Path, requirements: Sequence[str], optional: Seque
     if done.is_file():
         return wh, json.loads(done.read_text())["optional"]
     wh.mkdir(parents=True, exist_ok=True)
-    r = _pip_download(wh, [str(wheel), *requirements], python, plats, on_line)
+    # pip download judges markers by the interpreter it runs on, not --python-version: name the
+    # wheel's own requirements that hold for the target Python (torch: setuptools on >= 3.12).
+    own = requires_for_python(wheel_requires(wheel), python)
+    r = _pip_download(wh, [str(wheel), *own, *requirements], python, plats, on_line)
     if r.returncode != 0:
         tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
         raise VerificationFailed(f"cannot fetch the dependencies of {wheel.name} for Python {python}: "
