@@ -130,7 +130,10 @@ def prepare_wheelhouse(wheel: Path, requirements: Sequence[str], optional: Seque
                        plats: Sequence[str], cache_dir: Path, on_line: LineSink) -> tuple[Path, list[str]]:
     """A directory with every wheel that installing `wheel` + `requirements` needs, except `wheel`
     itself (two different builds can share a file name); and the optional requirements it holds."""
-    key_src = json.dumps({"requires": wheel_requires(wheel), "reqs": sorted(requirements),
+    # pip download judges markers by the interpreter it runs on, not --python-version: name the
+    # wheel's own requirements that hold for the target Python (torch: setuptools on >= 3.12).
+    own = requires_for_python(wheel_requires(wheel), python)
+    key_src = json.dumps({"requires": wheel_requires(wheel), "reqs": sorted([*own, *requirements]),
                           "optional": sorted(optional), "python": python, "platforms": list(plats)},
                          sort_keys=True)
     wh = cache_dir / "wheelhouse" / hashlib.sha256(key_src.encode()).hexdigest()[:16]
@@ -138,9 +141,6 @@ def prepare_wheelhouse(wheel: Path, requirements: Sequence[str], optional: Seque
     if done.is_file():
         return wh, json.loads(done.read_text())["optional"]
     wh.mkdir(parents=True, exist_ok=True)
-    # pip download judges markers by the interpreter it runs on, not --python-version: name the
-    # wheel's own requirements that hold for the target Python (torch: setuptools on >= 3.12).
-    own = requires_for_python(wheel_requires(wheel), python)
     r = _pip_download(wh, [str(wheel), *own, *requirements], python, plats, on_line)
     if r.returncode != 0:
         tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
