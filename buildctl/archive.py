@@ -225,12 +225,22 @@ def _open_dir(root_fd: int, parts: tuple[str, ...] | list[str], member: str) -> 
     return fd
 
 
+def _mode(member: tarfile.TarInfo) -> int:
+    """The member's permissions as tarfile's "data" filter keeps them: no setuid/setgid/sticky, no
+    group/other write, executable only if the owner may run it, owner read+write. (A private pip.conf
+    stays 0600, and a rebuilt image's COPY layers hash as they did where the bundle was made.)"""
+    mode = member.mode & 0o755
+    if not mode & 0o100:
+        mode &= ~0o111
+    return mode | 0o600
+
+
 def _write(tf: tarfile.TarFile, member: tarfile.TarInfo, dir_fd: int, name: str) -> None:
-    mode = 0o755 if member.mode & 0o100 else 0o644
     try:
-        fd = os.open(name, _O_NEW_FILE, mode, dir_fd=dir_fd)
+        fd = os.open(name, _O_NEW_FILE, 0o600, dir_fd=dir_fd)
     except FileExistsError:
         raise _Refused("a second entry of the same path", member.name) from None
+    os.fchmod(fd, _mode(member))  # exactly, whatever the umask
     with os.fdopen(fd, "wb") as out:
         src = tf.extractfile(member)
         assert src is not None  # a regular file

@@ -540,8 +540,9 @@ def _from_refs(dockerfile_text: str, buildargs: Mapping[str, str]) -> list[str]:
     def resolve(word: str, line: str) -> str:
         ref = _substitute(word, args)
         if any(c in ref for c in "${}\\"):
+            shown = "".join(c if c.isprintable() else "?" for c in _one_line(line, 120))
             raise EngineError(
-                f"cannot tell which image `{_one_line(line, 120)}` names (it would be pulled if missing); "
+                f"cannot tell which image `{shown}` names (it would be pulled if missing); "
                 "fix: name the image literally or with a plain ${ARG} that has a default"
             )
         return ref

@@ -267,6 +267,8 @@ def test_extract_keeps_regular_files_and_folders(tmp_path):
         _add(tf, "out", kind=tarfile.DIRTYPE, mode=0o755)
         _add(tf, "out/torch-2.0-cp311.whl", data=b"wheel")
         _add(tf, "out/bin/tool", data=b"#!/bin/sh\n", mode=0o4755)  # setuid is dropped, exec kept
+        _add(tf, "out/pip.conf", data=b"[global]\n", mode=0o600)  # private stays private
+        _add(tf, "out/shared.txt", data=b"s", mode=0o666)  # no group/other write
         _add(tf, "out/./deep//a/b/c.txt", data=b"c")
         _add(tf, "out/empty", kind=tarfile.DIRTYPE)
     dest = tmp_path / "out"
@@ -274,10 +276,12 @@ def test_extract_keeps_regular_files_and_folders(tmp_path):
     (dest / "stale.whl").write_bytes(b"old attempt")
     archive.extract(io.BytesIO(_tar(build)), dest, what="w", fix="f", strip="out")
     files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
-    assert files == ["bin", "bin/tool", "deep", "deep/a", "deep/a/b", "deep/a/b/c.txt", "empty",
-                     "torch-2.0-cp311.whl"]
+    assert files == ["bin", "bin/tool", "deep", "deep/a", "deep/a/b", "deep/a/b/c.txt", "empty", "pip.conf",
+                     "shared.txt", "torch-2.0-cp311.whl"]
     assert (dest / "torch-2.0-cp311.whl").read_bytes() == b"wheel"
     assert (dest / "bin" / "tool").stat().st_mode & 0o7777 == 0o755
+    assert (dest / "pip.conf").stat().st_mode & 0o7777 == 0o600
+    assert (dest / "shared.txt").stat().st_mode & 0o7777 == 0o644
     assert (dest / "torch-2.0-cp311.whl").stat().st_mtime == 1_700_000_000
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
