@@ -41,7 +41,7 @@ from pydantic import (
     model_validator,
 )
 
-from . import archive, artifacts, diagnose, downloads, engine
+from . import archive, artifacts, diagnose, downloads, engine, ui
 from .errors import EngineError, InputError
 from .secrets import MASK, Masker
 
@@ -184,7 +184,9 @@ def _readme(data: dict) -> str:
 # before anything runs. A replay mounts only fresh copies of the bundle's own build-dir and cache
 # volumes, on a validated network, and builds its image only from images the engine already has.
 
-STEPS = ("fetch", "image", "configure", "compile", "wheel")
+# The build's stages that can fail into a bundle (publish and verify write none).
+STEPS = tuple(s for s in ui.STAGES if s not in ("publish", "verify"))
+CONTAINER_STEPS = tuple(s for s in STEPS if s not in ("fetch", "image", "wheel"))  # the build script's own
 MOUNT_POINTS = ("/work", "/cache")
 MAX_BUNDLE_JSON = 1 << 20  # bytes; buildctl writes a few KB
 MAX_TEXT_FILE = 1 << 20  # recipe.resolved.yaml, context/Dockerfile
@@ -275,7 +277,7 @@ class BundleData(_Model):
 
     @model_validator(mode="after")
     def _command_for_container_steps(self) -> BundleData:
-        if self.step in ("configure", "compile") and not self.command:
+        if self.step in CONTAINER_STEPS and not self.command:
             raise ValueError(f"step {self.step} ran a command in a container, but the bundle names none")
         return self
 
@@ -440,7 +442,7 @@ def replay(b: Bundle, client=None, *, on_line=None) -> dict:
         return {"reproduced": False, "step": "image", "exit_code": 0, "diagnosis": None,
                 "expected": data.get("diagnosis"), **built}
     command = b.command
-    assert command is not None  # validated: configure/compile name one, wheel reruns the build
+    assert command is not None  # validated: the script's steps name one, wheel reruns the build
     with _volumes_and_source(b, client) as (volumes, inputs), \
             tempfile.TemporaryDirectory(prefix="buildctl-repro-out-") as out:
         result = engine.run_container(client, built["image_id"], command, env=b.data.env, inputs=inputs or None,
