@@ -380,20 +380,30 @@ def repro(bundle: str, *, shell: bool, as_json: bool) -> None:
     if not bundle:
         raise InputError("BUNDLE is required; fix: invoke repro artifacts/failures/<recipe>-<time>")
     sink = None if as_json else (lambda line: out.print(line, markup=False, highlight=False))
-    outcome = repro_mod.replay(Path(bundle), shell=shell, on_line=sink)
+    # A bundle is untrusted: it is validated on opening, and what it will run is shown before it runs.
+    with repro_mod.open_bundle(Path(bundle)) as b:
+        client = repro_mod.preflight(b, shell=shell)
+        for line in repro_mod.summary(b, shell=shell):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if shell:
+            code = repro_mod.shell(b, client)
+            if code:
+                raise Exit(code=code)
+            return
+        outcome = repro_mod.replay(b, client, on_line=sink)
     if as_json:
         print_json(outcome)
     else:
-        expected = (outcome.get("expected") or {}).get("title")
-        got = (outcome.get("diagnosis") or {}).get("title")
+        expected = escape((outcome.get("expected") or {}).get("title") or "unknown")
+        got = escape((outcome.get("diagnosis") or {}).get("title") or "unknown")
         if outcome["reproduced"]:
             out.print(f"[bold red]reproduced[/]: step {outcome['step']} fails again (exit {outcome['exit_code']})"
-                      + (f"; diagnosis: {got}" if got else ""))
+                      + (f"; diagnosis: {got}" if outcome.get("diagnosis") else ""))
         elif outcome["exit_code"]:
             out.print(f"[yellow]failed differently[/]: step {outcome['step']} exit {outcome['exit_code']}; "
-                      f"diagnosis {got or 'unknown'} (bundle said: {expected or 'unknown'})")
+                      f"diagnosis {got} (bundle said: {expected})")
         else:
-            out.print(f"[green]not reproduced[/]: step {outcome['step']} passes now (bundle said: {expected or 'unknown'})")
+            out.print(f"[green]not reproduced[/]: step {outcome['step']} passes now (bundle said: {expected})")
     # The exit code mirrors the replayed step, so a CI job can assert the failure still happens.
     if outcome["exit_code"]:
         raise Exit(code=1)

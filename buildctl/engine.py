@@ -40,6 +40,7 @@ import requests
 from docker import errors as derr
 from docker.types import DeviceRequest
 
+from . import archive
 from .errors import BuildctlError, EngineError
 from .secrets import Credentials, Masker, SecretServer, mask_url, secret_values_from_env, url_secrets
 
@@ -60,6 +61,8 @@ CONNECT_TIMEOUT = 20  # seconds to reach the engine at all
 API_TIMEOUT = 600  # seconds for one ordinary API call (a big put_archive included); streams have none
 _MAX_LINE = 1 << 20  # a "line" without newline longer than this is emitted anyway
 _NO_SPACE = re.compile(r"no space left on device", re.IGNORECASE)
+# Outputs copied out of a container: a wheel is GBs (PyTorch with CUDA: 1-3 GB), the rest is small.
+OUTPUT_CAPS = archive.Caps(total_bytes=32 << 30, members=10_000, file_bytes=16 << 30)
 _CLEAN_FIX = "fix: free space with `invoke clean` (or `docker system prune` / `docker builder prune`)"
 
 
@@ -505,13 +508,46 @@ def image_exists(client: docker.DockerClient, ref: str) -> bool:
         raise _api_error(e, f"looking up image {ref}") from e
 
 
+_VAR = re.compile(r"\$\{(\w+)(?:(:?[-+?])([^}]*))?\}|\$(\w+)")
+
+
+def _substitute(word: str, args: Mapping[str, str]) -> str:
+    """Docker's variable substitution in a FROM or --from word: $V, ${V}, ${V:-x}, ${V-x}, ${V:+x}, ${V+x};
+    an unset variable is the empty string (so `${UNSET}alpine` is `alpine`)."""
+
+    def one(m: re.Match[str]) -> str:
+        value = args.get(m.group(1) or m.group(4))
+        op, alt = m.group(2), m.group(3) or ""
+        is_set = value is not None and (value != "" or not (op or "").startswith(":"))
+        if op and op.endswith("-"):
+            return value if is_set and value is not None else alt
+        if op and op.endswith("+"):
+            return alt if is_set else ""
+        return value or ""
+
+    return _VAR.sub(one, word)
+
+
 def _from_refs(dockerfile_text: str, buildargs: Mapping[str, str]) -> list[str]:
-    """Images named by FROM lines that are not earlier stages; ARG defaults and build args resolved."""
+    """Images a build would take from the engine (and pull when missing): FROM lines and COPY --from
+    words that are not stages, after ARG defaults and build args are substituted as Docker does.
+    A word that cannot be resolved here is refused rather than let through unchecked."""
     args: dict[str, str] = {}
     stages: set[str] = set()
     refs: list[str] = []
     seen_from = False
     text = re.sub(r"\\\r?\n", " ", dockerfile_text)
+
+    def resolve(word: str, line: str) -> str:
+        ref = _substitute(word, args)
+        if any(c in ref for c in "${}\\"):
+            shown = "".join(c if c.isprintable() else "?" for c in _one_line(line, 120))
+            raise EngineError(
+                f"cannot tell which image `{shown}` names (it would be pulled if missing); "
+                "fix: name the image literally or with a plain ${ARG} that has a default"
+            )
+        return ref
+
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -519,22 +555,27 @@ def _from_refs(dockerfile_text: str, buildargs: Mapping[str, str]) -> list[str]:
         word, _, rest = line.partition(" ")
         word = word.upper()
         if word == "ARG" and not seen_from:
-            name, eq, default = rest.strip().partition("=")
-            name = name.strip()
-            value = buildargs.get(name, default.strip().strip("\"'") if eq else None)
-            if value is not None:
-                args[name] = value
+            for decl in rest.split():
+                name, eq, default = decl.partition("=")
+                value = buildargs.get(name, _substitute(default.strip("\"'"), args) if eq else None)
+                if value is not None:
+                    args[name] = value
         elif word == "FROM":
             seen_from = True
             parts = [p for p in rest.split() if not p.startswith("--")]
             if not parts:
                 continue
-            ref = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args.get(m.group(1) or m.group(2), "$?"), parts[0])
+            ref = resolve(parts[0], line)
             if len(parts) >= 3 and parts[1].lower() == "as":
                 stages.add(parts[2].lower())
-            if "$?" in ref or ref.lower() == "scratch" or ref.lower() in stages:
-                continue
-            refs.append(ref)
+            if ref and ref.lower() != "scratch" and ref.lower() not in stages:
+                refs.append(ref)
+        elif word == "COPY":
+            for flag in rest.split():
+                if flag.lower().startswith("--from="):
+                    ref = resolve(flag.split("=", 1)[1], line)
+                    if ref and not ref.isdigit() and ref.lower() not in stages:
+                        refs.append(ref)
     return refs
 
 
@@ -824,29 +865,6 @@ class _ChunkReader(io.RawIOBase):
         return n
 
 
-def _safe_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    data_filter = getattr(tarfile, "data_filter", None)
-    if data_filter is not None:
-        try:
-            return data_filter(member, dest)
-        except tarfile.FilterError as e:
-            log.warning("skipped output member %s: %s", member.name, e)
-            return None
-    # Python without extraction filters: refuse escapes and special files ourselves.
-    parts = Path(member.name).parts
-    if (
-        member.name.startswith("/")
-        or ".." in parts
-        or not (member.isfile() or member.isdir() or member.issym())
-    ):
-        return None
-    if member.issym() and (member.linkname.startswith("/") or ".." in Path(member.linkname).parts):
-        return None
-    member.uid = member.gid = 0
-    member.uname = member.gname = ""
-    return member
-
-
 def _put_input(
     client: docker.DockerClient, cid: str, container_path: str, host_path: Path, owner: tuple[int, int]
 ) -> None:
@@ -861,34 +879,28 @@ def _put_input(
 
 
 def _get_output(client: docker.DockerClient, cid: str, container_path: str, host_dir: Path) -> bool:
-    """Copy a container directory's contents (or a file) into `host_dir`; False when it does not exist."""
+    """Replace `host_dir` with a copy of a container directory's contents (or of a file); False when
+    it does not exist. What the container wrote is untrusted: anything but regular files and folders,
+    or more than OUTPUT_CAPS, is refused (InputError) and nothing is written (archive.extract)."""
     try:
         chunks, stat = client.api.get_archive(cid, container_path)
     except derr.NotFound:
         return False
     host_dir = Path(host_dir)
-    host_dir.mkdir(parents=True, exist_ok=True)
+    host_dir.parent.mkdir(parents=True, exist_ok=True)
     is_dir = bool(int(stat.get("mode", 0)) & (1 << 31))  # Go's os.ModeDir
     top = stat.get("name") or Path(container_path).name
-    dest = str(host_dir)
-    with tarfile.open(fileobj=io.BufferedReader(_ChunkReader(chunks), 1 << 20), mode="r|") as tf:
-        for member in tf:
-            if is_dir:
-                if member.name.rstrip("/") == top:
-                    continue
-                member.name = member.name.split("/", 1)[1] if "/" in member.name else member.name
-                if member.islnk() and member.linkname.startswith(top + "/"):
-                    member.linkname = member.linkname.split("/", 1)[1]
-            safe = _safe_member(member, dest)
-            if safe is not None:
-                if safe.isdir():
-                    safe.mode = (safe.mode or 0o755) | 0o700  # its children still have to be written
-                tf.extract(
-                    safe,
-                    dest,
-                    set_attrs=True,
-                    **({"filter": "fully_trusted"} if hasattr(tarfile, "data_filter") else {}),
-                )
+    try:
+        archive.extract(
+            _ChunkReader(chunks), host_dir, caps=OUTPUT_CAPS, strip=top if is_dir else None,
+            what=f"the output {container_path} of container {cid[:12]}",
+            fix=f"write only regular files and folders into {container_path} (no links, devices or fifos), "
+            "within the size caps",
+        )
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:  # stop reading a refused stream (it may be a terabyte of zeros)
+            close()
     return True
 
 
@@ -954,8 +966,8 @@ def run_container(
     inputs {container path: host path}: copied in before start (a directory's contents land at the
     container path, a file at that path), owned by `user` when numeric, else root, mtimes kept.
     outputs {container path: host dir}: copied out after exit, also when the command failed; a
-    directory's contents (or a file) are merged into the host dir (same names overwritten, links
-    escaping it skipped); absent ones are listed in missing_outputs.
+    directory's contents (or a file) replace the host dir; only regular files and folders within
+    OUTPUT_CAPS are accepted (else InputError, nothing written); absent ones are listed in missing_outputs.
     volumes {volume name: container path}: named volumes, created (labelled) when missing.
     credentials: copied in as /run/buildctl-secrets before start (never in the container's config);
     the command takes them with templates/secrets.sh, which removes the file.
