@@ -23,6 +23,7 @@ from rich.table import Table
 from . import recipe as recipe_mod
 from . import render as render_mod
 from .errors import BuildctlError, InputError
+from .ui import strip_controls
 
 console = Console(stderr=True, highlight=False)
 out = Console(highlight=False, soft_wrap=True)
@@ -38,7 +39,8 @@ def command(fn):
         except Exit:
             raise
         except BuildctlError as e:
-            console.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, soft_wrap=True)
+            # The message may quote a build log, a probe or a wheel: text, never markup or terminal controls.
+            console.print(f"[bold red]error:[/] {escape(strip_controls(str(e)))}", markup=True, soft_wrap=True)
             raise Exit(code=e.exit_code) from None
         except KeyboardInterrupt:
             console.print("[yellow]interrupted[/]")
@@ -46,7 +48,7 @@ def command(fn):
         except Exception as e:  # a bug: say so in one line unless asked for the traceback
             if os.environ.get("BUILDCTL_DEBUG"):
                 traceback.print_exc()
-            console.print(f"[bold red]internal error:[/] {e.__class__.__name__}: {escape(str(e))} "
+            console.print(f"[bold red]internal error:[/] {e.__class__.__name__}: {escape(strip_controls(str(e)))} "
                           "(rerun with BUILDCTL_DEBUG=1 for the traceback)", soft_wrap=True)
             raise Exit(code=1) from None
 
@@ -311,11 +313,12 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
     elif result is not None:
         view.summary(_summary_rows(result))
     if result is not None and result.verify_error is not None and not as_json:
-        console.print(f"the wheel is built and published at {result.artifact}, but it is not what the recipe asks for")
+        console.print(f"the wheel is built and published at {escape(str(result.artifact))}, but it is not what the "
+                      "recipe asks for")
         if verify_diagnosis is not None:
             from .diagnose import render_diagnosis
 
-            console.print(render_diagnosis(verify_diagnosis), markup=False, highlight=False)
+            console.print(strip_controls(render_diagnosis(verify_diagnosis)), markup=False, highlight=False)
     if error is not None:
         raise error
 
@@ -350,7 +353,7 @@ def base_image(distro: str, *, mirror: str | None, tag: str | None, force: bool,
     client = engine.connect()
     maker = baseimage.make_base_image if force else baseimage.ensure_base_image
     image_id = maker(client, distro, mirror=mirror or None, tag=tag or None, no_check_gpg=no_check_gpg,
-                     on_line=lambda line: console.print(line, markup=False, highlight=False))
+                     on_line=lambda line: console.print(strip_controls(line), markup=False, highlight=False))
     out.print(f"{tag or baseimage.default_tag(distro)} {image_id}")
 
 
@@ -379,21 +382,23 @@ def repro(bundle: str, *, shell: bool, as_json: bool) -> None:
 
     if not bundle:
         raise InputError("BUNDLE is required; fix: invoke repro artifacts/failures/<recipe>-<time>")
-    sink = None if as_json else (lambda line: out.print(line, markup=False, highlight=False))
+    sink = None if as_json else (lambda line: out.print(strip_controls(line), markup=False, highlight=False))
     outcome = repro_mod.replay(Path(bundle), shell=shell, on_line=sink)
     if as_json:
         print_json(outcome)
     else:
-        expected = (outcome.get("expected") or {}).get("title")
-        got = (outcome.get("diagnosis") or {}).get("title")
+        # Titles and the step come from the bundle and the replayed log: shown as text.
+        expected, got, step = (escape(strip_controls(str(x))) if x else x for x in (
+            (outcome.get("expected") or {}).get("title"), (outcome.get("diagnosis") or {}).get("title"),
+            outcome["step"]))
         if outcome["reproduced"]:
-            out.print(f"[bold red]reproduced[/]: step {outcome['step']} fails again (exit {outcome['exit_code']})"
+            out.print(f"[bold red]reproduced[/]: step {step} fails again (exit {outcome['exit_code']})"
                       + (f"; diagnosis: {got}" if got else ""))
         elif outcome["exit_code"]:
-            out.print(f"[yellow]failed differently[/]: step {outcome['step']} exit {outcome['exit_code']}; "
+            out.print(f"[yellow]failed differently[/]: step {step} exit {outcome['exit_code']}; "
                       f"diagnosis {got or 'unknown'} (bundle said: {expected or 'unknown'})")
         else:
-            out.print(f"[green]not reproduced[/]: step {outcome['step']} passes now (bundle said: {expected or 'unknown'})")
+            out.print(f"[green]not reproduced[/]: step {step} passes now (bundle said: {expected or 'unknown'})")
     # The exit code mirrors the replayed step, so a CI job can assert the failure still happens.
     if outcome["exit_code"]:
         raise Exit(code=1)
@@ -406,6 +411,19 @@ def _latest_artifact(spec) -> Path:
     if found is None:
         raise InputError(f"no artifact of {spec.name} yet; fix: invoke build --recipe {spec.name}")
     return found
+
+
+def _artifact_wheel(artifact: Path) -> Path:
+    """The wheel an artifact's manifest names: a plain file name inside the artifact folder."""
+    from .verify import schema
+
+    fix = "fix: rebuild it (invoke build), or give the wheel with --wheel"
+    manifest = schema.read_json(artifact / "manifest.json", f"{artifact}/manifest.json", fix)
+    wheels = manifest.get("wheels") if isinstance(manifest, dict) else None
+    name = wheels[0].get("file") if isinstance(wheels, list) and wheels and isinstance(wheels[0], dict) else None
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise InputError(f"{artifact}/manifest.json names no wheel file (wheels[0].file); {fix}")
+    return artifact / name
 
 
 @command
@@ -423,15 +441,14 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
     if wheel or host:
         wheel_path = Path(wheel) if wheel else None
         if wheel_path is None:
-            found = _latest_artifact(spec)
-            manifest = json.loads((found / "manifest.json").read_text())
-            wheel_path = found / manifest["wheels"][0]["file"]
+            wheel_path = _artifact_wheel(_latest_artifact(spec))
         network = spec.site.network if spec else site_options(**site_kw).get("network")
         runner.verify_wheel(wheel_path, spec=spec, host=host, network_mode=None if network in (None, "default")
                             else network, **kwargs)
         return
-    pipeline.verify_artifact(spec, _latest_artifact(spec), on_line=lambda line: console.print(f"  {line}", style="dim",
-                                                                             markup=False, highlight=False),
+    pipeline.verify_artifact(spec, _latest_artifact(spec),
+                             on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
+                                                                markup=False, highlight=False),
                              **kwargs)
 
 
