@@ -358,22 +358,36 @@ def base_image(distro: str, *, mirror: str | None, tag: str | None, force: bool,
 
 
 @command
-def clean(*, older_than_days: float | None, keep_gb: float | None, images: bool, caches: bool, dry_run: bool,
-          as_json: bool) -> None:
+def clean(*, older_than_days: float | None, keep_gb: float | None, images: bool, caches: bool, containers: bool,
+          dry_run: bool, as_json: bool, namespace: str | None = None) -> None:
+    from rich.text import Text
+
     from . import housekeeping
 
-    report = housekeeping.clean(older_than_days=older_than_days, keep_bytes=int(keep_gb * 1e9) if keep_gb is not None else None,
-                                images=images, caches=caches, dry_run=dry_run)
+    if (older_than_days is not None and older_than_days < 0) or (keep_gb is not None and keep_gb < 0):
+        raise InputError("--older-than-days and --keep-gb take a number >= 0")
+    report = housekeeping.clean(older_than_days=older_than_days,
+                                keep_bytes=int(keep_gb * 1e9) if keep_gb is not None else None, images=images,
+                                caches=caches, containers=containers, dry_run=dry_run,
+                                namespace=env_value(namespace, "BUILDCTL_NAMESPACE"))
     if as_json:
         return print_json(report)
-    table = Table(title="Freed" if not dry_run else "Would free", title_justify="left")
-    table.add_column("kind")
-    table.add_column("item")
-    table.add_column("bytes", justify="right")
-    for item in report["removed"]:
-        table.add_row(item["kind"], item["name"], f"{item['bytes'] / 1e6:.1f} MB")
-    out.print(table)
-    out.print(f"total: {report['freed_bytes'] / 1e6:.1f} MB")
+    table = Table(title="Would free" if dry_run else "Freed", title_justify="left")
+    for col in ("kind", "item", "why"):
+        table.add_column(col, overflow="fold")
+    table.add_column("MB", justify="right")
+    for item in report["removed"]:  # names come from the disk and the engine: text, not markup
+        table.add_row(item["kind"], Text(strip_controls(item["name"])), item["reason"], f"{item['bytes'] / 1e6:.1f}")
+    if report["removed"]:
+        out.print(table)
+    for kind, f in sorted(report["freed"].items()):
+        out.print(f"{kind}: {f['count']} {'would be ' if dry_run else ''}removed, {f['bytes'] / 1e6:.1f} MB")
+    out.print(f"total: {report['freed_bytes'] / 1e6:.1f} MB {'would be ' if dry_run else ''}freed")
+    for item in report["failed"]:
+        console.print(Text(strip_controls(f"not removed: {item['kind']} {item['name']}: {item['error']}"),
+                           style="yellow"))
+    for link in report["symlinks_left_alone"]:
+        console.print(Text(strip_controls(f"left alone: {link} is a symlink (clean never follows one)"), style="dim"))
 
 
 @command

@@ -33,6 +33,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from rich.console import Console
 from rich.markup import escape
 
+from buildctl import artifacts
 from buildctl.artifacts import sha256_of
 from buildctl.errors import InputError, VerificationFailed
 from buildctl.spec import Spec
@@ -363,6 +364,7 @@ def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python:
     if image is None:
         base = spec.base.image if spec else DEFAULT_BASE_IMAGE
         image = ensure_verify_image(client, base, python, network_mode=network_mode, on_line=on_line)
+    artifacts.record_use({"image": [image]})  # for invoke clean: this image is in use
     venv = spec.python.venv if spec else DEFAULT_VENV
     script = container_script(venv, python, wheel.name, reqs, args_for("/verify/out/probe.json"))
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-out-") as out:
