@@ -76,6 +76,13 @@ CORPUS = [
      "rendering it as markup was quadratic: 16 KiB took 16 s, 64 KiB 236 s, 1 MiB still ran after 75 min"),
     ("too-many-errors", json.dumps(_with(cpu_probe(), "errors", ["e"] * 100_000)), ["errors", "at most 4096"],
      "kept all of them in report.json"),
+    ("compile-cells-a-string", json.dumps(_with(cpu_probe(), "checks", {"compile": {"cells": "eager"}})),
+     ["checks.compile.cells"], "AttributeError: 'str' object has no attribute 'get'"),
+    ("compile-cell-without-backend", json.dumps(_with(cpu_probe(), "checks",
+                                                      {"compile": {"cells": [{"mode": "default", "state": "pass"}]}})),
+     ["checks.compile.cells[0].backend"], "KeyError: 'backend' in the torch.compile table"),
+    ("debug-resolved-a-list", json.dumps(_with(cpu_probe(), "checks", {"debug_info": {"state": "ok", "resolved": ["x"]}})),
+     ["checks.debug_info.resolved"], "TypeError: list indices must be integers or slices, not str (Debug recipe)"),
     ("weird-key", json.dumps(_with(h200_probe(), "config.build_settings", {"\x1b]0;x\x07": 5})),
      ["config.build_settings", "\\x1b"], "accepted: `invoke diff` printed the key with its OSC sequence raw"),
 ]
@@ -109,6 +116,47 @@ def test_real_probe_reports_pass_unchanged(tmp_path, probe):
     path = tmp_path / "probe.json"
     path.write_text(json.dumps(probe))
     assert schema.load_probe(path, "probe.json") == probe
+
+
+CHECKS_SECTION = {
+    "debug_info": {"state": "ok", "reason": None, "build_type": "Release",
+                   "libraries": [{"library": "lib/libtorch_cpu.so", "debug_info": False, "debug_line": False,
+                                  "bytes": 400_000_000}], "resolved": None},
+    "numerics": {"state": "ok", "reason": None, "cases": [{"name": "matmul 64x64 (float32)", "ok": True,
+                                                          "max_abs_err": 3.8e-06, "scale": 21.5, "ms": 0.2}]},
+    "compile": {"state": "ok", "reason": None, "device": "cpu", "passed": 1, "cells": [
+        {"backend": "eager", "mode": "default", "state": "pass", "compile_s": 0.4, "run_ms": 2.5,
+         "max_abs_err": 0.0, "error": None, "seconds": 3.1},
+        {"backend": "inductor", "mode": "default", "state": "timeout", "compile_s": None, "run_ms": None,
+         "seconds": 600.0, "error": "no result within 600 s"}]},
+    "ddp": {"state": "ok", "reason": None, "backend": "gloo", "world_size": 2, "seconds": 4.2,
+            "ranks": [{"rank": 0, "loss": 0.51, "losses_equal": True, "grads_equal_across_ranks": True,
+                       "grads_match_reference": True, "params_equal_after_step": True}]},
+}
+
+
+def test_the_checks_section_passes_unchanged():
+    probe = {**cpu_probe(), "checks": CHECKS_SECTION}
+    assert schema.validate_probe(probe) == probe
+    skipped = {**cpu_probe(), "checks": {"state": "skipped", "reason": "checks.py not found next to the probe"}}
+    assert schema.validate_probe(skipped) == skipped
+
+
+def test_the_probe_writes_what_the_host_accepts(tmp_path):
+    """A broken build's matmul gives NaN, and JSON has no NaN: the probe writes null (the check fails on
+    its own `ok`); strings beyond the host's caps are cut by the probe, not refused by the host."""
+    from buildctl.verify import probe as probe_mod
+
+    raw = {**cpu_probe(), "checks": {"numerics": {"state": "failed", "reason": "matmul", "cases": [
+        {"name": "matmul", "ok": False, "max_abs_err": float("nan"), "scale": float("inf"), "ms": 1.0}]}},
+           "fatal": "x" * (1 << 20)}
+    raw["config"]["text"] = "y" * (1 << 20)
+    safe = probe_mod.json_safe(json.loads(json.dumps(raw)))
+    checked = schema.validate_probe(safe)
+    case = checked["checks"]["numerics"]["cases"][0]
+    assert case["max_abs_err"] is None and case["scale"] is None and case["ok"] is False
+    assert len(checked["fatal"]) == probe_mod.MAX_STR and checked["fatal"].endswith("…")
+    assert len(checked["config"]["text"]) == probe_mod.MAX_TEXT
 
 
 def test_unknown_probe_fields_are_dropped_not_passed_on(tmp_path):

@@ -854,17 +854,19 @@ MAX_TEXT = 128 << 10
 LONG_FIELDS = ("text", "traceback")
 
 
-def clip_strings(value, key: str = ""):
-    """Strings cut to MAX_STR (MAX_TEXT for config text and tracebacks), ending in '…' when cut."""
+def json_safe(value, key: str = ""):
+    """What the host accepts: strings cut to MAX_STR (MAX_TEXT for config text and tracebacks, ending in
+    '…' when cut), and NaN or infinite numbers (a broken build's matmul) as null: JSON has neither."""
     if isinstance(value, dict):
-        return {k: clip_strings(v, k) for k, v in value.items()}
+        return {k: json_safe(v, k) for k, v in value.items()}
     if isinstance(value, list):
-        return [clip_strings(v, key) for v in value]
+        return [json_safe(v, key) for v in value]
     if isinstance(value, str):
         limit = MAX_TEXT if key in LONG_FIELDS else MAX_STR
         return value if len(value) <= limit else value[: limit - 1] + "…"
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
     return value
-
 
 
 def probe(args) -> dict:
@@ -997,7 +999,7 @@ def main(argv: list[str] | None = None) -> int:
         report = {"probe_version": PROBE_VERSION, "module": args.module,
                   "fatal": f"{e.__class__.__name__}: {e}", "traceback": traceback.format_exc(limit=12)}
     report["seconds"] = round(time.perf_counter() - t0, 2)
-    report = clip_strings(json.loads(json.dumps(report, default=str)))  # odd objects as strings, then cut
+    report = json_safe(json.loads(json.dumps(report, default=str)))  # odd objects as strings, then cut
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(report, f, indent=1, default=str)

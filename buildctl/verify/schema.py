@@ -223,6 +223,89 @@ class Sweep(_Model):
     seconds: Num | None = None
 
 
+class NumericsCase(_Model):
+    name: Str
+    ok: bool
+    max_abs_err: Num | None = None
+    scale: Num | None = None
+    ms: Num | None = None
+
+
+class Numerics(_Model):
+    state: Str | None = None
+    reason: Str | None = None
+    cases: Annotated[list[NumericsCase], Field(max_length=64)] = []
+
+
+class CompileCell(_Model):
+    backend: Str
+    mode: Str
+    state: Str
+    compile_s: Num | None = None
+    run_ms: Num | None = None
+    max_abs_err: Num | None = None
+    seconds: Num | None = None
+    error: Str | None = None
+
+
+class CompileMatrix(_Model):
+    state: Str | None = None
+    reason: Str | None = None
+    device: Str | None = None
+    passed: Int | None = None
+    cells: Annotated[list[CompileCell], Field(max_length=64)] = []
+
+
+class DdpRank(_Model):
+    rank: Int | None = None
+    loss: Num | None = None
+    losses_equal: bool | None = None
+    grads_equal_across_ranks: bool | None = None
+    grads_match_reference: bool | None = None
+    params_equal_after_step: bool | None = None
+
+
+class Ddp(_Model):
+    state: Str | None = None
+    reason: Str | None = None
+    backend: Str | None = None
+    world_size: Int | None = None
+    seconds: Num | None = None
+    ranks: Annotated[list[DdpRank], Field(max_length=MAX_ITEMS)] = []
+
+
+class DebugLibrary(_Model):
+    library: Str
+    debug_info: bool | None = None
+    debug_line: bool | None = None
+    bytes: Int | None = None
+
+
+class ResolvedSymbol(_Model):
+    symbol: Str | None = None
+    location: Str
+    library: Str | None = None
+
+
+class DebugInfo(_Model):
+    state: Str | None = None
+    reason: Str | None = None
+    build_type: Str | None = None
+    libraries: Annotated[list[DebugLibrary], Field(max_length=MAX_ITEMS)] = []
+    resolved: ResolvedSymbol | None = None
+
+
+class FrameworkChecks(_Model):
+    """checks.py's results (numerics, torch.compile matrix, DDP step, debug information)."""
+
+    state: Str | None = None  # "skipped" with a reason when checks.py was not there
+    reason: Str | None = None
+    numerics: Numerics | None = None
+    compile: CompileMatrix | None = None
+    ddp: Ddp | None = None
+    debug_info: DebugInfo | None = None
+
+
 class Probe(_Model):
     """probe.py's JSON (docs/verify.md); every section optional, as a crashed probe writes few."""
 
@@ -238,6 +321,7 @@ class Probe(_Model):
     runtime: RuntimeFacts | None = None
     framework: FrameworkFacts | None = None
     arch_coverage: ArchCoverage | None = None
+    checks: FrameworkChecks | None = None
     sweep: Sweep | None = None
     fatal: Str | None = None
     traceback: LongText | None = None
@@ -248,7 +332,7 @@ class Probe(_Model):
 
 
 class WheelFacts(_Model):
-    path: Str
+    path: Str | None = None
     name: Str
     size: Int | None = None
     sha256: Str | None = None
