@@ -42,6 +42,19 @@ def _with(probe: dict, path: str, value) -> dict:
     return probe
 
 
+def _rocm_probe() -> dict:
+    """A ROCm build's probe as probe.py writes it: code objects per gfx target, AMD GPUs instead of NVML's."""
+    p = cpu_probe()
+    p["framework"]["hip"] = "5.7.31921"
+    p["arch_coverage"] = {"state": "ok", "reason": None, "tool": "probe.py (.hip_fatbin offload-bundle reader)",
+                          "sass": [], "ptx": [], "gfx": ["gfx90a", "gfx942"], "libraries": [
+                              {"path": "lib/libdemofw_hip.so", "error": None,
+                               "code_objects": {"gfx90a:xnack-": {"count": 2, "bytes": 1328},
+                                                "gfx942": {"count": 1, "bytes": 264}}}]}
+    p["amd_gpus"] = {"state": "no-driver", "devices": 0, "reason": "no AMD GPU: /dev/kfd is absent"}
+    return p
+
+
 # (id, file text, words the one-line error must hold, what the old code did)
 CORPUS = [
     ("not-json", "{not json", ["not JSON"], "JSONDecodeError: 'internal error', exit 1"),
@@ -83,6 +96,9 @@ CORPUS = [
      ["checks.compile.cells[0].backend"], "KeyError: 'backend' in the torch.compile table"),
     ("debug-resolved-a-list", json.dumps(_with(cpu_probe(), "checks", {"debug_info": {"state": "ok", "resolved": ["x"]}})),
      ["checks.debug_info.resolved"], "TypeError: list indices must be integers or slices, not str (Debug recipe)"),
+    ("rocm-code-objects-a-number", json.dumps(_with(_rocm_probe(), "arch_coverage.libraries.0.code_objects",
+                                                    {"gfx90a": 5})),
+     ["arch_coverage.libraries[0].code_objects.gfx90a"], "TypeError: 'int' object is not subscriptable (main 577a12b)"),
     ("weird-key", json.dumps(_with(h200_probe(), "config.build_settings", {"\x1b]0;x\x07": 5})),
      ["config.build_settings", "\\x1b"], "accepted: `invoke diff` printed the key with its OSC sequence raw"),
 ]
@@ -133,6 +149,15 @@ CHECKS_SECTION = {
             "ranks": [{"rank": 0, "loss": 0.51, "losses_equal": True, "grads_equal_across_ranks": True,
                        "grads_match_reference": True, "params_equal_after_step": True}]},
 }
+
+
+def test_a_rocm_probe_passes_unchanged_and_renders_its_table():
+    probe = _rocm_probe()
+    assert schema.validate_probe(probe) == probe
+    console = Console(record=True, width=200)
+    rep.render(make_report(schema.validate_probe(probe)), console)
+    out = console.export_text()
+    assert "gfx90a:xnack-" in out and "1328" in out and "AMD GPUs: no-driver" in out
 
 
 def test_the_checks_section_passes_unchanged():

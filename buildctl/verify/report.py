@@ -242,8 +242,8 @@ def render(report: Report, console: Console) -> None:
         for col in ("library", "SASS (cubin: count)", "PTX"):
             t.add_column(col, overflow="fold")
         for lib in cov.get("libraries") or []:
-            t.add_row(_text(lib["path"]), _text(" ".join(f"{k}:{v}" for k, v in lib["sass"].items())),
-                      _text(" ".join(lib["ptx"]) or "-"))
+            t.add_row(_text(lib["path"]), _text(" ".join(f"{k}:{v}" for k, v in (lib.get("sass") or {}).items())),
+                      _text(" ".join(lib.get("ptx") or {}) or "-"))
         console.print(t)
     elif cov:
         console.print(_text(f"arch coverage: {cov.get('state')} ({cov.get('reason')})"))

@@ -152,10 +152,16 @@ class FrameworkFacts(_Model):
 ArchCounts = Annotated[dict[Key, Int], Field(max_length=MAX_ITEMS)]
 
 
+class CodeObjects(_Model):
+    count: Int
+    bytes: Int
+
+
 class LibraryCoverage(_Model):
     path: Str
-    sass: ArchCounts = {}
+    sass: ArchCounts = {}  # CUDA (cuobjdump)
     ptx: ArchCounts = {}
+    code_objects: Annotated[dict[Key, CodeObjects], Field(max_length=MAX_ITEMS)] = {}  # ROCm (.hip_fatbin)
     error: Str | None = None
 
 
@@ -165,6 +171,7 @@ class ArchCoverage(_Model):
     tool: Str | None = None
     sass: StrList = []
     ptx: StrList = []
+    gfx: StrList | None = None  # present only for a ROCm build: the report tells the two apart by it
     libraries: Annotated[list[LibraryCoverage], Field(max_length=MAX_ITEMS)] = []
 
 
@@ -221,6 +228,12 @@ class Sweep(_Model):
     graph: GraphLatency | None = None
     headline: SweepHeadline | None = None
     seconds: Num | None = None
+
+
+class AmdGpus(_Model):
+    state: Str | None = None
+    devices: Int | None = None
+    reason: Str | None = None
 
 
 class NumericsCase(_Model):
@@ -315,6 +328,7 @@ class Probe(_Model):
     python: PythonFacts | None = None
     errors: StrList = []
     gpus: GpuInventory | None = None
+    amd_gpus: AmdGpus | None = None
     import_: ImportFacts | None = Field(default=None, alias="import")
     config: ConfigFacts | None = None
     distributed: DistributedFacts | None = None
