@@ -366,3 +366,26 @@ def test_cli_verify_refuses_a_probe_json_replaced_by_the_wheel(tmp_path, payload
     for w in words:
         assert w in last, last
     assert "Traceback" not in proc.stderr and not (tmp_path / "w" / "report.json").exists()
+
+
+def test_every_section_the_probe_writes_has_a_model():
+    """The schema drops unknown fields: a section added to probe.py without a model would vanish from
+    every report. Read what the probe writes from its source: `report["x"] = ...` and the keys of the
+    dicts it starts a report with (a normal run and the crash path)."""
+    import ast
+
+    from buildctl.verify import probe as probe_mod
+
+    tree = ast.parse(Path(probe_mod.__file__).read_text())
+    written: set[str] = set()
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        for t in targets:
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == "report" \
+                    and isinstance(t.slice, ast.Constant):
+                written.add(t.slice.value)
+            if isinstance(t, ast.Name) and t.id == "report" and isinstance(node.value, ast.Dict):
+                written |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+    known = {f.alias or name for name, f in schema.Probe.model_fields.items()}
+    assert {"gpus", "fatal", "probe_version", "checks"} <= written and written <= known, written - known
