@@ -103,17 +103,21 @@ def base_image(c, distro="bookworm", mirror="", tag="", force=False, no_check_gp
 
 
 @task(auto_shortflags=False, help={
-    "older_than_days": "Remove artifacts, images and caches not used for this many days",
-    "keep_gb": "Then remove the oldest until at most this many GB remain",
-    "images": "Also remove buildctl's images (default: yes)",
-    "caches": "Also remove build-dir and compile-cache volumes (default: yes)",
+    "older_than_days": "Also remove artifacts, bundles, images and volumes not used for this many days",
+    "keep_gb": "Then remove the least recently used until at most this many GB remain",
+    "images": "Include buildctl's images (default: yes)",
+    "caches": "Include build-dir and compile-cache volumes (default: yes)",
+    "containers": "Include buildctl's containers left behind (default: yes)",
+    "namespace": "Only engine objects of this namespace (default: every buildctl object) [BUILDCTL_NAMESPACE]",
     "dry_run": "Only say what would be freed",
     "json": RECIPE_HELP["json"]})
-def clean(c, older_than_days=-1.0, keep_gb=-1.0, images=True, caches=True, dry_run=False, json=False):
-    """Prune artifacts, images and caches by age or total size, and say what was freed."""
-    cli.clean(older_than_days=older_than_days if older_than_days >= 0 else None,
-              keep_gb=keep_gb if keep_gb >= 0 else None, images=images, caches=caches,
-              dry_run=dry_run, as_json=json)
+def clean(c, older_than_days=-1.0, keep_gb=-1.0, images=True, caches=True, containers=True, namespace="",
+          dry_run=False, json=False):
+    """Remove orphans (containers of killed builds, stale staging folders, untagged images), then what was
+    not used for N days or beyond a size; say what was freed. Never follows a symlink out of artifacts/."""
+    cli.clean(older_than_days=older_than_days if older_than_days != -1.0 else None,
+              keep_gb=keep_gb if keep_gb != -1.0 else None, images=images, caches=caches, containers=containers,
+              namespace=namespace or None, dry_run=dry_run, as_json=json)
 
 
 @task(auto_shortflags=False, help={"bundle": "A failure bundle folder (artifacts/failures/...) or its .tar.gz",

@@ -64,15 +64,60 @@ def artifact_dir(recipe: str, key: str, root: Path | None = None) -> Path:
 
 
 def lookup(recipe: str, key: str, root: Path | None = None) -> Path | None:
+    """The published artifact of (recipe, key), or None; finding it counts as a use (invoke clean)."""
     d = artifact_dir(recipe, key, root)
-    return d if (d / "manifest.json").is_file() else None
+    if not (d / "manifest.json").is_file():
+        return None
+    record_use({"artifact": [f"{recipe}/{key}"]}, root)
+    return d
 
 
 def latest(recipe: str, root: Path | None = None) -> Path | None:
-    """The most recently published artifact of a recipe."""
+    """The most recently published artifact of a recipe (a use, as for lookup)."""
     base = (root or ARTIFACTS_DIR) / recipe
     found = [p for p in base.glob("*/manifest.json")] if base.is_dir() else []
-    return max(found, key=lambda p: p.stat().st_mtime).parent if found else None
+    if not found:
+        return None
+    newest = max(found, key=lambda p: p.stat().st_mtime).parent
+    record_use({"artifact": [f"{recipe}/{newest.name}"]}, root)
+    return newest
+
+
+# Last use, for `invoke clean`: one empty stamp file per object under <root>/.last-use/<kind>/, its
+# mtime the last time buildctl used the object (artifacts found or published, images and volumes a
+# build or a verification ran with). Touching a file is atomic and needs no lock, so concurrent builds
+# never lose each other's stamps; neither the engine (no last-use time for images or volumes, and
+# labels cannot change) nor creation times (a cache used daily is old) can say this.
+LAST_USE_DIR = ".last-use"
+
+
+def _stamp(root: Path | None, kind: str, name: str) -> Path:
+    from urllib.parse import quote
+
+    return (root or ARTIFACTS_DIR) / LAST_USE_DIR / kind / quote(name, safe="").replace(".", "%2E")
+
+
+def record_use(objects: dict[str, list[str]], root: Path | None = None) -> None:
+    """Stamp {kind: [names]} as used now. Never fails a build: a read-only store just keeps no stamps."""
+    for kind, names in objects.items():
+        for name in names:
+            path = _stamp(root, kind, name)
+            try:
+                if path.parent.parent.is_symlink() or path.parent.is_symlink():
+                    return  # the stamps stay inside the root
+                path.parent.mkdir(parents=True, exist_ok=True)
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
+                os.utime(path, follow_symlinks=False)
+            except OSError:
+                pass
+
+
+def last_use(kind: str, name: str, root: Path | None = None) -> float | None:
+    """When `name` was last used (POSIX time), None when buildctl has no record of it."""
+    try:
+        return os.lstat(_stamp(root, kind, name)).st_mtime
+    except (OSError, ValueError):
+        return None
 
 
 @contextlib.contextmanager
@@ -107,6 +152,7 @@ def publish(tmp: Path, recipe: str, key: str, root: Path | None = None) -> Path:
     if final.exists():
         shutil.rmtree(final)
     os.rename(tmp, final)
+    record_use({"artifact": [f"{recipe}/{key}"]}, root)
     return final
 
 

@@ -23,6 +23,7 @@ from rich.table import Table
 from . import recipe as recipe_mod
 from . import render as render_mod
 from .errors import BuildctlError, InputError
+from .ui import strip_controls
 
 console = Console(stderr=True, highlight=False)
 out = Console(highlight=False, soft_wrap=True)
@@ -38,7 +39,8 @@ def command(fn):
         except Exit:
             raise
         except BuildctlError as e:
-            console.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, soft_wrap=True)
+            # The message may quote a build log, a probe or a wheel: text, never markup or terminal controls.
+            console.print(f"[bold red]error:[/] {escape(strip_controls(str(e)))}", markup=True, soft_wrap=True)
             raise Exit(code=e.exit_code) from None
         except KeyboardInterrupt:
             console.print("[yellow]interrupted[/]")
@@ -46,7 +48,7 @@ def command(fn):
         except Exception as e:  # a bug: say so in one line unless asked for the traceback
             if os.environ.get("BUILDCTL_DEBUG"):
                 traceback.print_exc()
-            console.print(f"[bold red]internal error:[/] {e.__class__.__name__}: {escape(str(e))} "
+            console.print(f"[bold red]internal error:[/] {e.__class__.__name__}: {escape(strip_controls(str(e)))} "
                           "(rerun with BUILDCTL_DEBUG=1 for the traceback)", soft_wrap=True)
             raise Exit(code=1) from None
 
@@ -311,11 +313,12 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
     elif result is not None:
         view.summary(_summary_rows(result))
     if result is not None and result.verify_error is not None and not as_json:
-        console.print(f"the wheel is built and published at {result.artifact}, but it is not what the recipe asks for")
+        console.print(f"the wheel is built and published at {escape(str(result.artifact))}, but it is not what the "
+                      "recipe asks for")
         if verify_diagnosis is not None:
             from .diagnose import render_diagnosis
 
-            console.print(render_diagnosis(verify_diagnosis), markup=False, highlight=False)
+            console.print(strip_controls(render_diagnosis(verify_diagnosis)), markup=False, highlight=False)
     if error is not None:
         raise error
 
@@ -350,27 +353,41 @@ def base_image(distro: str, *, mirror: str | None, tag: str | None, force: bool,
     client = engine.connect()
     maker = baseimage.make_base_image if force else baseimage.ensure_base_image
     image_id = maker(client, distro, mirror=mirror or None, tag=tag or None, no_check_gpg=no_check_gpg,
-                     on_line=lambda line: console.print(line, markup=False, highlight=False))
+                     on_line=lambda line: console.print(strip_controls(line), markup=False, highlight=False))
     out.print(f"{tag or baseimage.default_tag(distro)} {image_id}")
 
 
 @command
-def clean(*, older_than_days: float | None, keep_gb: float | None, images: bool, caches: bool, dry_run: bool,
-          as_json: bool) -> None:
+def clean(*, older_than_days: float | None, keep_gb: float | None, images: bool, caches: bool, containers: bool,
+          dry_run: bool, as_json: bool, namespace: str | None = None) -> None:
+    from rich.text import Text
+
     from . import housekeeping
 
-    report = housekeeping.clean(older_than_days=older_than_days, keep_bytes=int(keep_gb * 1e9) if keep_gb is not None else None,
-                                images=images, caches=caches, dry_run=dry_run)
+    if (older_than_days is not None and older_than_days < 0) or (keep_gb is not None and keep_gb < 0):
+        raise InputError("--older-than-days and --keep-gb take a number >= 0")
+    report = housekeeping.clean(older_than_days=older_than_days,
+                                keep_bytes=int(keep_gb * 1e9) if keep_gb is not None else None, images=images,
+                                caches=caches, containers=containers, dry_run=dry_run,
+                                namespace=env_value(namespace, "BUILDCTL_NAMESPACE"))
     if as_json:
         return print_json(report)
-    table = Table(title="Freed" if not dry_run else "Would free", title_justify="left")
-    table.add_column("kind")
-    table.add_column("item")
-    table.add_column("bytes", justify="right")
-    for item in report["removed"]:
-        table.add_row(item["kind"], item["name"], f"{item['bytes'] / 1e6:.1f} MB")
-    out.print(table)
-    out.print(f"total: {report['freed_bytes'] / 1e6:.1f} MB")
+    table = Table(title="Would free" if dry_run else "Freed", title_justify="left")
+    for col in ("kind", "item", "why"):
+        table.add_column(col, overflow="fold")
+    table.add_column("MB", justify="right")
+    for item in report["removed"]:  # names come from the disk and the engine: text, not markup
+        table.add_row(item["kind"], Text(strip_controls(item["name"])), item["reason"], f"{item['bytes'] / 1e6:.1f}")
+    if report["removed"]:
+        out.print(table)
+    for kind, f in sorted(report["freed"].items()):
+        out.print(f"{kind}: {f['count']} {'would be ' if dry_run else ''}removed, {f['bytes'] / 1e6:.1f} MB")
+    out.print(f"total: {report['freed_bytes'] / 1e6:.1f} MB {'would be ' if dry_run else ''}freed")
+    for item in report["failed"]:
+        console.print(Text(strip_controls(f"not removed: {item['kind']} {item['name']}: {item['error']}"),
+                           style="yellow"))
+    for link in report["symlinks_left_alone"]:
+        console.print(Text(strip_controls(f"left alone: {link} is a symlink (clean never follows one)"), style="dim"))
 
 
 @command
@@ -379,12 +396,12 @@ def repro(bundle: str, *, shell: bool, as_json: bool) -> None:
 
     if not bundle:
         raise InputError("BUNDLE is required; fix: invoke repro artifacts/failures/<recipe>-<time>")
-    sink = None if as_json else (lambda line: out.print(line, markup=False, highlight=False))
+    sink = None if as_json else (lambda line: out.print(strip_controls(line), markup=False, highlight=False))
     # A bundle is untrusted: it is validated on opening, and what it will run is shown before it runs.
     with repro_mod.open_bundle(Path(bundle)) as b:
         client = repro_mod.preflight(b, shell=shell)
         for line in repro_mod.summary(b, shell=shell):
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
+            console.print(strip_controls(line), markup=False, highlight=False, soft_wrap=True)
         if shell:
             code = repro_mod.shell(b, client)
             if code:
@@ -394,16 +411,18 @@ def repro(bundle: str, *, shell: bool, as_json: bool) -> None:
     if as_json:
         print_json(outcome)
     else:
-        expected = escape((outcome.get("expected") or {}).get("title") or "unknown")
-        got = escape((outcome.get("diagnosis") or {}).get("title") or "unknown")
+        # Titles and the step come from the bundle and the replayed log: shown as text.
+        expected, got, step = (escape(strip_controls(str(x))) if x else x for x in (
+            (outcome.get("expected") or {}).get("title"), (outcome.get("diagnosis") or {}).get("title"),
+            outcome["step"]))
         if outcome["reproduced"]:
-            out.print(f"[bold red]reproduced[/]: step {outcome['step']} fails again (exit {outcome['exit_code']})"
-                      + (f"; diagnosis: {got}" if outcome.get("diagnosis") else ""))
+            out.print(f"[bold red]reproduced[/]: step {step} fails again (exit {outcome['exit_code']})"
+                      + (f"; diagnosis: {got}" if got else ""))
         elif outcome["exit_code"]:
-            out.print(f"[yellow]failed differently[/]: step {outcome['step']} exit {outcome['exit_code']}; "
-                      f"diagnosis {got} (bundle said: {expected})")
+            out.print(f"[yellow]failed differently[/]: step {step} exit {outcome['exit_code']}; "
+                      f"diagnosis {got or 'unknown'} (bundle said: {expected or 'unknown'})")
         else:
-            out.print(f"[green]not reproduced[/]: step {outcome['step']} passes now (bundle said: {expected})")
+            out.print(f"[green]not reproduced[/]: step {step} passes now (bundle said: {expected or 'unknown'})")
     # The exit code mirrors the replayed step, so a CI job can assert the failure still happens.
     if outcome["exit_code"]:
         raise Exit(code=1)
@@ -416,6 +435,19 @@ def _latest_artifact(spec) -> Path:
     if found is None:
         raise InputError(f"no artifact of {spec.name} yet; fix: invoke build --recipe {spec.name}")
     return found
+
+
+def _artifact_wheel(artifact: Path) -> Path:
+    """The wheel an artifact's manifest names: a plain file name inside the artifact folder."""
+    from .verify import schema
+
+    fix = "fix: rebuild it (invoke build), or give the wheel with --wheel"
+    manifest = schema.read_json(artifact / "manifest.json", f"{artifact}/manifest.json", fix)
+    wheels = manifest.get("wheels") if isinstance(manifest, dict) else None
+    name = wheels[0].get("file") if isinstance(wheels, list) and wheels and isinstance(wheels[0], dict) else None
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise InputError(f"{artifact}/manifest.json names no wheel file (wheels[0].file); {fix}")
+    return artifact / name
 
 
 @command
@@ -433,9 +465,7 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
     if wheel or host:
         wheel_path = Path(wheel) if wheel else None
         if wheel_path is None:
-            found = _latest_artifact(spec)
-            manifest = json.loads((found / "manifest.json").read_text())
-            wheel_path = found / manifest["wheels"][0]["file"]
+            wheel_path = _artifact_wheel(_latest_artifact(spec))
         network = spec.site.network if spec else site_options(**site_kw).get("network")
         runner.verify_wheel(wheel_path, spec=spec, host=host, network_mode=None if network in (None, "default")
                             else network, **kwargs)
@@ -444,8 +474,8 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
 
     # The runtime image needs the site's CA certificates as the build did (pip behind TLS inspection).
     context = render.write(render.render(spec, ca_texts=read_ca_certs(spec.site.ca_certs)), Path("build") / spec.name)
-    pipeline.verify_artifact(spec, _latest_artifact(spec), context_dir=context, on_line=lambda line: console.print(f"  {line}", style="dim",
-                                                                             markup=False, highlight=False),
+    pipeline.verify_artifact(spec, _latest_artifact(spec), context_dir=context, on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
+                                                                 markup=False, highlight=False),
                              **kwargs)
 
 

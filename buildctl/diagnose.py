@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from buildctl import compat
+from buildctl.ui import strip_controls
 
 MAX_EVIDENCE = 5
 _MAX_LINE = 300  # evidence and first_error lines are cut here: compile commands run to kilobytes
@@ -410,7 +411,8 @@ def _line_at(log: str, pos: int) -> tuple[int, str]:
 
 
 def _clip(line: str) -> str:
-    line = line.strip()
+    """A log line as a person will read it: no terminal control sequences, cut at _MAX_LINE."""
+    line = strip_controls(line).strip()
     return line if len(line) <= _MAX_LINE else line[: _MAX_LINE - 1] + "…"
 
 

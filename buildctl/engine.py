@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 
 LABEL = "buildctl"
 LABEL_VALUE = "1"
+# On containers: the process that made one (host:pid:start time) and whether it is kept on purpose, so
+# that `invoke clean` can tell an orphan (its process is gone) from a running build.
+OWNER_LABEL = "buildctl.owner"
+KEEP_LABEL = "buildctl.keep"
 LineSink = Callable[[str], None]
 
 # Docker's predefined build args: usable without ARG and left out of `docker history`.
@@ -438,6 +442,20 @@ def _one_line(text: str, limit: int = 400) -> str:
 
 def _labels(extra: Mapping[str, str] | None) -> dict[str, str]:
     return {LABEL: LABEL_VALUE, **{str(k): str(v) for k, v in (extra or {}).items()}}
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of process `pid` in clock ticks since boot (/proc/PID/stat field 22); None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def process_owner() -> str:
+    """host:pid:start of this process: a pid reused by another process does not match."""
+    return f"{socket.gethostname()}:{os.getpid()}:{process_start(os.getpid()) or 0}"
 
 
 def _network(mode: str | None) -> str | None:
@@ -1010,7 +1028,7 @@ def run_container(
                     environment=env,
                     working_dir=workdir,
                     user=user,
-                    labels=all_labels,
+                    labels={**all_labels, OWNER_LABEL: process_owner(), **({KEEP_LABEL: "1"} if keep else {})},
                     host_config=host_config,
                     name=name,
                     detach=True,

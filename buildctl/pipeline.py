@@ -381,6 +381,7 @@ def diagnose_verification(result: BuildResult):
 def _build(b: Build) -> Path:
     spec, opts = b.spec, b.opts
     b.build_images()
+    artifacts.record_use({"image": [b.image_id], "volume": list(b._volumes())}, opts.artifacts_root)  # invoke clean
     with artifacts.staging(spec.name, b.key, opts.artifacts_root) as staging:
         out_dir = Path(tempfile.mkdtemp(prefix="buildctl-out-"))
         try:

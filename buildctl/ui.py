@@ -23,6 +23,24 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+# Terminal control sequences: CSI (ESC [ ... final byte, or the 8-bit CSI), OSC/DCS/SOS/PM/APC strings
+# (ESC ] P X ^ _ ..., ended by BEL or ST, or unterminated: to the end of the line), any other ESC x,
+# then every remaining C0/C1 control except tab and newline, DEL, and the Unicode bidi overrides
+# that make a line display other than it reads.
+_CONTROL = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\n]*?(?:\x07|\x1b\\|\x9c|(?=\n)|\Z)"
+    r"|\x1b[ -/]*[0-~]?"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def strip_controls(text: str) -> str:
+    """`text` as it may reach a terminal: escape sequences and control characters removed (tabs and
+    newlines kept). For what a person sees; stored logs keep their bytes as they came."""
+    return _CONTROL.sub("", text)
+
+
 STAGES = ("fetch", "image", "source", "configure", "compile", "wheel", "publish", "verify")
 NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
 # The build script announces its steps (templates/build.sh.j2 `step`).
@@ -85,7 +103,7 @@ class QuietView(View):
     def _changed(self) -> None:
         name = self.current
         if name and self.status.get(name) == "running":
-            self.err.print(f"[{name}] ...")
+            self.err.print(f"[{name}] ...", markup=False)
 
 
 class PlainView(View):
@@ -104,7 +122,7 @@ class PlainView(View):
         self._last_status = dict(self.status)
 
     def _line(self, text: str) -> None:
-        self.console.print(Text(text))
+        self.console.print(Text(strip_controls(text)))
 
     def summary(self, rows: list[tuple[str, str]]) -> None:
         self.console.print(_summary_table(rows, self))
@@ -146,7 +164,7 @@ class LiveView(View):
         self.live.update(self._render())
 
     def _line(self, text: str) -> None:
-        self.tail.append(text[:200])
+        self.tail.append(strip_controls(text)[:200])
         m = NINJA.match(text)
         if m:
             n, total = int(m.group(1)), int(m.group(2))
@@ -170,8 +188,8 @@ def _summary_table(rows: list[tuple[str, str]], view: View) -> Table:
         if name in view.status:
             took = view.durations.get(name)
             table.add_row(f"stage {name}", f"{view.status[name]}" + (f" in {took:.1f}s" if took is not None else ""))
-    for k, v in rows:
-        table.add_row(k, v)
+    for k, v in rows:  # values come from the manifest, partly from the build container's output
+        table.add_row(Text(strip_controls(k)), Text(strip_controls(v)))
     return table
 
 

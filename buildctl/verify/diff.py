@@ -12,6 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from buildctl.errors import InputError
+from buildctl.ui import strip_controls
+from buildctl.verify import schema
 from buildctl.verify.report import JSON_NAME, Report, fmt_size, headline
 
 MANIFEST_NAME = "manifest.json"
@@ -21,10 +23,15 @@ LATENCY_FIELDS = ("backend", "device", "world_size", "latency_size", "latency_us
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not JSON ({e}); fix: give an artifact directory or a report.json") from None
+    return schema.read_json(path, str(path), "fix: give an artifact directory or a report.json")
+
+
+def _manifest(path: Path) -> dict:
+    d = _read_json(path)
+    if not isinstance(d, dict):
+        raise InputError(f"{path}: not a manifest (top level is not an object); "
+                         "fix: give an artifact directory or a report.json")
+    return d
 
 
 def load_side(path: Path) -> dict:
@@ -33,19 +40,19 @@ def load_side(path: Path) -> dict:
     manifest = report = None
     if path.is_dir():
         if (path / MANIFEST_NAME).is_file():
-            manifest = _read_json(path / MANIFEST_NAME)
+            manifest = _manifest(path / MANIFEST_NAME)
         if (path / JSON_NAME).is_file():
-            report = Report.from_dict(_read_json(path / JSON_NAME))
+            report = Report.from_dict(_read_json(path / JSON_NAME), str(path / JSON_NAME))
         if manifest is None and report is None:
             raise InputError(f"{path}: neither {MANIFEST_NAME} nor {JSON_NAME} in it; "
                              "fix: give an artifact directory or a report.json")
     elif path.is_file():
         d = _read_json(path)
         if isinstance(d, dict) and "schema_version" in d and "probe" in d:
-            report = Report.from_dict(d)
+            report = Report.from_dict(d, str(path))
             mf = path.parent / MANIFEST_NAME
             if mf.is_file():  # a report beside its artifact's manifest
-                manifest = _read_json(mf)
+                manifest = _manifest(mf)
         elif isinstance(d, dict):
             manifest = d
         else:
@@ -55,14 +62,14 @@ def load_side(path: Path) -> dict:
     return {"label": str(path), "manifest": manifest, "report": report}
 
 
-def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested dicts as dotted keys; lists kept as values."""
+def flatten(d: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:
+    """Nested dicts as dotted keys; lists kept as values; below 32 levels a dict is kept as a value."""
     out: dict[str, Any] = {}
     if isinstance(d, dict):
         for k, v in d.items():
             key = f"{prefix}.{k}" if prefix else str(k)
-            if isinstance(v, dict) and v:
-                out.update(flatten(v, key))
+            if isinstance(v, dict) and v and depth < 32:
+                out.update(flatten(v, key, depth + 1))
             else:
                 out[key] = v
     elif prefix:
@@ -123,13 +130,27 @@ def diff_paths(a: Path, b: Path) -> dict:
 
 
 def _short(v: Any, width: int = 80) -> str:
-    s = "-" if v is None else json.dumps(v) if isinstance(v, (list, dict, bool)) else str(v)
+    if v is None:
+        s = "-"
+    elif isinstance(v, (list, dict, bool)):
+        try:
+            s = json.dumps(v)[: width * 4]
+        except (RecursionError, ValueError):
+            s = "(too deep to show)"
+    else:
+        s = str(v)
+    s = strip_controls(s)
     return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _text(v: Any, style: str = "") -> Text:
+    """Paths, manifest fields and probe strings as text: never rich markup, no terminal controls."""
+    return Text(strip_controls(str(v)), style=style)
 
 
 def print_diff(result: dict, console: Console, *, show_all: bool = False) -> None:
     """Side-by-side tables; identical rows are counted, not listed, unless show_all."""
-    console.print(f"[bold]A[/] {result['a']}\n[bold]B[/] {result['b']}")
+    console.print(Text.assemble(("A", "bold"), " ", _text(result["a"]), "\n", ("B", "bold"), " ", _text(result["b"])))
 
     def table(title: str, rows: list[dict]) -> None:
         shown = rows if show_all else [r for r in rows if not r["same"]]
@@ -143,7 +164,7 @@ def print_diff(result: dict, console: Console, *, show_all: bool = False) -> Non
         t.add_column("B", overflow="fold")
         for r in shown:
             style = "" if r["same"] else "yellow"
-            t.add_row(r["field"], Text(_short(r["a"]), style=style), Text(_short(r["b"]), style=style))
+            t.add_row(_text(_short(r["field"], 120)), Text(_short(r["a"]), style=style), Text(_short(r["b"]), style=style))
         if shown:
             console.print(t)
         else:
@@ -158,10 +179,10 @@ def print_diff(result: dict, console: Console, *, show_all: bool = False) -> Non
     t.add_column("")
     t.add_column("A", overflow="fold")
     t.add_column("B", overflow="fold")
-    t.add_row("arch list", " ".join(arch["a"]) or "none", " ".join(arch["b"]) or "none")
-    t.add_row("only in", " ".join(arch["only_a"]) or "-", " ".join(arch["only_b"]) or "-")
-    t.add_row("binary (cuobjdump)", " ".join(arch["binary_a"] or []) or "not listed",
-              " ".join(arch["binary_b"] or []) or "not listed")
+    t.add_row("arch list", _text(" ".join(arch["a"]) or "none"), _text(" ".join(arch["b"]) or "none"))
+    t.add_row("only in", _text(" ".join(arch["only_a"]) or "-"), _text(" ".join(arch["only_b"]) or "-"))
+    t.add_row("binary (cuobjdump)", _text(" ".join(arch["binary_a"] or []) or "not listed"),
+              _text(" ".join(arch["binary_b"] or []) or "not listed"))
     console.print(t)
 
     lat = result["latency"]
@@ -176,7 +197,7 @@ def print_diff(result: dict, console: Console, *, show_all: bool = False) -> Non
             a = fmt_size(a)
         if r["field"].endswith("_size") and isinstance(b, int):
             b = fmt_size(b)
-        t.add_row(r["field"], _short(a), _short(b), str(r.get("ratio_b_over_a", "")))
+        t.add_row(r["field"], Text(_short(a)), Text(_short(b)), str(r.get("ratio_b_over_a", "")))
     console.print(t)
-    console.print(f"A: {lat['label_a']}\nB: {lat['label_b']}")
+    console.print(_text(f"A: {lat['label_a']}\nB: {lat['label_b']}"))
     console.print(f"{result['differences']} difference(s)")

@@ -848,6 +848,26 @@ def sweep_headline(rows: list[dict], graph: dict | None, world_size: int) -> dic
 
 # --------------------------------------------------------------------------- main
 
+# Below the host's caps (buildctl/verify/schema.py), which refuse a probe.json with longer strings.
+MAX_STR = 8 << 10
+MAX_TEXT = 128 << 10
+LONG_FIELDS = ("text", "traceback")
+
+
+def json_safe(value, key: str = ""):
+    """What the host accepts: strings cut to MAX_STR (MAX_TEXT for config text and tracebacks, ending in
+    '…' when cut), and NaN or infinite numbers (a broken build's matmul) as null: JSON has neither."""
+    if isinstance(value, dict):
+        return {k: json_safe(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v, key) for v in value]
+    if isinstance(value, str):
+        limit = MAX_TEXT if key in LONG_FIELDS else MAX_STR
+        return value if len(value) <= limit else value[: limit - 1] + "…"
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    return value
+
 
 def probe(args) -> dict:
     errors: list[str] = []
@@ -979,6 +999,7 @@ def main(argv: list[str] | None = None) -> int:
         report = {"probe_version": PROBE_VERSION, "module": args.module,
                   "fatal": f"{e.__class__.__name__}: {e}", "traceback": traceback.format_exc(limit=12)}
     report["seconds"] = round(time.perf_counter() - t0, 2)
+    report = json_safe(json.loads(json.dumps(report, default=str)))  # odd objects as strings, then cut
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(report, f, indent=1, default=str)

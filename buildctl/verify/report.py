@@ -15,6 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from buildctl.errors import InputError
+from buildctl.ui import strip_controls
+from buildctl.verify import schema
 from buildctl.verify.expectations import Check, failed
 
 SCHEMA_VERSION = 1
@@ -69,13 +71,15 @@ class Report:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> Report:
-        v = d.get("schema_version")
-        if not isinstance(v, int) or v > SCHEMA_VERSION or v < 1:
-            raise InputError(f"report schema_version {v!r} is not one this buildctl reads (1..{SCHEMA_VERSION}); "
-                             "fix: use a buildctl at least as new as the one that wrote it")
-        return cls(wheel=d["wheel"], mode=d["mode"], module=d["module"], environment=d["environment"],
-                   expectations=d["expectations"], checks=[Check.from_dict(c) for c in d["checks"]],
+    def from_dict(cls, d: dict, what: str = "report.json") -> Report:
+        """A report read back from JSON of unknown origin: shape and types checked (schema.py)."""
+        v = d.get("schema_version") if isinstance(d, dict) else None
+        if not isinstance(v, int) or isinstance(v, bool) or v > SCHEMA_VERSION or v < 1:
+            raise InputError(f"{what}: report schema_version {v!r} is not one this buildctl reads "
+                             f"(1..{SCHEMA_VERSION}); fix: use a buildctl at least as new as the one that wrote it")
+        d = schema.validate_report(d, what)
+        return cls(wheel=d["wheel"], mode=d["mode"], module=d["module"], environment=d.get("environment", {}),
+                   expectations=d.get("expectations", {}), checks=[Check.from_dict(c) for c in d.get("checks", [])],
                    probe=d["probe"], verdict=d["verdict"], spec=d.get("spec"), files=d.get("files") or {},
                    created=d["created"], schema_version=v)
 
@@ -99,15 +103,13 @@ def write_json(report: Report, path: Path) -> Path:
 
 
 def load_report(path: Path) -> Report:
-    try:
-        d = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such report; fix: give a report.json or an artifact directory") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not JSON ({e}); fix: give a report.json written by `invoke verify`") from None
+    if not Path(path).is_file():
+        raise InputError(f"{path}: no such report; fix: give a report.json or an artifact directory")
+    fix = "fix: give a report.json written by `invoke verify` or an artifact directory"
+    d = schema.read_json(Path(path), f"{path}", fix)
     if not isinstance(d, dict) or "schema_version" not in d:
         raise InputError(f"{path}: not a verification report (no schema_version); fix: give a report.json")
-    return Report.from_dict(d)
+    return Report.from_dict(d, str(path))
 
 
 # --------------------------------------------------------------------------- formatting helpers
@@ -155,20 +157,25 @@ def _facts_rows(report: Report) -> list[tuple[str, str]]:
     return rows
 
 
+def _text(value: Any, style: str = "") -> Text:
+    """Probe and wheel strings are shown as they are: never read as rich markup, no terminal controls."""
+    return Text(strip_controls(str(value)), style=style)
+
+
 def rocm_coverage_table(cov: dict) -> Table:
     """Code objects per gfx target and library (ROCm builds), from the binary's .hip_fatbin."""
-    t = Table(title=f"arch coverage ({cov.get('tool')})", title_justify="left")
+    t = Table(title=_text(f"arch coverage ({cov.get('tool')})"), title_justify="left")
     for col in ("library", "gfx target", "code objects", "bytes", "note"):
         t.add_column(col, overflow="fold")
     for lib in cov.get("libraries") or []:
         objects = sorted((lib.get("code_objects") or {}).items())
         for target, co in objects or [("-", {"count": 0, "bytes": 0})]:
-            t.add_row(lib["path"], target, str(co["count"]), str(co["bytes"]), lib.get("error") or "")
+            t.add_row(_text(lib["path"]), _text(target), str(co["count"]), str(co["bytes"]), _text(lib.get("error") or ""))
     return t
 
 
 def sweep_table(sw: dict) -> Table:
-    t = Table(title=f"all-reduce sweep: {sw.get('label')}", title_justify="left")
+    t = Table(title=_text(f"all-reduce sweep: {sw.get('label')}"), title_justify="left")
     for col in ("size (B)", "count", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"):
         t.add_column(col, justify="right")
     for r in sw.get("rows") or []:
@@ -196,24 +203,27 @@ def headline_text(report: Report) -> str:
 
 
 def render(report: Report, console: Console) -> None:
-    """Everything a person reads: config in full, facts, expectations, arch coverage, GPUs, sweep."""
+    """Everything a person reads: config in full, facts, expectations, arch coverage, GPUs, sweep.
+
+    Every string that came from the probe, the wheel or the environment is a Text (never markup)."""
     p = report.probe
-    status = "[green]PASSED[/]" if report.ok else "[bold red]FAILED[/]"
+    status = Text("PASSED", style="green") if report.ok else Text("FAILED", style="bold red")
     env = report.environment.get("image") or report.environment.get("python") or ""
-    console.print(Panel(f"{report.wheel.get('name')}\n{report.mode}: {env}\n{report.verdict}\n{status}",
-                        title="buildctl verify", title_align="left"))
+    console.print(Panel(Text.assemble(_text(f"{report.wheel.get('name')}\n{report.mode}: {env}\n{report.verdict}\n"),
+                                      status), title="buildctl verify", title_align="left"))
     if p.get("fatal"):
-        console.print(f"[bold red]probe crashed:[/] {p['fatal']}")
-        console.print(p.get("traceback", ""), markup=False, highlight=False)
+        console.print(Text.assemble(("probe crashed: ", "bold red"), _text(p["fatal"])))
+        console.print(_text(p.get("traceback", "")))
     config = (p.get("config") or {}).get("text")
     if config:
-        console.print(Panel(Text(config.rstrip()), title=f"{report.module}.__config__.show()", title_align="left"))
+        console.print(Panel(_text(config.rstrip()), title=_text(f"{report.module}.__config__.show()"),
+                            title_align="left"))
 
     facts = Table(title="build facts", title_justify="left", show_header=False)
     facts.add_column(style="bold")
     facts.add_column(overflow="fold")
     for k, v in _facts_rows(report):
-        facts.add_row(k, v)
+        facts.add_row(k, _text(v))
     console.print(facts)
 
     checks = Table(title="expectations", title_justify="left")
@@ -221,56 +231,56 @@ def render(report: Report, console: Console) -> None:
         checks.add_column(col, overflow="fold")
     for c in report.checks:
         mark, style = _mark(c.ok)
-        checks.add_row(c.name, str(c.expected), str(c.actual), Text(mark, style=style), c.detail)
+        checks.add_row(_text(c.name), _text(c.expected), _text(c.actual), Text(mark, style=style), _text(c.detail))
     console.print(checks)
 
     cov = p.get("arch_coverage") or {}
     if cov.get("state") == "ok" and "gfx" in cov:
         console.print(rocm_coverage_table(cov))
     elif cov.get("state") == "ok":
-        t = Table(title=f"arch coverage ({cov.get('tool')})", title_justify="left")
+        t = Table(title=_text(f"arch coverage ({cov.get('tool')})"), title_justify="left")
         for col in ("library", "SASS (cubin: count)", "PTX"):
             t.add_column(col, overflow="fold")
         for lib in cov.get("libraries") or []:
-            t.add_row(lib["path"], " ".join(f"{k}:{v}" for k, v in lib["sass"].items()),
-                      " ".join(lib["ptx"]) or "-")
+            t.add_row(_text(lib["path"]), _text(" ".join(f"{k}:{v}" for k, v in (lib.get("sass") or {}).items())),
+                      _text(" ".join(lib.get("ptx") or {}) or "-"))
         console.print(t)
     elif cov:
-        console.print(f"arch coverage: {cov.get('state')} ({cov.get('reason')})")
+        console.print(_text(f"arch coverage: {cov.get('state')} ({cov.get('reason')})"))
 
     inv = p.get("gpus") or {}
     amd = p.get("amd_gpus")
     if amd is not None:  # a ROCm build: the NVIDIA inventory does not apply
-        console.print(f"AMD GPUs: {amd.get('devices')}" if amd.get("state") == "ok"
-                      else f"AMD GPUs: {amd.get('state')} ({amd.get('reason')})")
+        console.print(_text(f"AMD GPUs: {amd.get('devices')}" if amd.get("state") == "ok"
+                            else f"AMD GPUs: {amd.get('state')} ({amd.get('reason')})"))
     elif inv.get("devices"):
-        t = Table(title=f"GPUs (driver {inv.get('driver_version')}, CUDA <= {inv.get('cuda_driver_version')})",
+        t = Table(title=_text(f"GPUs (driver {inv.get('driver_version')}, CUDA <= {inv.get('cuda_driver_version')})"),
                   title_justify="left")
         for col in ("#", "name", "compute capability", "memory (GiB)"):
             t.add_column(col)
         for d in inv["devices"]:
             mem = d.get("memory_total")
-            t.add_row(str(d["index"]), str(d["name"]), str(d.get("compute_capability")),
+            t.add_row(str(d["index"]), _text(d["name"]), _text(d.get("compute_capability")),
                       f"{mem / (1 << 30):.1f}" if mem else "-")
         console.print(t)
     else:
-        console.print(f"GPUs: {inv.get('state')} ({inv.get('reason') or 'none visible'})")
+        console.print(_text(f"GPUs: {inv.get('state')} ({inv.get('reason') or 'none visible'})"))
 
     sw = report.sweep
     if sw.get("rows"):
         console.print(sweep_table(sw))
         if sw.get("capped"):
-            console.print(f"[yellow]note:[/] {sw['capped']['reason']}")
+            console.print(Text.assemble(("note: ", "yellow"), _text(sw["capped"]["reason"])))
         g = sw.get("graph") or {}
         if g.get("state") == "error":
-            console.print(f"[yellow]CUDA-graph latency failed:[/] {g.get('reason')}")
+            console.print(Text.assemble(("CUDA-graph latency failed: ", "yellow"), _text(g.get("reason"))))
     matrix = compile_matrix_table(report)
     if matrix is not None:
         console.print(matrix)
-    console.print(Text(headline_text(report), style="bold"))
+    console.print(_text(headline_text(report), style="bold"))
     files = ", ".join(f"{k} {v}" for k, v in report.files.items() if v)
     if files:
-        console.print(Text(f"written: {files}"))
+        console.print(_text(f"written: {files}"))
 
 
 # --------------------------------------------------------------------------- markdown
@@ -322,14 +332,14 @@ def compile_matrix_table(report: Report) -> Table | None:
     if not cells:
         return None
     device = report.probe["checks"]["compile"].get("device")
-    t = Table(title=f"torch.compile on {device}", title_justify="left")
+    t = Table(title=_text(f"torch.compile on {device}"), title_justify="left")
     for col, justify in (("backend", "left"), ("mode", "left"), ("result", "left"), ("compile s", "right"),
                          ("step ms", "right"), ("error", "left")):
         t.add_column(col, justify=justify, overflow="fold")
     for c in cells:
         style = "green" if c["state"] == "pass" else "red"
-        t.add_row(Text(str(c["backend"])), Text(str(c["mode"])), Text(str(c["state"]), style=style),
-                  _num(c.get("compile_s")), _num(c.get("run_ms")), Text(str(c.get("error") or "")))
+        t.add_row(_text(c["backend"]), _text(c["mode"]), _text(c["state"], style=style),
+                  _num(c.get("compile_s")), _num(c.get("run_ms")), _text(c.get("error") or ""))
     return t
 
 

@@ -17,6 +17,7 @@ import platform
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -26,12 +27,19 @@ import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from packaging.metadata import parse_email
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from rich.console import Console
+from rich.markup import escape
 
+from buildctl import artifacts
 from buildctl.artifacts import sha256_of
 from buildctl.errors import InputError, VerificationFailed
 from buildctl.spec import Spec
+from buildctl.ui import strip_controls
 from buildctl.verify import report as rep
+from buildctl.verify import schema
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
 
 PROBE = Path(__file__).resolve().parent / "probe.py"
@@ -53,32 +61,102 @@ LineSink = Callable[[str], None]
 
 
 def wheel_tags(wheel: Path) -> dict:
-    """name, version, python ('3.11'), abi, platform from a wheel file name (PEP 427)."""
-    parts = wheel.name[: -len(".whl")].split("-")
-    if not wheel.name.endswith(".whl") or len(parts) not in (5, 6):
-        raise InputError(f"{wheel.name} is not a wheel file name (name-version-python-abi-platform.whl); "
-                         "fix: give the .whl that the build produced")
-    name, version, py, abi, plat = parts[0], parts[1], parts[-3], parts[-2], parts[-1]
-    m = re.fullmatch(r"cp(\d)(\d+)", py.split(".")[0])
-    return {"name": name.lower().replace("_", "-"), "version": version, "python_tag": py, "abi": abi,
-            "platform": plat, "python": f"{m.group(1)}.{m.group(2)}" if m else None}
+    """name, version, python ('3.11'), abi, platform from a wheel file name (PEP 427, read by `packaging`)."""
+    try:
+        name, version, _build, tags = parse_wheel_filename(wheel.name)
+    except InvalidWheelFilename:
+        raise InputError(f"{ascii(wheel.name)[1:-1][:200]} is not a wheel file name (name-version-python-abi-platform.whl); "
+                         "fix: give the .whl that the build produced") from None
+    pythons = sorted({t.interpreter for t in tags})
+    cpython = sorted({f"{m.group(1)}.{m.group(2)}" for t in tags if (m := re.fullmatch(r"cp(\d)(\d+)", t.interpreter))})
+    return {"name": str(name), "version": str(version), "python_tag": ".".join(pythons),
+            "abi": ".".join(sorted({t.abi for t in tags})), "platform": ".".join(sorted({t.platform for t in tags})),
+            "python": cpython[0] if len(cpython) == 1 else None}
+
+
+# A wheel is a zip the host opens, and pip unpacks, before anything else: bounded before it is parsed.
+# torch 2.14 wheels: ~13k members, a 38 KB METADATA, 1.1 GB unpacked from 528 MB (2.1x); 3.6x for CPU.
+MAX_WHEEL_MEMBERS = 200_000
+MAX_CENTRAL_DIRECTORY = 16 << 20
+MAX_METADATA_BYTES = 1 << 20
+MAX_WHEEL_UNCOMPRESSED = 64 << 30
+MAX_EXPANSION = 50  # unpacked / on disk, checked beyond 1 GiB unpacked: a 1 MB zip of zeros unpacks to 1 GB
+_EOCD = struct.Struct("<4s4H2LH")  # end of central directory record
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
+
+
+def _central_directory_size(f, file_size: int) -> tuple[int, int]:
+    """(members, bytes) of a zip's central directory, from its end records, before zipfile reads it."""
+    tail = min(file_size, _EOCD.size + 0xFFFF)
+    f.seek(file_size - tail)
+    data = f.read(tail)
+    at = data.rfind(b"PK\x05\x06")
+    if at < 0 or len(data) - at < _EOCD.size:
+        raise zipfile.BadZipFile("no end of central directory record")
+    _, _, _, _, members, cd_bytes, _, _ = _EOCD.unpack_from(data, at)
+    if (members == 0xFFFF or cd_bytes == 0xFFFFFFFF) and at >= _ZIP64_LOCATOR.size:
+        sig, _, zip64_at, _ = _ZIP64_LOCATOR.unpack_from(data, at - _ZIP64_LOCATOR.size)
+        if sig == b"PK\x06\x07" and zip64_at + _ZIP64_EOCD.size <= file_size:
+            f.seek(zip64_at)
+            rec = f.read(_ZIP64_EOCD.size)
+            if rec[:4] == b"PK\x06\x06":
+                fields = _ZIP64_EOCD.unpack(rec)
+                members, cd_bytes = fields[7], fields[8]
+    return members, cd_bytes
+
+
+def _read_metadata(wheel: Path) -> str:
+    """The text of the wheel's .dist-info/METADATA, read within the caps above."""
+    refuse = f"{wheel.name}: {{}}; fix: give the .whl that the build produced (this one is not a sane wheel)"
+    with open(wheel, "rb") as f:
+        on_disk = os.fstat(f.fileno()).st_size
+        members, cd_bytes = _central_directory_size(f, on_disk)
+        if members > MAX_WHEEL_MEMBERS or cd_bytes > MAX_CENTRAL_DIRECTORY:
+            raise InputError(refuse.format(f"{members} members in a {cd_bytes >> 20} MiB directory "
+                                           f"(caps {MAX_WHEEL_MEMBERS}, {MAX_CENTRAL_DIRECTORY >> 20} MiB)"))
+        f.seek(0)
+        with zipfile.ZipFile(f) as z:
+            infos = z.infolist()
+            if len(infos) > MAX_WHEEL_MEMBERS:
+                raise InputError(refuse.format(f"{len(infos)} members (cap {MAX_WHEEL_MEMBERS})"))
+            total = sum(i.file_size for i in infos)
+            if total > MAX_WHEEL_UNCOMPRESSED or (total > 1 << 30 and total > MAX_EXPANSION * on_disk):
+                raise InputError(refuse.format(f"it unpacks to {total / 2**20:.0f} MiB from {on_disk / 2**20:.1f} MiB (caps "
+                                               f"{MAX_WHEEL_UNCOMPRESSED >> 30} GiB, {MAX_EXPANSION}x): a zip bomb?"))
+            metas = [i for i in infos if re.fullmatch(r"[^/]+\.dist-info/METADATA", i.filename)]
+            if len(metas) != 1:
+                raise InputError(refuse.format(f"{len(metas)} .dist-info/METADATA files, a wheel has exactly one"))
+            meta = metas[0]
+            if meta.file_size > MAX_METADATA_BYTES:
+                raise InputError(refuse.format(f"its METADATA unpacks to {meta.file_size} bytes "
+                                               f"(cap {MAX_METADATA_BYTES}): a zip bomb?"))
+            with z.open(meta) as member:
+                data = member.read(MAX_METADATA_BYTES + 1)  # the declared size may lie: read no further
+            if len(data) > MAX_METADATA_BYTES:
+                raise InputError(refuse.format(f"its METADATA unpacks beyond {MAX_METADATA_BYTES} bytes: a zip bomb?"))
+    return data.decode("utf-8", "replace")
 
 
 def wheel_requires(wheel: Path) -> list[str]:
-    """Requires-Dist lines of the wheel's METADATA (for the wheelhouse key)."""
+    """Requires-Dist of the wheel's METADATA (for the wheelhouse key), read with bounded memory."""
     try:
-        with zipfile.ZipFile(wheel) as z:
-            meta = next((n for n in z.namelist() if n.endswith(".dist-info/METADATA")), None)
-            text = z.read(meta).decode("utf-8", "replace") if meta else ""
-    except (OSError, zipfile.BadZipFile) as e:
-        raise InputError(f"{wheel}: not a readable wheel ({e}); fix: rebuild or re-download it") from None
-    return [ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("Requires-Dist:")]
+        text = _read_metadata(wheel)
+    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as e:
+        raise InputError(f"{wheel.name}: not a readable wheel ({str(e)[:200]}); fix: rebuild or re-download it") from None
+    raw, _ = parse_email(text)
+    requires = list(raw.get("requires_dist") or [])
+    for r in requires:
+        try:
+            Requirement(r)
+        except InvalidRequirement:
+            raise InputError(f"{wheel.name}: METADATA has an invalid Requires-Dist {ascii(r[:100])}; "
+                             "fix: give the .whl that the build produced") from None
+    return requires
 
 
 def requires_for_python(requires: Sequence[str], python: str) -> list[str]:
     """The requirements (no extras) whose markers hold on CPython `python` on Linux."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     env = {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
            "platform_system": "Linux", "implementation_name": "cpython", "extra": ""}
     out = []
@@ -93,10 +171,13 @@ def requires_for_python(requires: Sequence[str], python: str) -> list[str]:
     return out
 
 
-def is_cuda_wheel(wheel: Path, spec: Spec | None) -> bool:
+def is_cuda_wheel(wheel: Path, spec: Spec | None, requires: Sequence[str] | None = None) -> bool:
     if spec is not None:
         return spec.accelerator == "cuda"
-    return bool(re.search(r"\+cu\d+", wheel.name)) or any(r.startswith("nvidia-") for r in wheel_requires(wheel))
+    if re.search(r"\+cu\d+", wheel.name):
+        return True
+    reqs = wheel_requires(wheel) if requires is None else requires
+    return any(canonicalize_name(Requirement(r).name).startswith("nvidia-") for r in reqs)
 
 
 def manylinux_platforms(glibc: tuple[int, int], machine: str) -> list[str]:
@@ -240,7 +321,8 @@ def run_on_host(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python: str,
         rc, log = _stream([py, str(PROBE), *args_for(str(out))], on_line, env, timeout)
         if not out.is_file():
             raise VerificationFailed(f"the probe wrote no report (exit {rc}): {_last_lines(log)}")
-        return json.loads(out.read_text()), {"python": py, "interpreter": interpreter}
+        probe = schema.load_probe(out, f"probe.json of {wheel.name} (written in a fresh venv)")
+        return probe, {"python": py, "interpreter": interpreter}
 
 
 def _last_lines(log: str, n: int = 3) -> str:
@@ -301,6 +383,7 @@ def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python:
     if image is None:
         base = spec.base.image if spec else DEFAULT_BASE_IMAGE
         image = ensure_verify_image(client, base, python, network_mode=network_mode, on_line=on_line)
+    artifacts.record_use({"image": [image]})  # for invoke clean: this image is in use
     venv = spec.python.venv if spec else DEFAULT_VENV
     script = container_script(venv, python, wheel.name, reqs, args_for("/verify/out/probe.json"))
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-out-") as out:
@@ -319,7 +402,8 @@ def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python:
             raise VerificationFailed(f"the verification container ran out of memory: {_last_lines(res.log)}")
         if not probe_json.is_file():
             raise VerificationFailed(f"verification in {image} failed (exit {res.exit_code}): {_last_lines(res.log)}")
-        return json.loads(probe_json.read_text()), {"image": image, "venv": venv, "exit_code": res.exit_code}
+        probe = schema.load_probe(probe_json, f"probe.json of {wheel.name} (written in a container of {image})")
+        return probe, {"image": image, "venv": venv, "exit_code": res.exit_code}
 
 
 # --------------------------------------------------------------------------- entry point
@@ -382,6 +466,7 @@ def verify_wheel(
         raise InputError(f"--sizes: {e}") from None
     if iters < 1 or warmup < 0:
         raise InputError("--iters must be >= 1 and warm-up >= 0")
+    requires = wheel_requires(wheel)  # a bounded read of an untrusted zip, before pip or anything else opens it
     console = console or Console(stderr=json_out)
     cache_dir = Path(cache_dir or os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
     out_dir = Path(out_dir) if out_dir else default_out_dir(wheel)
@@ -389,9 +474,9 @@ def verify_wheel(
         sweep = spec.verify.allreduce if spec is not None else True
 
     def on_line(line: str) -> None:
-        console.print(f"  {line}", style="dim", markup=False, highlight=False)
+        console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
 
-    cuda = is_cuda_wheel(wheel, spec)
+    cuda = is_cuda_wheel(wheel, spec, requires)
     reqs = [*(["numpy"] if module == "torch" else []), *extra_requirements]
     if host and spec is not None:  # the runtime pip packages of the recipe (in its image otherwise)
         from buildctl import render
@@ -403,7 +488,7 @@ def verify_wheel(
     else:
         glibc = DISTRO_GLIBC.get(spec.base.distro if spec else "bookworm", (2, 17))
     plats = manylinux_platforms(glibc, platform.machine())
-    console.print(f"[bold]verify[/] {wheel.name} ({'fresh venv on this host' if host else 'fresh container'})")
+    console.print(f"[bold]verify[/] {escape(wheel.name)} ({'fresh venv on this host' if host else 'fresh container'})")
     wheelhouse, have_optional = prepare_wheelhouse(wheel, reqs, optional, python, plats, cache_dir, on_line)
     install = reqs + have_optional
 
@@ -437,7 +522,8 @@ def verify_wheel(
     if json_out:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
         sys.stdout.flush()
-        console.print(f"{'passed' if report.ok else 'FAILED'}: {summary_line(checks)}; {rep.headline_text(report)}")
+        console.print(f"{'passed' if report.ok else 'FAILED'}: {summary_line(checks)}; {rep.headline_text(report)}",
+                      markup=False, highlight=False)
     else:
         rep.render(report, console)
     if not report.ok:

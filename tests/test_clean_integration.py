@@ -1,0 +1,180 @@
+"""`invoke clean` against the real engine, on objects these tests make with their own unique labels.
+
+The engine is shared: every clean() here is restricted to a label of its own test (`own`: the session's
+`test_labels`, whose clean-up removes leftovers, plus one unique to the test), so nobody else's
+container, image or volume is ever touched.
+What the code before (b74e6d9) did, read from it (it was not run here: it had no way to keep to one's
+own labels and would have pruned everyone's buildctl objects on the shared engine): it never listed
+containers (a SIGKILLed build's container ran on), aged volumes by CreatedAt and images by Created (a
+compile cache in daily use went), and removed images with force=True.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from docker import errors as derr
+
+from buildctl import artifacts, engine, housekeeping
+
+pytestmark = pytest.mark.integration
+DAY = 86400
+
+
+@pytest.fixture
+def own(test_labels) -> dict:
+    """The session's labels (its clean-up removes what carries them) plus one for this test alone."""
+    return {**test_labels, "buildctl.cleantest": uuid.uuid4().hex[:12]}
+
+
+def _stamp(root: Path, kind: str, name: str, days_ago: float) -> None:
+    artifacts.record_use({kind: [name]}, root)
+    t = time.time() - days_ago * DAY
+    os.utime(artifacts._stamp(root, kind, name), (t, t))
+
+
+def _volume(client, labels: dict, name: str) -> str:
+    client.api.create_volume(name, labels={engine.LABEL: engine.LABEL_VALUE, **labels})
+    return name
+
+
+def _exists_volume(client, name: str) -> bool:
+    try:
+        client.api.inspect_volume(name)
+        return True
+    except derr.NotFound:
+        return False
+
+
+def _exists_container(client, cid: str) -> bool:
+    try:
+        client.api.inspect_container(cid)
+        return True
+    except derr.NotFound:
+        return False
+
+
+def _dead_owner() -> str:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return engine.process_owner().rsplit(":", 2)[0] + f":{p.pid}:1"
+
+
+def _container(client, base_image: str, labels: dict, *, owner: str | None, start: bool, keep: bool = False) -> str:
+    all_labels = {engine.LABEL: engine.LABEL_VALUE, **labels}
+    if owner:
+        all_labels[engine.OWNER_LABEL] = owner
+    if keep:
+        all_labels[engine.KEEP_LABEL] = "1"
+    cid = client.api.create_container(base_image, command=["sleep", "600"], labels=all_labels,
+                                      name=f"buildctl-cleantest-{uuid.uuid4().hex[:10]}")["Id"]
+    if start:
+        client.api.start(cid)
+    return cid
+
+
+def test_clean_volumes_by_last_use(docker_client, own, tmp_path):
+    """A compile cache made 'long ago' but used yesterday stays; one unused for 10 days goes; one with no
+    record is stamped (first seen) and stays. Before: volumes aged by CreatedAt, so a cache in daily use
+    older than N days was removed."""
+    root = tmp_path / "artifacts"
+    tag = own["buildctl.cleantest"]
+    daily = _volume(docker_client, own, f"buildctl-cleantest-daily-{tag}")
+    stale = _volume(docker_client, own, f"buildctl-cleantest-stale-{tag}")
+    fresh = _volume(docker_client, own, f"buildctl-cleantest-norecord-{tag}")
+    _stamp(root, "volume", daily, 1)
+    _stamp(root, "volume", stale, 10)
+    report = housekeeping.clean(older_than_days=7, root=root, labels=own, images=False,
+                                containers=False, client=docker_client)
+    assert {r["name"] for r in report["removed"]} == {stale}
+    assert report["freed"]["volume"]["count"] == 1
+    assert not _exists_volume(docker_client, stale)
+    assert _exists_volume(docker_client, daily) and _exists_volume(docker_client, fresh)
+    assert artifacts.last_use("volume", fresh, root) is not None
+
+
+def test_clean_touches_only_its_namespace_and_labels(docker_client, own, tmp_path):
+    """namespace='mine' leaves another namespace's volume; extra labels leave an object without them
+    (here one of a second unique label standing for someone else's), even at --older-than-days 0."""
+    root = tmp_path / "artifacts"
+    tag = own["buildctl.cleantest"]
+    other_labels = {"buildctl.test": uuid.uuid4().hex[:12]}  # someone else's: not the session's label
+    mine = _volume(docker_client, {**own, housekeeping.NAMESPACE_LABEL: "mine"}, f"buildctl-ct-mine-{tag}")
+    theirs_ns = _volume(docker_client, {**own, housekeeping.NAMESPACE_LABEL: "theirs"},
+                        f"buildctl-ct-theirs-{tag}")
+    someone = _volume(docker_client, other_labels, f"buildctl-ct-someone-{tag}")
+    try:
+        for v in (mine, theirs_ns, someone):
+            _stamp(root, "volume", v, 30)
+        report = housekeeping.clean(older_than_days=0, root=root, namespace="mine", labels=own,
+                                    images=False, containers=False, client=docker_client)
+        assert {r["name"] for r in report["removed"]} == {mine}
+        assert _exists_volume(docker_client, theirs_ns) and _exists_volume(docker_client, someone)
+        report = housekeeping.clean(older_than_days=0, root=root, labels=own, images=False,
+                                    containers=False, client=docker_client)
+        assert {r["name"] for r in report["removed"]} == {theirs_ns}
+        assert _exists_volume(docker_client, someone)
+    finally:
+        engine.remove_volume(docker_client, someone)
+
+
+def test_orphan_containers_go_and_live_ones_stay(docker_client, base_image, own, tmp_path):
+    """A running container whose buildctl process is gone (SIGKILL), and an exited one nobody kept, are
+    orphans; a running one of a live process, and one kept with --keep-container, stay. Before: clean
+    never looked at containers. A volume held by the orphan is freed in the same run."""
+    root = tmp_path / "artifacts"
+    orphan_running = _container(docker_client, base_image, own, owner=_dead_owner(), start=True)
+    orphan_exited = _container(docker_client, base_image, own, owner=None, start=False)
+    live = _container(docker_client, base_image, own, owner=engine.process_owner(), start=True)
+    kept = _container(docker_client, base_image, own, owner=_dead_owner(), start=False, keep=True)
+    report = housekeeping.clean(root=root, labels=own, images=False, caches=False, client=docker_client)
+    removed = {r["name"]: r["reason"] for r in report["removed"]}
+    names = {cid: docker_client.api.inspect_container(cid)["Name"].lstrip("/") for cid in (live, kept)}
+    assert len(removed) == 2 and all(r.startswith("orphan: ") for r in removed.values()), removed
+    assert not _exists_container(docker_client, orphan_running)
+    assert not _exists_container(docker_client, orphan_exited)
+    assert _exists_container(docker_client, live) and _exists_container(docker_client, kept)
+    assert names[live] not in removed and names[kept] not in removed
+    # the kept one is aged like anything else: unused (first seen just now) is not old enough yet
+    _stamp(root, "container", kept, 3)
+    report = housekeeping.clean(older_than_days=2, root=root, labels=own, images=False, caches=False,
+                                client=docker_client)
+    assert [r["name"] for r in report["removed"]] == [names[kept]]
+    assert _exists_container(docker_client, live)
+
+
+def test_images_by_last_use_untagged_are_orphans_and_in_use_ones_stay(docker_client, base_image, own,
+                                                                       tmp_path):
+    """An image unused for 10 days goes; a rebuilt tag's old (untagged) image is an orphan; an image a
+    container still uses is not removed (before: removed with force=True)."""
+    root = tmp_path / "artifacts"
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    tag = f"buildctl-cleantest/{own['buildctl.cleantest']}"
+
+    def build(name: str, marker: str) -> str:
+        (ctx / "Dockerfile").write_text(f"FROM {base_image}\nLABEL buildctl.cleantest.marker={marker}\n")
+        return engine.build_image(docker_client, ctx, name, labels=own)
+
+    old = build(f"{tag}:stale", "1")
+    replaced = build(f"{tag}:rebuilt", "2")
+    current = build(f"{tag}:rebuilt", "3")  # `replaced` is now untagged
+    busy = build(f"{tag}:busy", "4")
+    holder = _container(docker_client, busy, own, owner=engine.process_owner(), start=False)
+    _stamp(root, "image", old, 10)
+    _stamp(root, "image", f"{tag}:rebuilt", 1)
+    _stamp(root, "image", f"{tag}:busy", 10)
+    report = housekeeping.clean(older_than_days=7, root=root, labels=own, caches=False,
+                                containers=False, client=docker_client)
+    removed = {r["name"]: r["reason"] for r in report["removed"]}
+    assert removed.keys() == {f"{tag}:stale", replaced[:19]}, removed
+    assert removed[replaced[:19]].startswith("orphan: untagged")
+    assert [f["name"] for f in report["failed"]] == [f"{tag}:busy"]
+    assert engine.image_exists(docker_client, current) and engine.image_exists(docker_client, busy)
+    assert not engine.image_exists(docker_client, old) and not engine.image_exists(docker_client, replaced)
+    assert _exists_container(docker_client, holder)
