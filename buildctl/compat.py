@@ -523,12 +523,12 @@ def preflight(spec: Spec, *, source: str) -> list[str]:
         warnings.append(f"{field}: {text}")
 
     _check_placeholders(spec, refuse)
-    _check_providers(spec, refuse)
     _check_python(spec, refuse, warn)
     if spec.toolchain.cuda is not None:
         _check_cuda(spec, refuse, warn)
     if spec.toolchain.rocm is not None:
         _check_rocm(spec, refuse, warn)
+    _check_providers(spec, refuse)
     _check_torch(spec, warn)
     return warnings
 

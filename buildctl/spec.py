@@ -336,7 +336,7 @@ class Site(Model):
 class Spec(Model):
     """A resolved recipe: everything the later stages need, nothing that refers back to YAML."""
 
-    name: Name
+    name: StrictStr  # checked by _docker_name
     description: StrictStr = ""
     labels: tuple[Name, ...] = ()
     base: Base
