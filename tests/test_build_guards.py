@@ -71,6 +71,12 @@ def test_every_reserved_name_is_refused_in_one_line(name):
     assert "\n" not in msg and f"{name} is reserved" in msg and f"fix: remove {name} from build.env" in msg
 
 
+@pytest.mark.parametrize("name", ["BUILDCTL_UNTIL", "BUILDCTL_TARGETS", "BUILDCTL_ANYTHING"])
+def test_buildctl_settings_for_the_script_are_refused(name):
+    with pytest.raises(RecipeError, match=rf"{name} is reserved"):
+        recipe.load("demo-cpu", [f"build.env.{name}=configure"])
+
+
 def test_unreserved_build_env_still_works():
     spec = recipe.load("demo-cpu", ["build.env.CFLAGS=-O1", "build.env.CUDAHOSTCXX=/usr/bin/g++-12"])
     assert "export CFLAGS=-O1" in render.render(spec).files["build.sh"]
