@@ -66,6 +66,8 @@ _SECONDS = {"s": 1, "m": 60, "h": 3600}
 RESERVED_BUILD_ENV = (
     # set by build.sh itself
     "SRC", "OUT", "VENV", "VIRTUAL_ENV", "PATH", "MAX_JOBS", "UNTIL",
+    # buildctl's settings the script reads (invoke build --until / --target)
+    "BUILDCTL_UNTIL", "BUILDCTL_TARGETS",
     "PYTHON_EXECUTABLE", "CMAKE_PROGRAM_PATH",
     "CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER", "CMAKE_CUDA_COMPILER_LAUNCHER",
     "CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_COMPILERCHECK", "CCACHE_NOHASHDIR", "SCCACHE_DIR",
@@ -75,7 +77,6 @@ RESERVED_BUILD_ENV = (
     "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS",
     "PYTHONHOME", "PYTHONPATH",
 )
-RESERVED_BUILD_ENV_PREFIX = "BUILDCTL_"  # buildctl's own settings for the script (BUILDCTL_UNTIL, ...)
 PipRequirement = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+(,(==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+)*)?$")]
 
 DISTROS = ("bookworm", "trixie", "jammy", "noble")
@@ -293,7 +294,7 @@ class Build(Model):
     @classmethod
     def _no_reserved_env(cls, env: dict[str, str]) -> dict[str, str]:
         for name in env:
-            if name in RESERVED_BUILD_ENV or name.startswith(RESERVED_BUILD_ENV_PREFIX):
+            if name in RESERVED_BUILD_ENV:
                 raise ValueError(f"{name} is reserved (the build script sets it, or it changes how every "
                                  f"process of the build starts); fix: remove {name} from build.env")
         return env
