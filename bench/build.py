@@ -62,6 +62,9 @@ class Bench:
         self.cwd = work / "cwd"
         self.cwd.mkdir()
         self.name = f"bench-demofw-{uuid.uuid4().hex[:8]}"
+        # One namespace for both artifacts roots (cold, warm): the warm build must find the cold
+        # build's compile cache, which a root's own namespace would keep apart.
+        self.namespace = f"bench-{self.name.rsplit('-', 1)[1]}"
         # A snapshot of the source: edits to examples/demofw during the run must not change the key.
         self.source = work / "demofw"
         shutil.copytree(REPO / "examples" / "demofw", self.source,
@@ -92,7 +95,7 @@ class Bench:
         return seconds, proc
 
     def invoke_build(self, artifacts: str) -> tuple[float, dict]:
-        env = {**os.environ, "BUILDCTL_ARTIFACTS": str(self.work / artifacts)}
+        env = {**os.environ, "BUILDCTL_ARTIFACTS": str(self.work / artifacts), "BUILDCTL_NAMESPACE": self.namespace}
         env.pop("BUILDCTL_NO_VERIFY", None)
         cmd = [*invoke_cmd(), "build", "--recipe", str(self.recipe), *self.site, "--no-verify", "--json"]
         seconds, proc = self.run(cmd, env=env, what=f"invoke build ({artifacts})")
@@ -111,14 +114,16 @@ class Bench:
     @property
     def cache_volume(self) -> str:
         """As the pipeline names it (pipeline.volume_names)."""
-        from buildctl import pipeline, recipe, render
+        from buildctl import pipeline, recipe
 
         spec = recipe.load(str(self.recipe))
-        return pipeline.volume_names(spec, self.key or "0", render.render(spec))[1]
+        return pipeline.volume_names(spec, self.key or "0", self.namespace)[1]
 
     @property
     def work_volume(self) -> str:
-        return f"buildctl-work-{self.name}-{self.key}"
+        from buildctl import pipeline
+
+        return pipeline.work_volume_name(self.name, self.key, self.namespace)
 
     @staticmethod
     def volume_exists(name: str) -> bool:
@@ -132,9 +137,12 @@ class Bench:
         subprocess.run(["docker", "image", "tag", self.base, self.bench_base], check=True)
 
     def cleanup(self) -> None:
+        from buildctl import pipeline
+
         for key in self.keys:
-            self.remove_volume(f"buildctl-work-{self.name}-{key}")
-            subprocess.run(["docker", "image", "rm", f"buildctl/{self.name}:{key}"], capture_output=True)
+            self.remove_volume(pipeline.work_volume_name(self.name, key, self.namespace))
+            subprocess.run(["docker", "image", "rm", pipeline.image_tag(self.name, key, self.namespace)],
+                           capture_output=True)
         self.remove_volume(self.cache_volume)
         # untag only: the base image keeps its own tag
         subprocess.run(["docker", "image", "rm", "--no-prune", self.bench_base], capture_output=True)

@@ -4,7 +4,12 @@ The key is content-addressed over everything that can change the output: the ren
 and build script (recipe + templates), the source (file contents, or git URL + ref, or tarball
 sha256) and the base image id. Site settings (CA certs, proxies, mirrors) do not change the output
 and are left out. Publishing is atomic (a temporary folder renamed into place) and builds of one
-key serialise on a lock file.
+key serialise on a lock file, which names its holder (pid, host, start) and is given up on after a
+timeout.
+
+The artifacts root also names the namespace of the engine objects its builds create (image tags,
+volumes, container labels), so that two roots, e.g. the user's and a test run's, never share a
+build directory: `namespace()`.
 """
 
 from __future__ import annotations
@@ -14,14 +19,22 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
+from .errors import BuildctlError, InputError
 from .spec import Spec
 
-ARTIFACTS_DIR = Path(os.environ.get("BUILDCTL_ARTIFACTS", "artifacts"))
+DEFAULT_ARTIFACTS_DIR = Path("artifacts")
+ARTIFACTS_DIR = Path(os.environ.get("BUILDCTL_ARTIFACTS", DEFAULT_ARTIFACTS_DIR))
+DEFAULT_NAMESPACE = "default"
+_NAMESPACE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
 # Files of the rendered folder that decide the output (pip.conf, certs/, apt/ are site settings).
 KEYED_FILES = ("Dockerfile", "build.sh", "fetch.sh", "git-fetch.sh", "secrets.sh")
 SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".eggs", ".pytest_cache"}
@@ -61,6 +74,26 @@ def artifact_key(files: dict[str, str], source: str, base_image_id: str) -> str:
 
 def artifact_dir(recipe: str, key: str, root: Path | None = None) -> Path:
     return (root or ARTIFACTS_DIR) / recipe / key
+
+
+def namespace(root: Path | None = None) -> str:
+    """The namespace of the engine objects that builds into `root` create.
+
+    BUILDCTL_NAMESPACE when set; else `default` for the default root (`artifacts/` of the current
+    folder: today's names, so existing build directories and caches stay in use); else the root's
+    folder name and a hash of its resolved path, e.g. `artifacts-ci-3f2a9c1b`.
+    """
+    explicit = os.environ.get("BUILDCTL_NAMESPACE", "").strip()
+    if explicit:
+        if not _NAMESPACE.fullmatch(explicit):
+            raise InputError(f"BUILDCTL_NAMESPACE={explicit!r} is not a namespace; fix: use 1-32 lowercase letters, "
+                             "digits and inner dashes, e.g. ci-nightly")
+        return explicit
+    resolved = Path(root or ARTIFACTS_DIR).resolve()
+    if resolved == DEFAULT_ARTIFACTS_DIR.resolve():
+        return DEFAULT_NAMESPACE
+    stem = re.sub(r"[^a-z0-9]+", "-", resolved.name.lower()).strip("-")[:20].strip("-") or "root"
+    return f"{stem}-{hashlib.sha256(str(resolved).encode()).hexdigest()[:8]}"
 
 
 def lookup(recipe: str, key: str, root: Path | None = None) -> Path | None:
@@ -120,17 +153,66 @@ def last_use(kind: str, name: str, root: Path | None = None) -> float | None:
         return None
 
 
+class LockTimeout(BuildctlError):
+    """Another build held the key's lock for longer than we were willing to wait."""
+
+
+LOCK_POLL_S = 0.5  # flock has no timeout: a waiter retries a non-blocking lock this often
+
+
+def lock_holder(path: Path) -> str:
+    """Who holds the lock file `path`, as its holder wrote it: 'pid P on host H since T'."""
+    try:
+        info = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        info = {}
+    if not isinstance(info, dict) or not info.get("pid"):
+        return "an unknown holder (no pid in the lock file)"
+    return f"pid {info.get('pid')} on host {info.get('host', '?')} since {info.get('started', '?')}"
+
+
 @contextlib.contextmanager
-def key_lock(recipe: str, key: str, root: Path | None = None) -> Iterator[None]:
-    """Serialise builds of the same key (a second build waits, then finds the artifact)."""
+def key_lock(recipe: str, key: str, root: Path | None = None, *, timeout: float | None = None,
+             on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Serialise builds of the same key (a second build waits, then finds the artifact).
+
+    The holder writes its pid, host and start time into the lock file; a waiter says (on_wait) whom
+    it waits for, and gives up after `timeout` seconds with a one-line LockTimeout naming the holder.
+    """
     base = (root or ARTIFACTS_DIR) / recipe
     base.mkdir(parents=True, exist_ok=True)
-    with open(base / f".{key}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    path = base / f".{key}.lock"
+    # Opened without truncating: the holder's note must stay readable to waiters.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        said = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = lock_holder(path)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise LockTimeout(
+                        f"gave up waiting {timeout:.0f} s for {path}: another build of {recipe} key {key} holds it "
+                        f"({holder}); fix: wait for that build to finish, or stop it if it is stuck"
+                    ) from None
+                if not said and on_wait is not None:
+                    on_wait(f"buildctl: waiting for {path}: another build of this key holds it ({holder})")
+                    said = True
+                time.sleep(LOCK_POLL_S)
+        note = {"pid": os.getpid(), "host": socket.gethostname(),
+                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "recipe": recipe, "key": key}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(note) + "\n").encode(), 0)
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

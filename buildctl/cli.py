@@ -225,7 +225,7 @@ def _print_partial(result, as_json: bool) -> None:
     wheels = sorted(p.name for p in result.out_dir.glob("*.whl"))
     if as_json:
         print_json({"recipe": result.recipe, "ok": True, "key": result.key, "until": result.until,
-                    "out_dir": str(result.out_dir), "build_volume": result.volume, "configure": facts,
+                    "out_dir": str(result.out_dir.resolve()), "build_volume": result.volume, "configure": facts,
                     "ninja": ninja, "wheels": wheels})
         return
     table = Table(title=f"{result.recipe}: stopped after {result.until}", show_header=False, expand=False)
@@ -470,12 +470,11 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
         runner.verify_wheel(wheel_path, spec=spec, host=host, network_mode=None if network in (None, "default")
                             else network, **kwargs)
         return
-    from . import render
-
-    # The runtime image needs the site's CA certificates as the build did (pip behind TLS inspection).
-    context = render.write(render.render(spec, ca_texts=read_ca_certs(spec.site.ca_certs)), Path("build") / spec.name)
-    pipeline.verify_artifact(spec, _latest_artifact(spec), context_dir=context, on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
-                                                                 markup=False, highlight=False),
+    # The runtime image needs the site's CA certificates as the build did (pip behind TLS inspection);
+    # it is rendered into a private folder, never into build/<recipe>/ that other commands use.
+    pipeline.verify_artifact(spec, _latest_artifact(spec), ca_texts=read_ca_certs(spec.site.ca_certs),
+                             on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
+                                                                markup=False, highlight=False),
                              **kwargs)
 
 

@@ -528,6 +528,7 @@ def preflight(spec: Spec, *, source: str) -> list[str]:
         _check_cuda(spec, refuse, warn)
     if spec.toolchain.rocm is not None:
         _check_rocm(spec, refuse, warn)
+    _check_providers(spec, refuse)
     _check_torch(spec, warn)
     return warnings
 
@@ -556,6 +557,25 @@ def _check_placeholders(spec: Spec, refuse) -> None:
         if set(dl.sha256) == {"0"}:
             refuse(f"{field}.sha256", f"placeholder sha256 for {dl.name}",
                    f"stage the file and pin its digest: --set {field}.sha256=$(sha256sum {dl.name} | cut -c1-64)")
+
+
+def _check_providers(spec: Spec, refuse) -> None:
+    """Provider combinations whose Dockerfile would be incomplete or contradictory (every other
+    combination renders a Dockerfile whose stages all exist: tests/test_provider_combinations.py)."""
+    tc = spec.toolchain
+    nccl = tc.nccl if tc.nccl is not None and tc.nccl.install != "none" else None
+    if tc.ascend is not None and (tc.cuda is not None or tc.rocm is not None):
+        other = "cuda" if tc.cuda is not None else "rocm"
+        refuse("toolchain.ascend", f"Ascend builds PyTorch for the NPU (USE_CUDA=0), toolchain.{other} builds it for a GPU",
+               f"keep one: remove toolchain.{other} or toolchain.ascend")
+    if nccl is not None and tc.rocm is not None:
+        refuse("toolchain.nccl", "a ROCm build uses RCCL from the ROCm base image, not NVIDIA's NCCL",
+               "remove toolchain.nccl (or set install: none)")
+    if nccl is not None and nccl.install == "source" and (tc.cuda is None or tc.cuda.install != "runfile"):
+        how = f"install: {tc.cuda.install}" if tc.cuda is not None else "no toolchain.cuda"
+        refuse("toolchain.nccl.install",
+               f"install: source compiles NCCL in the CUDA runfile stage, and this recipe's CUDA is {how} (no such stage)",
+               "use install: redist or pip, or toolchain.cuda.install: runfile")
 
 
 def _check_python(spec: Spec, refuse, warn) -> None:

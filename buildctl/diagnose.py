@@ -488,8 +488,8 @@ def diagnose(
     """The known failure behind `log` (and a verification `report`), or None if none matches.
 
     context may hold max_jobs, cuda_version, cuda_arch, nccl_pin, python (and cuda_home): they make
-    the fix concrete. exit_code 137 or oom_killed=True (the engine's OOMKilled) mean an OOM kill even
-    when the log shows none.
+    the fix concrete. oom_killed=True (the engine's OOMKilled) means an OOM kill even when the log
+    shows none; exit code 137 alone does not (any SIGKILL gives it: `docker kill`, a timeout).
     """
     ctx: Mapping[str, Any] = context or {}
     if report:
@@ -499,13 +499,10 @@ def diagnose(
     log = log or ""
     pip_gave_up = bool(_PIP_GAVE_UP.search(log))
     log_jobs = _MAX_JOBS_IN_LOG.findall(log)
-    killed = oom_killed or exit_code == 137
     for sig in SIGNATURES:
         hit = _match(sig, log, pip_gave_up)
-        if hit is None and sig.id == "oom" and killed:
-            why = ("the engine reports the container was OOM-killed" if oom_killed
-                   else "the build exited with code 137 (SIGKILL)")
-            hit = ({"exit": "137"}, [why])
+        if hit is None and sig.id == "oom" and oom_killed:
+            hit = ({"exit": "oom-killed"}, ["the engine reports the container was OOM-killed (State.OOMKilled)"])
         if hit is None:
             continue
         fields, evidence = hit

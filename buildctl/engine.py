@@ -70,6 +70,10 @@ OUTPUT_CAPS = archive.Caps(total_bytes=32 << 30, members=10_000, file_bytes=16 <
 _CLEAN_FIX = "fix: free space with `invoke clean` (or `docker system prune` / `docker builder prune`)"
 
 
+class ContainerNameInUse(EngineError):
+    """run_container was given a fixed name that another container holds."""
+
+
 class StepFailed(BuildctlError):
     """A build step (image build or a command in a container) ended with a non-zero exit code.
 
@@ -77,21 +81,25 @@ class StepFailed(BuildctlError):
     `exit_code` stays the command's exit code (1), as for every BuildctlError.
     """
 
-    def __init__(self, step: str, exit_code: int, log: str, oom_killed: bool = False, detail: str = ""):
+    def __init__(self, step: str, exit_code: int, log: str, oom_killed: bool = False, detail: str = "",
+                 timed_out: bool = False):
         self.step, self.returncode, self.log, self.oom_killed = step, exit_code, log, oom_killed
+        self.timed_out = timed_out
         if not detail:
             detail = next((ln.strip() for ln in reversed(log.splitlines()) if ln.strip()), "")
-        why = f"exit code {exit_code}" + (", killed: out of memory" if oom_killed else "")
+        why = f"exit code {exit_code}" + (", killed: out of memory" if oom_killed else "") + (
+            ", stopped: timed out" if timed_out else "")
         super().__init__(f"step {step} failed ({why}): {_one_line(detail, 300)}")
 
 
 @dataclass(frozen=True)
 class ContainerResult:
     exit_code: int
-    oom_killed: bool
+    oom_killed: bool  # the engine's State.OOMKilled: the kernel's OOM killer hit the container
     log: str
     container_id: str
     missing_outputs: tuple[str, ...] = ()  # container paths of `outputs` that did not exist
+    timed_out: bool = False  # stopped (killed) by run_container's timeout
 
     @property
     def ok(self) -> bool:
@@ -702,7 +710,8 @@ def build_image(
         if not isinstance(code, int) or code == 0:
             m = re.search(r"non-zero code: (\d+)", message)
             code = int(m.group(1)) if m else 1
-        raise StepFailed("image", code, "\n".join(lines), oom_killed=code == 137, detail=message)
+        # The build's RUN container is gone and its OOMKilled unknown: exit 137 alone is any SIGKILL.
+        raise StepFailed("image", code, "\n".join(lines), detail=message)
     if image_id is None:
         try:
             image_id = str(client.api.inspect_image(tag)["Id"])
@@ -956,6 +965,21 @@ def _remove_container(client: docker.DockerClient, ref: str) -> None:
         log.warning("could not remove container %s: %s", ref, _one_line(str(last), 200))
 
 
+def container_state(client: docker.DockerClient, ref: str) -> dict[str, Any] | None:
+    """The State of container `ref` (a name or id), None when there is none."""
+    try:
+        return client.api.inspect_container(ref).get("State") or {}
+    except derr.NotFound:
+        return None
+    except derr.APIError as e:
+        raise _api_error(e, f"looking up container {ref}") from e
+
+
+def remove_container(client: docker.DockerClient, ref: str) -> None:
+    """Remove container `ref` (forced, with its anonymous volumes); absent is fine."""
+    _remove_container(client, ref)
+
+
 def run_container(
     client: docker.DockerClient,
     image: str,
@@ -978,6 +1002,7 @@ def run_container(
     shm_size: str | None = None,
     ipc_mode: str | None = None,
     credentials: Credentials | None = None,
+    timeout: float | None = None,
 ) -> ContainerResult:
     """Run `command` in a fresh container of `image`; its exit code, OOM flag and (masked) log.
 
@@ -991,6 +1016,10 @@ def run_container(
     the command takes them with templates/secrets.sh, which removes the file.
     The container is removed on every path (errors, Ctrl-C, SIGTERM); `keep` keeps it only after a
     normal finish. A non-zero exit is a result, not an exception; engine problems raise EngineError.
+    oom_killed is the engine's OOMKilled, never guessed from exit code 137 (a `docker kill` gives 137).
+    timeout: seconds from start; then the container is killed and the result says timed_out.
+    name: a fixed name makes the run exclusive: while a container of that name exists, this raises
+    EngineError (ContainerNameInUse) and leaves the other container alone.
     """
     env = {str(k): str(v) for k, v in (env or {}).items()}
     masker = Masker([*secrets, *secret_values_from_env(env), *(credentials.values() if credentials else ())])
@@ -1010,6 +1039,9 @@ def run_container(
 
     cid: str | None = None
     finished = False
+    name_taken = False
+    timer: threading.Timer | None = None
+    stopped_by_timeout = threading.Event()
     with terminate_as_interrupt():
         try:
             host_config = client.api.create_host_config(
@@ -1035,6 +1067,14 @@ def run_container(
                 )["Id"]
             except derr.ImageNotFound as e:
                 raise EngineError(_pull_hint(image)) from e
+            except derr.APIError as e:
+                if e.status_code == 409:  # the name is someone else's container: never remove it
+                    name_taken = True
+                    raise ContainerNameInUse(
+                        f"a container named {name} exists already ({_one_line(e.explanation or str(e), 200)}); "
+                        f"fix: wait for the run that owns it, or remove it (docker rm -f {name}) if nothing runs it"
+                    ) from e
+                raise
             owner = _owner_of(user)
             if credentials:
                 _put_credentials(client, cid, credentials, owner)
@@ -1044,6 +1084,19 @@ def run_container(
             # and stdout/stderr arrive apart, so a partial line of one is never glued to the other.
             attached = client.api.attach(cid, stdout=True, stderr=True, stream=True, logs=True, demux=True)
             client.api.start(cid)
+            if timeout is not None:
+                started_id = cid
+
+                def stop() -> None:
+                    try:
+                        client.api.kill(started_id)
+                    except (derr.APIError, requests.exceptions.RequestException, OSError):
+                        return  # it finished meanwhile: not a timeout
+                    stopped_by_timeout.set()
+
+                timer = threading.Timer(max(0.0, timeout), stop)
+                timer.daemon = True
+                timer.start()
             streams = [
                 (codecs.getincrementaldecoder("utf-8")(errors="replace"), _LineSplitter()) for _ in range(2)
             ]
@@ -1056,22 +1109,27 @@ def run_container(
                 for ln in splitter.feed(decoder.decode(b"", final=True)) + splitter.flush():
                     emit(ln)
             status = client.api.wait(cid, timeout=None)
+            if timer is not None:
+                timer.cancel()
+                timer.join()
             code = int(status.get("StatusCode", -1))
             state = client.api.inspect_container(cid).get("State") or {}
-            oom = bool(state.get("OOMKilled")) or code == 137
+            oom = bool(state.get("OOMKilled"))
             missing = tuple(
                 cpath
                 for cpath, hdir in (outputs or {}).items()
                 if not _get_output(client, cid, cpath, Path(hdir))
             )
             finished = True
-            return ContainerResult(code, oom, "\n".join(lines), cid, missing)
+            return ContainerResult(code, oom, "\n".join(lines), cid, missing, stopped_by_timeout.is_set())
         except derr.APIError as e:
             raise _api_error(e, doing, masker) from e
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as e:
             raise _connection_lost(e, doing) from e
         finally:
-            if not (keep and finished):
+            if timer is not None:
+                timer.cancel()
+            if not (keep and finished) and not name_taken:
                 _remove_container(client, cid or name)
 
 

@@ -3,10 +3,17 @@
 Stages run in order and hand plain data to the next. A failing stage leaves a repro bundle with a
 diagnosis (repro.py) and raises BuildFailed; Ctrl-C/SIGTERM removes the build container and leaves
 no partial artifact (the staging folder is deleted, the published folder appears only by rename).
+
+Each build renders into a folder of its own (build/.tmp-<recipe>-*), computes the key from exactly
+those files and builds its images from that folder, so two builds of one recipe started together
+never build from each other's files; a copy is left in build/<recipe>/<key>/ to look at. The engine
+objects it creates (image tags, volumes, the compile container) are named in the namespace of its
+artifacts root (artifacts.namespace), so two roots never share a build directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -14,12 +21,13 @@ import platform
 import shutil
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, artifacts, diagnose, downloads, engine, jobs, render, repro
-from .errors import BuildctlError, BuildFailed, VerificationFailed
+from .errors import BuildctlError, BuildFailed, EngineError, VerificationFailed
 from .recipe import masked_dump
 from .secrets import mask_url, secret_values_from_env_and_site, split_credentials, strip_credentials
 from .spec import Spec
@@ -27,6 +35,8 @@ from .ui import View
 
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 BUILD_COMMAND = ["/usr/local/bin/buildctl-build"]
+# A build waits for another build of its key at most this much longer than that build may compile.
+LOCK_SLACK_S = 2 * 3600
 
 
 @dataclass
@@ -41,6 +51,7 @@ class BuildOptions:
     verify_kwargs: dict = field(default_factory=dict)
     until: str | None = None  # configure | compile | wheel: stop after that step, publish nothing
     targets: tuple[str, ...] = ()  # with until=compile: build only these ninja outputs (a sample)
+    lock_timeout: float | None = None  # seconds; None: the recipe's build.timeout + LOCK_SLACK_S
 
 
 @dataclass
@@ -85,17 +96,78 @@ def spec_hash(spec: Spec) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def volume_names(spec: Spec, key: str, rendered: render.Rendered) -> tuple[str, str]:
+def _ns(namespace: str) -> str:
+    """The namespace's part of an engine object's name: none for the default namespace (the names
+    buildctl always used, so existing build directories and caches stay in use)."""
+    return "" if namespace == artifacts.DEFAULT_NAMESPACE else f"{namespace}-"
+
+
+def image_tag(recipe: str, key: str, namespace: str, target: str = "builder") -> str:
+    """The tag of a build's builder image (or, target='runtime', its runtime image)."""
+    return f"buildctl/{recipe}:{_ns(namespace)}{'runtime-' if target == 'runtime' else ''}{key}"
+
+
+def compile_container_name(recipe: str, key: str, namespace: str) -> str:
+    """One name per key and namespace: the engine refuses a second compile into the same build directory."""
+    return f"buildctl-compile-{_ns(namespace)}{recipe}-{key}"
+
+
+def work_volume_name(recipe: str, key: str, namespace: str) -> str:
+    return f"buildctl-work-{_ns(namespace)}{recipe}-{key}"
+
+
+def volume_names(spec: Spec, key: str, namespace: str) -> tuple[str, str]:
     """The build-dir volume (per artifact key: a retry or a rerun after a failure resumes it; two
     different builds never share a tree) and the compile-cache volume (per toolchain image: builds
-    with the same compilers share it, so a changed source recompiles only what changed)."""
+    with the same compilers share it, so a changed source recompiles only what changed); both in
+    `namespace`."""
     tc = spec.toolchain
     compilers = json.dumps([spec.base.image, spec.base.distro, *(m.model_dump(mode="json") if m else None
                                                                  for m in (tc.cuda, tc.rocm, tc.ascend))],
                            sort_keys=True)
     toolchain = hashlib.sha256(compilers.encode()).hexdigest()[:12]
     # ccache hashes compiler contents (CCACHE_COMPILERCHECK=content), so sharing never mixes toolchains.
-    return f"buildctl-work-{spec.name}-{key}", f"buildctl-cache-{spec.build.cache}-{toolchain}"
+    return work_volume_name(spec.name, key, namespace), f"buildctl-cache-{_ns(namespace)}{spec.build.cache}-{toolchain}"
+
+
+def engine_labels(spec: Spec, namespace: str, **extra: str) -> dict[str, str]:
+    return {"buildctl.recipe": spec.name, "buildctl.namespace": namespace, **extra}
+
+
+def retry_with_fewer_jobs(result: engine.ContainerResult, diagnosis, attempt: int, max_jobs: int | None) -> bool:
+    """Retry a failed compile once with half the jobs: only when memory killed it (the engine's
+    OOMKilled, or the compiler's own words in the log), never for a timeout or another SIGKILL."""
+    if result.timed_out or attempt > 0 or not max_jobs or max_jobs <= 1:
+        return False
+    return result.oom_killed or getattr(diagnosis, "id", None) == "oom"
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def place_render(private: Path, dest: Path) -> Path:
+    """Copy a build's rendered folder to `dest` (build/<recipe>/<key>/) atomically, for people to
+    look at; builds never read it. A concurrent build of the same key may place it first."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        shutil.copytree(private, tmp, copy_function=_link_or_copy, dirs_exist_ok=True)
+        tmp.chmod(0o755)
+        old = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:8]}")
+        with contextlib.suppress(FileNotFoundError):
+            dest.rename(old)
+        try:
+            tmp.rename(dest)
+        except OSError:  # another build of this key placed its copy meanwhile (the same keyed files)
+            pass
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
 
 
 def _parse_kv(text: str) -> dict[str, str]:
@@ -147,6 +219,7 @@ class Build:
         self.image_id: str | None = None
         self.max_jobs: int | None = None
         self.key: str | None = None
+        self.namespace: str = artifacts.namespace(opts.artifacts_root)
         self.engine_facts: dict = {}
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -162,7 +235,7 @@ class Build:
             context.update(cuda_version=self.spec.toolchain.cuda.major_minor, cuda_arch=list(self.spec.build.cuda_arch))
         if self.spec.toolchain.nccl:
             context["nccl_pin"] = self.spec.toolchain.nccl.version
-        step = self.view.current if exc.step == "compile" else exc.step
+        step = self.view.current if exc.step == "compile" and self.view.current else exc.step
         diag = diagnose.diagnose(log, step=step, exit_code=exc.returncode, oom_killed=exc.oom_killed,
                                  context=context)
         bundle = repro.write_bundle(
@@ -175,7 +248,9 @@ class Build:
         )
         first = diagnose.first_error(log)
         lines = [f"build of {self.spec.name} failed in step {step} (exit {exc.returncode})"]
-        if diag:
+        if exc.timed_out:
+            lines.append(str(exc))
+        elif diag:
             lines.append(diagnose.render_diagnosis(diag))
         elif first:
             lines.append("first error:\n  " + "\n  ".join(first[:20]))
@@ -195,8 +270,13 @@ class Build:
         return env
 
     def _volumes(self) -> dict[str, str]:
-        work, cache = volume_names(self.spec, self.key, self.rendered)
+        work, cache = volume_names(self.spec, self.key, self.namespace)
         return {work: "/work", cache: "/cache"}
+
+    def cleanup(self) -> None:
+        """Remove the build's private render folder."""
+        if self.context_dir is not None:
+            shutil.rmtree(self.context_dir, ignore_errors=True)
 
     # -- stages ----------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -207,11 +287,14 @@ class Build:
         staged, notes = downloads.stage(self.rendered.downloads, spec.site.download_cache)
         for n in notes:
             self._on_line(n)
-        self.context_dir = render.write(self.rendered, self.opts.render_root / spec.name, staged=staged)
+        # This build's own folder: the images are built from exactly the files the key is computed from.
+        private = self.opts.render_root / f".tmp-{spec.name}-{uuid.uuid4().hex[:12]}"
+        self.context_dir = render.write(self.rendered, private, staged=staged)
         self.client = engine.connect()
         self.engine_facts = engine.engine_facts(self.client)
         base_id = _image_id(self.client, spec.base.image)
         self.key = artifacts.artifact_key(self.rendered.files, artifacts.source_digest(self.rendered.spec), base_id)
+        place_render(self.context_dir, self.opts.render_root / spec.name / self.key)
         res = jobs.engine_resources(self.engine_facts)
         self.max_jobs, why = jobs.max_jobs(self.opts.jobs if self.opts.jobs != "auto" else spec.build.max_jobs,
                                            cpus=res.cpus, mem_bytes=res.mem_bytes, accelerator=spec.accelerator)
@@ -220,31 +303,42 @@ class Build:
 
     def build_images(self) -> None:
         self.view.stage("image")
-        tag = f"buildctl/{self.spec.name}:{self.key}"
+        tag = image_tag(self.spec.name, self.key, self.namespace)
         common = dict(buildargs=_proxy_env(self.spec), network_mode=_network(self.spec), on_line=self._on_line,
-                      secrets=self.secrets, credentials=self.credentials, labels={"buildctl.recipe": self.spec.name})
+                      secrets=self.secrets, credentials=self.credentials,
+                      labels=engine_labels(self.spec, self.namespace))
         self.image_id = engine.build_image(self.client, self.context_dir, tag, target="builder", **common)
         self.view.done("image")
 
     def compile(self, out_dir: Path) -> engine.ContainerResult:
         self.view.stage("source")  # then configure, compile, wheel, from the script's step lines
-        src = self.spec.framework.source
+        spec = self.spec
+        src = spec.framework.source
         inputs = {"/work/src": Path(src.path)} if src.kind == "path" else None
+        name = compile_container_name(spec.name, self.key, self.namespace)
+        deadline = time.monotonic() + spec.build.timeout_s
         attempt = 0
         while True:
+            self._clear_compile_container(name)
             first_line = len(self.log_lines)
             result = engine.run_container(
                 self.client, self.image_id, BUILD_COMMAND, env=self._container_env(), inputs=inputs,
-                outputs={"/work/out": out_dir}, volumes=self._volumes(), network_mode=_network(self.spec),
+                outputs={"/work/out": out_dir}, volumes=self._volumes(), network_mode=_network(spec),
                 mem_limit=self.opts.memory, on_line=self._on_line, keep=self.opts.keep_container,
-                secrets=self.secrets, credentials=self.credentials, labels={"buildctl.recipe": self.spec.name, "buildctl.step": "compile"},
+                secrets=self.secrets, credentials=self.credentials,
+                labels=engine_labels(spec, self.namespace, **{"buildctl.step": "compile"}),
+                name=name, timeout=max(1.0, deadline - time.monotonic()),
             )
             if result.ok:
                 break
+            if result.timed_out:
+                raise engine.StepFailed(
+                    "compile", result.exit_code, result.log, timed_out=True,
+                    detail=f"the compile ran past build.timeout ({spec.build.timeout}) and was stopped; fix: raise "
+                           f"build.timeout (e.g. --set build.timeout=24h) or build less (fewer archs or features)")
             log = "\n".join(self.log_lines[first_line:])  # this attempt only
-            diag = diagnose.diagnose(log, exit_code=result.exit_code)
-            oom = result.oom_killed or getattr(diag, "id", None) == "oom"
-            if oom and attempt == 0 and self.max_jobs and self.max_jobs > 1:
+            diag = diagnose.diagnose(log, exit_code=result.exit_code, oom_killed=result.oom_killed)
+            if retry_with_fewer_jobs(result, diag, attempt, self.max_jobs):
                 attempt += 1
                 self.max_jobs = max(1, self.max_jobs // 2)
                 self._on_line(f"buildctl: the compiler was killed for memory; retrying once with "
@@ -253,6 +347,19 @@ class Build:
             raise engine.StepFailed("compile", result.exit_code, result.log, oom_killed=result.oom_killed)
         self.view.done(self.view.current or "compile")
         return result
+
+    def _clear_compile_container(self, name: str) -> None:
+        """A stopped container of this key's name (left by a killed buildctl, or kept with
+        --keep-container) is removed; a running one means another build compiles this key."""
+        state = engine.container_state(self.client, name)
+        if state is None:
+            return
+        if state.get("Running"):
+            raise EngineError(
+                f"another build of {self.spec.name} key {self.key} is compiling in container {name} (namespace "
+                f"{self.namespace}, since {state.get('StartedAt', '?')}); fix: wait for it, or `docker rm -f {name}` "
+                "if the buildctl that started it is gone")
+        engine.remove_container(self.client, name)
 
     def assemble(self, out_dir: Path, staging: Path, timings: dict) -> dict:
         self.view.stage("publish")
@@ -292,6 +399,7 @@ class Build:
             "peak_memory_bytes": int(peak) if peak.isdigit() else None,
             "compile_cache": {"tool": spec.build.cache, **cache},
             "wheels": entries,
+            "namespace": self.namespace,
             "images": {"builder": self.image_id, "base": spec.base.image},
             "durations_s": timings,
             "engine": {k: self.engine_facts.get(k) for k in ("server_version", "api_version", "storage_driver",
@@ -321,11 +429,20 @@ def _image_id(client, ref: str) -> str:
 def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult:
     """Build (or find) the artifact of `spec`; verify it unless told not to."""
     b = Build(spec, opts, view)
+    try:
+        return _run(b)
+    finally:
+        b.cleanup()
+
+
+def _run(b: Build) -> BuildResult:
+    spec, opts, view = b.spec, b.opts, b.view
     t0 = time.monotonic()
+    lock_timeout = opts.lock_timeout if opts.lock_timeout is not None else spec.build.timeout_s + LOCK_SLACK_S
     if opts.until:
         try:
             b.prepare()
-            with artifacts.key_lock(spec.name, b.key, opts.artifacts_root):
+            with artifacts.key_lock(spec.name, b.key, opts.artifacts_root, timeout=lock_timeout, on_wait=b._on_line):
                 return _build_until(b)
         except engine.StepFailed as exc:
             raise b._fail(exc) from None
@@ -333,7 +450,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult:
         b.prepare()
         found = artifacts.lookup(spec.name, b.key, opts.artifacts_root)
         if found is None:
-            with artifacts.key_lock(spec.name, b.key, opts.artifacts_root):
+            with artifacts.key_lock(spec.name, b.key, opts.artifacts_root, timeout=lock_timeout, on_wait=b._on_line):
                 found = artifacts.lookup(spec.name, b.key, opts.artifacts_root)  # built while we waited?
                 if found is None:
                     found = _build(b)
@@ -401,12 +518,13 @@ def _build(b: Build) -> Path:
 def _build_until(b: Build) -> PartialResult:
     """Run the build script up to opts.until in the key's build directory; keep what it produced."""
     b.build_images()
-    out_dir = b.opts.render_root / ".until" / b.spec.name / b.opts.until  # outside the render folder
+    # outside the render folder, and per key: two --until builds of one recipe never share it
+    out_dir = b.opts.render_root / ".until" / b.spec.name / b.key / b.opts.until
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     b.compile(out_dir)
     (out_dir / "build.log").write_text("\n".join(b.log_lines) + "\n")
-    work, _ = volume_names(b.spec, b.key, b.rendered)
+    work, _ = volume_names(b.spec, b.key, b.namespace)
     return PartialResult(b.spec.name, b.key, b.opts.until, out_dir, work)
 
 
@@ -432,7 +550,8 @@ def _verify(b: Build, artifact: Path, manifest: dict):  # -> verify.report.Repor
         b.client = engine.connect()
     try:
         report = verify_artifact(b.spec, artifact, manifest, client=b.client, context_dir=b.context_dir,
-                                 on_line=b._on_line, secrets=b.secrets, **b.opts.verify_kwargs)
+                                 on_line=b._on_line, secrets=b.secrets, namespace=b.namespace,
+                                 **b.opts.verify_kwargs)
     except BaseException:
         b.view.done("verify", "failed")
         raise
@@ -440,29 +559,42 @@ def _verify(b: Build, artifact: Path, manifest: dict):  # -> verify.report.Repor
     return report
 
 
-def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, on_line=None, secrets=()) -> str:
+def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace: str, on_line=None,
+                  secrets=()) -> str:
     """The recipe's runtime image (base + toolchain runtime + venv): where verification installs the wheel."""
-    tag = f"buildctl/{spec.name}:runtime-{key}"
+    tag = image_tag(spec.name, key, namespace, target="runtime")
     if not engine.image_exists(client, tag):
         credentials = split_credentials(spec)[1]
         engine.build_image(client, context_dir, tag, target="runtime", buildargs=_proxy_env(spec),
                            network_mode=_network(spec), on_line=on_line,
                            secrets=[*secrets, *credentials.values()], credentials=credentials,
-                           labels={"buildctl.recipe": spec.name})
+                           labels=engine_labels(spec, namespace))
     return tag
 
 
 def verify_artifact(spec: Spec, artifact: Path, manifest: dict | None = None, *, client=None,
-                    context_dir: Path | None = None, on_line=None, secrets=(), **verify_kwargs):
-    """Verify a published artifact's wheel in a fresh container of its recipe's runtime image."""
+                    context_dir: Path | None = None, on_line=None, secrets=(), namespace: str | None = None,
+                    ca_texts: dict[str, str] | None = None, **verify_kwargs):
+    """Verify a published artifact's wheel in a fresh container of its recipe's runtime image.
+
+    Without `context_dir` (a verify run on its own) the recipe is rendered again, with `ca_texts` as
+    the build had them, into a private folder removed afterwards."""
     from .verify import runner
 
     manifest = manifest or json.loads((artifact / "manifest.json").read_text())
+    # the namespace the artifact was built in (its root's, for manifests older than the field)
+    namespace = namespace or manifest.get("namespace") or artifacts.namespace(artifact.parent.parent)
     client = client or engine.connect()
-    if context_dir is None:  # a verify run on its own: render the same folder again (pure)
-        context_dir = render.write(render.render(spec), Path("build") / spec.name)
-    image = runtime_image(spec, manifest["key"], client=client, context_dir=context_dir, on_line=on_line,
-                          secrets=secrets)
+    private = None
+    if context_dir is None:  # a verify run on its own: render the same files again (pure), privately
+        private = Path(tempfile.mkdtemp(prefix=f"buildctl-render-{spec.name}-"))
+        context_dir = render.write(render.render(spec, ca_texts=ca_texts), private / "context")
+    try:
+        image = runtime_image(spec, manifest["key"], client=client, context_dir=context_dir, namespace=namespace,
+                              on_line=on_line, secrets=secrets)
+    finally:
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
     wheel = artifact / manifest["wheels"][0]["file"]
     return runner.verify_wheel(wheel, spec=spec, image=image, out_dir=artifact, network_mode=_network(spec),
                                client=client, **verify_kwargs)

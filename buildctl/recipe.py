@@ -338,7 +338,12 @@ def _error_from_validation(exc: ValidationError, loc: Located, fallback: str) ->
     elif err["type"] == "extra_forbidden":
         problem = "unknown key"
     elif err["type"] == "value_error":
-        problem = "invalid combination"
+        # A field's own check says "<problem>; fix: <fix>"; a model-level one is a combination.
+        problem, sep, fix = hint.partition("; fix: ")
+        if sep:
+            hint = fix
+        else:
+            problem = "invalid combination"
     elif err["type"] == "string_type" and isinstance(err.get("input"), (int, float)):
         problem = f"{err['input']!r} is a number, not a string"
     elif err["type"] == "string_pattern_mismatch":

@@ -48,6 +48,35 @@ TreePath = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9_+
                      AfterValidator(_no_dot_components)]
 # A Debian/Ubuntu package name (Debian policy 5.6.1), optionally pinned: name=version.
 DistroPackage = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?$")]
+
+# A recipe name becomes a Docker image repository component and part of volume and container names:
+# lowercase alphanumerics with single . _ - between them (the OCI distribution spec's path component,
+# which also fits Docker's [a-zA-Z0-9][a-zA-Z0-9_.-]+ for volumes and containers).
+RECIPE_NAME = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
+RECIPE_NAME_MAX = 64
+# Durations like 90m, 12h, 3600s.
+Duration = Annotated[str, StringConstraints(strict=True, pattern=r"^[1-9][0-9]{0,5}[smh]$")]
+_SECONDS = {"s": 1, "m": 60, "h": 3600}
+
+# build.env names the recipe may not set. The build script's own variables (templates/build.sh.j2):
+# overriding them turns its `rm -rf "${OUT:?}"/*` into `rm -rf /*` (OUT=/), builds from or into another
+# tree (SRC, VENV), defeats the OOM retry (MAX_JOBS) or shares one compile cache between toolchains
+# (CCACHE_COMPILERCHECK). And names that change how every process of the build starts: the loader's
+# (LD_*), the shell's (BASH_ENV, ENV, SHELLOPTS, BASHOPTS, IFS) and Python's (PYTHONHOME, PYTHONPATH).
+RESERVED_BUILD_ENV = (
+    # set by build.sh itself
+    "SRC", "OUT", "VENV", "VIRTUAL_ENV", "PATH", "MAX_JOBS", "UNTIL",
+    # buildctl's settings the script reads (invoke build --until / --target)
+    "BUILDCTL_UNTIL", "BUILDCTL_TARGETS",
+    "PYTHON_EXECUTABLE", "CMAKE_PROGRAM_PATH",
+    "CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER", "CMAKE_CUDA_COMPILER_LAUNCHER",
+    "CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_COMPILERCHECK", "CCACHE_NOHASHDIR", "SCCACHE_DIR",
+    # the container's own
+    "HOME",
+    # how every process starts
+    "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS",
+    "PYTHONHOME", "PYTHONPATH",
+)
 PipRequirement = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+(,(==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+)*)?$")]
 
 DISTROS = ("bookworm", "trixie", "jammy", "noble")
@@ -253,11 +282,26 @@ class Build(Model):
     features: dict[Annotated[str, StringConstraints(strict=True, pattern=r"^(USE|BUILD)_[A-Z0-9_]+$")], StrictBool] = {}
     env: dict[EnvName, StrictStr] = {}
     cache: Literal["ccache", "sccache", "none"] = "ccache"
+    # The compile step is stopped after this long (a hung build fails instead of blocking CI).
+    timeout: Duration = "12h"
     # Build-time check that `python` is the venv's; off only to reproduce the failure it prevents.
     venv_guard: StrictBool = True
     # Shell lines run once in the patched source tree before configure (trusted, like the recipe),
     # e.g. regenerating a header against the distro's flatbuffers.
     prepare: tuple[StrictStr, ...] = ()
+
+    @field_validator("env")
+    @classmethod
+    def _no_reserved_env(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if name in RESERVED_BUILD_ENV:
+                raise ValueError(f"{name} is reserved (the build script sets it, or it changes how every "
+                                 f"process of the build starts); fix: remove {name} from build.env")
+        return env
+
+    @property
+    def timeout_s(self) -> int:
+        return int(self.timeout[:-1]) * _SECONDS[self.timeout[-1]]
 
 
 class Expect(Model):
@@ -293,7 +337,7 @@ class Site(Model):
 class Spec(Model):
     """A resolved recipe: everything the later stages need, nothing that refers back to YAML."""
 
-    name: Name
+    name: StrictStr  # checked by _docker_name
     description: StrictStr = ""
     labels: tuple[Name, ...] = ()
     base: Base
@@ -304,6 +348,16 @@ class Spec(Model):
     build: Build = Build()
     verify: Verify = Verify()
     site: Site = Site()
+
+    @field_validator("name")
+    @classmethod
+    def _docker_name(cls, v: str) -> str:
+        if len(v) > RECIPE_NAME_MAX or not RECIPE_NAME.fullmatch(v):
+            fix = re.sub(r"[^a-z0-9]+", "-", v.lower()).strip("-")[:RECIPE_NAME_MAX] or "my-recipe"
+            raise ValueError(f"{v!r} is not a name Docker accepts for images and volumes; fix: rename the "
+                             f"recipe (its file, or name:) to lowercase letters and digits with single . _ - "
+                             f"between them, at most {RECIPE_NAME_MAX} characters, e.g. {fix!r}")
+        return v
 
     @field_validator("description")
     @classmethod

@@ -9,10 +9,16 @@ EngineError, and so does every test that uses it.
 * `trixie_base_image`: the same for trixie (buildctl/base:trixie; the ROCm-from-Debian recipes).
 * `test_labels`: labels unique to this session; everything created with them (containers,
   volumes, images) is removed when the session ends. Pass them as `labels=` to the engine calls.
+* BUILDCTL_NAMESPACE: set for the whole session (and the commands it runs) to a namespace of its
+  own, so the builds of the tests never share a build directory, a compile cache or an image tag
+  with the user's builds (the README's main job, then the tests, on one machine) nor with another
+  test session on the same engine. What buildctl created in it is removed when the session ends.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -22,8 +28,34 @@ import pytest
 from docker import errors as derr
 
 from buildctl import baseimage, engine
+from buildctl.errors import BuildctlError
 
 BASE_DISTRO = "bookworm"
+# Set at import, before any test runs, so that every build of the session and its subprocesses use it.
+TEST_NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"
+os.environ["BUILDCTL_NAMESPACE"] = TEST_NAMESPACE
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_test_namespace() -> Iterator[None]:
+    """At the end of the session: remove the containers, volumes and images labelled with the
+    session's namespace (nothing to do when no engine was reachable: nothing was created)."""
+    yield
+    try:
+        client = engine.connect()
+    except BuildctlError:
+        return
+    selector = {"label": [f"buildctl.namespace={TEST_NAMESPACE}"]}
+    with contextlib.closing(client):
+        for c in client.containers.list(all=True, filters=selector):
+            with contextlib.suppress(derr.NotFound, derr.APIError):
+                c.remove(force=True, v=True)
+        for v in client.volumes.list(filters=selector):
+            with contextlib.suppress(derr.NotFound, derr.APIError):
+                v.remove(force=True)
+        for img in client.images.list(filters=selector):
+            with contextlib.suppress(derr.NotFound, derr.APIError):
+                client.images.remove(img.id, force=True)
 
 
 @pytest.fixture(scope="session")

@@ -35,7 +35,7 @@ import jinja2
 import pytest
 from docker import errors as derr
 
-from buildctl import engine, pipeline, recipe, render
+from buildctl import artifacts, engine, pipeline, recipe, render
 
 pytestmark = pytest.mark.integration
 
@@ -116,8 +116,9 @@ def session(tmp_path_factory, docker_client, base_image) -> Iterator[Session]:
         for tag in img.tags:
             with contextlib.suppress(derr.NotFound, derr.APIError):
                 docker_client.images.remove(tag)
-    key_volumes = [v.name for v in docker_client.volumes.list() if v.name.startswith(f"buildctl-work-{name}-")]
-    _, cache_volume = pipeline.volume_names(spec, "x", render.render(spec))
+    work_prefix = pipeline.work_volume_name(name, "", artifacts.namespace())  # the session's namespace
+    key_volumes = [v.name for v in docker_client.volumes.list() if v.name.startswith(work_prefix)]
+    _, cache_volume = pipeline.volume_names(spec, "x", artifacts.namespace())
     for vol in [*key_volumes, cache_volume]:
         if vol not in before_volumes:
             with contextlib.suppress(derr.NotFound, derr.APIError):

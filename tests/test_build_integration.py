@@ -19,13 +19,14 @@ these tests fail with buildctl's one-line error):
 * credentials in proxy URLs never reach an image layer, the image history, the manifest, the logs
   or the output (see test_proxy_credentials_never_persist for how the proxy is really used).
 
-Engine hygiene (the engine is shared with other builds): everything is found by the artifact key a
-build reported, and only what did not exist before the module ran is removed: the build-dir volumes;
-the image tags of every key but the two demo recipes' own builds (those images are the layer cache
-later builds and CI runs reuse, and what `invoke build` leaves anyway; `invoke clean` prunes them);
-the compile-cache volume of the runfile recipe (its toolchain is this session's); and the untagged
-stage images that only this session's inputs made (reusable stage images stay, as after any build).
-Containers are never left behind by buildctl itself (asserted).
+Engine hygiene (the engine is shared with other builds): the builds run in the session's own
+namespace (conftest sets BUILDCTL_NAMESPACE), so they never find the user's build directories,
+compile caches or image tags, and whatever they create there is removed when the session ends.
+The module also removes, by the artifact key a build reported, what did not exist before it ran:
+the build-dir volumes; the image tags of every key but the two demo recipes' own builds (kept until
+the session ends); the compile-cache volume of the runfile recipe; and the untagged stage images
+that only this session's inputs made (reusable stage images stay, as after any build: they are the
+layer cache later builds reuse). Containers are never left behind by buildctl itself (asserted).
 
 Budget: about 10-20 minutes on 2 cores with the base image present (the CUDA builds dominate).
 """
@@ -57,7 +58,7 @@ import jinja2
 import pytest
 from docker import errors as derr
 
-from buildctl import cli, engine, pipeline, recipe, render, ui
+from buildctl import artifacts, cli, engine, pipeline, recipe, ui
 from buildctl.verify import report as rep
 
 pytestmark = pytest.mark.integration
@@ -208,8 +209,17 @@ def change_source(src: Path, rel: str) -> str:
 # ---------------------------------------------------------------------------------------------- engine
 
 
+def namespace() -> str:
+    """The session's namespace (conftest sets BUILDCTL_NAMESPACE; the builds inherit it)."""
+    return artifacts.namespace()
+
+
 def work_volume(recipe_name: str, key: str) -> str:
-    return f"buildctl-work-{recipe_name}-{key}"
+    return pipeline.work_volume_name(recipe_name, key, namespace())
+
+
+def tag(recipe_name: str, key: str, target: str = "builder") -> str:
+    return pipeline.image_tag(recipe_name, key, namespace(), target)
 
 
 def containers_on_volume(client: docker.DockerClient, volume: str) -> list:
@@ -232,7 +242,7 @@ def containers_of_key(client, recipe_name: str, key: str, run: BuildRun) -> tupl
         since=since, until=until, decode=True, filters={"type": "volume", "event": "mount"})
         if e["Actor"]["ID"] == work_volume(recipe_name, key)})
     creates = [e["Actor"]["ID"] for e in container_creates(client, since, until)
-               if e["Actor"]["Attributes"].get("image") == f"buildctl/{recipe_name}:runtime-{key}"]
+               if e["Actor"]["Attributes"].get("image") == tag(recipe_name, key, "runtime")]
     return mounts, creates
 
 
@@ -261,8 +271,8 @@ def ws(tmp_path_factory, docker_client, base_image) -> Iterator[Workspace]:
     for recipe_name, key in sorted(w.built):
         _remove_volume(docker_client, work_volume(recipe_name, key), before_volumes)
         if (recipe_name, key) not in w.canonical:
-            for tag in (f"buildctl/{recipe_name}:{key}", f"buildctl/{recipe_name}:runtime-{key}"):
-                _remove_tag(docker_client, tag, before_tags)
+            for ref in (tag(recipe_name, key), tag(recipe_name, key, "runtime")):
+                _remove_tag(docker_client, ref, before_tags)
     for name in sorted(w.cache_volumes):
         _remove_volume(docker_client, name, before_volumes)
     for log, marker in w.stage_images:
@@ -288,7 +298,7 @@ def note_cache_volume(w: Workspace, recipe_file: str, key: str) -> None:
     """Remember the compile-cache volume of a test-only recipe's build, for the clean-up (named by
     the pipeline itself; removed only when it did not exist before the module ran)."""
     spec = recipe.load(recipe_file)
-    w.cache_volumes.add(pipeline.volume_names(spec, key, render.render(spec))[1])
+    w.cache_volumes.add(pipeline.volume_names(spec, key, namespace())[1])
 
 
 # ---------------------------------------------------------------------------------------------- builds
@@ -440,7 +450,8 @@ def test_manifest_records_what_was_built(request, ws, build: BuildRun, docker_cl
     assert m["engine"]["cpus"] == info["NCPU"] and m["engine"]["memory_bytes"] == info["MemTotal"]
     assert m["engine"]["storage_driver"] == info["Driver"]
     assert m["host"]["cpus"] == os.cpu_count() and m["host"]["platform"]
-    assert m["images"]["builder"] == docker_client.images.get(f"buildctl/{name}:{m['key']}").id
+    assert m["images"]["builder"] == docker_client.images.get(tag(name, m["key"])).id
+    assert m["namespace"] == namespace()
     assert isinstance(m["max_jobs"], int) and m["max_jobs"] >= 1
     assert m["resolved_recipe"]["name"] == name
     assert (build.artifact / "recipe.resolved.yaml").read_text().startswith("name: " + name)
@@ -482,7 +493,7 @@ def test_wheel_works_in_a_fresh_container(request, build: BuildRun, docker_clien
     build.ok()
     build_id = request.node.callspec.params["build"]
     exp = EXPECT[build_id]
-    runtime = f"buildctl/{build.payload['recipe']}:runtime-{build.key}"
+    runtime = tag(build.payload["recipe"], build.key, "runtime")
     probe = (
         "import json, demofw, demofw.cuda as c\n"
         "out = {'version': demofw.__version__, 'add': demofw.add(2, 3), 'add_list': demofw.add([1, 2], [3, 4]),\n"
@@ -632,7 +643,8 @@ def test_interrupted_build_leaves_no_container_and_no_artifact(ws, demo_cpu, doc
     lines = Lines(proc.stdout)
     try:
         deadline = time.monotonic() + BUILD_TIMEOUT
-        key = lines.wait_for(r"Successfully tagged buildctl/demo-cpu:([0-9a-f]{16})\b", deadline).group(1)
+        tagged = re.escape(tag("demo-cpu", "KEY")).replace("KEY", "([0-9a-f]{16})")
+        key = lines.wait_for(rf"Successfully tagged {tagged}\b", deadline).group(1)
         ws.built.add(("demo-cpu", key))
         lines.wait_for(r"^==> compile: running", deadline)  # CMake is done, ninja runs
         volume = work_volume("demo-cpu", key)
@@ -662,6 +674,7 @@ def test_interrupted_build_leaves_no_container_and_no_artifact(ws, demo_cpu, doc
     assert not (root / "demo-cpu" / key).exists()
     assert sorted(p.name for p in root.rglob(".tmp-*")) == []
     assert sorted(p.name for p in ws.tmp.glob("buildctl-out-*")) == []
+    assert sorted(p.name for p in (ws.cwd / "build").glob(".tmp-*")) == []  # the build's private render
     # and the next build of the same key succeeds (resuming the build directory)
     again = ws.build("demo-cpu", "--set", f"framework.source.path={src}", "--no-verify", artifacts=name).ok()
     assert again.key == key and again.payload["cached"] is False
@@ -826,7 +839,7 @@ def test_proxy_credentials_never_persist(ws, demo_cpu, docker_client):
     assert [str(p) for p in searched if token.encode() in p.read_bytes()] == []
     log = "\n".join(logs)
     assert re.search(r"^Successfully installed .*\bsix-", log, re.M)  # the venv step ran, not cached
-    images = [run.manifest["images"]["builder"], f"buildctl/demo-cpu:runtime-{run.key}"]
+    images = [run.manifest["images"]["builder"], tag("demo-cpu", run.key, "runtime")]
     for img in [*images, *(i.id for i in stage_images(docker_client, log.splitlines()))]:
         assert token not in json.dumps(docker_client.api.history(img)), img
         assert token not in json.dumps(docker_client.api.inspect_image(img)), img

@@ -538,7 +538,7 @@ def test_preflight_newer_minor_than_table_is_quiet():
     d["framework"] = {"name": "demofw", "source": {"path": "examples/demofw"}}
     assert preflight(spec(d), source="r.yaml") == []
     d["toolchain"]["cuda"] = {"version": "12.7", "install": "base-image"}
-    d["toolchain"]["nccl"] = {"version": "2.21.5", "install": "source"}
+    d["toolchain"]["nccl"] = {"version": "2.21.5", "install": "pip"}  # (source needs the runfile stage)
     assert any("not a known toolkit" in w for w in preflight(spec(d), source="r.yaml"))
 
 

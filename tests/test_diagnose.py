@@ -189,11 +189,14 @@ def test_oom_jobs_read_from_the_log_without_context():
     assert "MAX_JOBS=3" in diagnose(log).fix
 
 
-def test_oom_from_exit_code_or_engine_flag_alone():
-    by_code = diagnose("[4510/6236] Building CXX object x.o\n", exit_code=137, context={"max_jobs": 4})
-    assert by_code.id == "oom" and "137" in by_code.evidence[0] and "MAX_JOBS=2" in by_code.fix
-    by_flag = diagnose("", oom_killed=True)
-    assert by_flag.id == "oom" and "OOM" in by_flag.evidence[0]
+def test_oom_from_the_engine_flag_alone_but_not_from_exit_code_137():
+    """Exit 137 is any SIGKILL (`docker kill`, a timeout); only the engine's OOMKilled, or the
+    compiler's own words in the log, say out of memory. (The old rule took 137 for OOM, so a
+    killed build was "retried with fewer jobs".)"""
+    by_flag = diagnose("[4510/6236] Building CXX object x.o\n", exit_code=137, oom_killed=True,
+                       context={"max_jobs": 4})
+    assert by_flag.id == "oom" and "OOMKilled" in by_flag.evidence[0] and "MAX_JOBS=2" in by_flag.fix
+    assert diagnose("[4510/6236] Building CXX object x.o\n", exit_code=137, context={"max_jobs": 4}) is None
     assert diagnose("", exit_code=1) is None
 
 

@@ -142,7 +142,7 @@ def test_build_streams_lines_and_labels_the_image(docker_client, base_image, tes
         f"""
         FROM {base_image}
         ARG GREETING
-        RUN echo "greeting=$GREETING" && echo "proxy=$HTTP_PROXY"
+        RUN echo "greeting=$GREETING" && echo "proxy=$HTTP_PROXY" && echo "run={test_labels['buildctl.test']}"
         """,
     )
     lines: list[str] = []
@@ -226,7 +226,9 @@ def test_build_disk_full_is_an_engine_error_with_the_fix(tmp_path):
     assert "\n" not in str(info.value)
 
 
-def test_build_exit_137_is_reported_as_oom(tmp_path):
+def test_build_exit_137_is_not_reported_as_oom(tmp_path):
+    """A RUN step that exits 137 was SIGKILLed, by the OOM killer or by anything else: the image
+    build's container is gone, its OOMKilled unknown, so the log decides (diagnose), not the code."""
     ctx = write_context(tmp_path / "ctx", "FROM x\nRUN make\n")
     chunks = [
         {"stream": "Step 2/2 : RUN make\nKilled\n"},
@@ -237,8 +239,8 @@ def test_build_exit_137_is_reported_as_oom(tmp_path):
     ]
     with pytest.raises(engine.StepFailed) as info:
         engine.build_image(_fake_client(chunks), ctx, "t:1", allow_pull=True)
-    assert info.value.returncode == 137 and info.value.oom_killed
-    assert "out of memory" in str(info.value)
+    assert info.value.returncode == 137 and not info.value.oom_killed
+    assert "out of memory" not in str(info.value)
 
 
 def test_from_refs_resolves_args_and_skips_stages():
@@ -426,6 +428,18 @@ def _read_until(proc: subprocess.Popen, wanted: str, deadline: float) -> None:
     raise AssertionError(f"child did not print {wanted!r} in time")
 
 
+# Only a guard against a hang: every wait below ends on an event (a line, the child's exit).
+HANG_GUARD_S = 600
+
+
+def _default_sigint() -> None:
+    """In the child: SIGINT as in a terminal. A test run started in the background by a shell
+    without job control (`pytest ... &` in a script, many CI wrappers) inherits SIGINT ignored, and
+    Python then never turns it into KeyboardInterrupt: the child slept on, and the old
+    `proc.wait(timeout=60)` of the SIGINT case failed in such runs, while it passed run alone."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @integration
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_removes_the_container(docker_client, base_image, sig):
@@ -437,12 +451,13 @@ def test_signal_removes_the_container(docker_client, base_image, sig):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint,
     )
     try:
-        _read_until(proc, "ready", time.monotonic() + 60)
+        _read_until(proc, "ready", time.monotonic() + HANG_GUARD_S)
         assert len(engine.list_buildctl_containers(docker_client, labels)) == 1
         proc.send_signal(sig)
-        rc = proc.wait(timeout=60)
+        rc = proc.wait(timeout=HANG_GUARD_S)
     finally:
         if proc.poll() is None:
             proc.kill()

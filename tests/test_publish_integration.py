@@ -25,7 +25,7 @@ from docker import errors as derr
 from packaging.utils import parse_wheel_filename
 from publish_helpers import serve_folder
 
-from buildctl import engine
+from buildctl import artifacts, engine, pipeline
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["services"]  # the session fixtures of the servers
@@ -65,7 +65,7 @@ def demo_cpu(tmp_path_factory, docker_client, base_image) -> dict:
     assert proc.returncode == 0 and payload.get("ok"), f"build failed (exit {proc.returncode}):\n{proc.stderr[-5000:]}"
     payload["env"], payload["work"] = env, work
     yield payload
-    volume = f"buildctl-work-demo-cpu-{payload['key']}"
+    volume = pipeline.work_volume_name("demo-cpu", payload["key"], artifacts.namespace())  # the session's
     if volume not in volumes_before:
         with contextlib.suppress(derr.NotFound, derr.APIError):
             docker_client.api.remove_volume(volume)
@@ -96,7 +96,7 @@ def test_published_demo_cpu_installs_with_pip_from_a_folder_and_from_pypiserver(
     [wheel] = json.loads((artifact / "manifest.json").read_text())["wheels"]
     name, version, _, _ = parse_wheel_filename(wheel["file"])
     requirement = f"{name}=={version}"
-    runtime = f"buildctl/demo-cpu:runtime-{demo_cpu['key']}"
+    runtime = pipeline.image_tag("demo-cpu", demo_cpu["key"], artifacts.namespace(), "runtime")
     work, env = demo_cpu["work"], demo_cpu["env"]
 
     # (a) a static folder, served by python -m http.server

@@ -389,32 +389,19 @@ def test_nccl_header_and_library_versions_differ(ws, nccl_redist_archive):
 # --- the build's python is not the venv's --------------------------------------------------------------
 
 
-def test_python_env_without_the_venv_guard(ws):
-    # What really happens in the builder (Debian bookworm, Python from apt): without the venv on PATH
-    # there is no `python` at all (only python3), so setup.py never starts and CMake never looks.
-    payload, bundle, data = build_fails(
-        ws, "demo-cpu", "--set", "build.venv_guard=false", "--set", f"build.env.PATH={SYSTEM_PATH}",
-        diag="python-env", step="configure")
-    assert data["exit_code"] == 127
-    d = payload["diagnosis"]
-    assert d["evidence"][0].endswith("python: command not found")
-    assert "/opt/venv/bin/python" in d["cause"] and "venv_guard: true" in d["fix"] and "PATH" in d["fix"]
-    assert "buildctl: python is" not in (bundle / "build.log").read_text()
-
-    replay(ws, bundle, data)
-
-
-def test_python_env_guard_fails_fast(ws):
-    payload, bundle, data = build_fails(
-        ws, "demo-cpu", "--set", f"build.env.PATH={SYSTEM_PATH}", diag="python-env", step="configure")
-    assert data["exit_code"] == 3
-    d = payload["diagnosis"]
-    assert d["evidence"] == ["buildctl: python is missing, not the venv's /opt/venv/bin/python"]
-    log = (bundle / "build.log").read_text()
-    build_part = log.split("buildctl: MAX_JOBS=", 1)[1]
-    assert "gcc=" not in build_part and "-- Building version" not in build_part  # stopped before anything ran
-
-    replay(ws, bundle, data)
+@pytest.mark.parametrize("extra", [["--set", "build.venv_guard=false"], []], ids=["no-guard", "guard"])
+def test_python_env_by_build_env_path_is_refused_before_building(ws, extra):
+    """build.env.PATH used to be how the build's python stopped being the venv's (exit 127 without the
+    guard, 3 with it). PATH is the build script's own variable and is now refused at load
+    (spec.RESERVED_BUILD_ENV): exit 2, one line naming it, no bundle, nothing built."""
+    failures = ws.artifacts / "failures"
+    before = sorted(failures.iterdir()) if failures.is_dir() else []
+    proc = _invoke(ws, "build", "--recipe", "demo-cpu", *extra, "--set", f"build.env.PATH={SYSTEM_PATH}", *SITE,
+                   "--json", timeout=300)
+    assert proc.returncode == 2, _show(proc)
+    err = proc.stderr.strip()
+    assert len(err.splitlines()) == 1 and "PATH is reserved" in err, err
+    assert (sorted(failures.iterdir()) if failures.is_dir() else []) == before
 
 
 # --- an unknown failure still gets a bundle and its first error --------------------------------------

@@ -54,7 +54,7 @@ import pytest
 import yaml
 from docker import errors as derr
 
-from buildctl import engine, pipeline, recipe, render, secrets
+from buildctl import engine, pipeline, recipe, secrets
 
 pytestmark = pytest.mark.integration
 
@@ -334,7 +334,9 @@ def site_args(t: Tokens, srv: dict[str, Server]) -> list[str]:
 
 
 def run_build(recipe_file: Path, args: list[str], cwd: Path, artifacts: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDCTL_") and "proxy" not in k.lower()}
+    # (the session's BUILDCTL_NAMESPACE stays: the build's engine objects are the session's, see conftest)
+    env = {k: v for k, v in os.environ.items()
+           if (k == "BUILDCTL_NAMESPACE" or not k.startswith("BUILDCTL_")) and "proxy" not in k.lower()}
     env.update(BUILDCTL_ARTIFACTS=str(artifacts), BUILDCTL_CACHE=str(VERIFY_CACHE), TMPDIR=str(cwd),
                PYTHONUNBUFFERED="1")
     return subprocess.run([*invoke_cmd(), "build", "--recipe", str(recipe_file), *args, "--json"], cwd=cwd, env=env,
@@ -474,7 +476,7 @@ def test_credentials_are_used_and_found_nowhere(tmp_path, docker_client, base_im
         scan.stream("filesystem of the kept container", docker_client.api.export(kept[0].id))
         spec = recipe.load(str(recipe_file))
         failed_volumes = json.loads((bundle / "bundle.json").read_text())["volumes"]
-        works = [pipeline.volume_names(spec, result["key"], render.render(spec))[0],
+        works = [pipeline.volume_names(spec, result["key"], os.environ["BUILDCTL_NAMESPACE"])[0],
                  next(v for v, path in failed_volumes.items() if path == "/work")]
         for work in works:
             grep = engine.run_container(

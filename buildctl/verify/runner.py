@@ -376,7 +376,7 @@ def container_script(venv: str, python: str, wheel_name: str, reqs: Sequence[str
 
 def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python: str, image: str | None,
                      spec: Spec | None, args_for: Callable[[str], list[str]], on_line: LineSink, *,
-                     gpus: bool, network_mode: str | None, client=None) -> tuple[dict, dict]:
+                     gpus: bool, network_mode: str | None, client=None, timeout: float | None = None) -> tuple[dict, dict]:
     from buildctl import engine
 
     client = client or engine.connect()
@@ -395,9 +395,12 @@ def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python:
             outputs={"/verify/out": Path(out)},
             network_mode=network_mode, gpus=gpus, on_line=on_line,
             shm_size="4g" if gpus else None,  # NCCL's shared-memory transport outgrows Docker's 64 MiB
-            labels={"buildctl.role": "verify"},
+            labels={"buildctl.role": "verify"}, timeout=timeout,
         )
         probe_json = Path(out) / "probe.json"
+        if res.timed_out:
+            raise VerificationFailed(f"verification in {image} was stopped after {timeout:.0f} s (a hung CUDA/NCCL "
+                                     f"init?): {_last_lines(res.log)}")
         if res.oom_killed:
             raise VerificationFailed(f"the verification container ran out of memory: {_last_lines(res.log)}")
         if not probe_json.is_file():
@@ -505,7 +508,8 @@ def verify_wheel(
 
             gpus = bool(host_gpus.inventory().gpus)
         probe, environment = run_in_container(wheel, wheelhouse, install, python, image, spec, args_for,
-                                              on_line, gpus=gpus, network_mode=network_mode, client=client)
+                                              on_line, gpus=gpus, network_mode=network_mode, client=client,
+                                              timeout=timeout)
     environment["seconds"] = round(time.monotonic() - t0, 1)
 
     exp = Expectations.from_spec(spec) if spec is not None else Expectations.from_wheel_name(wheel.name)
