@@ -57,6 +57,8 @@ class View:
         self.current: str | None = None
 
     def stage(self, name: str) -> None:
+        if name == self.current and self.status.get(name) == "running":
+            return  # announced twice (the pipeline, then the build script's step line): one stage, one clock
         if self.current and self.status.get(self.current) == "running":
             self.done(self.current)
         self.current = name
