@@ -6,7 +6,7 @@
 ARTIFACT is a published artifact folder (artifacts/<recipe>/<key>/: manifest.json, ninja_log.txt);
 --warm the artifact of the same recipe rebuilt after a one-file edit (its own key, the compile cache
 warm); --interrupt the record of an interrupted run of ARTIFACT's key (interrupted.json, written by
-`invoke build` when Ctrl-C stops a compile; the manifest's `resumed` section names it too).
+`invoke build` when Ctrl-C stops a compile; by default the manifest's `resumed.interrupted`).
 
 It prints, each against its goal (PASS/FAIL per line, exit 1 if any goal fails):
 
@@ -109,9 +109,8 @@ def measure(artifact: Path, warm: Path | None, interrupt: Path | None) -> list[d
                      "ok": ratio <= GOALS["warm_cold"],
                      "text": f"{ratio:.3f} ({wtotal / 60:.1f} min vs {total / 60:.1f} min; compile cache "
                              f"{cc.get('hits')} hits / {cc.get('misses')} misses)"})
-    record = interrupt or (Path(manifest["resumed"]["record"]) if (manifest.get("resumed") or {}).get("record") else None)
-    if record is not None:
-        rec = json.loads(Path(record).read_text())
+    rec = json.loads(interrupt.read_text()) if interrupt else (manifest.get("resumed") or {}).get("interrupted")
+    if rec is not None:
         lost = sum(p["elapsed_s"] for p in rec.get("in_flight", []))
         rows.append({"name": "work lost to an interrupt", "value": lost, "goal": f"<= {GOALS['lost_s']:.0f} s",
                      "ok": lost <= GOALS["lost_s"],

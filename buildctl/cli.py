@@ -22,6 +22,7 @@ from rich.table import Table
 
 from . import recipe as recipe_mod
 from . import render as render_mod
+from . import resume
 from .errors import BuildctlError, InputError
 from .ui import strip_controls
 
@@ -205,6 +206,9 @@ def _summary_rows(result) -> list[tuple[str, str]]:
     cc = m.get("compile_cache") or {}
     if cc.get("hit_rate") is not None:
         rows.append(("compile cache", f"{cc['tool']}: {cc['hit_rate']:.0%} hits ({cc['hits']}/{cc['hits'] + cc['misses']})"))
+    resumed = resume.summary(m.get("resumed"))
+    if resumed:
+        rows.append(("resumed", resumed))
     if result.report is not None or result.verify_error is not None:
         rows.append(("verification", "passed" if result.verify_error is None else "FAILED"))
     return rows

@@ -1003,6 +1003,7 @@ def run_container(
     ipc_mode: str | None = None,
     credentials: Credentials | None = None,
     timeout: float | None = None,
+    on_interrupt: Callable[[str], None] | None = None,
 ) -> ContainerResult:
     """Run `command` in a fresh container of `image`; its exit code, OOM flag and (masked) log.
 
@@ -1018,6 +1019,8 @@ def run_container(
     normal finish. A non-zero exit is a result, not an exception; engine problems raise EngineError.
     oom_killed is the engine's OOMKilled, never guessed from exit code 137 (a `docker kill` gives 137).
     timeout: seconds from start; then the container is killed and the result says timed_out.
+    on_interrupt(container id): called on Ctrl-C/SIGTERM while the container still runs, before it is
+    removed (e.g. to record what was in flight); its own errors are ignored.
     name: a fixed name makes the run exclusive: while a container of that name exists, this raises
     EngineError (ContainerNameInUse) and leaves the other container alone.
     """
@@ -1126,6 +1129,11 @@ def run_container(
             raise _api_error(e, doing, masker) from e
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as e:
             raise _connection_lost(e, doing) from e
+        except KeyboardInterrupt:
+            if on_interrupt is not None and cid:
+                with contextlib.suppress(Exception):
+                    on_interrupt(cid)
+            raise
         finally:
             if timer is not None:
                 timer.cancel()

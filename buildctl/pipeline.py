@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import __version__, artifacts, diagnose, downloads, engine, jobs, render, repro
+from . import __version__, artifacts, diagnose, downloads, engine, jobs, render, repro, resume
 from .errors import BuildctlError, BuildFailed, EngineError, VerificationFailed
 from .recipe import masked_dump
 from .secrets import mask_url, secret_values_from_env_and_site, split_credentials, strip_credentials
@@ -327,7 +327,7 @@ class Build:
                 mem_limit=self.opts.memory, on_line=self._on_line, keep=self.opts.keep_container,
                 secrets=self.secrets, credentials=self.credentials,
                 labels=engine_labels(spec, self.namespace, **{"buildctl.step": "compile"}),
-                name=name, timeout=max(1.0, deadline - time.monotonic()),
+                name=name, timeout=max(1.0, deadline - time.monotonic()), on_interrupt=self._record_interrupt,
             )
             if result.ok:
                 break
@@ -361,6 +361,15 @@ class Build:
                 "if the buildctl that started it is gone")
         engine.remove_container(self.client, name)
 
+    def _record_interrupt(self, container_id: str) -> None:
+        """Ctrl-C/SIGTERM while compiling: what was in flight (lost, done again) and where ninja was."""
+        top = self.client.api.top(container_id, ps_args="-eo pid,etimes,comm")
+        record = resume.interrupt_record(top, self.log_lines, "docker top of the compile container at the interrupt")
+        path = resume.write(self.spec.name, self.key, record, self.opts.artifacts_root)
+        lost = f"{len(record['in_flight'])} compile(s) in flight, {record['lost_core_s']} core-s"
+        self._on_line(f"buildctl: interrupted at {record['at_step'] or 'an unknown step'} ({lost} lost); "
+                      f"`invoke build` again resumes from the build directory (record: {path})")
+
     def assemble(self, out_dir: Path, staging: Path, timings: dict) -> dict:
         self.view.stage("publish")
         wheels = sorted(out_dir.glob("*.whl"))
@@ -369,6 +378,10 @@ class Build:
         versions = _parse_kv((out_dir / "versions.txt").read_text()) if (out_dir / "versions.txt").exists() else {}
         cache = _cache_stats(out_dir)
         peak = (out_dir / "peak-memory.txt").read_text().strip() if (out_dir / "peak-memory.txt").exists() else ""
+        counts = _parse_kv((out_dir / "resumed.txt").read_text()) if (out_dir / "resumed.txt").is_file() else {}
+        interrupt, warning = resume.read(self.spec.name, self.key, self.opts.artifacts_root)
+        if warning:
+            self._on_line(f"buildctl: {warning}")
         entries = []
         for w in wheels:
             shutil.copy2(w, staging / w.name)
@@ -398,6 +411,7 @@ class Build:
             "max_jobs": self.max_jobs,
             "peak_memory_bytes": int(peak) if peak.isdigit() else None,
             "compile_cache": {"tool": spec.build.cache, **cache},
+            "resumed": resume.resumed_section(counts, interrupt),
             "wheels": entries,
             "namespace": self.namespace,
             "images": {"builder": self.image_id, "base": spec.base.image},
@@ -511,6 +525,7 @@ def _build(b: Build) -> Path:
         artifacts.write_json(staging / "manifest.json", manifest)
         (staging / "recipe.resolved.yaml").write_text(b.rendered.files["recipe.resolved.yaml"])
         final = artifacts.publish(staging, spec.name, b.key, opts.artifacts_root)
+        resume.discard(spec.name, b.key, opts.artifacts_root)  # the manifest holds it now
         b.view.done("publish")
     return final
 

@@ -58,7 +58,7 @@ import jinja2
 import pytest
 from docker import errors as derr
 
-from buildctl import artifacts, cli, engine, pipeline, recipe, ui
+from buildctl import artifacts, cli, engine, pipeline, recipe, resume, ui
 from buildctl.verify import report as rep
 
 pytestmark = pytest.mark.integration
@@ -675,11 +675,22 @@ def test_interrupted_build_leaves_no_container_and_no_artifact(ws, demo_cpu, doc
     assert sorted(p.name for p in root.rglob(".tmp-*")) == []
     assert sorted(p.name for p in ws.tmp.glob("buildctl-out-*")) == []
     assert sorted(p.name for p in (ws.cwd / "build").glob(".tmp-*")) == []  # the build's private render
+    # What the stop cost: the compilers in flight (docker top just before the container went away).
+    record_file = root / "demo-cpu" / f".{key}.interrupted.json"
+    record = json.loads(record_file.read_text())
+    assert f"interrupted at {record['at_step'] or 'an unknown step'}" in out
+    assert all(p["command"] in resume.COMPILERS for p in record["in_flight"]), record
+    assert record["lost_core_s"] == sum(p["elapsed_s"] for p in record["in_flight"])
     # and the next build of the same key succeeds (resuming the build directory)
     again = ws.build("demo-cpu", "--set", f"framework.source.path={src}", "--no-verify", artifacts=name).ok()
     assert again.key == key and again.payload["cached"] is False
     assert (root / "demo-cpu" / key / "manifest.json").is_file()
     assert sorted(p.name for p in root.rglob(".tmp-*")) == []
+    # The manifest says where it resumed; the record moved into it.
+    resumed = again.manifest["resumed"]
+    assert resumed["interrupted"] == record and not record_file.exists()
+    if "steps_built_before" in resumed:  # only when a step had finished before the stop
+        assert 0 < resumed["steps_built_before"] < resumed["steps_total"]
 
 
 # ---------------------------------------------------------------------------------------------- concurrency
