@@ -139,13 +139,13 @@ def image_build(session) -> Run:
 
 
 def builder_image(run: Run) -> str:
-    return f"buildctl/{run.payload['recipe']}:{run.payload['key']}"
+    return pipeline.image_tag(run.payload["recipe"], run.payload["key"], artifacts.namespace())  # the session's namespace
 
 
 def test_the_image_is_built_with_the_pre_staged_installer_and_never_downloads(session, image_build):
     run = image_build
     assert run.proc.returncode == 0 and run.payload.get("ok") is True, run.explain()
-    log = (session.root / "cwd" / run.payload["out_dir"] / "build.log").read_text()  # out_dir: relative to cwd
+    log = (Path(run.payload["out_dir"]) / "build.log").read_text()
     name = session.installer.name
     assert f"buildctl: using pre-staged {name} (sha256 verified)" in log  # host: cache checked
     assert f"buildctl: using pre-staged {name}\n" in log  # in the image build: buildctl-fetch took it
