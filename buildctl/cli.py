@@ -114,10 +114,15 @@ def load_spec(recipe: str, sets=None, *, base_image=None, site: dict | None = No
     if preflight:
         from . import compat
 
-        warnings = compat.preflight(spec, source=recipe_mod._display(recipe_mod.recipe_path(recipe))) or []
+        warnings = compat.preflight(spec, source=_source(recipe)) or []
         for w in warnings:
             console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
     return spec, warnings
+
+
+def _source(recipe: str) -> str:
+    """The recipe file as error messages name it."""
+    return recipe_mod._display(recipe_mod.recipe_path(recipe))
 
 
 def print_json(data) -> None:
@@ -157,6 +162,12 @@ def render(recipe: str, sets, *, out_dir: str | None, as_json: bool, base_image=
            no_preflight: bool = False, **site_kw) -> None:
     site = site_options(ca_certs=ca_certs, **site_kw)
     spec, _ = load_spec(recipe, sets, base_image=base_image, site=site, preflight=not no_preflight)
+    from . import compat
+
+    # Rendering is pure and a placeholder is worth reading; the Dockerfile marks it, and `build` refuses it.
+    for field, problem, fix in compat.placeholders(spec):
+        console.print(f"[yellow]warning:[/] {escape(field)}: {escape(problem)}; `invoke build` refuses it until "
+                      f"pinned; fix: {escape(fix)}", soft_wrap=True)
     rendered = render_mod.render(spec, ca_texts=read_ca_certs(site.get("ca_certs", [])))
     dest = Path(out_dir) if out_dir else Path("build") / spec.name
     render_mod.write(rendered, dest)
@@ -253,11 +264,13 @@ def _print_partial(result, as_json: bool) -> None:
 def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_verify=False, no_preflight=False,
           keep_container=False, as_json=False, memory=None, verify_kwargs=None, until=None, targets=None,
           **site_kw) -> None:
-    from . import engine, pipeline, ui
+    from . import compat, engine, pipeline, ui
     from .errors import BuildFailed, VerificationFailed
 
     site = site_options(ca_certs=ca_certs, **site_kw)
     spec, warnings = load_spec(recipe, sets, base_image=base_image, site=site, preflight=not no_preflight)
+    # Even with --no-preflight: no file has the all-zero digest, so the fetch could only fail.
+    compat.refuse_placeholders(spec, source=_source(recipe))
     jobs = env_value(jobs if jobs != "auto" else None, "BUILDCTL_JOBS", "auto")
     if jobs != "auto":
         try:

@@ -522,7 +522,6 @@ def preflight(spec: Spec, *, source: str) -> list[str]:
     def warn(field: str, text: str) -> None:
         warnings.append(f"{field}: {text}")
 
-    _check_placeholders(spec, refuse)
     _check_python(spec, refuse, warn)
     if spec.toolchain.cuda is not None:
         _check_cuda(spec, refuse, warn)
@@ -551,12 +550,18 @@ def _downloads(spec: Spec) -> list[tuple[str, object]]:
     return out
 
 
-def _check_placeholders(spec: Spec, refuse) -> None:
-    """An all-zero sha256 marks a download the site must pin (e.g. a login-gated installer)."""
-    for field, dl in _downloads(spec):
-        if set(dl.sha256) == {"0"}:
-            refuse(f"{field}.sha256", f"placeholder sha256 for {dl.name}",
-                   f"stage the file and pin its digest: --set {field}.sha256=$(sha256sum {dl.name} | cut -c1-64)")
+def placeholders(spec: Spec) -> list[tuple[str, str, str]]:
+    """(field, problem, fix) of every download whose sha256 is the all-zero placeholder: a download the
+    site must pin (e.g. a login-gated installer). Rendering shows them; only a build refuses them."""
+    return [(f"{field}.sha256", f"placeholder sha256 for {dl.name}",
+             f"stage the file and pin its digest: --set {field}.sha256=$(sha256sum {dl.name} | cut -c1-64)")
+            for field, dl in _downloads(spec) if set(dl.sha256) == {"0"}]
+
+
+def refuse_placeholders(spec: Spec, *, source: str) -> None:
+    """A build cannot pass a placeholder sha256 (no file has it): refuse before any Docker call."""
+    for field, problem, fix in placeholders(spec):
+        raise RecipeError(source, field, problem, fix)
 
 
 def _check_providers(spec: Spec, refuse) -> None:

@@ -76,6 +76,7 @@ def _recipe_entry(source: str, spec: Spec, engine: dict, engine_facts: dict | No
     build_ok = True
 
     try:
+        compat.refuse_placeholders(spec, source=source)
         warnings = compat.preflight(spec, source=source)
     except RecipeError as e:
         build_ok = False

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import jobs, providers
+from . import compat, jobs, providers
 from .errors import InputError
 from .recipe import REPO_ROOT, resolved_yaml
 from .secrets import split_credentials
@@ -124,6 +124,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         post_build=[line for f in frags for line in f.post_build],
         cache=spec.build.cache,
         max_jobs=spec.build.max_jobs,
+        placeholders=compat.placeholders(spec),
         per_job_mib=per_job,
         reserve_mib=reserve,
     )

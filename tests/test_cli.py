@@ -153,6 +153,21 @@ def test_bad_input_is_one_line_exit_2(args, parts):
     assert_one_line_error(invoke(*args), *parts)
 
 
+def test_placeholder_sha256_renders_but_build_refuses(tmp_path):
+    """`invoke render` of the shipped ascend recipe (placeholder installer digest) writes the folder with a
+    warning (it used to exit 2 and write nothing); `invoke build` refuses it in one line, before any engine."""
+    out = tmp_path / "out"
+    proc = invoke("render", "--recipe", "ascend-cann8.0", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("warning: toolchain.ascend.installer.sha256: placeholder sha256 for ")
+    assert "`invoke build` refuses it until pinned; fix: " in proc.stderr
+    assert "# PLACEHOLDER, NOT BUILDABLE AS IS: toolchain.ascend.installer.sha256" in (out / "Dockerfile").read_text()
+    build = invoke("build", "--recipe", "ascend-cann8.0", "--no-preflight",
+                   env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert_one_line_error(build, "recipes/ascend-cann8.0.yaml: toolchain.ascend.installer.sha256: placeholder sha256",
+                          "fix: stage the file and pin its digest: --set toolchain.ascend.installer.sha256=")
+
+
 def test_env_vars_feed_the_options(tmp_path):
     """BUILDCTL_* variables stand in for the flags (here: the base image and a pip index)."""
     out = tmp_path / "out"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from buildctl import recipe
+from buildctl import compat, recipe
 from buildctl.cli import load_spec
 from buildctl.errors import InputError, RecipeError
 from buildctl.spec import Spec
@@ -63,7 +63,7 @@ def test_corpus_is_complete():
     refused = [n for n, e in EXPECTED.items() if e["stage"] != "accept"]
     assert len(refused) >= 18
     for name, entry in EXPECTED.items():
-        assert entry["stage"] in ("load", "preflight", "accept"), name
+        assert entry["stage"] in ("load", "preflight", "build", "accept"), name
         if entry["stage"] != "accept":
             assert len(entry["error"]) >= 2, f"{name}: name the location and the fix"
             assert any("fix:" in s for s in entry["error"]), f"{name}: expect the fix hint"
@@ -79,13 +79,20 @@ def test_corpus(name, tmp_path):
         spec, _ = load_spec(str(path.relative_to(REPO)))
         assert spec.name == path.stem
         return
-    if entry["stage"] == "preflight":
-        recipe.load(str(path))  # the schema accepts it; only the compatibility tables refuse it
+    if entry["stage"] in ("preflight", "build"):
+        recipe.load(str(path))  # the schema accepts it; only the compatibility tables (or a build) refuse it
     else:
         with pytest.raises(RecipeError):
             recipe.load(str(path))
+    shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
     start = time.perf_counter()
-    err = load_error(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
+    if entry["stage"] == "build":  # it renders (marked); `invoke build` refuses it
+        spec, _ = load_spec(str(shown))
+        with pytest.raises(RecipeError) as info:
+            compat.refuse_placeholders(spec, source=str(shown))
+        err = info.value
+    else:
+        err = load_error(shown)
     elapsed = time.perf_counter() - start
     text = str(err)
     assert isinstance(err, InputError) and err.exit_code == 2
@@ -93,7 +100,7 @@ def test_corpus(name, tmp_path):
     assert "; fix: " in text
     for part in entry["error"]:
         assert part in text, f"{part!r} not in {text!r}"
-    if entry["stage"] == "preflight":
+    if entry["stage"] in ("preflight", "build"):
         assert err.line is None and err.field
     else:
         assert text.startswith(f"{err.file}:{err.line}:" if err.line else f"{err.file}:")
