@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -215,6 +215,8 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
 def apply_overrides(loc: Located, overrides: list[str]) -> None:
     for item in overrides:
         parts, value = _parse_override(item)
+        if isinstance(value, (str, int, bool)) and value != "" and _is_list_field(tuple(parts)):
+            value = [value]  # `--set build.cuda_arch=9.0`: one value for a list field is a list of one
         node = loc.data
         for i, p in enumerate(parts[:-1]):
             if not isinstance(node.get(p), dict):
@@ -238,6 +240,16 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
         candidates = [ann, *getattr(ann, "__args__", ())]
         model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _is_list_field(path: tuple[str, ...]) -> bool:
+    """Whether the Spec field at path holds a list (a tuple, optional or not)."""
+    model = _model_at(path)
+    field_info = model.model_fields.get(path[-1]) if model is not None else None
+    if field_info is None:
+        return False
+    ann = field_info.annotation
+    return any(get_origin(t) in (tuple, list) for t in (ann, *get_args(ann)))
 
 
 _PATTERN_HINTS = {

@@ -353,6 +353,21 @@ def test_set_overrides_are_applied_and_validated():
     assert spec.toolchain.cuda.version == "13.2" and spec.accelerator == "cuda"  # nested new keys
 
 
+def test_set_one_value_for_a_list_field_is_a_list_of_one():
+    """`--set build.cuda_arch=9.0` was refused ("Input should be a valid tuple; fix: write a list"): one value
+    for a list-typed field is now a one-element list, and each element is still validated."""
+    spec, _ = load_spec("cuda12.1-nccl2.18", ["build.cuda_arch=9.0", "verify.expect.arch=9.0a", "labels=mine"])
+    assert spec.build.cuda_arch == ("9.0",) and spec.verify.expect.arch == ("9.0a",) and spec.labels == ("mine",)
+    spec, _ = load_spec("rocm6.2", ["toolchain.rocm.arch=gfx942", "python.packages=numpy<2"])
+    assert spec.toolchain.rocm.arch == ("gfx942",) and "numpy<2" in spec.python.packages
+    spec, _ = load_spec("cuda12.1-nccl2.18", ["verify.expect.arch=null", "build.env.ARCHS=9.0"])
+    assert spec.verify.expect.arch is None and spec.build.env["ARCHS"] == "9.0"  # null and non-list fields as given
+    err = load_error("cuda12.1-nccl2.18", ["build.cuda_arch=9.0x"])
+    assert "--set build.cuda_arch: build.cuda_arch.0: malformed value '9.0x'; fix: write archs like" in str(err)
+    err = load_error("cuda12.1-nccl2.18", ["build.type=[Debug]"])
+    assert "build.type: Input should be 'Release'" in str(err)  # a list for a scalar field stays refused
+
+
 @pytest.mark.parametrize(("sets", "expect"), [
     (["build.type=Nightly"], "--set build.type: build.type: Input should be 'Release', 'Debug' or 'RelWithDebInfo'"),
     (["build.tpye=Debug"], "--set build.tpye: build.tpye: unknown key; fix: remove it or fix the spelling"),
