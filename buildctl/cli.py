@@ -19,6 +19,7 @@ from invoke.exceptions import Exit
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from . import recipe as recipe_mod
 from . import render as render_mod
@@ -132,21 +133,34 @@ def print_json(data) -> None:
 # --- tasks ------------------------------------------------------------------------------------
 
 
-@command
-def recipes(*, as_json: bool) -> None:
+def recipe_rows() -> list[dict]:
     rows = []
     for path in recipe_mod.list_recipes():
         spec = recipe_mod.load(str(path))
         rows.append({"name": spec.name, "accelerator": spec.accelerator, "labels": list(spec.labels),
                      "description": spec.description, "path": str(path.relative_to(recipe_mod.REPO_ROOT))})
+    return rows
+
+
+@command
+def recipes(*, as_json: bool) -> None:
+    rows = recipe_rows()
     if as_json:
         return print_json(rows)
+    print_recipes(rows, out)
+
+
+def print_recipes(rows: list[dict], console: Console) -> None:
+    """One line per recipe, whatever the terminal's width; the descriptions, long, follow the table."""
     table = Table(title="Recipes", title_justify="left")
-    for col in ("name", "accelerator", "labels", "description"):
-        table.add_column(col)
+    for col in ("name", "accelerator", "labels"):
+        table.add_column(col, no_wrap=True, overflow="ellipsis")
     for r in rows:
-        table.add_row(r["name"], r["accelerator"], ",".join(r["labels"]), r["description"])
-    out.print(table)
+        table.add_row(r["name"], r["accelerator"], ",".join(r["labels"]))
+    console.print(table)
+    for r in rows:
+        if r["description"]:
+            console.print(Text.assemble((r["name"], "bold"), f": {r['description']}"))
 
 
 @command

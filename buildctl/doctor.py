@@ -158,6 +158,7 @@ def print_doctor(report: dict, console=None) -> None:
     """Render a doctor report with rich tables."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = console or Console()
     eng = report["engine"]
@@ -188,16 +189,21 @@ def print_doctor(report: dict, console=None) -> None:
             console.print(f"[yellow]{g['note']}[/]")
 
     if report["recipes"]:
+        # One line per recipe, whatever the terminal's width; the reasons, long, follow the table.
         t = Table(title="Recipes")
         for col in ("recipe", "accelerator", "build", "verify", "MAX_JOBS"):
-            t.add_column(col, overflow="fold")
+            t.add_column(col, no_wrap=True, overflow="ellipsis")
         for r in report["recipes"]:
             b, v = r["build"], r["verify"]
-            build = ("[green]yes[/]" if b["ok"] else "[red]no[/]") + "\n" + "\n".join(x for x in b["reasons"] if x != "ok")
-            verify = ("[green]" if v["ok"] else "[red]") + v["mode"] + "[/]\n" + v["reason"]
-            t.add_row(r["name"], r["accelerator"], build.strip(), verify, str(b["max_jobs"] or "?"))
+            t.add_row(Text(r["name"]), r["accelerator"], Text("yes", "green") if b["ok"] else Text("no", "red"),
+                      Text(v["mode"], "green" if v["ok"] else "red"), str(b["max_jobs"] or "?"))
         console.print(t)
+        # Reasons quote paths and recipe values: text, never markup.
         for r in report["recipes"]:
+            for reason in r["build"]["reasons"]:
+                if reason != "ok":
+                    console.print(Text(f"{r['name']} build: {reason}"))
+            console.print(Text(f"{r['name']} verify: {r['verify']['reason']}"))
             for w in r["warnings"]:
-                console.print(f"[yellow]warning[/] {r['name']}: {w}")
+                console.print(Text.assemble(("warning", "yellow"), f" {r['name']}: {w}"))
     console.print("[bold green]doctor: ok[/]" if report["ok"] else "[bold red]doctor: problems found[/]")

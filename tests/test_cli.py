@@ -177,3 +177,25 @@ def test_env_vars_feed_the_options(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "FROM debian:bookworm-slim AS base" in (out / "Dockerfile").read_text()
     assert "index-url = https://pypi.corp.example/simple" in (out / "pip.conf").read_text()
+
+
+def test_recipes_table_at_80_columns_keeps_one_line_per_recipe():
+    """`invoke recipes` at 80 columns folded descriptions into 4-5 line cells; now one line per recipe and
+    the descriptions in full under the table."""
+    import io
+
+    from rich.console import Console
+
+    from buildctl import cli
+
+    rows = cli.recipe_rows()
+    con = Console(file=io.StringIO(), width=80, record=True, color_system=None)
+    cli.print_recipes(rows, con)
+    lines = con.export_text().splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("┡"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("└"))
+    assert [line.split("│")[1].strip() for line in lines[head + 1:end]] == [r["name"] for r in rows]
+    flat = " ".join(" ".join(lines[end + 1:]).split())
+    for r in rows:
+        assert f"{r['name']}: {r['description']}" in flat
+    assert max(len(r["description"]) for r in rows) > 80  # long enough to have wrapped a cell before

@@ -218,3 +218,33 @@ def test_print_doctor():
                  console=Console(file=buf, width=200, color_system=None))
     out = buf.getvalue()
     assert "engine down" in out and "NVIDIA H200" in out
+
+
+def _table_rows(text: str, title: str) -> list[str]:
+    """The body lines of the table titled `title` in rendered console text (between ┡…┩ and └…┘)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == title)
+    head = next(i for i in range(start, len(lines)) if lines[i].startswith("┡"))
+    end = next(i for i in range(head, len(lines)) if lines[i].startswith("└"))
+    return lines[head + 1:end]
+
+
+def test_print_doctor_at_80_columns_keeps_one_line_per_recipe():
+    """At 80 columns the reasons (a recipe error, the disk shortfall) were folded into 10-line cells; now
+    each recipe is one table row and every reason is printed in full under the table."""
+    facts = dict(ENGINE, free_bytes=7 * GiB, docker_root_dir="/var/lib/docker")
+    report = doctor([("recipes/cpu.yaml", CPU), ("recipes/bad.yaml", BAD), ("recipes/cu124.yaml", CUDA)],
+                    engine_facts=facts, engine_error=None, gpu_report=H200)
+    con = Console(file=io.StringIO(), width=80, record=True, color_system=None)
+    print_doctor(report, console=con)
+    text = con.export_text()
+    rows = _table_rows(text, "Recipes")
+    assert [row.split("│")[1].strip() for row in rows] == ["cpu", "bad", "cu124"]  # one line each
+    assert all(len(line) <= 80 for line in text.splitlines())
+    flat = " ".join(text.split())
+    for entry in report["recipes"]:
+        for reason in entry["build"]["reasons"]:
+            assert f"{entry['name']} build: " + " ".join(reason.split()) in flat
+        assert f"{entry['name']} verify: " + " ".join(entry["verify"]["reason"].split()) in flat
+    bad = report["recipes"][1]
+    assert len(" ".join(bad["build"]["reasons"])) > 200  # long enough to have wrapped a cell before
