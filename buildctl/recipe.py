@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .errors import RecipeError
-from .spec import Spec
+from .spec import PATTERN_HINTS, Spec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECIPES_DIR = Path(os.environ.get("BUILDCTL_RECIPES_DIR", REPO_ROOT / "recipes"))
@@ -252,11 +252,6 @@ def _is_list_field(path: tuple[str, ...]) -> bool:
     return any(get_origin(t) in (tuple, list) for t in (ann, *get_args(ann)))
 
 
-_PATTERN_HINTS = {
-    "Sha256": "a 64-character lowercase hex sha256 (sha256sum FILE)",
-}
-
-
 def _hint_for(err: dict) -> str:
     kind, loc, inp = err["type"], err["loc"], err.get("input")
     last = str(loc[-1]) if loc else ""
@@ -272,29 +267,7 @@ def _hint_for(err: dict) -> str:
         return f'quote it: {last}: "{inp}" (unquoted YAML numbers lose digits, 3.10 becomes 3.1)'
     if kind == "string_pattern_mismatch":
         pattern = err.get("ctx", {}).get("pattern", "")
-        if "0-9a-f]{64}" in pattern:
-            return _PATTERN_HINTS["Sha256"]
-        if pattern.startswith("^\\d+(\\.\\d+)"):
-            return 'write a version like "12.1.1" (digits and dots, quoted)'
-        if pattern.startswith("^3\\."):
-            return 'write a Python version like "3.11" (quoted)'
-        if "https?|file" in pattern:
-            return "use an http(s):// or file:// URL without quotes, spaces or shell characters"
-        if "\\+PTX" in pattern:
-            return 'write archs like "8.0", "9.0a" or "9.0+PTX"'
-        if pattern.startswith("^gfx"):
-            return "write ROCm archs like gfx90a, gfx942"
-        if pattern.startswith("^/"):
-            return "use an absolute path of letters, digits and ._/+-"
-        if pattern.startswith("^[A-Z_]"):
-            return "use an UPPER_CASE shell variable name (A-Z, 0-9, _), e.g. CFLAGS"
-        if pattern.startswith("^(USE|BUILD)_"):
-            return "use a USE_* or BUILD_* switch, e.g. USE_MKLDNN; put other variables in build.env"
-        if pattern.startswith("^[a-z0-9][a-z0-9._/:@-]"):
-            return "use an image reference like ubuntu:22.04 or registry/name:tag (lowercase, no spaces)"
-        if "(==|>=" in pattern:
-            return "write a pip requirement like numpy<2 or pyyaml==6.0.1 (no options, no URLs)"
-        return f"use only letters, digits and ._+- (pattern {pattern})"
+        return PATTERN_HINTS.get(pattern) or f"use only letters, digits and ._+- (pattern {pattern})"
     if kind == "literal_error":
         return f"use {err.get('ctx', {}).get('expected', 'an allowed value')}"
     if kind in ("greater_than_equal", "less_than_equal"):

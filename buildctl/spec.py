@@ -24,19 +24,42 @@ from pydantic import (
     model_validator,
 )
 
+# The fix shown when a value does not match its type's pattern, kept with the pattern: recipe.py looks
+# it up by the pattern pydantic reports (tests/test_recipe.py checks every pattern of Spec has one).
+PATTERN_HINTS: dict[str, str] = {}
+
+
+def matching(pattern: str, hint: str) -> StringConstraints:
+    """A strict string that matches `pattern`; `hint` is the fix a user reads when it does not."""
+    if PATTERN_HINTS.setdefault(pattern, hint) != hint:
+        raise ValueError(f"pattern {pattern} has two hints")
+    return StringConstraints(strict=True, pattern=pattern)
+
+
 # Versions are strings in the YAML: `3.10` unquoted would be the float 3.1, so floats are refused.
-Version = Annotated[str, StringConstraints(strict=True, pattern=r"^\d+(\.\d+){0,3}$")]
-PythonVersion = Annotated[str, StringConstraints(strict=True, pattern=r"^3\.\d{1,2}$")]
-Sha256 = Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$")]
-AbsPath = Annotated[str, StringConstraints(strict=True, pattern=r"^/[A-Za-z0-9._/+-]*$")]
+Version = Annotated[str, matching(r"^\d+(\.\d+){0,3}$",
+                                  'write a version like "12.1.1" (digits and dots, quoted)')]
+PythonVersion = Annotated[str, matching(r"^3\.\d{1,2}$",
+                                        'write a Python version like "3.11" (quoted)')]
+Sha256 = Annotated[str, matching(r"^[0-9a-f]{64}$",
+                                 "a 64-character lowercase hex sha256 (sha256sum FILE)")]
+AbsPath = Annotated[str, matching(r"^/[A-Za-z0-9._/+-]*$",
+                                  "use an absolute path of letters, digits and ._/+-")]
 # Names and refs end up in shell lines and file names; a conservative alphabet keeps them inert.
-Name = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")]
-GitRef = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/+-]*$")]
-Url = Annotated[str, StringConstraints(strict=True, pattern=r"^(https?|file)://[^\s'\"`$;|&<>\\]+$")]
-ImageRef = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z0-9][a-z0-9._/:@-]*$")]
-CudaArch = Annotated[str, StringConstraints(strict=True, pattern=r"^\d{1,2}\.\d[af]?(\+PTX)?$")]
-RocmArch = Annotated[str, StringConstraints(strict=True, pattern=r"^gfx[0-9a-f]{3,4}$")]
-EnvName = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Z_][A-Z0-9_]*$")]
+Name = Annotated[str, matching(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$",
+                               "use only letters, digits and ._+- (starting with a letter or digit)")]
+GitRef = Annotated[str, matching(r"^[A-Za-z0-9][A-Za-z0-9._/+-]*$",
+                                 "use only letters, digits and ._/+- (a tag, branch or commit)")]
+Url = Annotated[str, matching(r"^(https?|file)://[^\s'\"`$;|&<>\\]+$",
+                              "use an http(s):// or file:// URL without quotes, spaces or shell characters")]
+ImageRef = Annotated[str, matching(r"^[a-z0-9][a-z0-9._/:@-]*$",
+                                   "use an image reference like ubuntu:22.04 or registry/name:tag (lowercase, no spaces)")]
+CudaArch = Annotated[str, matching(r"^\d{1,2}\.\d[af]?(\+PTX)?$",
+                                   'write archs like "8.0", "9.0a" or "9.0+PTX"')]
+RocmArch = Annotated[str, matching(r"^gfx[0-9a-f]{3,4}$",
+                                   "write ROCm archs like gfx90a, gfx942")]
+EnvName = Annotated[str, matching(r"^[A-Z_][A-Z0-9_]*$",
+                                  "use an UPPER_CASE shell variable name (A-Z, 0-9, _), e.g. CFLAGS")]
 def _no_dot_components(path: str) -> str:
     if any(part in (".", "..") for part in path.split("/")):
         raise ValueError("must stay inside the source tree: no . or .. components")
@@ -44,10 +67,13 @@ def _no_dot_components(path: str) -> str:
 
 
 # A path inside the source tree: relative, no `..` (it names files the build script reads).
-TreePath = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9_+-][A-Za-z0-9._/+-]*$"),
+TreePath = Annotated[str, matching(r"^[A-Za-z0-9_+-][A-Za-z0-9._/+-]*$",
+                                   "use a path relative to the source tree, of letters, digits and ._/+-"),
                      AfterValidator(_no_dot_components)]
 # A Debian/Ubuntu package name (Debian policy 5.6.1), optionally pinned: name=version.
-DistroPackage = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?$")]
+DistroPackage = Annotated[str, matching(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?$",
+                                        "write a Debian/Ubuntu package name like libopenblas-dev, optionally "
+                                        "pinned: name=version")]
 
 # A recipe name becomes a Docker image repository component and part of volume and container names:
 # lowercase alphanumerics with single . _ - between them (the OCI distribution spec's path component,
@@ -55,7 +81,7 @@ DistroPackage = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z0-9
 RECIPE_NAME = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
 RECIPE_NAME_MAX = 64
 # Durations like 90m, 12h, 3600s.
-Duration = Annotated[str, StringConstraints(strict=True, pattern=r"^[1-9][0-9]{0,5}[smh]$")]
+Duration = Annotated[str, matching(r"^[1-9][0-9]{0,5}[smh]$", "write a duration like 90m, 12h or 3600s")]
 _SECONDS = {"s": 1, "m": 60, "h": 3600}
 
 # build.env names the recipe may not set. The build script's own variables (templates/build.sh.j2):
@@ -77,7 +103,10 @@ RESERVED_BUILD_ENV = (
     "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS",
     "PYTHONHOME", "PYTHONPATH",
 )
-PipRequirement = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+(,(==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+)*)?$")]
+PipRequirement = Annotated[str, matching(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+(,(==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+)*)?$",
+                                         "write a pip requirement like numpy<2 or pyyaml==6.0.1 (no options, no URLs)")]
+PipPin = Annotated[str, matching(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.*+!-]+$",
+                                 "write a pin like nvidia-cublas-cu12==12.1.3.1 (name==version)")]
 
 DISTROS = ("bookworm", "trixie", "jammy", "noble")
 
@@ -112,7 +141,7 @@ class Python(Model):
     packages: tuple[PipRequirement, ...] = ()
     # Pins for everything pip installs into the images, dependencies included (pip -c): a cuDNN
     # wheel must not pull a cuBLAS of another CUDA release.
-    constraints: tuple[Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.*+!-]+$")], ...] = ()
+    constraints: tuple[PipPin, ...] = ()
 
 
 class Packages(Model):
@@ -260,7 +289,8 @@ class Rocm(Model):
 
 
 class Ascend(Model):
-    cann_version: Annotated[str, StringConstraints(strict=True, pattern=r"^\d+\.\d+\.[A-Za-z0-9.]+$")]
+    cann_version: Annotated[str, matching(r"^\d+\.\d+\.[A-Za-z0-9.]+$",
+                                          'write a CANN version like "8.0.0" or "8.0.RC3" (quoted)')]
     installer: Download  # Ascend-cann-toolkit_<ver>_linux-<arch>.run
     install_path: AbsPath = "/usr/local/Ascend"
     torch_npu: Source
@@ -279,7 +309,8 @@ class Build(Model):
     cuda_arch: tuple[CudaArch, ...] = ()
     max_jobs: Literal["auto"] | Annotated[StrictInt, Field(ge=1, le=1024)] = "auto"
     # USE_*/BUILD_* switches, forwarded to CMake by PyTorch's setup.py.
-    features: dict[Annotated[str, StringConstraints(strict=True, pattern=r"^(USE|BUILD)_[A-Z0-9_]+$")], StrictBool] = {}
+    features: dict[Annotated[str, matching(r"^(USE|BUILD)_[A-Z0-9_]+$", "use a USE_* or BUILD_* switch, e.g. "
+                                           "USE_MKLDNN; put other variables in build.env")], StrictBool] = {}
     env: dict[EnvName, StrictStr] = {}
     cache: Literal["ccache", "sccache", "none"] = "ccache"
     # The compile step is stopped after this long (a hung build fails instead of blocking CI).

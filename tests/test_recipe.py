@@ -494,3 +494,46 @@ def test_resolved_spec_validates_again(path):
     """What is stored (recipe.resolved.yaml, bundle.json) must load again: repro re-validates it."""
     spec = recipe.load(str(path))
     assert Spec.model_validate(spec.model_dump(mode="json")) == spec
+
+
+# --- hints ----------------------------------------------------------------------------------------
+
+
+def _patterns(annotation, seen: set) -> set[str]:
+    """Every string pattern in a type: Annotated metadata, union members, tuple items, dict keys, models."""
+    from typing import get_args
+
+    from pydantic import BaseModel, StringConstraints
+
+    found: set[str] = set()
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if annotation in seen:
+            return found
+        seen.add(annotation)
+        for f in annotation.model_fields.values():
+            found |= _patterns(f.annotation, seen)
+            found |= {m.pattern for m in f.metadata if isinstance(m, StringConstraints) and m.pattern}
+        return found
+    for meta in getattr(annotation, "__metadata__", ()):
+        if isinstance(meta, StringConstraints) and meta.pattern:
+            found.add(meta.pattern)
+    for arg in get_args(annotation):
+        found |= _patterns(arg, seen)
+    return found
+
+
+def test_every_pattern_of_the_spec_has_its_hint():
+    """Hints were chosen by matching the start of each regex in recipe.py, so a changed pattern silently
+    lost its hint, and python.constraints (pattern '...==...') got the generic 'use only letters, digits and
+    ._+- (pattern ^...$)'. Now each pattern is declared with its hint (spec.matching)."""
+    from buildctl import spec as spec_mod
+
+    patterns = _patterns(Spec, set())
+    assert len(patterns) >= 17
+    missing = sorted(p for p in patterns if p not in spec_mod.PATTERN_HINTS)
+    assert not missing, f"declare these with spec.matching(pattern, hint): {missing}"
+    for pattern in patterns:
+        err = {"type": "string_pattern_mismatch", "loc": ("x",), "input": "?", "ctx": {"pattern": pattern}}
+        assert recipe._hint_for(err) == spec_mod.PATTERN_HINTS[pattern]
+    err = load_error("cuda12.1-nccl2.18", ["python.constraints=[nvidia-cublas-cu12>=12]"])
+    assert "python.constraints.0: malformed value" in str(err) and "fix: write a pin like " in str(err)
