@@ -247,7 +247,7 @@ def import_rootfs(
 ) -> str:
     """Stream `tar -C rootfs -c .` into the engine as image `tag`; the image id."""
     repo, _, tagpart = tag.rpartition(":") if ":" in tag.rsplit("/", 1)[-1] else (tag, "", "latest")
-    all_changes = [f"LABEL {k}={_quote(v)}" for k, v in engine._labels(labels).items()] + list(changes)
+    all_changes = [f"LABEL {k}={_quote(v)}" for k, v in engine.buildctl_labels(labels).items()] + list(changes)
     proc = subprocess.Popen(
         ["tar", "-C", str(rootfs), "--numeric-owner", "--xattrs", "-c", "."],
         stdout=subprocess.PIPE,

@@ -484,7 +484,7 @@ def _artifact_wheel(artifact: Path) -> Path:
 @command
 def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: bool, sizes: str, iters: int,
            module: str | None = None, **site_kw) -> None:
-    from . import pipeline
+    from . import engine, pipeline
     from .verify import runner
 
     if not recipe and not wheel:
@@ -498,8 +498,7 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
         if wheel_path is None:
             wheel_path = _artifact_wheel(_latest_artifact(spec))
         network = spec.site.network if spec else site_options(**site_kw).get("network")
-        runner.verify_wheel(wheel_path, spec=spec, host=host, network_mode=None if network in (None, "default")
-                            else network, **kwargs)
+        runner.verify_wheel(wheel_path, spec=spec, host=host, network_mode=engine.network_mode_for(network), **kwargs)
         return
     # The runtime image needs the site's CA certificates as the build did (pip behind TLS inspection);
     # it is rendered into a private folder, never into build/<recipe>/ that other commands use.

@@ -52,6 +52,9 @@ LABEL_VALUE = "1"
 # that `invoke clean` can tell an orphan (its process is gone) from a running build.
 OWNER_LABEL = "buildctl.owner"
 KEEP_LABEL = "buildctl.keep"
+# The recipe an object was made for, and the namespace of the build (see artifacts.namespace).
+RECIPE_LABEL = "buildctl.recipe"
+NAMESPACE_LABEL = "buildctl.namespace"
 LineSink = Callable[[str], None]
 
 # Docker's predefined build args: usable without ARG and left out of `docker history`.
@@ -448,8 +451,13 @@ def _one_line(text: str, limit: int = 400) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
-def _labels(extra: Mapping[str, str] | None) -> dict[str, str]:
-    return {LABEL: LABEL_VALUE, **{str(k): str(v) for k, v in (extra or {}).items()}}
+def buildctl_labels(extra: Mapping[str, str] | None = None, *, recipe: str | None = None,
+           namespace: str | None = None) -> dict[str, str]:
+    """The labels of an engine object buildctl makes: buildctl=1 (what `invoke clean` selects), the
+    recipe and namespace when given, then `extra`."""
+    own = {LABEL: LABEL_VALUE, **({RECIPE_LABEL: recipe} if recipe is not None else {}),
+           **({NAMESPACE_LABEL: namespace} if namespace is not None else {})}
+    return {**own, **{str(k): str(v) for k, v in (extra or {}).items()}}
 
 
 def process_start(pid: int) -> str | None:
@@ -466,7 +474,8 @@ def process_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{process_start(os.getpid()) or 0}"
 
 
-def _network(mode: str | None) -> str | None:
+def network_mode_for(mode: str | None) -> str | None:
+    """The engine's network mode for a site's `network` setting: "default" (or none) is the engine's own, None."""
     return None if mode in (None, "", "default") else mode
 
 
@@ -663,9 +672,9 @@ def build_image(
                 tag=tag,
                 buildargs=buildargs,
                 extra_hosts=extra_hosts or None,
-                network_mode=_network(network_mode),
+                network_mode=network_mode_for(network_mode),
                 target=target,
-                labels=_labels(labels),
+                labels=buildctl_labels(labels),
                 nocache=nocache,
                 rm=True,
                 forcerm=True,
@@ -732,7 +741,7 @@ def _credential_hosts(
     a fresh /etc/hosts when there are extra entries, so on host networking this host's own entries
     go along (as Docker would have copied them).
     """
-    mode = _network(network_mode)
+    mode = network_mode_for(network_mode)
     if not credentials or mode == "none":
         yield {}
         return
@@ -1026,7 +1035,7 @@ def run_container(
     """
     env = {str(k): str(v) for k, v in (env or {}).items()}
     masker = Masker([*secrets, *secret_values_from_env(env), *(credentials.values() if credentials else ())])
-    all_labels = _labels(labels)
+    all_labels = buildctl_labels(labels)
     name = name or f"buildctl-{uuid.uuid4().hex[:12]}"
     doing = f"running {image}"
     for vol in volumes or {}:
@@ -1049,7 +1058,7 @@ def run_container(
         try:
             host_config = client.api.create_host_config(
                 binds={vol: {"bind": path, "mode": "rw"} for vol, path in (volumes or {}).items()},
-                network_mode=_network(network_mode),
+                network_mode=network_mode_for(network_mode),
                 mem_limit=mem_limit,
                 memswap_limit=mem_limit,  # no swap on top: a limit is a limit
                 device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else None,
@@ -1209,7 +1218,7 @@ def list_buildctl_containers(
     client: docker.DockerClient, labels: Mapping[str, str] | None = None
 ) -> list[Any]:
     """All containers (running or not) labelled buildctl=1 and, when given, with these labels too."""
-    filters = [f"{k}={v}" for k, v in _labels(labels).items()]
+    filters = [f"{k}={v}" for k, v in buildctl_labels(labels).items()]
     try:
         return client.containers.list(all=True, filters={"label": filters})
     except derr.APIError as e:
@@ -1217,7 +1226,7 @@ def list_buildctl_containers(
 
 
 def list_buildctl_volumes(client: docker.DockerClient, labels: Mapping[str, str] | None = None) -> list[Any]:
-    filters = [f"{k}={v}" for k, v in _labels(labels).items()]
+    filters = [f"{k}={v}" for k, v in buildctl_labels(labels).items()]
     try:
         return client.volumes.list(filters={"label": filters})
     except derr.APIError as e:

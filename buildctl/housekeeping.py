@@ -39,7 +39,6 @@ from .errors import EngineError
 
 DAY = 86400.0
 STALE_AFTER = 3600.0  # a staging folder untouched this long, with its key lock free, is an orphan
-NAMESPACE_LABEL = "buildctl.namespace"
 
 
 # --------------------------------------------------------------------------- files under the root
@@ -249,8 +248,7 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
     root = Path(root or artifacts.ARTIFACTS_DIR)
     now = time.time()
     items, links = _file_items(root, now)
-    selector = {engine.LABEL: engine.LABEL_VALUE, **({NAMESPACE_LABEL: namespace} if namespace else {}),
-                **(labels or {})}
+    selector = engine.buildctl_labels(labels, namespace=namespace or None)
     if images or caches or containers:
         client = client or engine.connect()
         try:

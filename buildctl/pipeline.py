@@ -86,10 +86,6 @@ def _proxy_env(spec: Spec) -> dict[str, str]:
     return {**env, **{k.lower(): v for k, v in env.items()}}
 
 
-def _network(spec: Spec) -> str | None:
-    return None if spec.site.network == "default" else spec.site.network
-
-
 def spec_hash(spec: Spec) -> str:
     data = masked_dump(spec)
     data.pop("site", None)
@@ -128,10 +124,6 @@ def volume_names(spec: Spec, key: str, namespace: str) -> tuple[str, str]:
     toolchain = hashlib.sha256(compilers.encode()).hexdigest()[:12]
     # ccache hashes compiler contents (CCACHE_COMPILERCHECK=content), so sharing never mixes toolchains.
     return work_volume_name(spec.name, key, namespace), f"buildctl-cache-{_ns(namespace)}{spec.build.cache}-{toolchain}"
-
-
-def engine_labels(spec: Spec, namespace: str, **extra: str) -> dict[str, str]:
-    return {"buildctl.recipe": spec.name, "buildctl.namespace": namespace, **extra}
 
 
 def retry_with_fewer_jobs(result: engine.ContainerResult, diagnosis, attempt: int, max_jobs: int | None) -> bool:
@@ -243,7 +235,7 @@ class Build:
             exit_code=exc.returncode, log=log, diagnosis=diag, image_id=self.image_id,
             command=BUILD_COMMAND if exc.step == "compile" else None,
             env=self._container_env(), volumes=self._volumes() if self.key else {},
-            network=_network(self.spec), memory=self.opts.memory, secrets=self.secrets,
+            network=engine.network_mode_for(self.spec.site.network), memory=self.opts.memory, secrets=self.secrets,
             root=self.opts.artifacts_root,
         )
         first = diagnose.first_error(log)
@@ -304,9 +296,9 @@ class Build:
     def build_images(self) -> None:
         self.view.stage("image")
         tag = image_tag(self.spec.name, self.key, self.namespace)
-        common = dict(buildargs=_proxy_env(self.spec), network_mode=_network(self.spec), on_line=self._on_line,
+        common = dict(buildargs=_proxy_env(self.spec), network_mode=engine.network_mode_for(self.spec.site.network), on_line=self._on_line,
                       secrets=self.secrets, credentials=self.credentials,
-                      labels=engine_labels(self.spec, self.namespace))
+                      labels=engine.buildctl_labels(recipe=self.spec.name, namespace=self.namespace))
         self.image_id = engine.build_image(self.client, self.context_dir, tag, target="builder", **common)
         self.view.done("image")
 
@@ -323,10 +315,10 @@ class Build:
             first_line = len(self.log_lines)
             result = engine.run_container(
                 self.client, self.image_id, BUILD_COMMAND, env=self._container_env(), inputs=inputs,
-                outputs={"/work/out": out_dir}, volumes=self._volumes(), network_mode=_network(spec),
+                outputs={"/work/out": out_dir}, volumes=self._volumes(), network_mode=engine.network_mode_for(spec.site.network),
                 mem_limit=self.opts.memory, on_line=self._on_line, keep=self.opts.keep_container,
                 secrets=self.secrets, credentials=self.credentials,
-                labels=engine_labels(spec, self.namespace, **{"buildctl.step": "compile"}),
+                labels=engine.buildctl_labels({"buildctl.step": "compile"}, recipe=spec.name, namespace=self.namespace),
                 name=name, timeout=max(1.0, deadline - time.monotonic()), on_interrupt=self._record_interrupt,
             )
             if result.ok:
@@ -581,9 +573,9 @@ def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace:
     if not engine.image_exists(client, tag):
         credentials = split_credentials(spec)[1]
         engine.build_image(client, context_dir, tag, target="runtime", buildargs=_proxy_env(spec),
-                           network_mode=_network(spec), on_line=on_line,
+                           network_mode=engine.network_mode_for(spec.site.network), on_line=on_line,
                            secrets=[*secrets, *credentials.values()], credentials=credentials,
-                           labels=engine_labels(spec, namespace))
+                           labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace))
     return tag
 
 
@@ -611,5 +603,5 @@ def verify_artifact(spec: Spec, artifact: Path, manifest: dict | None = None, *,
         if private is not None:
             shutil.rmtree(private, ignore_errors=True)
     wheel = artifact / manifest["wheels"][0]["file"]
-    return runner.verify_wheel(wheel, spec=spec, image=image, out_dir=artifact, network_mode=_network(spec),
+    return runner.verify_wheel(wheel, spec=spec, image=image, out_dir=artifact, network_mode=engine.network_mode_for(spec.site.network),
                                client=client, **verify_kwargs)

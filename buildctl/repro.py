@@ -463,7 +463,7 @@ def _build(b: Bundle, client, sink) -> dict | engine.StepFailed:
         # The build's labels too: with them a cached rebuild is the bundle's very image id.
         image = engine.build_image(client, b.folder / "context", tag, target=b.data.target,
                                    network_mode=b.data.network, on_line=sink,
-                                   labels={"buildctl.recipe": b.data.recipe})
+                                   labels=engine.buildctl_labels(recipe=b.data.recipe))
     except engine.StepFailed as exc:
         return exc
     return {"image": tag, "image_id": image, "same_image": image == b.data.image_id}

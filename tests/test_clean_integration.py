@@ -104,8 +104,8 @@ def test_clean_touches_only_its_namespace_and_labels(docker_client, own, tmp_pat
     root = tmp_path / "artifacts"
     tag = own["buildctl.cleantest"]
     other_labels = {"buildctl.test": uuid.uuid4().hex[:12]}  # someone else's: not the session's label
-    mine = _volume(docker_client, {**own, housekeeping.NAMESPACE_LABEL: "mine"}, f"buildctl-ct-mine-{tag}")
-    theirs_ns = _volume(docker_client, {**own, housekeeping.NAMESPACE_LABEL: "theirs"},
+    mine = _volume(docker_client, {**own, engine.NAMESPACE_LABEL: "mine"}, f"buildctl-ct-mine-{tag}")
+    theirs_ns = _volume(docker_client, {**own, engine.NAMESPACE_LABEL: "theirs"},
                         f"buildctl-ct-theirs-{tag}")
     someone = _volume(docker_client, other_labels, f"buildctl-ct-someone-{tag}")
     try:

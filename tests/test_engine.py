@@ -550,3 +550,17 @@ def test_secret_values_from_env_and_site():
     vals = secrets.secret_values_from_env_and_site(Site(), environ=env)
     assert {"proxypass1", "idxtoken9", "extrapass", "ghs_valuevalue", "allpass"} <= vals
     assert "/root" not in vals and "true" not in vals
+
+
+def test_network_mode_default_is_the_engines_own():
+    """One place says that the site's `network: default` (or none given) means the engine's own mode."""
+    modes = [None, "", "default", "host", "bridge", "none"]
+    assert [engine.network_mode_for(m) for m in modes] == [None, None, None, "host", "bridge", "none"]
+
+
+def test_buildctl_labels():
+    """One place writes the label set of buildctl's engine objects: buildctl=1 always (what clean selects)."""
+    assert engine.buildctl_labels() == {"buildctl": "1"}
+    assert engine.buildctl_labels({"buildctl.step": "compile"}, recipe="demo-cpu", namespace="ci-1") == {
+        "buildctl": "1", "buildctl.recipe": "demo-cpu", "buildctl.namespace": "ci-1", "buildctl.step": "compile"}
+    assert engine.buildctl_labels({"attempt": 2}, namespace=None) == {"buildctl": "1", "attempt": "2"}
