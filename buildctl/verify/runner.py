@@ -35,6 +35,7 @@ from rich.markup import escape
 
 from buildctl import artifacts
 from buildctl.artifacts import sha256_of
+from buildctl.compat import PYTHON_BY_DISTRO
 from buildctl.errors import InputError, VerificationFailed
 from buildctl.spec import Spec
 from buildctl.ui import strip_controls
@@ -48,7 +49,6 @@ DEFAULT_BASE_IMAGE = "buildctl/base:bookworm"
 DEFAULT_VENV = "/opt/verify-venv"
 # glibc of each distro's own Python, for the wheelhouse's manylinux tags.
 DISTRO_GLIBC = {"bookworm": (2, 36), "trixie": (2, 41), "jammy": (2, 35), "noble": (2, 39)}
-DISTRO_PYTHON = {"bookworm": "3.11", "trixie": "3.13", "jammy": "3.10", "noble": "3.12"}
 # Installed next to the wheel when they can be had; the probe degrades gracefully without them.
 OPTIONAL_TOOLS = ("nvidia-ml-py",)
 CUDA_TOOLS = ("nvidia-cuda-cuobjdump",)  # cuobjdump for the arch coverage (nvidia/cu13/bin)
@@ -457,9 +457,9 @@ def verify_wheel(
     if tags["python"] and tags["python"] != python:
         raise InputError(f"{wheel.name} is for Python {tags['python']}, the recipe's Python is {python}; "
                          "fix: verify the wheel built by this recipe")
-    if not host and spec is None and image is None and python != DISTRO_PYTHON["bookworm"]:
+    if not host and spec is None and image is None and python != PYTHON_BY_DISTRO["bookworm"]:
         raise InputError(f"{wheel.name} needs Python {python} and the default verification image "
-                         f"({DEFAULT_BASE_IMAGE}) has Python {DISTRO_PYTHON['bookworm']}; fix: --recipe with a "
+                         f"({DEFAULT_BASE_IMAGE}) has Python {PYTHON_BY_DISTRO['bookworm']}; fix: --recipe with a "
                          f"matching base, or --host with python{python} installed")
     from buildctl.verify.probe import parse_sizes
 
