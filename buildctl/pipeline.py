@@ -236,7 +236,7 @@ class Build:
             command=BUILD_COMMAND if exc.step == "compile" else None,
             env=self._container_env(), volumes=self._volumes() if self.key else {},
             network=engine.network_mode_for(self.spec.site.network), memory=self.opts.memory, secrets=self.secrets,
-            root=self.opts.artifacts_root,
+            namespace=self.namespace, root=self.opts.artifacts_root,
         )
         first = diagnose.first_error(log)
         lines = [f"build of {self.spec.name} failed in step {step} (exit {exc.returncode})"]

@@ -54,7 +54,7 @@ def failures_dir(root: Path | None = None) -> Path:
 
 
 def write_bundle(*, spec, rendered, context_dir, step, exit_code, log, diagnosis, image_id, command, env,
-                 volumes, network, memory, secrets, root: Path | None = None) -> Path:
+                 volumes, network, memory, secrets, namespace: str | None = None, root: Path | None = None) -> Path:
     mask = Masker(secrets)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     base = failures_dir(root)
@@ -87,6 +87,7 @@ def write_bundle(*, spec, rendered, context_dir, step, exit_code, log, diagnosis
             "step": step,
             "exit_code": exit_code,
             "image_id": image_id,
+            "namespace": namespace,
             "target": "builder",
             "command": command,
             "env": {k: mask(v) for k, v in (env or {}).items()},
@@ -246,6 +247,9 @@ class BundleData(_Model):
     step: Literal[STEPS]  # type: ignore[valid-type]
     exit_code: Annotated[int, Field(ge=-1, le=255)]
     image_id: Annotated[str, StringConstraints(strict=True, pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
+    # The engine-object namespace of the build: its image carries it as a label, so a cached rebuild
+    # with the same labels is the bundle's very image id.
+    namespace: Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")] | None = None
     target: Literal["builder"] = "builder"
     command: Annotated[list[Line], Field(min_length=1, max_length=64)] | None = None
     env: Annotated[dict[EnvName, Text], Field(max_length=256)] = {}
@@ -463,7 +467,7 @@ def _build(b: Bundle, client, sink) -> dict | engine.StepFailed:
         # The build's labels too: with them a cached rebuild is the bundle's very image id.
         image = engine.build_image(client, b.folder / "context", tag, target=b.data.target,
                                    network_mode=b.data.network, on_line=sink,
-                                   labels=engine.buildctl_labels(recipe=b.data.recipe))
+                                   labels=engine.buildctl_labels(recipe=b.data.recipe, namespace=b.data.namespace))
     except engine.StepFailed as exc:
         return exc
     return {"image": tag, "image_id": image, "same_image": image == b.data.image_id}
