@@ -129,9 +129,12 @@ def repro(c, bundle, shell=False, json=False):
     cli.repro(bundle, shell=shell, as_json=json)
 
 
-@task(auto_shortflags=False, iterable=["set"], help={
-    "recipe": "Verify the latest artifact of this recipe (and check its pins)",
+@task(auto_shortflags=False, iterable=["set", "expect"], help={
+    "recipe": "Verify the latest artifact of this recipe (and check its pins); with --image: expect its pins",
     "wheel": "Verify this wheel file (with --recipe: against that recipe's pins)",
+    "image": "Verify the framework already installed in this local image (never pulled), with its own Python",
+    "python": "With --image: the image's Python, a command on its PATH or an absolute path (default python3)",
+    "expect": "With --image: an expectation key=value, e.g. torch=2.6.0, cuda=none, USE_MPI=on; repeatable",
     "set": RECIPE_HELP["set"],
     "host": "Install into a fresh venv on this machine instead of a fresh container",
     "json": "Print the JSON report on stdout",
@@ -139,11 +142,11 @@ def repro(c, bundle, shell=False, json=False):
     "iters": "Timed iterations per message size",
     "module": "Python module of the framework (torch, demofw); default from the recipe or wheel name",
     "network": SITE_HELP["network"]})
-def verify(c, recipe="", wheel="", set=None, host=False, json=False, sizes="8:256M", iters=20, module="",
-           network=""):
-    """Verify a built wheel: config, pinned versions, arch coverage, GPUs, all-reduce latency sweep."""
-    cli.verify(recipe or None, wheel or None, set, host=host, as_json=json, sizes=sizes, iters=iters,
-               module=module, network=network)
+def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, host=False, json=False,
+           sizes="8:256M", iters=20, module="", network=""):
+    """Verify a built wheel or an image's framework: config, pins, arch coverage, GPUs, all-reduce sweep."""
+    cli.verify(recipe or None, wheel or None, set, image=image or None, python=python or None, expect=expect,
+               host=host, as_json=json, sizes=sizes, iters=iters, module=module, network=network)
 
 
 @task(auto_shortflags=False, help={"a": "First build: an artifact folder or a report.json",

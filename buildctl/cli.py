@@ -483,12 +483,19 @@ def _artifact_wheel(artifact: Path) -> Path:
 
 @command
 def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: bool, sizes: str, iters: int,
-           module: str | None = None, **site_kw) -> None:
+           module: str | None = None, image: str | None = None, python: str | None = None, expect=None,
+           **site_kw) -> None:
     from . import engine, pipeline
     from .verify import runner
 
+    if image is not None:
+        return _verify_image(image, recipe, wheel, sets, host=host, python=python, expect=expect, as_json=as_json,
+                             sizes=sizes, iters=iters, module=module, site_kw=site_kw)
+    if python or expect:
+        raise InputError(f"{'--python' if python else '--expect'} is for --image; fix: add --image IMAGE, or put "
+                         "a wheel's expectations in its recipe (--recipe R, --set verify.expect.cuda=12.4)")
     if not recipe and not wheel:
-        raise InputError("give --recipe R (its latest artifact) or --wheel PATH")
+        raise InputError("give --recipe R (its latest artifact), --wheel PATH or --image IMAGE")
     kwargs = dict(sizes=sizes, iters=iters, json_out=as_json, module=module or None)
     spec = None
     if recipe:
@@ -506,6 +513,27 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
                              on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
                                                                 markup=False, highlight=False),
                              **kwargs)
+
+
+def _verify_image(image: str, recipe: str | None, wheel: str | None, sets, *, host: bool, python: str | None,
+                  expect, as_json: bool, sizes: str, iters: int, module: str | None, site_kw: dict) -> None:
+    from . import engine
+    from .verify import runner
+    from .verify.expectations import parse_expect
+
+    if wheel or host:
+        raise InputError(f"--image verifies what the image holds; {'--wheel' if wheel else '--host'} verifies a wheel; "
+                         "fix: give one of them")
+    module = module or "torch"
+    expectations = parse_expect(expect or (), module)  # bad input refused before the engine is asked
+    spec = None
+    if recipe:
+        spec, _ = load_spec(recipe, sets, site=site_options(**site_kw), preflight=False)
+    elif sets:
+        raise InputError("--set changes a recipe; fix: add --recipe R, or use --expect key=value")
+    network = spec.site.network if spec else site_options(**site_kw).get("network")
+    runner.verify_image(image, python=python or "python3", module=module, expect=expectations, spec=spec,
+                        sizes=sizes, iters=iters, json_out=as_json, network_mode=engine.network_mode_for(network))
 
 
 @command

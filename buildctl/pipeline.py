@@ -547,7 +547,7 @@ def _stored_report(artifact: Path, manifest: dict):
         report = rep.load_report(path)
     except (BuildctlError, KeyError, TypeError, ValueError):
         return None
-    return report if report.ok and report.wheel.get("sha256") == wheels[0].get("sha256") else None
+    return report if report.ok and (report.wheel or {}).get("sha256") == wheels[0].get("sha256") else None
 
 
 def _verify(b: Build, artifact: Path, manifest: dict):  # -> verify.report.Report

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 from buildctl.spec import Spec
 
@@ -501,3 +502,10 @@ def multi_gpu_probe(n: int = 8) -> dict:
                       "peak_busbw_size": peak["size"], "peak_algbw_gbs": peak["algbw_gbs"],
                       "graph_latency_us": 6.1, "wrong": 0}
     return p
+
+
+def debian_probe() -> dict:
+    """probe.py run by `invoke verify --image` with the Python of a trixie image holding Debian's own
+    python3-torch 2.6.0 (apt, --no-install-recommends): reference BLAS, TCPStore without libuv, gloo sweep
+    8 B..64 KiB with 2 processes on a 2-core machine without a GPU driver."""
+    return json.loads((Path(__file__).parent / "fixtures" / "debian-python3-torch-2.6.0.probe.json").read_text())

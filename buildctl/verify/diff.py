@@ -1,5 +1,7 @@
 """`invoke diff A B`: compare two builds, each an artifact directory (manifest.json + report.json) or a
-report.json: manifest fields, __config__ Build settings, versions, arch lists, latency headlines."""
+report.json (of a wheel or of an image, `invoke verify --image`): what was verified, manifest fields,
+versions, CPU capability and BLAS, __config__ Build settings (compiler flags token by token), arch lists,
+latency headlines."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from rich.text import Text
 from buildctl.errors import InputError
 from buildctl.ui import strip_controls
 from buildctl.verify import schema
-from buildctl.verify.report import JSON_NAME, Report, fmt_size, headline
+from buildctl.verify.report import JSON_NAME, Report, blas_kinds, fmt_size, headline, tcpstore_text
 
 MANIFEST_NAME = "manifest.json"
 VERSION_FIELDS = ("version", "git_version", "debug", "cuda", "hip", "cudnn", "nccl", "cxx11_abi")
@@ -82,6 +84,50 @@ def _rows(a: dict, b: dict) -> list[dict]:
     return [{"field": k, "a": a.get(k), "b": b.get(k), "same": a.get(k) == b.get(k)} for k in keys]
 
 
+def _verified(r: Report | None) -> dict:
+    """What a report verified, as rows: a wheel (name, sha256) or an image (reference, id, Python)."""
+    if r is None:
+        return {}
+    py = r.probe.get("python") or {}
+    if r.image:
+        what = {"verified": "image", "name": r.image.get("reference"), "id": r.image.get("id"),
+                "python": f"{py.get('version')} ({r.image.get('python')}: {py.get('executable')})"}
+    else:
+        w = r.wheel or {}
+        what = {"verified": "wheel", "name": w.get("name"), "id": f"sha256:{w.get('sha256')}",
+                "python": f"{py.get('version')} ({py.get('executable')})"}
+    return {**what, "mode": r.mode, "passed": r.ok}
+
+
+def _cpu(r: Report | None) -> dict:
+    """CPU capability, BLAS/LAPACK as built and as loaded, MKL/oneDNN/OpenMP, the TCPStore backend."""
+    if r is None:
+        return {}
+    cpu = r.probe.get("cpu") or {}
+    settings = (r.probe.get("config") or {}).get("build_settings") or {}
+    store = (r.probe.get("distributed") or {}).get("tcpstore") or {}
+    libs = cpu.get("libraries")
+    return {
+        "CPU capability": cpu.get("capability"),
+        "BLAS (build)": cpu.get("blas") or settings.get("BLAS_INFO"),
+        "LAPACK (build)": cpu.get("lapack") or settings.get("LAPACK_INFO"),
+        "BLAS (loaded)": (", ".join(blas_kinds(libs)) or "none seen") if libs is not None else None,
+        "libraries loaded": [Path(x).name for x in libs] if libs is not None else None,
+        "MKL": cpu.get("mkl"), "oneDNN": cpu.get("mkldnn"), "OpenMP": cpu.get("openmp"),
+        "TCPStore": tcpstore_text(store) if store.get("state") not in (None, "n/a") else None,
+    }
+
+
+def _flag_tokens(row: dict) -> None:
+    """A differing *_FLAGS setting: which flags only one side has (`only_a`, `only_b`), in their order."""
+    a, b = row["a"], row["b"]
+    if row["same"] or not row["field"].endswith("FLAGS") or not isinstance(a, str) or not isinstance(b, str):
+        return
+    ta, tb = a.split(), b.split()
+    row["only_a"] = [t for t in dict.fromkeys(ta) if t not in tb]
+    row["only_b"] = [t for t in dict.fromkeys(tb) if t not in ta]
+
+
 def diff_reports(a: dict, b: dict) -> dict:
     """Compare two loaded sides (see load_side)."""
     ra: Report | None = a["report"]
@@ -90,10 +136,14 @@ def diff_reports(a: dict, b: dict) -> dict:
     pb = rb.probe if rb else {}
     fa, fb = pa.get("framework") or {}, pb.get("framework") or {}
     result: dict[str, Any] = {"a": a["label"], "b": b["label"]}
+    result["verified"] = _rows(_verified(ra), _verified(rb))
     result["manifest"] = _rows(flatten(a["manifest"] or {}), flatten(b["manifest"] or {}))
     result["versions"] = _rows({k: fa.get(k) for k in VERSION_FIELDS}, {k: fb.get(k) for k in VERSION_FIELDS})
+    result["cpu"] = _rows(_cpu(ra), _cpu(rb)) if ra and rb else []
     result["build_settings"] = _rows((pa.get("config") or {}).get("build_settings") or {},
                                      (pb.get("config") or {}).get("build_settings") or {})
+    for row in result["build_settings"]:
+        _flag_tokens(row)
     arch_a, arch_b = fa.get("arch_list") or [], fb.get("arch_list") or []
     cov_a, cov_b = pa.get("arch_coverage") or {}, pb.get("arch_coverage") or {}
     bin_a = (cov_a.get("sass") or []) + (cov_a.get("ptx") or [])
@@ -119,6 +169,7 @@ def diff_reports(a: dict, b: dict) -> dict:
     result["ok"] = {"a": ra.ok if ra else None, "b": rb.ok if rb else None}
     result["differences"] = (sum(not r["same"] for r in result["manifest"])
                              + sum(not r["same"] for r in result["versions"])
+                             + sum(not r["same"] for r in result["cpu"])
                              + sum(not r["same"] for r in result["build_settings"])
                              + (0 if result["arch"]["same"] else 1))
     return result
@@ -164,14 +215,20 @@ def print_diff(result: dict, console: Console, *, show_all: bool = False) -> Non
         t.add_column("B", overflow="fold")
         for r in shown:
             style = "" if r["same"] else "yellow"
-            t.add_row(_text(_short(r["field"], 120)), Text(_short(r["a"]), style=style), Text(_short(r["b"]), style=style))
+            a, b = _short(r["a"]), _short(r["b"])
+            if "only_a" in r:  # compiler flags: what one side has and the other lacks, not two cut-off lines
+                a = _short("only here: " + (" ".join(r["only_a"]) or "-"), 400)
+                b = _short("only here: " + (" ".join(r["only_b"]) or "-"), 400)
+            t.add_row(_text(_short(r["field"], 120)), Text(a, style=style), Text(b, style=style))
         if shown:
             console.print(t)
         else:
             console.print(f"{title}: {same} fields, all identical")
 
+    table("verified", result.get("verified") or [])
     table("manifest", result["manifest"])
     table("versions", result["versions"])
+    table("CPU and BLAS", result.get("cpu") or [])
     table("__config__ build settings", result["build_settings"])
 
     arch = result["arch"]

@@ -128,6 +128,90 @@ class Expectations:
         return cls(accelerator="cuda", cuda=f"{int(m.group(2))}.{m.group(3)}", sources=src)
 
 
+# --------------------------------------------------------------------------- --expect key=value
+
+# Spelled as in a recipe's verify.expect (spec.Expect), plus what a recipe pins elsewhere.
+EXPECT_KEYS = ("version", "accelerator", "cuda", "hip", "nccl", "cudnn", "arch", "build_type")
+EXPECT_HELP = (f"keys: {', '.join(EXPECT_KEYS)} (or the module's name for version), USE_*/BUILD_* features "
+               "(on/off); cuda/hip/nccl/cudnn=none for 'must be absent'; arch a comma list (8.0,9.0+PTX or gfx90a)")
+
+
+def parse_expect(items, module: str = "torch") -> Expectations:
+    """`--expect torch=2.6.0 --expect cuda=none --expect USE_MPI=on` as Expectations, each value validated
+    as the recipe's verify.expect validates it (spec.Expect); InputError (one line) otherwise."""
+    from buildctl.errors import InputError
+
+    values: dict[str, Any] = {}
+    features: dict[str, bool] = {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        key, value = key.strip(), value.strip()
+        if key == module:
+            key = "version"
+        try:
+            if not sep or not key or not value:
+                raise ValueError("not key=value")
+            if key in values or key in features:
+                raise ValueError(f"{key} is expected twice")
+            if re.fullmatch(r"(USE|BUILD)_[A-Z0-9_]+", key):
+                features[key] = _expected_flag(value)
+            else:
+                values[key] = _expected_value(key, value)
+        except ValueError as e:
+            shown = ascii(str(item)[:80])[1:-1]
+            raise InputError(f"--expect {shown}: {e}; fix: --expect key=value, {EXPECT_HELP}") from None
+    sources = dict.fromkeys([*values, *(["features"] if features else [])], "--expect says")
+    return Expectations(**values, features=features, sources=sources)
+
+
+def _expected_flag(value: str) -> bool:
+    flag = _flag(value)
+    if flag is None:
+        raise ValueError("a feature is on or off")
+    return flag
+
+
+def _expected_value(key: str, value: str) -> Any:
+    """One --expect value, validated with the recipe schema's types; ValueError saying why not."""
+    from packaging.version import InvalidVersion, Version
+    from pydantic import TypeAdapter, ValidationError
+
+    from buildctl import spec as spec_mod
+
+    try:
+        if key == "version":
+            try:
+                Version(value)
+            except InvalidVersion:
+                raise ValueError("not a version (e.g. 2.6.0)") from None
+            return value
+        if key == "accelerator":
+            if value not in ("cpu", "cuda", "rocm"):
+                raise ValueError("the accelerator is cpu, cuda or rocm")
+            return value
+        if key in ("cuda", "hip", "nccl", "cudnn"):
+            if value.lower() in ("none", ABSENT):
+                return ABSENT
+            return TypeAdapter(spec_mod.Version).validate_python(value)
+        if key == "arch":
+            tokens = [t.strip() for t in value.split(",") if t.strip()]
+            arch = TypeAdapter(spec_mod.CudaArch | spec_mod.RocmArch)
+            return normalize_arch_list(arch.validate_python(t) for t in tokens)
+        if key == "build_type":
+            return spec_mod.Expect.model_validate({key: value}).build_type
+    except ValidationError as e:
+        raise ValueError(e.errors(include_url=False, include_input=False)[0]["msg"]) from None
+    raise ValueError(f"unknown key {ascii(key[:40])[1:-1]}")
+
+
+def merge(base: Expectations, override: Expectations) -> Expectations:
+    """`base` (a recipe's) with every expectation `override` sets (--expect) put over it."""
+    set_fields = {k: getattr(override, k) for k in EXPECT_KEYS if getattr(override, k) is not None}
+    return Expectations(**{**base.to_dict(), "arch": base.arch, **set_fields,
+                           "features": {**base.features, **override.features},
+                           "sources": {**base.sources, **override.sources}})
+
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -273,8 +357,17 @@ def verdict(probe: dict) -> str:
 # --------------------------------------------------------------------------- evaluation
 
 
-def evaluate(exp: Expectations, probe: dict) -> list[Check]:
-    """All checks for one probe report, in display order."""
+def evaluate(exp: Expectations, probe: dict, subject: str = "wheel") -> list[Check]:
+    """All checks for one probe report, in display order; `subject` names what was verified in the
+    details ('image': "version 2.5.1 in the image, --expect says 2.6.0")."""
+    checks = _evaluate(exp, probe)
+    if subject == "wheel":
+        return checks
+    return [Check(c.name, c.expected, c.actual, c.ok, c.detail.replace("the wheel", f"the {subject}"))
+            for c in checks]
+
+
+def _evaluate(exp: Expectations, probe: dict) -> list[Check]:
     checks: list[Check] = []
     if probe.get("fatal"):
         return [Check("probe", "completes", "crashed", False, str(probe["fatal"]))]
@@ -304,7 +397,8 @@ def evaluate(exp: Expectations, probe: dict) -> list[Check]:
         how = src.get(name, "recipe pins")
         if expected == ABSENT:
             ok = actual in (None, "")
-            detail = "" if ok else f"{label} {actual} in the wheel, recipe expects none"
+            detail = "" if ok else (f"{label} {actual} in the wheel, recipe expects none" if how == "recipe pins"
+                                    else f"{label} {actual} in the wheel, {how} none")
         else:
             ok = version_matches(expected, actual)
             detail = "" if ok else f"{label} {_show(actual)} in the wheel, {how} {expected}"
@@ -313,7 +407,7 @@ def evaluate(exp: Expectations, probe: dict) -> list[Check]:
     if exp.version is not None:
         actual = str(fw.get("version") or "")
         ok = actual.split("+")[0] == exp.version
-        detail = "" if ok else f"version {actual or 'unknown'} in the wheel, recipe pins {exp.version}"
+        detail = "" if ok else f"version {actual or 'unknown'} in the wheel, {src.get('version', 'recipe pins')} {exp.version}"
         checks.append(Check("version", exp.version, actual or "unknown", ok, detail))
     version_check("cuda", "CUDA", exp.cuda, fw.get("cuda"))
     version_check("hip", "HIP", exp.hip, fw.get("hip"))

@@ -374,6 +374,84 @@ def distributed_facts(mod) -> dict:
     return d
 
 
+# Libraries whose loaded copy says which BLAS/LAPACK and OpenMP runtime do the CPU math. A distro torch
+# links the generic libblas.so.3, and the alternatives system decides which one that is.
+_CPU_MATH_LIB = re.compile(r"lib(open)?blas|libcblas|liblapack|libmkl|libblis|libflexiblas|libgomp|libiomp|libomp")
+
+
+def loaded_libraries(pattern: re.Pattern[str] = _CPU_MATH_LIB) -> list[str]:
+    """Real paths of the shared libraries mapped into this process whose file name matches `pattern`."""
+    found: set[str] = set()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                path = parts[5].strip() if len(parts) == 6 else ""
+                if path.startswith("/") and pattern.search(os.path.basename(path)):
+                    found.add(os.path.realpath(path))
+    except OSError:
+        return []
+    return sorted(found)
+
+
+def cpu_facts(mod, settings: dict) -> dict:
+    """The CPU kernels the dispatcher picked on this CPU (torch.backends.cpu.get_cpu_capability), the BLAS
+    and LAPACK the build names, MKL/oneDNN/OpenMP, and the BLAS libraries a matmul really loaded."""
+    out: dict = {"state": "ok", "reason": None, "capability": None, "blas": settings.get("BLAS_INFO"),
+                 "lapack": settings.get("LAPACK_INFO"), "mkl": None, "mkldnn": None, "openmp": None,
+                 "threads": None, "libraries": []}
+    backends = getattr(mod, "backends", None)
+    if backends is None or not hasattr(mod, "matmul"):
+        out.update(state="n/a", reason=f"{getattr(mod, '__name__', 'the module')} has no torch.backends")
+        return out
+    errors = []
+    for key, dotted in (("capability", "cpu.get_cpu_capability"), ("mkl", "mkl.is_available"),
+                        ("mkldnn", "mkldnn.is_available"), ("openmp", "openmp.is_available")):
+        try:
+            out[key] = _call(backends, dotted)
+        except Exception as e:  # noqa: BLE001 - older releases lack some of these
+            errors.append(f"backends.{dotted}: {e.__class__.__name__}: {e}")
+    try:
+        out["threads"] = int(mod.get_num_threads())
+        a = mod.ones(64, 64)
+        float(mod.matmul(a, a).sum())  # a BLAS call: a lazily opened BLAS is mapped after it
+    except Exception as e:  # noqa: BLE001
+        errors.append(f"matmul: {e.__class__.__name__}: {e}")
+    out["libraries"] = loaded_libraries()
+    if errors:
+        out["reason"] = "; ".join(errors)[:2000]
+    return out
+
+
+def tcpstore_facts(mod) -> dict:
+    """Which TCPStore backend init_process_group gets. Since torch 2.4 it asks for libuv by default, and
+    a torch built without libuv (it comes with TensorPipe; Debian's python3-torch) fails every rank with
+    'use_libuv was requested but PyTorch was build without libuv support'. Then this sets USE_LIBUV=0
+    (torch's own switch, read by the env:// rendezvous) for the ranks the probe starts, and says so."""
+    dist = getattr(mod, "distributed", None)
+    store_cls = getattr(dist, "TCPStore", None)
+    if store_cls is None:
+        return {"state": "n/a", "reason": "no distributed.TCPStore", "libuv": None, "use_libuv_env": None}
+    if os.environ.get("USE_LIBUV") == "0":
+        return {"state": "ok", "reason": "USE_LIBUV=0 was set", "libuv": False, "use_libuv_env": "0"}
+    try:
+        store = store_cls("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=30),
+                          wait_for_workers=False, use_libuv=True)
+    except TypeError:  # before torch 2.2: no use_libuv argument, no libuv backend
+        return {"state": "ok", "reason": "TCPStore has no libuv backend in this release", "libuv": False,
+                "use_libuv_env": None}
+    except Exception as e:  # noqa: BLE001
+        msg = " ".join(str(e).split())[:500]
+        if "libuv" not in msg:
+            return {"state": "error", "reason": f"{e.__class__.__name__}: {msg}", "libuv": None, "use_libuv_env": None}
+        os.environ["USE_LIBUV"] = "0"
+        return {"state": "fallback", "reason": f"built without libuv ({msg}); the ranks run with USE_LIBUV=0",
+                "libuv": False, "use_libuv_env": "0"}
+    libuv = getattr(store, "libuvBackend", None)
+    del store
+    return {"state": "ok", "reason": None, "libuv": None if libuv is None else bool(libuv), "use_libuv_env": None}
+
+
 def runtime_facts(mod) -> dict:
     """After the inventory: does the framework's own runtime see devices? (This is a CUDA call.)"""
     rt: dict = {"cuda_available": None, "device_count": None, "devices": [], "error": None}
@@ -901,6 +979,13 @@ def probe(args) -> dict:
     report["config"] = {"text": text, "build_settings": parse_build_settings(text)}
     facts = framework_facts(mod, errors)
     report["distributed"] = distributed_facts(mod)
+    report["cpu"] = cpu_facts(mod, report["config"]["build_settings"])
+    log(f"  CPU capability {report['cpu']['capability']}, BLAS {report['cpu']['blas']}, "
+        f"loaded {', '.join(os.path.basename(p) for p in report['cpu']['libraries']) or 'none'}")
+    if report["distributed"]["available"]:
+        report["distributed"]["tcpstore"] = tcpstore_facts(mod)
+        if report["distributed"]["tcpstore"]["state"] != "ok":
+            log(f"  TCPStore: {report['distributed']['tcpstore']['reason']}")
     log(f"  {args.module} {facts.get('version')}, cuda {facts.get('cuda')}, hip {facts.get('hip')}, "
         f"nccl {facts.get('nccl')}, cudnn {facts.get('cudnn')}, debug {facts.get('debug')}")
     # Everything above is CUDA-free; what follows may initialise the CUDA runtime.

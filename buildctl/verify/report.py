@@ -27,8 +27,8 @@ JSON_NAME, MD_NAME, PNG_NAME = "report.json", "report.md", "report.png"
 class Report:
     """One verification run. `probe` is probe.py's JSON as written; the rest is derived from it."""
 
-    wheel: dict[str, Any]  # path, name, size, sha256
-    mode: str  # host | container
+    wheel: dict[str, Any] | None  # path, name, size, sha256 (None for an image)
+    mode: str  # host | container | image
     module: str  # torch | demofw
     environment: dict[str, Any]  # image (container) or interpreter (host), python version
     expectations: dict[str, Any]
@@ -37,6 +37,7 @@ class Report:
     verdict: str
     spec: dict[str, Any] | None = None  # name, accelerator, framework of the recipe, when one was given
     files: dict[str, str | None] = field(default_factory=dict)  # json, markdown, plot
+    image: dict[str, Any] | None = None  # reference, id, python: `invoke verify --image`
     created: str = field(default_factory=lambda: datetime.datetime.now(datetime.timezone.utc)
                          .isoformat(timespec="seconds"))
     schema_version: int = SCHEMA_VERSION
@@ -44,6 +45,13 @@ class Report:
     @property
     def ok(self) -> bool:
         return not failed(self.checks)
+
+    @property
+    def subject(self) -> str:
+        """What was verified, in a few words: the wheel's file name, or the image reference and its Python."""
+        if self.image:
+            return f"{self.image.get('reference')} ({self.image.get('python')})"
+        return str((self.wheel or {}).get("name"))
 
     @property
     def sweep(self) -> dict:
@@ -61,6 +69,7 @@ class Report:
             "mode": self.mode,
             "module": self.module,
             "wheel": self.wheel,
+            "image": self.image,
             "environment": self.environment,
             "spec": self.spec,
             "expectations": self.expectations,
@@ -78,7 +87,7 @@ class Report:
             raise InputError(f"{what}: report schema_version {v!r} is not one this buildctl reads "
                              f"(1..{SCHEMA_VERSION}); fix: use a buildctl at least as new as the one that wrote it")
         d = schema.validate_report(d, what)
-        return cls(wheel=d["wheel"], mode=d["mode"], module=d["module"], environment=d.get("environment", {}),
+        return cls(wheel=d.get("wheel"), image=d.get("image"), mode=d["mode"], module=d["module"], environment=d.get("environment", {}),
                    expectations=d.get("expectations", {}), checks=[Check.from_dict(c) for c in d.get("checks", [])],
                    probe=d["probe"], verdict=d["verdict"], spec=d.get("spec"), files=d.get("files") or {},
                    created=d["created"], schema_version=v)
@@ -154,7 +163,49 @@ def _facts_rows(report: Report) -> list[tuple[str, str]]:
          ("none" if dist.get("available") else "not available")),
         ("python", f"{(p.get('python') or {}).get('version')} ({(p.get('python') or {}).get('executable')})"),
     ]
+    cpu = p.get("cpu") or {}
+    if cpu.get("state") == "ok":
+        rows += [("CPU capability", str(cpu.get("capability"))), ("BLAS", blas_text(cpu)),
+                 ("MKL / oneDNN / OpenMP", " / ".join(str(cpu.get(k)) for k in ("mkl", "mkldnn", "openmp")))]
+    store = dist.get("tcpstore") or {}
+    if store.get("state") not in (None, "n/a"):
+        rows.append(("TCPStore", tcpstore_text(store)))
     return rows
+
+
+# The BLAS a loaded library is, by its real path (a distro's libblas.so.3 is whichever the alternatives
+# system points at: /usr/lib/<triplet>/blas/ is the reference one, openblas-pthread/ OpenBLAS).
+_BLAS_KINDS = (("openblas", "OpenBLAS"), ("mkl", "MKL"), ("blis", "BLIS"), ("flexiblas", "FlexiBLAS"),
+               ("atlas", "ATLAS"), ("/blas/libblas", "reference BLAS (netlib)"))
+
+
+def blas_kinds(libraries: list[str]) -> list[str]:
+    """['reference BLAS (netlib)'] for ['/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.12.1']."""
+    out = []
+    for path in libraries:
+        for needle, kind in _BLAS_KINDS:
+            if needle in path.lower() and kind not in out:
+                out.append(kind)
+                break
+    return out
+
+
+def blas_text(cpu: dict) -> str:
+    """'generic (LAPACK generic); loaded: reference BLAS (netlib): libblas.so.3.12.1, ...' from the probe's cpu
+    section; 'none seen' when the BLAS is linked in statically (PyPI's x86 wheels carry MKL inside)."""
+    libs = cpu.get("libraries") or []
+    kinds = ", ".join(blas_kinds(libs))
+    loaded = ", ".join(Path(x).name for x in libs) or "none seen"
+    return (f"{cpu.get('blas') or 'not named'} (LAPACK {cpu.get('lapack') or 'not named'}); loaded: "
+            + (f"{kinds}: " if kinds else "") + loaded)
+
+
+def tcpstore_text(store: dict) -> str:
+    if store.get("use_libuv_env") == "0":
+        return f"legacy backend, USE_LIBUV=0: {store.get('reason')}"
+    libuv = store.get("libuv")
+    return ("libuv backend" if libuv else "legacy backend" if libuv is False else "backend unknown") + (
+        f" ({store['reason']})" if store.get("reason") else "")
 
 
 def _text(value: Any, style: str = "") -> Text:
@@ -208,8 +259,11 @@ def render(report: Report, console: Console) -> None:
     Every string that came from the probe, the wheel or the environment is a Text (never markup)."""
     p = report.probe
     status = Text("PASSED", style="green") if report.ok else Text("FAILED", style="bold red")
-    env = report.environment.get("image") or report.environment.get("python") or ""
-    console.print(Panel(Text.assemble(_text(f"{report.wheel.get('name')}\n{report.mode}: {env}\n{report.verdict}\n"),
+    if report.image:
+        env = report.image.get("id")
+    else:
+        env = report.environment.get("image") or report.environment.get("python") or ""
+    console.print(Panel(Text.assemble(_text(f"{report.subject}\n{report.mode}: {env}\n{report.verdict}\n"),
                                       status), title="buildctl verify", title_align="left"))
     if p.get("fatal"):
         console.print(Text.assemble(("probe crashed: ", "bold red"), _text(p["fatal"])))
@@ -288,11 +342,14 @@ def render(report: Report, console: Console) -> None:
 
 def markdown(report: Report) -> str:
     fw = report.probe.get("framework") or {}
-    lines = [f"## buildctl verify: {report.wheel.get('name')} — {'passed' if report.ok else 'FAILED'}", "",
+    lines = [f"## buildctl verify: {report.subject} — {'passed' if report.ok else 'FAILED'}", "",
              f"{report.verdict}  ", f"{report.module} {fw.get('version')}, "
              + (f"HIP {fw['hip']}, " if fw.get("hip") else "") + f"CUDA {fw.get('cuda')}, "
-             f"NCCL {fw.get('nccl')}, cuDNN {fw.get('cudnn')}, debug {fw.get('debug')}; {report.mode} mode", "",
-             "| check | expected | actual | result | detail |", "|---|---|---|---|---|"]
+             f"NCCL {fw.get('nccl')}, cuDNN {fw.get('cudnn')}, debug {fw.get('debug')}; {report.mode} mode", ""]
+    cpu = report.probe.get("cpu") or {}
+    if cpu.get("state") == "ok":
+        lines += [f"CPU capability {cpu.get('capability')}; BLAS {blas_text(cpu)}", ""]
+    lines += ["| check | expected | actual | result | detail |", "|---|---|---|---|---|"]
     for c in report.checks:
         cell = [c.name, str(c.expected), str(c.actual), _mark(c.ok)[0], c.detail]
         lines.append("| " + " | ".join(x.replace("|", "\\|").replace("\n", " ") for x in cell) + " |")

@@ -374,6 +374,33 @@ def container_script(venv: str, python: str, wheel_name: str, reqs: Sequence[str
     ])
 
 
+def _probe_in_container(client, image: str, command: list[str], inputs: dict[str, Path], *, shown: str,
+                        what: str, on_line: LineSink, gpus: bool, network_mode: str | None,
+                        timeout: float | None, user: str | None = None):
+    """Run `command` (which writes /verify/out/probe.json) in a fresh container of `image`, always removed;
+    (probe.json validated by schema.py, the container result). `shown` names the image in messages."""
+    from buildctl import engine
+
+    with tempfile.TemporaryDirectory(prefix="buildctl-verify-out-") as out:
+        res = engine.run_container(
+            client, image, command,
+            env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+            inputs=inputs, outputs={"/verify/out": Path(out)}, user=user,
+            network_mode=network_mode, gpus=gpus, on_line=on_line,
+            shm_size="4g" if gpus else None,  # NCCL's shared-memory transport outgrows Docker's 64 MiB
+            labels={"buildctl.role": "verify"}, timeout=timeout,
+        )
+        probe_json = Path(out) / "probe.json"
+        if res.timed_out:
+            raise VerificationFailed(f"verification in {shown} was stopped after {timeout:.0f} s (a hung CUDA/NCCL "
+                                     f"init?): {_last_lines(res.log)}")
+        if res.oom_killed:
+            raise VerificationFailed(f"the verification container ran out of memory: {_last_lines(res.log)}")
+        if not probe_json.is_file():
+            raise VerificationFailed(f"verification in {shown} failed (exit {res.exit_code}): {_last_lines(res.log)}")
+        return schema.load_probe(probe_json, what), res
+
+
 def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python: str, image: str | None,
                      spec: Spec | None, args_for: Callable[[str], list[str]], on_line: LineSink, *,
                      gpus: bool, network_mode: str | None, client=None, timeout: float | None = None) -> tuple[dict, dict]:
@@ -386,27 +413,13 @@ def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python:
     artifacts.record_use({"image": [image]})  # for invoke clean: this image is in use
     venv = spec.python.venv if spec else DEFAULT_VENV
     script = container_script(venv, python, wheel.name, reqs, args_for("/verify/out/probe.json"))
-    with tempfile.TemporaryDirectory(prefix="buildctl-verify-out-") as out:
-        res = engine.run_container(
-            client, image, ["/bin/sh", "-c", script],
-            env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-            inputs={f"/verify/in/{wheel.name}": wheel, "/verify/in/probe.py": PROBE, "/verify/in/checks.py": CHECKS,
-                    "/verify/wheelhouse": wheelhouse},
-            outputs={"/verify/out": Path(out)},
-            network_mode=network_mode, gpus=gpus, on_line=on_line,
-            shm_size="4g" if gpus else None,  # NCCL's shared-memory transport outgrows Docker's 64 MiB
-            labels={"buildctl.role": "verify"}, timeout=timeout,
-        )
-        probe_json = Path(out) / "probe.json"
-        if res.timed_out:
-            raise VerificationFailed(f"verification in {image} was stopped after {timeout:.0f} s (a hung CUDA/NCCL "
-                                     f"init?): {_last_lines(res.log)}")
-        if res.oom_killed:
-            raise VerificationFailed(f"the verification container ran out of memory: {_last_lines(res.log)}")
-        if not probe_json.is_file():
-            raise VerificationFailed(f"verification in {image} failed (exit {res.exit_code}): {_last_lines(res.log)}")
-        probe = schema.load_probe(probe_json, f"probe.json of {wheel.name} (written in a container of {image})")
-        return probe, {"image": image, "venv": venv, "exit_code": res.exit_code}
+    probe, res = _probe_in_container(
+        client, image, ["/bin/sh", "-c", script],
+        {f"/verify/in/{wheel.name}": wheel, "/verify/in/probe.py": PROBE, "/verify/in/checks.py": CHECKS,
+         "/verify/wheelhouse": wheelhouse},
+        shown=image, what=f"probe.json of {wheel.name} (written in a container of {image})", on_line=on_line,
+        gpus=gpus, network_mode=network_mode, timeout=timeout)
+    return probe, {"image": image, "venv": venv, "exit_code": res.exit_code}
 
 
 # --------------------------------------------------------------------------- entry point
@@ -513,23 +526,151 @@ def verify_wheel(
     environment["seconds"] = round(time.monotonic() - t0, 1)
 
     exp = Expectations.from_spec(spec) if spec is not None else Expectations.from_wheel_name(wheel.name)
-    checks = evaluate(exp, probe)
     report = rep.Report(
         wheel={"path": str(wheel), "name": wheel.name, "size": wheel.stat().st_size, "sha256": sha256_of(wheel)},
         mode="host" if host else "container", module=module, environment=environment,
-        expectations=exp.to_dict(), checks=checks, probe=probe, verdict=verdict(probe),
-        spec={"name": spec.name, "accelerator": spec.accelerator, "framework": spec.framework.name}
-        if spec else None,
+        expectations=exp.to_dict(), checks=evaluate(exp, probe), probe=probe, verdict=verdict(probe),
+        spec=_spec_facts(spec),
     )
+    return _publish(report, out_dir, json_out, console)
+
+
+def _spec_facts(spec: Spec | None) -> dict | None:
+    return {"name": spec.name, "accelerator": spec.accelerator, "framework": spec.framework.name} if spec else None
+
+
+def _publish(report: rep.Report, out_dir: Path, json_out: bool, console: Console) -> rep.Report:
+    """Write report.json/.md/.png, append the step summary, print it; VerificationFailed when a check failed."""
     rep.write_all(report, out_dir)
     rep.append_step_summary(report)
     if json_out:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
         sys.stdout.flush()
-        console.print(f"{'passed' if report.ok else 'FAILED'}: {summary_line(checks)}; {rep.headline_text(report)}",
-                      markup=False, highlight=False)
+        console.print(f"{'passed' if report.ok else 'FAILED'}: {summary_line(report.checks)}; "
+                      f"{rep.headline_text(report)}", markup=False, highlight=False)
     else:
         rep.render(report, console)
     if not report.ok:
-        raise VerificationFailed(f"{wheel.name}: {summary_line(checks)} (report: {report.files['json']})")
+        raise VerificationFailed(f"{report.subject}: {summary_line(report.checks)} (report: {report.files['json']})")
     return report
+
+
+# --------------------------------------------------------------------------- an existing image
+
+# A reference as Docker reads one (name[:tag][@digest], or an image id); refused before the engine sees it.
+IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")
+# `python3` (looked up on the image's PATH) or an absolute path; the probe runs it directly, no shell.
+PYTHON_PATH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}|(/[A-Za-z0-9._+-]+){1,32}")
+# What the engine says when the container's command is not there (runc's exec error, on start).
+_NO_EXECUTABLE = re.compile(r"executable file not found|no such file or directory|not a directory|permission denied")
+
+
+def default_image_out_dir(reference: str, image_id: str) -> Path:
+    """artifacts/verify/images/<reference>-<id12>/: one folder per image verified, the tag kept readable."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", reference).strip("._") or "image"
+    return artifacts.ARTIFACTS_DIR / "verify" / "images" / f"{safe[:100]}-{image_id.removeprefix('sha256:')[:12]}"
+
+
+def image_id(client, reference: str) -> str:
+    """The id (sha256:...) of a local image; InputError when the engine does not have it (never pulled)."""
+    from docker import errors as derr
+
+    from buildctl.engine import _api_error
+
+    try:
+        return str(client.api.inspect_image(reference)["Id"])
+    except derr.NotFound:
+        raise InputError(f"image {reference} is not in the Docker engine, and buildctl never pulls; fix: "
+                         f"`docker pull {reference}` (or docker load / docker build it) first") from None
+    except derr.APIError as e:
+        raise _api_error(e, f"looking up image {reference}") from e
+
+
+def verify_image(
+    image: str,
+    *,
+    python: str = "python3",
+    module: str = "torch",
+    expect: Expectations | None = None,
+    spec: Spec | None = None,
+    sizes: str = "8:256M",
+    iters: int = 20,
+    warmup: int = 5,
+    out_dir: Path | None = None,
+    json_out: bool = False,
+    network_mode: str | None = None,
+    sweep: bool | None = None,
+    console: Console | None = None,
+    timeout: float = 3600,
+    client=None,
+) -> rep.Report:
+    """Verify the framework installed in `image`: the probe runs with the image's own `python` in a fresh
+    container of it (root, removed on every path), nothing installed; the same report, checks and files
+    as verify_wheel. Expectations: the recipe's (`spec`), then `expect` over them.
+
+    Raises InputError for a bad reference or Python path, an image the engine lacks or a Python the image
+    lacks; VerificationFailed (one line, after writing the report) when a check fails.
+    """
+    from buildctl import engine
+    from buildctl.engine import EngineError
+    from buildctl.verify.expectations import merge
+    from buildctl.verify.probe import parse_sizes
+
+    if not IMAGE_REF.fullmatch(image or ""):
+        raise InputError(f"--image {ascii(str(image)[:100])[1:-1]}: not an image reference; fix: give a local image as "
+                         "docker images lists it, e.g. --image nvcr.io/nvidia/pytorch:25.01-py3")
+    if not PYTHON_PATH.fullmatch(python or ""):
+        raise InputError(f"--python {ascii(str(python)[:100])[1:-1]}: not a command name or an absolute path; fix: "
+                         "e.g. --python python3 (on the image's PATH) or --python /opt/venv/bin/python")
+    if module not in MODULES.values():
+        raise InputError(f"--module {ascii(str(module)[:40])[1:-1]}: not a framework module buildctl probes; fix: --module torch")
+    try:
+        parse_sizes(sizes)
+    except ValueError as e:
+        raise InputError(f"--sizes: {e}") from None
+    if iters < 1 or warmup < 0:
+        raise InputError("--iters must be >= 1 and warm-up >= 0")
+    client = client or engine.connect()
+    ident = image_id(client, image)
+    console = console or Console(stderr=json_out)
+    out_dir = Path(out_dir) if out_dir else default_image_out_dir(image, ident)
+    if sweep is None:
+        sweep = spec.verify.allreduce if spec is not None else True
+
+    def on_line(line: str) -> None:
+        console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
+
+    from buildctl import gpus as host_gpus
+
+    gpus = bool(host_gpus.inventory().gpus)  # the image may hold a CUDA build: give it the GPUs there are
+    console.print(f"[bold]verify[/] {escape(image)} ({escape(ident[:19])}, {escape(python)}, fresh container)")
+    artifacts.record_use({"image": [image]})
+    with tempfile.TemporaryDirectory(prefix="buildctl-verify-empty-") as empty:
+        t0 = time.monotonic()
+        try:
+            # By id, not by name: what runs is what is recorded, even if the tag moves meanwhile. As root, so
+            # that the probe can write /verify/out whatever USER the image sets; no shell (distroless images).
+            probe, res = _probe_in_container(
+                client, ident, [python, "/verify/in/probe.py",
+                                *probe_args(module, "/verify/out/probe.json", sweep=sweep, sizes=sizes,
+                                            iters=iters, warmup=warmup)],
+                {"/verify/in/probe.py": PROBE, "/verify/in/checks.py": CHECKS, "/verify/out": Path(empty)},
+                shown=image, what=f"probe.json of {image} (written by its own {python})", on_line=on_line,
+                gpus=gpus, network_mode=network_mode, timeout=timeout, user="0")
+        except EngineError as e:
+            if python in str(e) and _NO_EXECUTABLE.search(str(e)):
+                raise InputError(f"image {image} has no Python at {python} ({_last_lines(str(e), 1)[-200:]}); "
+                                 "fix: name the image's interpreter with --python, e.g. --python "
+                                 "/opt/venv/bin/python or --python python3.12") from None
+            raise
+    environment = {"image": image, "image_id": ident, "python": python, "exit_code": res.exit_code,
+                   "seconds": round(time.monotonic() - t0, 1)}
+    exp = Expectations.from_spec(spec) if spec is not None else Expectations()
+    if expect is not None:
+        exp = merge(exp, expect)
+    report = rep.Report(
+        wheel=None, image={"reference": image, "id": ident, "python": python}, mode="image", module=module,
+        environment=environment, expectations=exp.to_dict(), checks=evaluate(exp, probe, subject="image"),
+        probe=probe, verdict=verdict(probe), spec=_spec_facts(spec),
+    )
+    return _publish(report, out_dir, json_out, console)

@@ -15,7 +15,15 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from buildctl.errors import InputError
 
@@ -120,12 +128,33 @@ class ConfigFacts(_Model):
     build_settings: Annotated[dict[Key, Str], Field(max_length=MAX_ITEMS)] = {}
 
 
+class TcpStoreFacts(_Model):
+    state: Str | None = None
+    reason: Str | None = None
+    libuv: bool | None = None
+    use_libuv_env: Str | None = None
+
+
 class DistributedFacts(_Model):
     available: bool | None = None
     nccl: bool | None = None
     gloo: bool | None = None
     mpi: bool | None = None
     hccl: bool | None = None
+    tcpstore: TcpStoreFacts | None = None
+
+
+class CpuFacts(_Model):
+    state: Str | None = None
+    reason: Str | None = None
+    capability: Str | None = None
+    blas: Str | None = None
+    lapack: Str | None = None
+    mkl: bool | None = None
+    mkldnn: bool | None = None
+    openmp: bool | None = None
+    threads: Int | None = None
+    libraries: StrList = []
 
 
 class RuntimeFacts(_Model):
@@ -332,6 +361,7 @@ class Probe(_Model):
     import_: ImportFacts | None = Field(default=None, alias="import")
     config: ConfigFacts | None = None
     distributed: DistributedFacts | None = None
+    cpu: CpuFacts | None = None
     runtime: RuntimeFacts | None = None
     framework: FrameworkFacts | None = None
     arch_coverage: ArchCoverage | None = None
@@ -379,19 +409,34 @@ class SpecFacts(_Model):
     framework: Str | None = None
 
 
+class ImageFacts(_Model):
+    """What `invoke verify --image` verified: the reference given, the image id it resolved to, the Python."""
+
+    reference: Str
+    id: Str
+    python: Str
+
+
 class ReportModel(_Model):
     schema_version: Int
     created: Str
     verdict: Str
-    mode: Literal["host", "container"]
+    mode: Literal["host", "container", "image"]
     module: Str
-    wheel: WheelFacts
+    wheel: WheelFacts | None = None
+    image: ImageFacts | None = None
     environment: Annotated[dict[Key, Scalar], Field(max_length=MAX_ITEMS)] = {}
     spec: SpecFacts | None = None
     expectations: ExpectationsModel = ExpectationsModel()
     checks: Annotated[list[CheckModel], Field(max_length=MAX_ITEMS)] = []
     files: Annotated[dict[Key, Str | None], Field(max_length=16)] = {}
     probe: Probe
+
+    @model_validator(mode="after")
+    def _names_what_it_verified(self) -> ReportModel:
+        if (self.wheel is None) == (self.image is None):
+            raise ValueError("a report names exactly one thing it verified: the wheel or the image")
+        return self
 
 
 # --------------------------------------------------------------------------- reading
