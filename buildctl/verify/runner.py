@@ -659,9 +659,11 @@ def verify_image(
                 gpus=gpus, network_mode=network_mode, timeout=timeout, user="0")
         except EngineError as e:
             if python in str(e) and _NO_EXECUTABLE.search(str(e)):
-                raise InputError(f"image {image} has no Python at {python} ({_last_lines(str(e), 1)[-200:]}); "
-                                 "fix: name the image's interpreter with --python, e.g. --python "
-                                 "/opt/venv/bin/python or --python python3.12") from None
+                found = re.search(r'exec: "[^"]*": .*?(?=: unknown|$)', str(e))
+                raise InputError(f"image {image} has no Python at {python} "
+                                 f"({found.group(0)[:200] if found else _last_lines(str(e), 1)[-200:]}); "
+                                 "fix: give the image's interpreter with --python: a command on its PATH "
+                                 "(python3.12) or an absolute path (/opt/conda/bin/python)") from None
             raise
     environment = {"image": image, "image_id": ident, "python": python, "exit_code": res.exit_code,
                    "seconds": round(time.monotonic() - t0, 1)}
