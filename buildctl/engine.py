@@ -1013,6 +1013,7 @@ def run_container(
     credentials: Credentials | None = None,
     timeout: float | None = None,
     on_interrupt: Callable[[str], None] | None = None,
+    entrypoint: list[str] | None = None,
 ) -> ContainerResult:
     """Run `command` in a fresh container of `image`; its exit code, OOM flag and (masked) log.
 
@@ -1030,6 +1031,7 @@ def run_container(
     timeout: seconds from start; then the container is killed and the result says timed_out.
     on_interrupt(container id): called on Ctrl-C/SIGTERM while the container still runs, before it is
     removed (e.g. to record what was in flight); its own errors are ignored.
+    entrypoint: replaces the image's ENTRYPOINT; [""] runs `command` as it is, whatever the image sets.
     name: a fixed name makes the run exclusive: while a container of that name exists, this raises
     EngineError (ContainerNameInUse) and leaves the other container alone.
     """
@@ -1069,6 +1071,7 @@ def run_container(
                 cid = client.api.create_container(
                     image,
                     command=list(command),
+                    entrypoint=entrypoint,
                     environment=env,
                     working_dir=workdir,
                     user=user,

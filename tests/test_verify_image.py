@@ -154,7 +154,7 @@ def test_diff_of_debian_torch_against_a_pypi_wheel_is_readable(tmp_path):
     out = console.export_text()
     for words in ("verified (", "image", IMAGE, "2.6.0+debian", "2.13.0+cpu", "CPU and BLAS", "BLAS (build)",
                   "generic", "mkl", "reference BLAS (netlib)", "only here: ", "-gsplit-dwarf", "RelWithDebInfo",
-                  "legacy backend, USE_LIBUV=0"):
+                  "legacy backend (USE_LIBUV=0: built without libuv)"):
         assert words in out, words
 
 

@@ -117,20 +117,28 @@ def test_verify_debian_torch_image_and_diff_it_against_a_pypi_wheel(debian_torch
         assert words in text, words
 
 
-def test_missing_image_and_missing_python_are_one_line_exit_2(debian_torch, docker_client, tmp_path):
+def test_missing_image_and_missing_python_are_one_line_exit_2(debian_torch, docker_client, test_labels, tmp_path):
     proc = invoke(tmp_path, "verify", "--image", "buildctl-test/no-such-image:never", timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("error:") == 1, proc.stderr
     assert ("image buildctl-test/no-such-image:never is not in the Docker engine, and buildctl never pulls; "
             "fix: `docker pull buildctl-test/no-such-image:never`") in proc.stderr
     assert not docker_client.images.list(name="buildctl-test/no-such-image")  # never pulled
 
-    proc = invoke(tmp_path, "verify", "--image", DEBIAN_TORCH, "--python", "/opt/venv/bin/python", timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    error = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-    assert len(error) == 1 and "Traceback" not in proc.stderr
-    assert error[0].startswith(f"error: image {DEBIAN_TORCH} has no Python at /opt/venv/bin/python (")
-    assert "fix: give the image's interpreter with --python" in error[0]
-    assert containers_of(docker_client, debian_torch) == []
+    # An ENTRYPOINT is not in the way: before, /bin/false ran with the probe's command as its arguments
+    # ("verification ... failed (exit 1)"); now the command runs as given, and the missing Python is named.
+    with tempfile.TemporaryDirectory(prefix="buildctl-test-entrypoint-") as ctx:
+        Path(ctx, "Dockerfile").write_text(f'FROM {DEBIAN_TORCH}\nENTRYPOINT ["/bin/false"]\n')
+        with_entrypoint = engine.build_image(docker_client, Path(ctx), "buildctl-test/debian-torch:entrypoint-false",
+                                             labels=test_labels)
+    for image, image_id in ((DEBIAN_TORCH, debian_torch), ("buildctl-test/debian-torch:entrypoint-false",
+                                                            with_entrypoint)):
+        proc = invoke(tmp_path, "verify", "--image", image, "--python", "/opt/venv/bin/python", timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        error = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+        assert len(error) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert error[0].startswith(f"error: image {image} has no Python at /opt/venv/bin/python (exec: "), error
+        assert "fix: give the image's interpreter with --python" in error[0]
+        assert containers_of(docker_client, image_id) == []
     assert not (tmp_path / "artifacts").exists()  # nothing written
 
 

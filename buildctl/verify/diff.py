@@ -16,7 +16,7 @@ from rich.text import Text
 from buildctl.errors import InputError
 from buildctl.ui import strip_controls
 from buildctl.verify import schema
-from buildctl.verify.report import JSON_NAME, Report, blas_kinds, fmt_size, headline, tcpstore_text
+from buildctl.verify.report import JSON_NAME, Report, blas_kinds, fmt_size, headline
 
 MANIFEST_NAME = "manifest.json"
 VERSION_FIELDS = ("version", "git_version", "debug", "cuda", "hip", "cudnn", "nccl", "cxx11_abi")
@@ -114,8 +114,16 @@ def _cpu(r: Report | None) -> dict:
         "BLAS (loaded)": (", ".join(blas_kinds(libs)) or "none seen") if libs is not None else None,
         "libraries loaded": [Path(x).name for x in libs] if libs is not None else None,
         "MKL": cpu.get("mkl"), "oneDNN": cpu.get("mkldnn"), "OpenMP": cpu.get("openmp"),
-        "TCPStore": tcpstore_text(store) if store.get("state") not in (None, "n/a") else None,
+        "TCPStore": _tcpstore_short(store),
     }
+
+
+def _tcpstore_short(store: dict) -> str | None:
+    if store.get("state") in (None, "n/a"):
+        return None
+    if store.get("use_libuv_env") == "0":
+        return "legacy backend (USE_LIBUV=0" + (": built without libuv)" if store.get("state") == "fallback" else ")")
+    return {True: "libuv backend", False: "legacy backend"}.get(store.get("libuv"), "backend unknown")
 
 
 def _flag_tokens(row: dict) -> None:

@@ -376,7 +376,7 @@ def container_script(venv: str, python: str, wheel_name: str, reqs: Sequence[str
 
 def _probe_in_container(client, image: str, command: list[str], inputs: dict[str, Path], *, shown: str,
                         what: str, on_line: LineSink, gpus: bool, network_mode: str | None,
-                        timeout: float | None, user: str | None = None):
+                        timeout: float | None, user: str | None = None, entrypoint: list[str] | None = None):
     """Run `command` (which writes /verify/out/probe.json) in a fresh container of `image`, always removed;
     (probe.json validated by schema.py, the container result). `shown` names the image in messages."""
     from buildctl import engine
@@ -385,7 +385,7 @@ def _probe_in_container(client, image: str, command: list[str], inputs: dict[str
         res = engine.run_container(
             client, image, command,
             env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-            inputs=inputs, outputs={"/verify/out": Path(out)}, user=user,
+            inputs=inputs, outputs={"/verify/out": Path(out)}, user=user, entrypoint=entrypoint,
             network_mode=network_mode, gpus=gpus, on_line=on_line,
             shm_size="4g" if gpus else None,  # NCCL's shared-memory transport outgrows Docker's 64 MiB
             labels={"buildctl.role": "verify"}, timeout=timeout,
@@ -644,19 +644,19 @@ def verify_image(
 
     gpus = bool(host_gpus.inventory().gpus)  # the image may hold a CUDA build: give it the GPUs there are
     console.print(f"[bold]verify[/] {escape(image)} ({escape(ident[:19])}, {escape(python)}, fresh container)")
-    artifacts.record_use({"image": [image]})
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-empty-") as empty:
         t0 = time.monotonic()
         try:
             # By id, not by name: what runs is what is recorded, even if the tag moves meanwhile. As root, so
-            # that the probe can write /verify/out whatever USER the image sets; no shell (distroless images).
+            # that the probe can write /verify/out whatever USER the image sets; no shell (distroless images)
+            # and no ENTRYPOINT (an image's `python` or launcher script would take the command as arguments).
             probe, res = _probe_in_container(
                 client, ident, [python, "/verify/in/probe.py",
                                 *probe_args(module, "/verify/out/probe.json", sweep=sweep, sizes=sizes,
                                             iters=iters, warmup=warmup)],
                 {"/verify/in/probe.py": PROBE, "/verify/in/checks.py": CHECKS, "/verify/out": Path(empty)},
                 shown=image, what=f"probe.json of {image} (written by its own {python})", on_line=on_line,
-                gpus=gpus, network_mode=network_mode, timeout=timeout, user="0")
+                gpus=gpus, network_mode=network_mode, timeout=timeout, user="0", entrypoint=[""])
         except EngineError as e:
             if python in str(e) and _NO_EXECUTABLE.search(str(e)):
                 found = re.search(r'exec: "[^"]*": .*?(?=: unknown|$)', str(e))
@@ -665,6 +665,7 @@ def verify_image(
                                  "fix: give the image's interpreter with --python: a command on its PATH "
                                  "(python3.12) or an absolute path (/opt/conda/bin/python)") from None
             raise
+    artifacts.record_use({"image": [image]})  # for invoke clean, when it is one of buildctl's images
     environment = {"image": image, "image_id": ident, "python": python, "exit_code": res.exit_code,
                    "seconds": round(time.monotonic() - t0, 1)}
     exp = Expectations.from_spec(spec) if spec is not None else Expectations()
