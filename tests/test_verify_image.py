@@ -117,6 +117,16 @@ def test_image_report_round_trips_and_says_what_was_verified(tmp_path):
         assert words in out, words
 
 
+def test_the_loaded_blas_is_named_by_its_real_path():
+    """Debian's libblas.so.3 is whichever BLAS the alternatives system points at; the real path says which."""
+    libs = ["/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
+            "/usr/lib/x86_64-linux-gnu/openblas-pthread/liblapack.so.3",
+            "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.12.1", "/opt/conda/lib/libmkl_rt.so.2",
+            "/usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0"]
+    assert rep.blas_kinds(libs) == ["OpenBLAS", "reference BLAS (netlib)", "MKL"]
+    assert rep.blas_text({"blas": "mkl", "lapack": "mkl", "libraries": []}) == "mkl (LAPACK mkl); loaded: none seen"
+
+
 @pytest.mark.parametrize("mutate, words", [
     (lambda d: d.update(image=None), "neither"),
     (lambda d: d.update(wheel={"name": "x.whl"}), "both"),

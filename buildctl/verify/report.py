@@ -87,7 +87,8 @@ class Report:
             raise InputError(f"{what}: report schema_version {v!r} is not one this buildctl reads "
                              f"(1..{SCHEMA_VERSION}); fix: use a buildctl at least as new as the one that wrote it")
         d = schema.validate_report(d, what)
-        return cls(wheel=d.get("wheel"), image=d.get("image"), mode=d["mode"], module=d["module"], environment=d.get("environment", {}),
+        return cls(wheel=d.get("wheel"), image=d.get("image"), mode=d["mode"], module=d["module"],
+                   environment=d.get("environment", {}),
                    expectations=d.get("expectations", {}), checks=[Check.from_dict(c) for c in d.get("checks", [])],
                    probe=d["probe"], verdict=d["verdict"], spec=d.get("spec"), files=d.get("files") or {},
                    created=d["created"], schema_version=v)
@@ -181,12 +182,11 @@ _BLAS_KINDS = (("openblas", "OpenBLAS"), ("mkl", "MKL"), ("blis", "BLIS"), ("fle
 
 def blas_kinds(libraries: list[str]) -> list[str]:
     """['reference BLAS (netlib)'] for ['/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.12.1']."""
-    out = []
+    out: list[str] = []
     for path in libraries:
-        for needle, kind in _BLAS_KINDS:
-            if needle in path.lower() and kind not in out:
-                out.append(kind)
-                break
+        kind = next((k for needle, k in _BLAS_KINDS if needle in path.lower()), None)
+        if kind and kind not in out:
+            out.append(kind)
     return out
 
 
