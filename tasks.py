@@ -16,6 +16,8 @@ SITE_HELP = {
     "proxy_exclude": "Hosts that bypass the proxy, as NO_PROXY [BUILDCTL_NO_PROXY]",
     "network": "Network mode for builds and containers: default|host|bridge|none [BUILDCTL_NETWORK]",
     "download_cache": "Folder of pre-staged downloads, used when their sha256 matches [BUILDCTL_DOWNLOAD_CACHE]",
+    "cache_url": "Shared compile cache behind the local one: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]; "
+                 "an unreachable server only warns [BUILDCTL_CACHE_URL]",
 }
 RECIPE_HELP = {
     "recipe": "Recipe name from recipes/ (see `invoke recipes`) or a path to a YAML file",
@@ -33,7 +35,7 @@ def _help_if_asked(task_name, value):
 
 def _site(kw):
     site = {k: kw[k] for k in ("pip_index_url", "apt_mirror", "http_proxy", "https_proxy", "network",
-                               "download_cache")}
+                               "download_cache", "cache_url")}
     return {**site, "no_proxy": kw["proxy_exclude"]}
 
 
@@ -54,7 +56,7 @@ def show(c, recipe="", set=None, base_image="", json=False):
       "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)"})
 def render(c, recipe="", set=None, out="", base_image="", ca_cert=None, json=False, no_preflight=False,
            pip_index_url="", apt_mirror="", http_proxy="", https_proxy="", proxy_exclude="", network="",
-           download_cache=""):
+           download_cache="", cache_url=""):
     """Render a recipe into a self-contained folder: Dockerfile, build script, verify probe, resolved recipe."""
     cli.render(recipe, set, out_dir=out or None, as_json=json, base_image=base_image, ca_certs=ca_cert,
                no_preflight=no_preflight, **_site(locals()))
@@ -77,7 +79,7 @@ def matrix(c, label=None):
       "target": "With --until compile: build only this ninja output (a sample, e.g. one .cu.o); repeatable"})
 def build(c, recipe="", set=None, base_image="", ca_cert=None, jobs="auto", no_verify=False, no_preflight=False,
           keep_container=False, json=False, memory="", until="", target=None, pip_index_url="", apt_mirror="", http_proxy="",
-          https_proxy="", proxy_exclude="", network="", download_cache=""):
+          https_proxy="", proxy_exclude="", network="", download_cache="", cache_url=""):
     """Build a recipe's wheel from source in a container, publish it to artifacts/, verify it."""
     cli.build(recipe, set, base_image=base_image, ca_certs=ca_cert, jobs=jobs, no_verify=no_verify,
               no_preflight=no_preflight, keep_container=keep_container, as_json=json, memory=memory or None,

@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import recipe as recipe_mod
+from . import remotecache
 from . import render as render_mod
 from . import resume
 from .errors import BuildctlError, InputError
@@ -72,7 +73,7 @@ def env_value(value: Any, var: str, default: Any = None) -> Any:
 
 
 def site_options(*, ca_certs=None, pip_index_url=None, apt_mirror=None, http_proxy=None, https_proxy=None,
-                 no_proxy=None, network=None, download_cache=None) -> dict:
+                 no_proxy=None, network=None, download_cache=None, cache_url=None) -> dict:
     """Corporate / air-gapped settings from flags, then BUILDCTL_* variables, then the host's proxy env."""
     site = {
         "ca_certs": env_list(ca_certs, "BUILDCTL_CA_CERT"),
@@ -83,7 +84,10 @@ def site_options(*, ca_certs=None, pip_index_url=None, apt_mirror=None, http_pro
         "no_proxy": env_value(no_proxy, "BUILDCTL_NO_PROXY"),
         "network": env_value(network, "BUILDCTL_NETWORK"),
         "download_cache": env_value(download_cache, "BUILDCTL_DOWNLOAD_CACHE"),
+        "cache_url": env_value(cache_url, "BUILDCTL_CACHE_URL"),
     }
+    if site["cache_url"]:
+        remotecache.check_url(site["cache_url"])
     return {k: v for k, v in site.items() if v not in (None, "", [])}
 
 
@@ -231,11 +235,31 @@ def _summary_rows(result) -> list[tuple[str, str]]:
     cc = m.get("compile_cache") or {}
     if cc.get("hit_rate") is not None:
         rows.append(("compile cache", f"{cc['tool']}: {cc['hit_rate']:.0%} hits ({cc['hits']}/{cc['hits'] + cc['misses']})"))
+    rows.extend(_cache_rows(cc))
     resumed = resume.summary(m.get("resumed"))
     if resumed:
         rows.append(("resumed", resumed))
     if result.report is not None or result.verify_error is not None:
         rows.append(("verification", "passed" if result.verify_error is None else "FAILED"))
+    return rows
+
+
+def _cache_rows(cc: dict) -> list[tuple[str, str]]:
+    """The local volume's and the shared server's figures (remotecache.stats), when a server was set."""
+    remote = cc.get("remote")
+    if not isinstance(remote, dict):
+        return []
+
+    def rate(hits, misses) -> str:
+        return f"{hits / (hits + misses):.0%} hits ({hits}/{hits + misses})" if hits + misses else "no lookups"
+
+    rows = [("  local", rate(cc.get("local_hits", 0), cc.get("local_misses", 0)))]
+    if remote.get("state") == "used":
+        shared = rate(remote.get("hits", 0), remote.get("misses", 0))
+        errors = remote.get("errors", 0) + remote.get("timeouts", 0)
+        rows.append(("  shared", f"{shared} at {remote.get('url')}" + (f", {errors} errors" if errors else "")))
+    else:
+        rows.append(("  shared", f"not used: {remote.get('reason') or remote.get('state')}"))
     return rows
 
 

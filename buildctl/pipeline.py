@@ -14,6 +14,7 @@ artifacts root (artifacts.namespace), so two roots never share a build directory
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import __version__, artifacts, diagnose, downloads, engine, jobs, render, repro, resume
+from . import __version__, artifacts, diagnose, downloads, engine, jobs, remotecache, render, repro, resume
 from .errors import BuildctlError, BuildFailed, EngineError, VerificationFailed
 from .recipe import masked_dump
 from .secrets import mask_url, secret_values_from_env_and_site, split_credentials, strip_credentials
@@ -166,8 +167,9 @@ def _parse_kv(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def _cache_stats(out_dir: Path) -> dict:
-    """hits, misses, hit rate from ccache --print-stats (tab-separated) or sccache's JSON stats."""
+def _cache_stats(out_dir: Path, cache_url: str | None = None) -> dict:
+    """hits, misses, hit rate from ccache --print-stats (tab-separated) or sccache's JSON stats; with
+    ccache also the local volume's and the shared server's own figures (remotecache.stats)."""
     if (out_dir / "cache-stats.json").is_file():
         return _sccache_stats((out_dir / "cache-stats.json").read_text())
     if not (out_dir / "cache-stats.txt").is_file():
@@ -181,7 +183,10 @@ def _cache_stats(out_dir: Path) -> dict:
     hits = stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0)
     misses = stats.get("cache_miss", 0)
     total = hits + misses
-    return {"hits": hits, "misses": misses, "hit_rate": round(hits / total, 3) if total else None}
+    state_file = out_dir / remotecache.STATE_FILE
+    state = state_file.read_text(errors="replace")[:500] if state_file.is_file() else ""
+    return {"hits": hits, "misses": misses, "hit_rate": round(hits / total, 3) if total else None,
+            **remotecache.stats(stats, state, cache_url)}
 
 
 def _sccache_stats(text: str) -> dict:
@@ -261,6 +266,14 @@ class Build:
             env["BUILDCTL_TARGETS"] = " ".join(self.opts.targets)
         return env
 
+    def _compile_credentials(self):
+        """The build's credentials plus the shared compile cache's URL: the container gets them as a
+        file at its start (never in its config, the rendered files or the key)."""
+        url = self.spec.site.cache_url
+        if not url or self.spec.build.cache != "ccache":
+            return self.credentials
+        return dataclasses.replace(self.credentials, env=(*self.credentials.env, *remotecache.runtime_env(url)))
+
     def _volumes(self) -> dict[str, str]:
         work, cache = volume_names(self.spec, self.key, self.namespace)
         return {work: "/work", cache: "/cache"}
@@ -310,6 +323,9 @@ class Build:
         name = compile_container_name(spec.name, self.key, self.namespace)
         deadline = time.monotonic() + spec.build.timeout_s
         attempt = 0
+        if spec.site.cache_url and spec.build.cache != "ccache":
+            self._on_line(f"buildctl: warning: the shared compile cache works through ccache, and build.cache is "
+                          f"{spec.build.cache}; compiling without it (fix: --set build.cache=ccache)")
         while True:
             self._clear_compile_container(name)
             first_line = len(self.log_lines)
@@ -317,7 +333,7 @@ class Build:
                 self.client, self.image_id, BUILD_COMMAND, env=self._container_env(), inputs=inputs,
                 outputs={"/work/out": out_dir}, volumes=self._volumes(), network_mode=engine.network_mode_for(spec.site.network),
                 mem_limit=self.opts.memory, on_line=self._on_line, keep=self.opts.keep_container,
-                secrets=self.secrets, credentials=self.credentials,
+                secrets=self.secrets, credentials=self._compile_credentials(),
                 labels=engine.buildctl_labels({"buildctl.step": "compile"}, recipe=spec.name, namespace=self.namespace),
                 name=name, timeout=max(1.0, deadline - time.monotonic()), on_interrupt=self._record_interrupt,
             )
@@ -368,7 +384,7 @@ class Build:
         if not wheels:
             raise engine.StepFailed("wheel", 1, "\n".join(self.log_lines), detail="the build produced no wheel")
         versions = _parse_kv((out_dir / "versions.txt").read_text()) if (out_dir / "versions.txt").exists() else {}
-        cache = _cache_stats(out_dir)
+        cache = _cache_stats(out_dir, self.spec.site.cache_url if self.spec.build.cache == "ccache" else None)
         peak = (out_dir / "peak-memory.txt").read_text().strip() if (out_dir / "peak-memory.txt").exists() else ""
         counts = _parse_kv((out_dir / "resumed.txt").read_text()) if (out_dir / "resumed.txt").is_file() else {}
         interrupt, warning = resume.read(self.spec.name, self.key, self.opts.artifacts_root)

@@ -363,6 +363,19 @@ class Site(Model):
     no_proxy: StrictStr | None = None
     network: Literal["host", "bridge", "none", "default"] = "default"
     download_cache: StrictStr | None = None
+    # A shared compile cache (redis://): handed to the compile container at run time, never rendered.
+    cache_url: StrictStr | None = None
+
+    @field_validator("cache_url")
+    @classmethod
+    def _redis_url(cls, v: str | None) -> str | None:
+        from .remotecache import problem
+
+        why = v and problem(v)
+        if why:  # the value is not quoted: it holds a password
+            raise ValueError(f"site.cache_url is not a Redis URL ({why}); fix: "
+                             "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]")
+        return v
 
 
 class Spec(Model):
