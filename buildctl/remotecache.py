@@ -25,6 +25,8 @@ _IPV6 = re.compile(r"(?=.*:)[0-9a-f:.]+")
 
 def problem(url: str) -> str | None:
     """Why `url` is not a Redis URL ccache can use, or None. Never quotes the URL (it holds a password)."""
+    if "://" not in url:
+        return "no redis:// in front"
     if any(c.isspace() or c in "'\"`$;|&<>\\" for c in url):
         return "white space or shell characters in it"
     try:
@@ -49,8 +51,9 @@ def problem(url: str) -> str | None:
 def check_url(url: str, option: str = "--cache-url") -> str:
     """`url` when it is a usable Redis URL; else a one-line InputError, with the password masked."""
     why = problem(url)
-    if why:
-        raise InputError(f"{option} {mask_url(url)}: not a Redis URL ({why}); fix: {_FORM}, "
+    if why:  # without a scheme, mask_url cannot tell a password from a host name: not shown at all
+        shown = mask_url(url) if "://" in url else "(value not shown)"
+        raise InputError(f"{option} {shown}: not a Redis URL ({why}); fix: {_FORM}, "
                          "e.g. redis://:PASSWORD@cache.example:6379/0")
     return url
 

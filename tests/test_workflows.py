@@ -100,6 +100,8 @@ def test_build_matrix_and_build_jobs():
     build_step = next(s for s in _steps(build) if "invoke build" in s.get("run", ""))
     assert build_step["run"].strip() == 'invoke build --recipe "$RECIPE" --json'
     assert build_step["env"]["RECIPE"] == "${{ matrix.recipe }}"
+    # the shared compile cache, when the repository has a Redis server (empty: the local cache only)
+    assert build_step["env"]["BUILDCTL_CACHE_URL"] == "${{ secrets.BUILDCTL_CACHE_URL }}"
 
     uploads = {s["with"]["path"]: s for s in _steps(build) if s.get("uses") == "actions/upload-artifact@v4"}
     assert set(uploads) == {"artifacts/${{ matrix.recipe }}/**", "artifacts/failures/**"}

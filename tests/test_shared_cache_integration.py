@@ -1,0 +1,125 @@
+"""The shared compile cache against a real redis-server (.ci/services.sh) and the real engine.
+
+* Build A (`invoke build`, BUILDCTL_CACHE_URL in its environment) compiles demo-cpu into artifacts root
+  A with an empty local ccache volume (its own namespace) and fills the server. Build B, from a fresh
+  artifacts root and another namespace (so another, empty, local volume) with --cache-url and the
+  same server, gets its objects from Redis: remote hits > 0, local misses > 0, the same artifact key.
+  The server's password is found in neither command's output nor any file of both artifacts roots and
+  the rendered build folders. The source is a copy marked with this session's id, so the server
+  holds nothing for it before A.
+* With the server's port closed, a build succeeds and says so in exactly one warning line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from conftest import TEST_NAMESPACE
+from docker import errors as derr
+from services import Services
+
+pytestmark = pytest.mark.integration
+pytest_plugins = ["services"]  # the session fixtures of the servers
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMOFW = ROOT / "examples" / "demofw"
+CA_BUNDLE = os.environ.get("BUILDCTL_TEST_CA_CERT", "/etc/ssl/certs/ca-certificates.crt")
+NETWORK = os.environ.get("BUILDCTL_TEST_NETWORK", "host")
+WARNING = "buildctl: warning: shared compile cache"
+
+
+def _invoke() -> list[str]:
+    exe = Path(sys.executable).with_name("invoke")
+    return [*([str(exe)] if exe.exists() else [sys.executable, "-m", "invoke"]), "-r", str(ROOT)]
+
+
+def _build(cwd: Path, root: Path, namespace: str, src: Path, *extra: str, env: dict | None = None):
+    cmd = [*_invoke(), "build", "--recipe", "demo-cpu", "--set", f"framework.source.path={src}", "--no-verify",
+           "--network", NETWORK, "--ca-cert", CA_BUNDLE, *extra]
+    environ = {k: v for k, v in os.environ.items() if k != "BUILDCTL_CACHE_URL"}
+    environ.update(BUILDCTL_ARTIFACTS=str(root), BUILDCTL_NAMESPACE=namespace, COLUMNS="200",
+                   **(env or {}))
+    proc = subprocess.run(cmd, cwd=cwd, env=environ, capture_output=True, text=True, timeout=30 * 60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    manifest = json.loads(next(root.glob("demo-cpu/*/manifest.json")).read_text())
+    return proc, manifest
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:  # bound, never listening: a connect is refused
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def namespaces(docker_client):
+    """Namespaces of this test's builds; their engine objects are removed afterwards."""
+    names = [f"{TEST_NAMESPACE}-a", f"{TEST_NAMESPACE}-b"]
+    yield names
+    for name in names:
+        selector = {"label": [f"buildctl.namespace={name}"]}
+        for c in docker_client.containers.list(all=True, filters=selector):
+            with contextlib.suppress(derr.NotFound, derr.APIError):
+                c.remove(force=True, v=True)
+        for v in docker_client.volumes.list(filters=selector):
+            with contextlib.suppress(derr.NotFound, derr.APIError):
+                v.remove(force=True)
+        for img in docker_client.images.list(filters=selector):
+            with contextlib.suppress(derr.NotFound, derr.APIError):
+                docker_client.images.remove(img.id, force=True)
+
+
+def test_engine_b_reuses_a_compile_through_redis_and_a_dead_server_only_warns(
+        tmp_path, base_image, services: Services, namespaces):
+    src = tmp_path / "demofw"
+    shutil.copytree(DEMOFW, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.so"))
+    for f in [*src.rglob("*.cpp"), *src.rglob("*.cu")]:  # objects the server has never seen
+        f.write_text(f.read_text() + f"\n// {TEST_NAMESPACE}\n")
+    password = urlsplit(services.redis_url).password
+    assert password and len(password) >= 8
+    ns_a, ns_b = namespaces
+
+    run_a, a = _build(tmp_path, tmp_path / "root-a", ns_a, src, env={"BUILDCTL_CACHE_URL": services.redis_url})
+    run_b, b = _build(tmp_path, tmp_path / "root-b", ns_b, src, "--cache-url", services.redis_url)
+
+    ca, cb = a["compile_cache"], b["compile_cache"]
+    assert ca["remote"]["state"] == "used" and cb["remote"]["state"] == "used", (ca, cb)
+    assert ca["misses"] > 0 and ca["remote"]["hits"] == 0 and ca["remote"]["errors"] == 0, ca
+    # B's local volume is new: every lookup misses there and the server answers it
+    assert cb["local_hits"] == 0 and cb["local_misses"] > 0, cb
+    assert cb["remote"]["hits"] > 0 and cb["remote"]["hits"] == cb["hits"] and cb["misses"] == 0, cb
+    assert cb["remote"]["url"] == "redis://***@" + services.redis_url.rpartition("@")[2]
+    assert a["key"] == b["key"]  # the cache's location is no part of the artifact
+    assert a["wheels"][0]["sha256"] and b["namespace"] == ns_b
+    summary = run_b.stdout + run_b.stderr
+    assert WARNING not in summary
+    assert "shared compile cache at 127.0.0.1:" in summary  # the build script's line (no password)
+    assert "  shared " in summary and f"{cb['remote']['hits']}/" in summary  # the summary's row
+
+    # a server that does not answer: one warning, the build goes on with the local cache
+    dead = f"redis://:{password}@127.0.0.1:{_closed_port()}/0"
+    run_c, c = _build(tmp_path, tmp_path / "root-c", ns_b, src, "--cache-url", dead)
+    out_c = run_c.stdout + run_c.stderr
+    assert out_c.count(WARNING) == 1, out_c[-3000:]
+    assert "did not answer" in out_c and "not used: 127.0.0.1:" in out_c  # the log line and the summary row
+    log_c = next((tmp_path / "root-c").glob("demo-cpu/*/build.log")).read_text()
+    assert log_c.count(WARNING) == 1
+    assert c["compile_cache"]["remote"]["state"] == "unreachable" and c["key"] == a["key"]
+
+    # the password: nowhere in what the commands printed or the builds wrote
+    for proc in (run_a, run_b, run_c):
+        assert password not in proc.stdout + proc.stderr
+    for folder in (tmp_path / "root-a", tmp_path / "root-b", tmp_path / "root-c", tmp_path / "build"):
+        for f in folder.rglob("*"):
+            if f.is_file():
+                assert password.encode() not in f.read_bytes(), f
