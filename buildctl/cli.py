@@ -257,7 +257,7 @@ def _cache_rows(cc: dict) -> list[tuple[str, str]]:
     if remote.get("state") == "used":
         shared = rate(remote.get("hits", 0), remote.get("misses", 0))
         errors = remote.get("errors", 0) + remote.get("timeouts", 0)
-        rows.append(("  shared", f"{shared} at {remote.get('url')}" + (f", {errors} errors" if errors else "")))
+        rows.append(("  shared", f"{shared} at {remote.get('url')}" + (f", {errors} failed lookups" if errors else "")))
     else:
         rows.append(("  shared", f"not used: {remote.get('reason') or remote.get('state')}"))
     return rows

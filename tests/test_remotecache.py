@@ -133,3 +133,14 @@ def test_the_compile_container_gets_the_url_as_a_credential_only_with_ccache():
     sccache = pipeline.Build(recipe.load("demo-cpu", ["build.cache=sccache"], site={"cache_url": URL}),
                              pipeline.BuildOptions(), view=None)
     assert "BUILDCTL_CACHE_URL" not in dict(sccache._compile_credentials().env)
+
+
+def test_the_summary_shows_both_levels():
+    from buildctl.cli import _cache_rows
+
+    used = {"hits": 8, "misses": 2, **remotecache.stats(STATS, "used", URL)}
+    assert _cache_rows(used) == [("  local", "0% hits (0/10)"),
+                                 ("  shared", "80% hits (8/10) at redis://***@cache.example:6379/0, 1 failed lookups")]
+    dead = remotecache.stats(STATS, "unreachable cache.example:6379 did not answer (Connection refused)", URL)
+    assert _cache_rows(dead)[1] == ("  shared", "not used: cache.example:6379 did not answer (Connection refused)")
+    assert _cache_rows({"hits": 1, "misses": 0}) == []
