@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 import pytest
 from conftest import TEST_NAMESPACE
 from docker import errors as derr
-from services import Services
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["services"]  # the session fixtures of the servers
@@ -80,7 +79,7 @@ def namespaces(docker_client):
 
 
 def test_engine_b_reuses_a_compile_through_redis_and_a_dead_server_only_warns(
-        tmp_path, base_image, services: Services, namespaces):
+        tmp_path, base_image, services, namespaces):
     src = tmp_path / "demofw"
     shutil.copytree(DEMOFW, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.so"))
     for f in [*src.rglob("*.cpp"), *src.rglob("*.cu")]:  # objects the server has never seen
