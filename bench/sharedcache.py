@@ -74,7 +74,8 @@ class Bench:
         shutil.copytree(REPO / "examples" / "demofw", self.source,
                         ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.so"))
         for f in [*self.source.rglob("*.cpp"), *self.source.rglob("*.cu")]:
-            f.write_text(f.read_text() + f"\n// bench run {self.run_id}\n")
+            # code, not a comment: ccache's preprocessor mode hashes the output without comments
+            f.write_text(f.read_text() + f"\nnamespace {{ [[maybe_unused]] constexpr int bench_run_{self.run_id} = 0; }}\n")
         self.recipe = work / f"{self.name}.yaml"
         self.recipe.write_text(
             f"# bench-only copy of {args.recipe}: its own name and source copy\n"

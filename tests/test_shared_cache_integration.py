@@ -82,8 +82,11 @@ def test_engine_b_reuses_a_compile_through_redis_and_a_dead_server_only_warns(
         tmp_path, base_image, services, namespaces):
     src = tmp_path / "demofw"
     shutil.copytree(DEMOFW, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.so"))
-    for f in [*src.rglob("*.cpp"), *src.rglob("*.cu")]:  # objects the server has never seen
-        f.write_text(f.read_text() + f"\n// {TEST_NAMESPACE}\n")
+    # Objects the server has never seen: code, not a comment (ccache's preprocessor mode hashes the
+    # output without comments, so a comment-marked copy hits an earlier session's objects).
+    marker = TEST_NAMESPACE.replace("-", "_")
+    for f in [*src.rglob("*.cpp"), *src.rglob("*.cu")]:
+        f.write_text(f.read_text() + f"\nnamespace {{ [[maybe_unused]] constexpr int {marker} = 0; }}\n")
     password = urlsplit(services.redis_url).password
     assert password and len(password) >= 8
     ns_a, ns_b = namespaces
