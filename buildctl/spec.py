@@ -92,8 +92,9 @@ _SECONDS = {"s": 1, "m": 60, "h": 3600}
 RESERVED_BUILD_ENV = (
     # set by build.sh itself
     "SRC", "OUT", "VENV", "VIRTUAL_ENV", "PATH", "MAX_JOBS", "UNTIL",
-    # buildctl's settings the script reads (invoke build --until / --target)
-    "BUILDCTL_UNTIL", "BUILDCTL_TARGETS",
+    # buildctl's settings the script reads (invoke build --until / --target; the shared compile cache,
+    # a secret: set in build.env it would be rendered into the script and so into a layer)
+    "BUILDCTL_UNTIL", "BUILDCTL_TARGETS", "BUILDCTL_CACHE_URL", "CCACHE_REMOTE_STORAGE",
     "PYTHON_EXECUTABLE", "CMAKE_PROGRAM_PATH",
     "CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER", "CMAKE_CUDA_COMPILER_LAUNCHER",
     "CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_COMPILERCHECK", "CCACHE_NOHASHDIR", "SCCACHE_DIR",
