@@ -20,7 +20,7 @@ Engine A is DOCKER_HOST (default: the local engine).
    manifests), B/A for both, and each build's local and remote hits. Target: B/A <= 0.3 (whole command).
 
 Everything the bench creates on either engine (labelled with its namespace: volumes, images) is removed
-at the end, and so is a base image it loaded into B. Exit 0 when the target PASSes, 1 when it FAILs.
+at the end, and so are a base image it loaded into B and the untagged images made from it while it warmed B. Exit 0 when the target PASSes, 1 when it FAILs.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -83,6 +84,8 @@ class Bench:
             f"framework:\n  source:\n    path: {self.source}\n")
         self.site = ["--network", args.network, *(["--ca-cert", args.ca_cert] if args.ca_cert else [])]
         self.loaded_base_into_b = False
+        self.images_before_b: set[str] = set()
+        self.warm_window_b = ("", "")  # UTC, to the second: when B's image layers were made
 
     def client(self, which: str):
         from buildctl import engine
@@ -100,6 +103,7 @@ class Bench:
         base = self.spec().base.image
         b = self.client("B")
         with contextlib.closing(b):
+            self.images_before_b = {img.id for img in b.images.list(all=True)}
             try:
                 b.images.get(base)
                 return
@@ -120,11 +124,13 @@ class Bench:
         ctx = render.write(render.render(spec, ca_texts=cli.read_ca_certs(spec.site.ca_certs)),
                            self.work / f"warm-{which}")
         client = self.client(which)
-        t0 = time.perf_counter()
+        t0, started = time.perf_counter(), _utc_now()
         with contextlib.closing(client):
             engine.build_image(client, ctx, f"buildctl/{self.name}:warm-{self.namespace}", target="builder",
                                network_mode=None if self.args.network == "default" else self.args.network,
                                labels=pipeline.engine_labels(spec, self.namespace))
+        if which == "B":
+            self.warm_window_b = (started, _utc_now())
         return time.perf_counter() - t0
 
     # -- the timed builds --------------------------------------------------------------------------
@@ -169,8 +175,22 @@ class Bench:
                     with contextlib.suppress(Exception):
                         client.images.remove(img.id, force=True)
                 if which == "B" and self.loaded_base_into_b:
+                    # Every image on B made from the base this bench loaded is this bench's, the untagged
+                    # intermediates of the stages its builds did not keep included: newest first, never
+                    # forced (an image another build tagged or runs keeps its parents).
+                    first, last = self.warm_window_b
+                    made = [img for img in client.images.list(all=True, filters={"label": "buildctl=1"})
+                            if img.id not in self.images_before_b and not img.tags
+                            and first <= img.attrs.get("Created", "")[:19] <= last]
+                    for img in sorted(made, key=lambda i: i.attrs.get("Created", ""), reverse=True):
+                        with contextlib.suppress(Exception):
+                            client.images.remove(img.id)
                     with contextlib.suppress(Exception):
-                        client.images.remove(self.spec().base.image, force=True)
+                        client.images.remove(self.spec().base.image)
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def fmt(manifest: dict) -> str:

@@ -96,7 +96,8 @@ def test_engine_b_reuses_a_compile_through_redis_and_a_dead_server_only_warns(
 
     ca, cb = a["compile_cache"], b["compile_cache"]
     assert ca["remote"]["state"] == "used" and cb["remote"]["state"] == "used", (ca, cb)
-    assert ca["misses"] > 0 and ca["remote"]["hits"] == 0 and ca["remote"]["errors"] == 0, ca
+    # A compiled and stored its objects (a few files the marker does not reach may hit an earlier session's)
+    assert ca["remote"]["misses"] == ca["misses"] > ca["remote"]["hits"] and ca["remote"]["errors"] == 0, ca
     # B's local volume is new: every lookup misses there and the server answers it
     assert cb["local_hits"] == 0 and cb["local_misses"] > 0, cb
     assert cb["remote"]["hits"] > 0 and cb["remote"]["hits"] == cb["hits"] and cb["misses"] == 0, cb
