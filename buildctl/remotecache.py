@@ -81,7 +81,8 @@ def stats(ccache_stats: dict[str, int], state: str, url: str | None) -> dict:
     out.update(local_hits=local_hits, local_misses=local_misses, local_hit_rate=_rate(local_hits, local_misses))
     if not url:
         return out
-    state_word, _, reason = state.strip().partition(" ")
+    # written by the build container (untrusted): one line, bounded
+    state_word, _, reason = (state.strip().splitlines() or [""])[0][:200].partition(" ")
     out["remote"] = {"url": mask_url(url), "state": state_word or "unknown"}
     if reason:
         out["remote"]["reason"] = reason

@@ -99,6 +99,12 @@ def test_stats_without_a_server_and_with_an_unreachable_one():
                              "reason": "cache.example:6379 did not answer (Connection refused)"}
 
 
+def test_the_state_line_from_the_container_is_one_bounded_line():
+    out = remotecache.stats(STATS, "unreachable " + "x" * 5000 + "\nused\n", URL)
+    assert out["remote"]["state"] == "unreachable" and len(out["remote"]["reason"]) < 200
+    assert "hits" not in out["remote"]
+
+
 def test_pipeline_reads_the_build_scripts_files(tmp_path):
     (tmp_path / "cache-stats.txt").write_text("".join(f"{k}\t{v}\n" for k, v in STATS.items()))
     (tmp_path / "cache-remote.txt").write_text("used\n")
