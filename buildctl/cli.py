@@ -22,9 +22,8 @@ from rich.table import Table
 from rich.text import Text
 
 from . import recipe as recipe_mod
-from . import remotecache
+from . import remotecache, resume
 from . import render as render_mod
-from . import resume
 from .errors import BuildctlError, InputError
 from .ui import strip_controls
 
