@@ -118,7 +118,7 @@ class Bench:
         self.loaded_base_into_b = True
 
     def warm_layers(self, which: str) -> float:
-        from buildctl import cli, engine, pipeline, render
+        from buildctl import cli, engine, render
 
         spec = self.spec()
         ctx = render.write(render.render(spec, ca_texts=cli.read_ca_certs(spec.site.ca_certs)),
@@ -128,7 +128,7 @@ class Bench:
         with contextlib.closing(client):
             engine.build_image(client, ctx, f"buildctl/{self.name}:warm-{self.namespace}", target="builder",
                                network_mode=None if self.args.network == "default" else self.args.network,
-                               labels=pipeline.engine_labels(spec, self.namespace))
+                               labels=engine.buildctl_labels(recipe=spec.name, namespace=self.namespace))
         if which == "B":
             self.warm_window_b = (started, _utc_now())
         return time.perf_counter() - t0
