@@ -15,6 +15,7 @@ import os
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,18 @@ DAY = 86400
 
 
 @pytest.fixture
-def own(test_labels) -> dict:
-    """The session's labels (its clean-up removes what carries them) plus one for this test alone."""
-    return {**test_labels, "buildctl.cleantest": uuid.uuid4().hex[:12]}
+def own(test_labels, docker_client) -> Iterator[dict]:
+    """The session's labels plus one for this test alone; what a test leaves (a container clean had
+    to spare) goes when the test ends, so later tests of the session that count containers with the
+    session's labels (test_engine.py) do not see it."""
+    labels = {**test_labels, "buildctl.cleantest": uuid.uuid4().hex[:12]}
+    yield labels
+    selector = {"label": [f"{k}={v}" for k, v in labels.items()]}
+    for c in docker_client.containers.list(all=True, filters=selector):
+        try:
+            c.remove(force=True, v=True)
+        except derr.NotFound:
+            pass
 
 
 def _stamp(root: Path, kind: str, name: str, days_ago: float) -> None:
