@@ -34,12 +34,8 @@ def own(test_labels, docker_client) -> Iterator[dict]:
     session's labels (test_engine.py) do not see it."""
     labels = {**test_labels, "buildctl.cleantest": uuid.uuid4().hex[:12]}
     yield labels
-    selector = {"label": [f"{k}={v}" for k, v in labels.items()]}
-    for c in docker_client.containers.list(all=True, filters=selector):
-        try:
-            c.remove(force=True, v=True)
-        except derr.NotFound:
-            pass
+    for c in engine.list_buildctl_containers(docker_client, labels):
+        engine.remove_container(docker_client, c.id)
 
 
 def _stamp(root: Path, kind: str, name: str, days_ago: float) -> None:
