@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from hostile_zips import wheel
 from rich.console import Console
-from test_verify_fixtures import cpu_probe, cuda_spec, h200_probe, multi_gpu_probe
 from test_verify_report import make_report
+from verify_fixtures import cpu_probe, cuda_spec, h200_probe, multi_gpu_probe
 
 from buildctl.errors import InputError
 from buildctl.verify import diff, schema

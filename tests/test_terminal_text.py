@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hostile_zips import wheel
 from rich.console import Console
-from test_verify_fixtures import make_spec
+from verify_fixtures import make_spec
 
 from buildctl import cli, diagnose, pipeline, ui
 from buildctl.errors import BuildFailed

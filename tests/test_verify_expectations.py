@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_spec, multi_gpu_probe
+from verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_spec, multi_gpu_probe
 
 from buildctl.verify.expectations import (
     ABSENT,

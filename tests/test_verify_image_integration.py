@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_verify_fixtures import cpu_probe
 from test_verify_report import make_report
+from verify_fixtures import cpu_probe
 
 from buildctl import engine
 from buildctl.verify import report as rep
@@ -104,7 +104,7 @@ def test_verify_debian_torch_image_and_diff_it_against_a_pypi_wheel(debian_torch
     assert (out / "report.png").read_bytes()[:4] == b"\x89PNG"
     assert containers_of(docker_client, debian_torch) == []  # the verify container is gone
 
-    # Against the PyPI torch 2.13.0 CPU wheel's report (a real probe, tests/test_verify_fixtures.py).
+    # Against the PyPI torch 2.13.0 CPU wheel's report (a real probe, tests/verify_fixtures.py).
     pypi = tmp_path / "pypi" / "report.json"
     rep.write_json(make_report(cpu_probe()), pypi)
     proc = invoke(tmp_path, "diff", str(out / "report.json"), str(pypi), timeout=120)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from test_verify_fixtures import make_spec
+from verify_fixtures import make_spec
 
 from buildctl.errors import VerificationFailed
 from buildctl.verify import report as rep

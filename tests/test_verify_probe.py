@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_verify_fixtures import cpu_probe, h200_probe
+from verify_fixtures import cpu_probe, h200_probe
 
 from buildctl.verify import probe
 

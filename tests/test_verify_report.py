@@ -6,7 +6,7 @@ import json
 
 import pytest
 from rich.console import Console
-from test_verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_spec, multi_gpu_probe
+from verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_spec, multi_gpu_probe
 
 from buildctl.errors import InputError
 from buildctl.verify import report as rep

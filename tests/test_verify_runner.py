@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from test_verify_fixtures import make_spec
+from verify_fixtures import make_spec
 
 from buildctl.errors import InputError
 from buildctl.verify import runner
