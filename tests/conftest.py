@@ -45,17 +45,22 @@ def _remove_test_namespace() -> Iterator[None]:
         client = engine.connect()
     except BuildctlError:
         return
-    selector = {"label": [f"buildctl.namespace={TEST_NAMESPACE}"]}
     with contextlib.closing(client):
-        for c in client.containers.list(all=True, filters=selector):
-            with contextlib.suppress(derr.NotFound, derr.APIError):
-                c.remove(force=True, v=True)
-        for v in client.volumes.list(filters=selector):
-            with contextlib.suppress(derr.NotFound, derr.APIError):
-                v.remove(force=True)
-        for img in client.images.list(filters=selector):
-            with contextlib.suppress(derr.NotFound, derr.APIError):
-                client.images.remove(img.id, force=True)
+        remove_namespace_objects(client, TEST_NAMESPACE)
+
+
+def remove_namespace_objects(client: docker.DockerClient, namespace: str) -> None:
+    """Remove the containers, volumes and images labelled with `namespace` (what its builds made)."""
+    selector = {"label": [f"buildctl.namespace={namespace}"]}
+    for c in client.containers.list(all=True, filters=selector):
+        with contextlib.suppress(derr.NotFound, derr.APIError):
+            c.remove(force=True, v=True)
+    for v in client.volumes.list(filters=selector):
+        with contextlib.suppress(derr.NotFound, derr.APIError):
+            v.remove(force=True)
+    for img in client.images.list(filters=selector):
+        with contextlib.suppress(derr.NotFound, derr.APIError):
+            client.images.remove(img.id, force=True)
 
 
 @pytest.fixture(scope="session")

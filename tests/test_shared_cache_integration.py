@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -23,8 +22,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import TEST_NAMESPACE
-from docker import errors as derr
+from conftest import TEST_NAMESPACE, remove_namespace_objects
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["services"]  # the session fixtures of the servers
@@ -66,16 +64,7 @@ def namespaces(docker_client):
     names = [f"{TEST_NAMESPACE}-a", f"{TEST_NAMESPACE}-b"]
     yield names
     for name in names:
-        selector = {"label": [f"buildctl.namespace={name}"]}
-        for c in docker_client.containers.list(all=True, filters=selector):
-            with contextlib.suppress(derr.NotFound, derr.APIError):
-                c.remove(force=True, v=True)
-        for v in docker_client.volumes.list(filters=selector):
-            with contextlib.suppress(derr.NotFound, derr.APIError):
-                v.remove(force=True)
-        for img in docker_client.images.list(filters=selector):
-            with contextlib.suppress(derr.NotFound, derr.APIError):
-                docker_client.images.remove(img.id, force=True)
+        remove_namespace_objects(docker_client, name)
 
 
 def test_engine_b_reuses_a_compile_through_redis_and_a_dead_server_only_warns(
