@@ -76,7 +76,7 @@ def container_state(client: docker.DockerClient, ref: str) -> dict[str, Any] | N
 
 
 def remove_container(client: docker.DockerClient, ref: str) -> None:
-    """Remove container `ref` (forced, with its anonymous volumes); absent is fine. Signals wait until it is done."""
+    """Remove container `ref` (forced, with its anonymous volumes); absent is fine. Signals wait for it."""
     with signals_deferred():
         for _ in range(3):
             try:

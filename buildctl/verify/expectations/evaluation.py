@@ -155,7 +155,8 @@ def _arch_checks(exp: Expectations, probe: dict) -> list[Check]:
             parts.append(f"missing {format_arch_set(missing)}")
         if extra:
             parts.append(f"unexpected {format_arch_set(extra)}")
-        detail = (f"arch list {format_arch_set(have)} in the wheel, {how} {format_arch_set(want)} ({'; '.join(parts)})")
+        detail = (f"arch list {format_arch_set(have)} in the wheel, {how} {format_arch_set(want)} "
+                  f"({'; '.join(parts)})")
         if not want and have:
             detail += "; a CPU recipe should have no device code"
     out.append(Check("arch list", format_arch_set(want), format_arch_set(have), ok, detail))
@@ -174,7 +175,8 @@ def _arch_checks(exp: Expectations, probe: dict) -> list[Check]:
             detail = f"requested but not in the binary: {format_arch_set(missing)}; " + detail
         elif extra:
             detail += f" (extra arch-specific kernels: {format_arch_set(extra)})"
-        out.append(Check("arch coverage (binary)", format_arch_set(want), format_arch_set(sass | ptx), not missing, detail))
+        out.append(Check("arch coverage (binary)", format_arch_set(want), format_arch_set(sass | ptx), not missing,
+                         detail))
     elif want and state not in (None, "skipped"):
         out.append(Check("arch coverage (binary)", format_arch_set(want), state, None,
                          f"binary not listed: {cov.get('reason')}"))
