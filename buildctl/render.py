@@ -21,9 +21,9 @@ from .errors import InputError
 from .recipe import REPO_ROOT, resolved_yaml
 from .secrets import split_credentials
 from .spec import Spec
+from .verify import PROBE_FILES
 
 TEMPLATES = REPO_ROOT / "templates"
-PROBE = Path(__file__).resolve().parent / "verify" / "probe.py"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # A Debug or RelWithDebInfo build is for chasing a crash: its runtime image can resolve symbols
 # (binutils; verification checks a symbol resolves to a source line) and debug (gdb).
@@ -96,6 +96,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
     per_job, reserve = _jobs_rule(spec.accelerator)
     constraints = sorted({*spec.python.constraints, *(c for f in frags for c in f.pip_constraints)})
     ctx = dict(
+        probe_files=[p.name for p in PROBE_FILES],
         spec=spec,
         python=python,
         python_pkgs=[python, f"{python}-venv", f"{python}-dev"],
@@ -137,8 +138,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         "secrets.sh": (TEMPLATES / "secrets.sh").read_text(),
         "patches/.keep": "",
         "constraints.txt": "".join(f"{c}\n" for c in constraints),
-        "probe.py": PROBE.read_text() if PROBE.exists() else "",
-        "checks.py": PROBE.with_name("checks.py").read_text(),
+        **{p.name: p.read_text() for p in PROBE_FILES},
         "recipe.resolved.yaml": shown,
         ".dockerignore": "downloads/**/.keep\n",
     }

@@ -39,12 +39,11 @@ from buildctl.compat import PYTHON_BY_DISTRO
 from buildctl.errors import InputError, VerificationFailed
 from buildctl.spec import Spec
 from buildctl.ui import strip_controls
+from buildctl.verify import probe_inputs, schema
 from buildctl.verify import report as rep
-from buildctl.verify import schema
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
 
 PROBE = Path(__file__).resolve().parent / "probe.py"
-CHECKS = PROBE.with_name("checks.py")  # imported by the probe from its own folder
 DEFAULT_BASE_IMAGE = "buildctl/base:bookworm"
 DEFAULT_VENV = "/opt/verify-venv"
 # glibc of each distro's own Python, for the wheelhouse's manylinux tags.
@@ -415,7 +414,7 @@ def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python:
     script = container_script(venv, python, wheel.name, reqs, args_for("/verify/out/probe.json"))
     probe, res = _probe_in_container(
         client, image, ["/bin/sh", "-c", script],
-        {f"/verify/in/{wheel.name}": wheel, "/verify/in/probe.py": PROBE, "/verify/in/checks.py": CHECKS,
+        {f"/verify/in/{wheel.name}": wheel, **probe_inputs("/verify/in"),
          "/verify/wheelhouse": wheelhouse},
         shown=image, what=f"probe.json of {wheel.name} (written in a container of {image})", on_line=on_line,
         gpus=gpus, network_mode=network_mode, timeout=timeout)
@@ -654,7 +653,7 @@ def verify_image(
                 client, ident, [python, "/verify/in/probe.py",
                                 *probe_args(module, "/verify/out/probe.json", sweep=sweep, sizes=sizes,
                                             iters=iters, warmup=warmup)],
-                {"/verify/in/probe.py": PROBE, "/verify/in/checks.py": CHECKS, "/verify/out": Path(empty)},
+                {**probe_inputs("/verify/in"), "/verify/out": Path(empty)},
                 shown=image, what=f"probe.json of {image} (written by its own {python})", on_line=on_line,
                 gpus=gpus, network_mode=network_mode, timeout=timeout, user="0", entrypoint=[""])
         except EngineError as e:
