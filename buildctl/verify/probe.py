@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import json
 import os
 import platform
@@ -30,52 +31,16 @@ import sys
 import time
 import traceback
 
-try:  # imported on the host as buildctl.verify.probe
-    from .probe_arch import arch_coverage
-    from .probe_facts import (
-        amd_gpu_inventory,
-        arch_list,
-        cpu_facts,
-        distributed_facts,
-        framework_facts,
-        gpu_inventory,
-        import_framework,
-        parse_build_settings,
-        runtime_facts,
-        tcpstore_facts,
-    )
-    from .probe_sweep import (
-        DEFAULT_CPU_MAX,
-        DEFAULT_SIZES,
-        human_size,
-        parse_size,
-        parse_sizes,
-        plan_sweep,
-        run_sweep,
-    )
-except ImportError:  # run as a script, its sibling modules beside it
-    from probe_arch import arch_coverage
-    from probe_facts import (
-        amd_gpu_inventory,
-        arch_list,
-        cpu_facts,
-        distributed_facts,
-        framework_facts,
-        gpu_inventory,
-        import_framework,
-        parse_build_settings,
-        runtime_facts,
-        tcpstore_facts,
-    )
-    from probe_sweep import (
-        DEFAULT_CPU_MAX,
-        DEFAULT_SIZES,
-        human_size,
-        parse_size,
-        parse_sizes,
-        plan_sweep,
-        run_sweep,
-    )
+
+def _sibling(name: str):
+    """A module beside this file: relative when imported as buildctl.verify.probe, top-level when run as a
+    script (the modules are copied together, buildctl.verify.PROBE_FILES)."""
+    return importlib.import_module(f".{name}", __package__) if __package__ else importlib.import_module(name)
+
+
+probe_arch = _sibling("probe_arch")
+probe_facts = _sibling("probe_facts")
+probe_sweep = _sibling("probe_sweep")
 
 PROBE_VERSION = 1
 
@@ -114,7 +79,7 @@ def probe(args) -> dict:
                                "cpu_count": os.cpu_count()},
                     "errors": errors}
     log("GPU inventory (NVML, before any CUDA call)")
-    inv = gpu_inventory()
+    inv = probe_facts.gpu_inventory()
     report["gpus"] = inv
     if inv["state"] == "ok":
         log(f"  driver {inv['driver_version']} (CUDA {inv['cuda_driver_version']}), "
@@ -123,7 +88,7 @@ def probe(args) -> dict:
     else:
         log(f"  {inv['state']}: {inv['reason']}")
     log(f"importing {args.module}")
-    mod, imp = import_framework(args.module)
+    mod, imp = probe_facts.import_framework(args.module)
     report["import"] = imp
     if mod is None:
         log(f"  import FAILED: {imp['error']}")
@@ -134,27 +99,27 @@ def probe(args) -> dict:
     except Exception as e:  # noqa: BLE001
         text = ""
         errors.append(f"__config__.show: {e.__class__.__name__}: {e}")
-    report["config"] = {"text": text, "build_settings": parse_build_settings(text)}
-    facts = framework_facts(mod, errors)
-    report["distributed"] = distributed_facts(mod)
-    report["cpu"] = cpu_facts(mod, report["config"]["build_settings"])
+    report["config"] = {"text": text, "build_settings": probe_facts.parse_build_settings(text)}
+    facts = probe_facts.framework_facts(mod, errors)
+    report["distributed"] = probe_facts.distributed_facts(mod)
+    report["cpu"] = probe_facts.cpu_facts(mod, report["config"]["build_settings"])
     log(f"  CPU capability {report['cpu']['capability']}, BLAS {report['cpu']['blas']}, "
         f"loaded {', '.join(os.path.basename(p) for p in report['cpu']['libraries']) or 'none'}")
     if report["distributed"]["available"]:
-        report["distributed"]["tcpstore"] = tcpstore_facts(mod)
+        report["distributed"]["tcpstore"] = probe_facts.tcpstore_facts(mod)
         if report["distributed"]["tcpstore"]["state"] != "ok":
             log(f"  TCPStore: {report['distributed']['tcpstore']['reason']}")
     log(f"  {args.module} {facts.get('version')}, cuda {facts.get('cuda')}, hip {facts.get('hip')}, "
         f"nccl {facts.get('nccl')}, cudnn {facts.get('cudnn')}, debug {facts.get('debug')}")
     # Everything above is CUDA-free; what follows may initialise the CUDA runtime.
-    report["runtime"] = runtime_facts(mod)
+    report["runtime"] = probe_facts.runtime_facts(mod)
     if facts.get("hip"):
-        report["amd_gpus"] = amd_gpu_inventory(report["runtime"])
-    facts["arch_list"] = arch_list(mod, facts, errors)
+        report["amd_gpus"] = probe_facts.amd_gpu_inventory(report["runtime"])
+    facts["arch_list"] = probe_facts.arch_list(mod, facts, errors)
     report["framework"] = facts
     if args.arch_coverage:
         log("arch coverage (device code per target)")
-        report["arch_coverage"] = arch_coverage(mod, facts)
+        report["arch_coverage"] = probe_arch.arch_coverage(mod, facts)
         cov = report["arch_coverage"]
         kinds = f"gfx {cov['gfx']}" if "gfx" in cov else f"sass {cov['sass']} ptx {cov['ptx']}"
         log(f"  {cov['state']}: {kinds} {cov['reason'] or ''}")
@@ -168,17 +133,18 @@ def probe(args) -> dict:
         report["sweep"] = {"state": "skipped",
                            "reason": f"{args.module} has no (available) distributed module"}
     else:
-        sizes, factor = parse_sizes(args.sizes)
-        plan = plan_sweep(mod, report["runtime"], report["distributed"], facts)
+        sizes, factor = probe_sweep.parse_sizes(args.sizes)
+        plan = probe_sweep.plan_sweep(mod, report["runtime"], report["distributed"], facts)
         log(f"all-reduce sweep: {plan['label']}")
-        report["sweep"] = run_sweep(mod, plan, sizes, factor, args.iters, args.warmup,
+        report["sweep"] = probe_sweep.run_sweep(mod, plan, sizes, factor, args.iters, args.warmup,
                                     args.cpu_max_size, args.timeout)
         sw = report["sweep"]
         if sw["state"] == "ok":
             h = sw["headline"]
-            peak = (f"peak busbw {h['peak_busbw_gbs']:.3f} GB/s at {human_size(h['peak_busbw_size'])}"
+            size = probe_sweep.human_size
+            peak = (f"peak busbw {h['peak_busbw_gbs']:.3f} GB/s at {size(h['peak_busbw_size'])}"
                     if h["peak_busbw_gbs"] is not None else "busbw n/a (1 rank)")
-            log(f"  {human_size(h['latency_size'])}: {h['latency_us']:.1f} us, {peak}, wrong {h['wrong']}")
+            log(f"  {size(h['latency_size'])}: {h['latency_us']:.1f} us, {peak}, wrong {h['wrong']}")
         else:
             log(f"  sweep {sw['state']}: {sw['reason']}")
     return report
@@ -218,10 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--module", required=True, help="framework module to probe: torch or demofw")
     ap.add_argument("--out", required=True, help="where to write the JSON")
     ap.add_argument("--sweep", action="store_true", help="run the all-reduce sweep")
-    ap.add_argument("--sizes", default=DEFAULT_SIZES, help="MIN:MAX[:FACTOR] or a comma list (8:256M)")
+    ap.add_argument("--sizes", default=probe_sweep.DEFAULT_SIZES, help="MIN:MAX[:FACTOR] or a comma list (8:256M)")
     ap.add_argument("--iters", type=int, default=20, help="timed iterations per size")
     ap.add_argument("--warmup", type=int, default=5, help="untimed warm-up iterations per size")
-    ap.add_argument("--cpu-max-size", type=parse_size, default=DEFAULT_CPU_MAX,
+    ap.add_argument("--cpu-max-size", type=probe_sweep.parse_size, default=probe_sweep.DEFAULT_CPU_MAX,
                     help="largest size for the CPU (gloo) sweep (16M)")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds for the whole sweep")
     ap.add_argument("--no-arch-coverage", dest="arch_coverage", action="store_false")
@@ -230,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compile-timeout", type=float, default=600, help="seconds per torch.compile cell")
     args = ap.parse_args(argv)
     try:
-        parse_sizes(args.sizes)
+        probe_sweep.parse_sizes(args.sizes)
     except ValueError as e:
         ap.error(str(e))
     if args.iters < 1 or args.warmup < 0:

@@ -37,23 +37,31 @@ def parse_cuobjdump_list(text: str) -> dict[str, int]:
     return counts
 
 
+def _elf_sections(f) -> tuple[list[tuple], bytes] | None:
+    """The section headers (name offset, type, flags, address, offset, size) and the section-name table of
+    an open ELF64 little-endian file; None when it is not one we can read."""
+    ident = f.read(64)
+    if len(ident) < 64 or ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
+        return None
+    e_shoff = struct.unpack_from("<Q", ident, 0x28)[0]
+    e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", ident, 0x3A)
+    if not e_shoff or not e_shnum or e_shstrndx >= e_shnum:
+        return None
+    f.seek(e_shoff)
+    table = f.read(e_shentsize * e_shnum)
+    headers = [struct.unpack_from("<IIQQQQ", table, i * e_shentsize) for i in range(e_shnum)]
+    f.seek(headers[e_shstrndx][4])
+    return headers, f.read(headers[e_shstrndx][5])
+
+
 def elf_section_names(path: str) -> list[str] | None:
     """Section names of an ELF64 little-endian file; None when it is not one we can read."""
     try:
         with open(path, "rb") as f:
-            ident = f.read(64)
-            if len(ident) < 64 or ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
-                return None
-            e_shoff = struct.unpack_from("<Q", ident, 0x28)[0]
-            e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", ident, 0x3A)
-            if not e_shoff or not e_shnum or e_shstrndx >= e_shnum:
-                return None
-            f.seek(e_shoff)
-            table = f.read(e_shentsize * e_shnum)
-            headers = [struct.unpack_from("<IIQQQQ", table, i * e_shentsize) for i in range(e_shnum)]
-            str_off, str_size = headers[e_shstrndx][4], headers[e_shstrndx][5]
-            f.seek(str_off)
-            strtab = f.read(str_size)
+            sections = _elf_sections(f)
+        if sections is None:
+            return None
+        headers, strtab = sections
         names = []
         for h in headers:
             end = strtab.find(b"\0", h[0])
@@ -165,18 +173,10 @@ def elf_section_bytes(path: str, name: str) -> bytes | None:
     """The contents of one section of an ELF64 little-endian file; None if absent or not such a file."""
     try:
         with open(path, "rb") as f:
-            ident = f.read(64)
-            if len(ident) < 64 or ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
+            sections = _elf_sections(f)
+            if sections is None:
                 return None
-            e_shoff = struct.unpack_from("<Q", ident, 0x28)[0]
-            e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", ident, 0x3A)
-            if not e_shoff or not e_shnum or e_shstrndx >= e_shnum:
-                return None
-            f.seek(e_shoff)
-            table = f.read(e_shentsize * e_shnum)
-            headers = [struct.unpack_from("<IIQQQQ", table, i * e_shentsize) for i in range(e_shnum)]
-            f.seek(headers[e_shstrndx][4])
-            strtab = f.read(headers[e_shstrndx][5])
+            headers, strtab = sections
             for h in headers:
                 if strtab[h[0]:strtab.find(b"\0", h[0])] == name.encode():
                     f.seek(h[4])

@@ -473,7 +473,7 @@ def verify_wheel(
         raise InputError(f"{wheel.name} needs Python {python} and the default verification image "
                          f"({DEFAULT_BASE_IMAGE}) has Python {PYTHON_BY_DISTRO['bookworm']}; fix: --recipe with a "
                          f"matching base, or --host with python{python} installed")
-    from buildctl.verify.probe import parse_sizes
+    from buildctl.verify.probe_sweep import parse_sizes
 
     try:
         parse_sizes(sizes)
@@ -613,7 +613,7 @@ def verify_image(
     from buildctl import engine
     from buildctl.engine import EngineError
     from buildctl.verify.expectations import merge
-    from buildctl.verify.probe import parse_sizes
+    from buildctl.verify.probe_sweep import parse_sizes
 
     if not IMAGE_REF.fullmatch(image or ""):
         raise InputError(f"--image {ascii(str(image)[:100])[1:-1]}: not an image reference; fix: give a local image as "
