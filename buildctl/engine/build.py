@@ -19,7 +19,7 @@ from ..secrets import Credentials, Masker, SecretServer, url_secrets
 from .connection import engine_on_this_machine
 from .dockerfile import base_image_refs
 from .failures import CLEAN_FIX, NO_SPACE, StepFailed, api_error, connection_lost, one_line, pull_hint
-from .lines import LineSink, LineSplitter
+from .lines import LineSink, LineSplitter, StepLog
 from .objects import buildctl_labels, image_exists, network_mode_for
 from .signals import terminate_as_interrupt
 
@@ -58,13 +58,7 @@ def build_image(
             if not image_exists(client, ref):
                 raise EngineError(pull_hint(ref))
 
-    lines: list[str] = []
-
-    def emit(line: str) -> None:
-        line = masker(line)
-        lines.append(line)
-        if on_line is not None:
-            on_line(line)
+    emit = StepLog(masker, on_line)
 
     splitter = LineSplitter()
     image_id: str | None = None
@@ -114,7 +108,7 @@ def build_image(
 
     if error is not None:
         message = masker(one_line(error, 400))
-        if NO_SPACE.search(message) or any(NO_SPACE.search(ln) for ln in lines[-50:]):
+        if NO_SPACE.search(message) or any(NO_SPACE.search(ln) for ln in emit.lines[-50:]):
             raise EngineError(f"the Docker engine ran out of disk space while {doing}; {CLEAN_FIX}")
         if re.search(
             r"pull access denied|manifest unknown|registry-1\.docker\.io|repository does not exist", message
@@ -127,7 +121,7 @@ def build_image(
             m = re.search(r"non-zero code: (\d+)", message)
             code = int(m.group(1)) if m else 1
         # The build's RUN container is gone and its OOMKilled unknown: exit 137 alone is any SIGKILL.
-        raise StepFailed("image", code, "\n".join(lines), detail=message)
+        raise StepFailed("image", code, "\n".join(emit.lines), detail=message)
     if image_id is None:
         try:
             image_id = str(client.api.inspect_image(tag)["Id"])

@@ -37,3 +37,17 @@ class LineSplitter:
 
 
 
+
+
+class StepLog:
+    """A step's log as it streams: each line masked, kept (`lines`) and passed on to `on_line`."""
+
+    def __init__(self, mask: Callable[[str], str], on_line: LineSink | None):
+        self.lines: list[str] = []
+        self._mask, self._on_line = mask, on_line
+
+    def __call__(self, line: str) -> None:
+        line = self._mask(line)
+        self.lines.append(line)
+        if self._on_line is not None:
+            self._on_line(line)

@@ -25,7 +25,7 @@ from docker.types import DeviceRequest
 from ..errors import EngineError
 from ..secrets import Credentials, Masker, secret_values_from_env
 from .failures import NO_SPACE, ContainerNameInUse, api_error, connection_lost, one_line, pull_hint
-from .lines import LineSink, LineSplitter
+from .lines import LineSink, LineSplitter, StepLog
 from .objects import KEEP_LABEL, OWNER_LABEL, buildctl_labels, network_mode_for, process_owner
 from .signals import signals_deferred, terminate_as_interrupt
 from .transfer import get_output, owner_of, put_credentials, put_input
@@ -147,13 +147,7 @@ def run_container(
     for vol in volumes or {}:
         _ensure_volume(client, vol, all_labels)
 
-    lines: list[str] = []
-
-    def emit(line: str) -> None:
-        line = masker(line)
-        lines.append(line)
-        if on_line is not None:
-            on_line(line)
+    emit = StepLog(masker, on_line)
 
     cid: str | None = None
     finished = False
@@ -240,7 +234,7 @@ def run_container(
                 if not get_output(client, cid, cpath, Path(hdir))
             )
             finished = True
-            return ContainerResult(code, oom, "\n".join(lines), cid, missing, stopped_by_timeout.is_set())
+            return ContainerResult(code, oom, "\n".join(emit.lines), cid, missing, stopped_by_timeout.is_set())
         except derr.APIError as e:
             raise api_error(e, doing, masker) from e
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as e:

@@ -37,38 +37,32 @@ def parse_cuobjdump_list(text: str) -> dict[str, int]:
     return counts
 
 
-def _elf_sections(f) -> tuple[list[tuple], bytes] | None:
-    """The section headers (name offset, type, flags, address, offset, size) and the section-name table of
-    an open ELF64 little-endian file; None when it is not one we can read."""
-    ident = f.read(64)
-    if len(ident) < 64 or ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
-        return None
-    e_shoff = struct.unpack_from("<Q", ident, 0x28)[0]
-    e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", ident, 0x3A)
-    if not e_shoff or not e_shnum or e_shstrndx >= e_shnum:
-        return None
-    f.seek(e_shoff)
-    table = f.read(e_shentsize * e_shnum)
-    headers = [struct.unpack_from("<IIQQQQ", table, i * e_shentsize) for i in range(e_shnum)]
-    f.seek(headers[e_shstrndx][4])
-    return headers, f.read(headers[e_shstrndx][5])
+def _elf_sections(path: str) -> list[tuple[bytes, int, int]] | None:
+    """(name, file offset, size) of each section of an ELF64 little-endian file; None when it is not one
+    we can read. OSError and struct.error propagate."""
+    with open(path, "rb") as f:
+        ident = f.read(64)
+        if len(ident) < 64 or ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
+            return None
+        e_shoff = struct.unpack_from("<Q", ident, 0x28)[0]
+        e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", ident, 0x3A)
+        if not e_shoff or not e_shnum or e_shstrndx >= e_shnum:
+            return None
+        f.seek(e_shoff)
+        table = f.read(e_shentsize * e_shnum)
+        headers = [struct.unpack_from("<IIQQQQ", table, i * e_shentsize) for i in range(e_shnum)]
+        f.seek(headers[e_shstrndx][4])
+        strtab = f.read(headers[e_shstrndx][5])
+    return [(strtab[h[0]:strtab.find(b"\0", h[0])], h[4], h[5]) for h in headers]
 
 
 def elf_section_names(path: str) -> list[str] | None:
     """Section names of an ELF64 little-endian file; None when it is not one we can read."""
     try:
-        with open(path, "rb") as f:
-            sections = _elf_sections(f)
-        if sections is None:
-            return None
-        headers, strtab = sections
-        names = []
-        for h in headers:
-            end = strtab.find(b"\0", h[0])
-            names.append(strtab[h[0]:end].decode("ascii", "replace"))
-        return names
+        sections = _elf_sections(path)
     except (OSError, struct.error):
         return None
+    return None if sections is None else [name.decode("ascii", "replace") for name, _, _ in sections]
 
 
 def has_device_code(path: str) -> bool:
@@ -172,15 +166,11 @@ AMDGPU_MACH = {
 def elf_section_bytes(path: str, name: str) -> bytes | None:
     """The contents of one section of an ELF64 little-endian file; None if absent or not such a file."""
     try:
-        with open(path, "rb") as f:
-            sections = _elf_sections(f)
-            if sections is None:
-                return None
-            headers, strtab = sections
-            for h in headers:
-                if strtab[h[0]:strtab.find(b"\0", h[0])] == name.encode():
-                    f.seek(h[4])
-                    return f.read(h[5])
+        for section, offset, size in _elf_sections(path) or ():
+            if section == name.encode():
+                with open(path, "rb") as f:
+                    f.seek(offset)
+                    return f.read(size)
     except (OSError, struct.error):
         return None
     return None
