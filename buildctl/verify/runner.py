@@ -574,7 +574,7 @@ def image_id(client, reference: str) -> str:
     """The id (sha256:...) of a local image; InputError when the engine does not have it (never pulled)."""
     from docker import errors as derr
 
-    from buildctl.engine import _api_error
+    from buildctl.engine import api_error as _api_error
 
     try:
         return str(client.api.inspect_image(reference)["Id"])
