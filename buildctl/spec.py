@@ -39,6 +39,10 @@ def matching(pattern: str, hint: str) -> StringConstraints:
 # Versions are strings in the YAML: `3.10` unquoted would be the float 3.1, so floats are refused.
 Version = Annotated[str, matching(r"^\d+(\.\d+){0,3}$",
                                   'write a version like "12.1.1" (digits and dots, quoted)')]
+# A framework's release may carry a PEP 440 local label naming its stack, as PyTorch's own wheels do
+# ("2.6.0+cu124", "2.6.0+cpu"): two recipes of one release then make wheels one index can hold.
+FrameworkVersion = Annotated[str, matching(r"^\d+(\.\d+){0,3}((a|b|rc)\d+)?(\.post\d+)?(\+[a-z0-9]+(\.[a-z0-9]+)*)?$",
+                                           'write a version like "2.6.0" or "2.6.0+cu124" (quoted)')]
 PythonVersion = Annotated[str, matching(r"^3\.\d{1,2}$",
                                         'write a Python version like "3.11" (quoted)')]
 Sha256 = Annotated[str, matching(r"^[0-9a-f]{64}$",
@@ -223,8 +227,16 @@ class Framework(Model):
     name: Literal["pytorch", "demofw"]
     source: Source
     patches: tuple[Patch, ...] = ()
-    version: Version | None = None  # PYTORCH_BUILD_VERSION; None keeps version.txt + git sha
+    version: FrameworkVersion | None = None  # PYTORCH_BUILD_VERSION; None keeps version.txt + git sha
     build_number: StrictInt = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _post_before_local(self) -> Framework:
+        if self.version and "+" in self.version and self.build_number > 1:  # setup.py appends .postN last
+            raise ValueError(f"build_number {self.build_number} would make {self.version}.post{self.build_number}, "
+                             f"a .post inside the local label; write version: "
+                             f"\"{self.version.replace('+', f'.post{self.build_number}+', 1)}\" and build_number: 1")
+        return self
 
 
 class Cuda(Model):
