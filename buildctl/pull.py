@@ -77,7 +77,7 @@ def pull(client, ref: str, distro: str | None = None, on_line: Callable[[str], N
     except (derr.APIError, derr.DockerException) as e:
         error = getattr(e, "explanation", None) or str(e)
     if error is not None:
-        raise EngineError(f"base image {ref}: the pull failed ({_one_line(error)}); {_fixes(ref, distro)}")
+        raise EngineError(f"the pull of base image {ref} failed ({_one_line(error)}); {_fixes(ref, distro)}")
 
 
 def ensure_images(client, refs: Iterable[str], policy: str | None, *, distro: str | None = None,

@@ -100,6 +100,6 @@ def test_an_absent_local_base_image_says_to_make_it():
 ], ids=["refused", "failed-midway"])
 def test_a_failed_pull_is_one_line_with_the_image_and_three_fixes(client):
     message = one_line_error(client, [REGISTRY], "missing")
-    assert message.startswith(f"base image {REGISTRY}: the pull failed (")
+    assert message.startswith(f"the pull of base image {REGISTRY} failed (")
     assert ("no such host" in message) or ("pull rate limit" in message)
     assert all(fix in message for fix in FIXES)
