@@ -42,7 +42,7 @@ def settings_task(*groups_or_names, help=None, iterable=(), **task_kwargs):
 
         def run(c, *args, **kwargs):
             given = {flag: kwargs.pop(flag) for flag in flags if flag in kwargs}
-            chosen = cli.command(settings.Settings.from_cli)(**given)
+            chosen = cli.command(settings.Settings.from_cli)(body.__name__, **given)
             with settings.using(chosen):
                 return body(c, *args, settings=chosen, **kwargs)
 

@@ -98,7 +98,7 @@ class Settings(BaseSettings):
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items() if v not in (None, "", ())}
 
     @classmethod
-    def from_cli(cls, **given: Any) -> Settings:
+    def from_cli(cls, task: str = "TASK", **given: Any) -> Settings:
         """Settings from the task's parameters (by flag name) over the environment. A parameter left at its
         default ("", None, False, the field's default) leaves the variable, then the default, in force."""
         by_flag = {flag_name(name): name for name in cls.model_fields}
@@ -115,7 +115,7 @@ class Settings(BaseSettings):
             name = _field_of(str(first["loc"][0]) if first["loc"] else "")
             # The value is not quoted: it may hold a password.
             raise InputError(f"--{flag_name(name).replace('_', '-')} [{env_name(name)}]: {first['msg']}; "
-                             f"fix: see `invoke --help <task>`") from None
+                             f"fix: see `invoke {task} --help`") from None
 
 
 def _field_of(key: str) -> str:

@@ -138,3 +138,12 @@ def test_a_site_option_added_to_settings_reaches_help_variable_and_spec(tmp_path
     assert "Registry mirror for base images [BUILDCTL_REGISTRY_MIRROR]" in help_text
     assert result == {"env": "https://mirror.example", "site": "https://mirror.example",
                       "flag": "https://flag.example"}
+
+
+def test_a_bad_variable_ends_the_task_in_one_line_exit_2():
+    proc = subprocess.run([sys.executable, "-m", "invoke", "render", "--recipe", "demo-cpu"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "BUILDCTL_PULL": "sometimes", "BUILDCTL_DEBUG": "", "COLUMNS": "300"})
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == ["error: --pull [BUILDCTL_PULL]: Input should be 'missing', 'always' or "
+                                        "'never'; fix: see `invoke render --help`"]
