@@ -306,7 +306,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
                              "e.g. caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/Copy.cu.o")
     opts = pipeline.BuildOptions(
         jobs=jobs, verify=not settings.no_verify, keep_container=settings.keep_container,
-        memory=settings.memory, ca_texts=read_ca_certs(site.get("ca_certs", [])),
+        memory=settings.memory, artifacts_root=settings.artifacts, ca_texts=read_ca_certs(site.get("ca_certs", [])),
         verify_kwargs={**({"console": Console(stderr=True)} if as_json else {}), **(verify_kwargs or {})},
         until=until or None, targets=targets,
     )
