@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from .settings import extend_site
+
 # The fix shown when a value does not match its type's pattern, kept with the pattern: recipe.py looks
 # it up by the pattern pydantic reports (tests/test_recipe.py checks every pattern of Spec has one).
 PATTERN_HINTS: dict[str, str] = {}
@@ -389,6 +391,9 @@ class Site(Model):
             raise ValueError(f"site.cache_url is not a Redis URL ({why}); fix: "
                              "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]")
         return v
+
+
+Site = extend_site(Site)  # the site options only settings.py declares, e.g. pull
 
 
 class Spec(Model):
