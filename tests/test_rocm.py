@@ -167,7 +167,7 @@ def rocm_probe(targets: list[str], arch_list: list[str]) -> dict:
     """A probe report of a demo-rocm wheel (the shape probe.py writes), code objects for `targets`."""
     return {
         "import": {"ok": True, "seconds": 0.4, "smoke": "ok"},
-        "framework": {"version": "0.1.0", "hip": "5.7.31921", "cuda": None, "nccl": "2.13.4", "debug": False,
+        "framework": {"version": "0.1.0+rocm5.7", "hip": "5.7.31921", "cuda": None, "nccl": "2.13.4", "debug": False,
                       "arch_list": arch_list},
         "config": {"build_settings": {"BUILD_TYPE": "Release", "USE_ROCM": "ON", "USE_NCCL": "ON"}},
         "distributed": {"available": False},
