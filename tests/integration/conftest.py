@@ -1,4 +1,4 @@
-"""Shared session fixtures for tests that drive the real Docker engine.
+"""Session fixtures of tests/integration: the real Docker engine (tests/conftest.py is shared with unit).
 
 There is no skipping: without a reachable engine `docker_client` errors with buildctl's one-line
 EngineError, and so does every test that uses it.
@@ -9,10 +9,9 @@ EngineError, and so does every test that uses it.
 * `trixie_base_image`: the same for trixie (buildctl/base:trixie; the ROCm-from-Debian recipes).
 * `test_labels`: labels unique to this session; everything created with them (containers,
   volumes, images) is removed when the session ends. Pass them as `labels=` to the engine calls.
-* BUILDCTL_NAMESPACE: set for the whole session (and the commands it runs) to a namespace of its
-  own, so the builds of the tests never share a build directory, a compile cache or an image tag
-  with the user's builds (the README's main job, then the tests, on one machine) nor with another
-  test session on the same engine. What buildctl created in it is removed when the session ends.
+* TEST_NAMESPACE: the session's BUILDCTL_NAMESPACE (set by tests/conftest.py); what buildctl created
+  in it is removed when the session ends.
+* Every test here is marked `integration` (`-m "not integration"` selects tests/unit).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import docker
 import pytest
@@ -31,9 +31,14 @@ from buildctl import baseimage, engine
 from buildctl.errors import BuildctlError
 
 BASE_DISTRO = "bookworm"
-# Set at import, before any test runs, so that every build of the session and its subprocesses use it.
-TEST_NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"
-os.environ["BUILDCTL_NAMESPACE"] = TEST_NAMESPACE
+TEST_NAMESPACE = os.environ["BUILDCTL_NAMESPACE"]  # tests/conftest.py set it, for the whole session
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session", autouse=True)

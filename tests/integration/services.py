@@ -26,7 +26,7 @@ import pytest
 
 from buildctl import engine
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / ".ci" / "services.sh"
 START_TIMEOUT = 15 * 60  # a cold machine installs the Debian packages first
 

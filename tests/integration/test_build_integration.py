@@ -63,8 +63,8 @@ from buildctl.verify import report as rep
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DEMOFW = ROOT / "examples" / "demofw"
 CA_BUNDLE = os.environ.get("BUILDCTL_TEST_CA_CERT", "/etc/ssl/certs/ca-certificates.crt")
 NETWORK = os.environ.get("BUILDCTL_TEST_NETWORK", "host")

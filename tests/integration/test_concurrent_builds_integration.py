@@ -25,7 +25,7 @@ from buildctl import cli, engine, pipeline, recipe, ui
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEMOFW = ROOT / "examples" / "demofw"
 CA_BUNDLE = os.environ.get("BUILDCTL_TEST_CA_CERT", "/etc/ssl/certs/ca-certificates.crt")
 NETWORK = os.environ.get("BUILDCTL_TEST_NETWORK", "host")

@@ -19,7 +19,7 @@ from buildctl import engine, secrets
 from buildctl.errors import EngineError
 
 integration = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_context(ctx: Path, dockerfile: str) -> Path:

@@ -30,7 +30,7 @@ from buildctl import artifacts, engine, pipeline
 pytestmark = pytest.mark.integration
 pytest_plugins = ["services"]  # the session fixtures of the servers
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CA_BUNDLE = os.environ.get("BUILDCTL_TEST_CA_CERT", "/etc/ssl/certs/ca-certificates.crt")
 NETWORK = os.environ.get("BUILDCTL_TEST_NETWORK", "host")
 VERIFY_CACHE = ROOT / ".cache" / "buildctl-test" / "verify-wheelhouse"

@@ -27,7 +27,7 @@ from buildctl import baseimage
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CA_BUNDLE = os.environ.get("BUILDCTL_TEST_CA_CERT", "/etc/ssl/certs/ca-certificates.crt")
 NETWORK = os.environ.get("BUILDCTL_TEST_NETWORK", "host")
 

@@ -47,7 +47,7 @@ from buildctl import repro
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "failures"
 CACHE = ROOT / ".cache" / "buildctl-test"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")

@@ -58,7 +58,7 @@ from buildctl import engine, pipeline, recipe, secrets
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
 DEMOFW = ROOT / "examples" / "demofw"
 CA_BUNDLE = os.environ.get("BUILDCTL_TEST_CA_CERT", "/etc/ssl/certs/ca-certificates.crt")

@@ -29,7 +29,7 @@ from buildctl import engine
 pytestmark = pytest.mark.integration
 pytest_plugins = ["services"]  # the session fixtures of the servers
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUN = uuid.uuid4().hex[:10]
 
 

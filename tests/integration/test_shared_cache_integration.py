@@ -27,7 +27,7 @@ from conftest import TEST_NAMESPACE, remove_namespace_objects
 pytestmark = pytest.mark.integration
 pytest_plugins = ["services"]  # the session fixtures of the servers
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEMOFW = ROOT / "examples" / "demofw"
 CA_BUNDLE = os.environ.get("BUILDCTL_TEST_CA_CERT", "/etc/ssl/certs/ca-certificates.crt")
 NETWORK = os.environ.get("BUILDCTL_TEST_NETWORK", "host")

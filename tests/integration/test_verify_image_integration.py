@@ -24,7 +24,7 @@ from verify_fixtures import cpu_probe
 from buildctl import engine
 from buildctl.verify import report as rep
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEBIAN_TORCH = "buildctl-test/debian-torch:trixie"
 DOCKERFILE = """\
 FROM buildctl/base:trixie

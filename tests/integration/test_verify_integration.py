@@ -19,7 +19,7 @@ from buildctl.errors import VerificationFailed
 from buildctl.verify import report as rep
 from buildctl.verify.runner import verify_wheel
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "buildctl-test"
 SMALL = {"sizes": "8:64K", "iters": 5, "warmup": 2}
 

@@ -20,7 +20,7 @@ from buildctl import artifacts, diagnose, engine, pipeline, recipe, render
 from buildctl.errors import InputError, RecipeError
 from buildctl.spec import RESERVED_BUILD_ENV
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "templates" / "build.sh.j2"
 FRAGMENT = ROOT / "recipes" / "fragments" / "demofw.yaml"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-STAND_IN = Path(__file__).resolve().parent / "fixtures" / "fake-cann-toolkit"
+STAND_IN = Path(__file__).resolve().parents[1] / "fixtures" / "fake-cann-toolkit"
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 
 from buildctl import artifacts, engine, housekeeping
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DAY = 86400
 FILES_ONLY = {"images": False, "caches": False, "containers": False}
 

@@ -17,7 +17,7 @@ from buildctl import recipe
 from buildctl import render as render_mod
 from buildctl.cli import load_spec
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TASKS = ("recipes", "show", "render", "matrix", "build")
 
 

@@ -35,7 +35,7 @@ from buildctl import archive, downloads, engine, repro
 from buildctl.errors import InputError
 from buildctl.spec import Download
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 INVOKE = Path(sys.executable).parent / "invoke"  # the venv's own entry point, as a user runs it
 BASE_IMAGE = "buildctl/base:bookworm"
 # CVE-2025-4517 and relatives were fixed in 3.11.13, 3.12.11 and 3.13.4 (python/cpython#135034).

@@ -25,7 +25,7 @@ from buildctl.errors import InputError
 from buildctl.verify import diff, schema
 from buildctl.verify import report as rep
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "buildctl-test"  # the wheelhouse of the verify tests, shared
 MARKUP = ["cannot load [/opt/venv/lib/libnccl.so.2]", "[bold]loud[/bold]", "[link=https://evil.example]click[/link]",
           "[/]", "[red"]

@@ -18,7 +18,7 @@ from hostile_zips import DIST_INFO, MiB, many_members_zip, wheel, zeros_member_w
 from buildctl.errors import InputError
 from buildctl.verify import runner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _peak_mib(fn) -> tuple[BaseException | None, float]:

@@ -26,7 +26,7 @@ import yaml
 from buildctl import compat, recipe, render
 from buildctl.errors import RecipeError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FRAGMENT = ROOT / "recipes" / "fragments" / "demofw.yaml"
 SHA = "ab" * 32
 

@@ -21,7 +21,7 @@ from publish_helpers import make_artifact, make_wheel, serve_folder, sha256
 from buildctl import cli, publish
 from buildctl.errors import InputError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def links(page: str) -> list[dict[str, str]]:

@@ -21,7 +21,7 @@ from buildctl.cli import load_spec
 from buildctl.errors import InputError, RecipeError
 from buildctl.spec import Spec
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "corpus"
 EXPECTED: dict[str, dict] = yaml.safe_load((CORPUS / "expected.yaml").read_text())
 

@@ -13,7 +13,7 @@ import pytest
 from buildctl import artifacts, pipeline, recipe, remotecache, render, secrets
 from buildctl.errors import InputError, RecipeError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cr3t-Passw0rd"
 URL = f"redis://:{PASSWORD}@cache.example:6379/0"
 

@@ -20,7 +20,7 @@ from buildctl import render as render_mod
 from buildctl.cli import load_spec
 from buildctl.errors import RecipeError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "corpus"
 SHIPPED = [p.stem for p in recipe.list_recipes()]
 # The shipped ascend recipe carries a placeholder sha256 (the installer is login-gated) that a build

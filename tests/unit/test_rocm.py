@@ -24,7 +24,7 @@ from buildctl.errors import RecipeError
 from buildctl.verify import probe
 from buildctl.verify.expectations import Expectations, evaluate, failed, summary_line
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEMOFW = ROOT / "examples" / "demofw"
 MACH = {"gfx90a": 0x3F, "gfx942": 0x4C, "gfx908": 0x30}
 

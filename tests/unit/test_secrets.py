@@ -27,7 +27,7 @@ from buildctl import artifacts, engine, pipeline, recipe, render, repro, secrets
 from buildctl.errors import EngineError
 from buildctl.spec import Spec
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
 
 def tokens(tag: str) -> dict[str, str]:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from buildctl import stepreport
 
-FIXTURES = Path(__file__).parent / "fixtures" / "cmake"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "cmake"
 
 
 def _out_dir(tmp_path: Path) -> Path:

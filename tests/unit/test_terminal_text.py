@@ -22,7 +22,7 @@ from verify_fixtures import make_spec
 from buildctl import cli, diagnose, pipeline, ui
 from buildctl.errors import BuildFailed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = ("make \x1b]0;owned\x07title \x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\ "
            "\x1b[2J\x1b[H\x1b[31mred\x1b[0m \x9b1;1H \x1bc \x07\x08\x7f rtl\u202eexe.txt\u202c \x1bP1$qm\x1b\\end")
 SHOWN = "make title link red    rtlexe.txt end"

@@ -21,7 +21,7 @@ from buildctl.verify import diff, runner
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import ABSENT, Expectations, evaluate, merge, parse_expect, verdict
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "buildctl-test/debian-torch:trixie"
 IMAGE_ID = "sha256:290eb3e61ddcca5798478f92af320a1db3cfbeb953cc396fa1c96a5205e4e5db"
 

@@ -1,0 +1,22 @@
+"""Shared by tests/unit and tests/integration; imports nothing that talks to a Docker engine.
+
+tests/unit: no engine at all (the whole folder passes with DOCKER_HOST at a socket that does not exist).
+tests/integration: the real engine and real servers (tests/integration/conftest.py); never skipped.
+Helper modules shared by both (verify_fixtures, hostile_zips, publish_helpers) live here, importable
+through pyproject's `pythonpath = ["tests"]`.
+
+* BUILDCTL_NAMESPACE: set for the whole session (and the commands it runs) to a namespace of its
+  own, so the builds of the tests never share a build directory, a compile cache or an image tag
+  with the user's builds (the README's main job, then the tests, on one machine) nor with another
+  test session on the same engine. tests/integration/conftest.py removes what buildctl created in it
+  when the session ends.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+# Set at import, before any test runs, so that every build of the session and its subprocesses use it.
+TEST_NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"
+os.environ["BUILDCTL_NAMESPACE"] = TEST_NAMESPACE
