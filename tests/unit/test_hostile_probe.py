@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-from hostile_zips import wheel
 from rich.console import Console
 from test_verify_report import make_report
 from verify_fixtures import cpu_probe, cuda_spec, h200_probe, multi_gpu_probe
@@ -324,48 +323,6 @@ def test_cli_diff_of_a_damaged_report_is_one_line_exit_2(tmp_path):
     proc = invoke("diff", str(tmp_path / "report.json"), str(tmp_path / "report.json"), timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ") and "probe.import" in proc.stderr
-
-
-def test_cli_verify_with_a_markup_import_error_keeps_summary_and_json(tmp_path):
-    """The issue's case through `invoke verify --host --json`: the wheel's import fails with
-    `cannot load [/opt/venv/lib/libnccl.so.2]`. Before: MarkupError, 'internal error' instead of the
-    summary and the failed check (exit 1 for the wrong reason). Now: the report, the summary line and a
-    one-line error naming the check."""
-    whl = wheel(tmp_path / "w", 'raise ImportError("cannot load [/opt/venv/lib/libnccl.so.2]")\n')
-    proc = invoke("verify", "--host", "--json", "--wheel", str(whl))
-    assert proc.returncode == 1, proc.stderr
-    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
-    payload = json.loads(proc.stdout)
-    assert payload["probe"]["import"]["error"] == "ImportError: cannot load [/opt/venv/lib/libnccl.so.2]"
-    lines = proc.stderr.splitlines()
-    assert lines[-2].startswith("FAILED: 1 of 1 checks failed: ImportError: cannot load [/opt/venv/lib/libnccl.so.2]")
-    assert lines[-1].startswith("error: ") and "[/opt/venv/lib/libnccl.so.2]" in lines[-1]
-
-
-HOSTILE_INIT = '''import atexit, sys
-def _replace():  # runs after probe.py wrote its JSON
-    out = sys.argv[sys.argv.index("--out") + 1]
-    open(out, "w").write({payload!r})
-atexit.register(_replace)
-'''
-
-
-@pytest.mark.parametrize("payload, words", [
-    ('{"import": "yes", "framework": [1]}', ["import:"]),
-    ("[" * 50_000, ["nested too deeply"]),
-], ids=["wrong-types", "deep-nesting"])
-def test_cli_verify_refuses_a_probe_json_replaced_by_the_wheel(tmp_path, payload, words):
-    """A wheel whose import registers an atexit hook that overwrites probe.json after the probe wrote it.
-    Before: AttributeError ('str' object has no attribute 'get') or RecursionError, 'internal error',
-    exit 1. Now: one line naming probe.json and the field, exit 2, no report written."""
-    whl = wheel(tmp_path / "w", HOSTILE_INIT.format(payload=payload))
-    proc = invoke("verify", "--host", "--wheel", str(whl))
-    assert proc.returncode == 2, proc.stderr
-    last = proc.stderr.splitlines()[-1]
-    assert last.startswith(f"error: probe.json of {whl.name} (written in a fresh venv): "), last
-    for w in words:
-        assert w in last, last
-    assert "Traceback" not in proc.stderr and not (tmp_path / "w" / "report.json").exists()
 
 
 def test_every_section_the_probe_writes_has_a_model():

@@ -9,13 +9,9 @@ ESC through (it strips only BEL, BS, CR and a few others), and so did every view
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from hostile_zips import wheel
 from rich.console import Console
 from verify_fixtures import make_spec
 
@@ -106,17 +102,3 @@ def test_error_lines_of_the_cli_have_no_controls_and_keep_brackets(capsys):
     assert "error: cannot load [/opt/lib]" in err and not _has_controls(err)
 
 
-def test_cli_verify_shows_the_probe_log_without_controls(tmp_path):
-    """`invoke verify --host` on a wheel whose import prints escape sequences and fails with one.
-    Before: 5 ESC bytes reached the terminal (the pip/probe log lines and the final error line)."""
-    whl = wheel(tmp_path / "w", 'import sys\nprint("\\x1b]0;owned\\x07\\x1b[2J hello", file=sys.stderr)\n'
-                                'raise ImportError("x\\x1b[31mred")\n')
-    env = {**os.environ, "BUILDCTL_DEBUG": "", "BUILDCTL_CACHE": str(ROOT / ".cache" / "buildctl-test")}
-    proc = subprocess.run([sys.executable, "-m", "invoke", "verify", "--host", "--wheel", str(whl)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 1, proc.stderr
-    both = proc.stdout + proc.stderr
-    assert not _has_controls(both)
-    assert "ImportError: xred" in proc.stderr.splitlines()[-1]
-    stored = (tmp_path / "w" / "report.json").read_text()
-    assert "\\u001b[31m" in stored  # the report keeps what the probe saw
