@@ -18,8 +18,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_verify_report import make_report
-from verify_fixtures import cpu_probe
+from verify_fixtures import cpu_probe, make_report
 
 from buildctl import engine
 from buildctl.verify import report as rep

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from test_verify_report import make_report
-from verify_fixtures import cpu_probe, cuda_spec, h200_probe, multi_gpu_probe
+from verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_report, multi_gpu_probe
 
 from buildctl.errors import InputError
 from buildctl.verify import diff, schema

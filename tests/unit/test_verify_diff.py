@@ -6,8 +6,7 @@ import json
 
 import pytest
 from rich.console import Console
-from test_verify_report import make_report
-from verify_fixtures import cpu_probe, cuda_spec, h200_probe
+from verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_report
 
 from buildctl.errors import InputError
 from buildctl.verify import diff

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from docker import errors as derr
 from rich.console import Console
-from test_verify_report import make_report
-from verify_fixtures import cpu_probe, debian_probe, make_spec
+from verify_fixtures import cpu_probe, debian_probe, make_report, make_spec
 
 from buildctl.errors import InputError
 from buildctl.verify import diff, runner

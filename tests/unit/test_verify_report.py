@@ -6,24 +6,11 @@ import json
 
 import pytest
 from rich.console import Console
-from verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_spec, multi_gpu_probe
+from verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_report, make_spec, multi_gpu_probe
 
 from buildctl.errors import InputError
 from buildctl.verify import report as rep
-from buildctl.verify.expectations import Expectations, evaluate, verdict
-
-
-def make_report(probe: dict | None = None, spec=None) -> rep.Report:
-    probe = probe or cpu_probe()
-    spec = spec or make_spec()
-    exp = Expectations.from_spec(spec)
-    return rep.Report(
-        wheel={"path": "/x/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
-               "name": "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "size": 1, "sha256": "0" * 64},
-        mode="host", module="torch", environment={"python": "/tmp/v/bin/python"},
-        expectations=exp.to_dict(), checks=evaluate(exp, probe), probe=probe, verdict=verdict(probe),
-        spec={"name": spec.name, "accelerator": spec.accelerator, "framework": spec.framework.name},
-    )
+from buildctl.verify.expectations import Expectations
 
 
 def test_json_round_trip(tmp_path):
