@@ -3,7 +3,7 @@
 The servers are those of .ci/services.sh: engine B (a second dockerd), engine B over ssh (a local sshd),
 redis-server, docker-registry and pypiserver. `.ci/run` starts them before pytest
 (`eval "$(bash .ci/services.sh start)"`) and stops them after; their addresses reach the tests as
-BUILDCTL_SVC_* variables. A session started without them (`pytest tests/test_services_integration.py`)
+BUILDCTL_SVC_* variables. A session started without them (`pytest tests/integration/test_services_integration.py`)
 starts them here and stops them at its end. Nothing is skipped: a service that does not start fails
 the tests that use it, with the script's output.
 

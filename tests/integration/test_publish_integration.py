@@ -4,7 +4,7 @@ demo-cpu is built once for this module through the real CLI (a snapshot of examp
 artifacts root; the images are those every demo-cpu build makes and reuses). `invoke publish` then puts
 its artifact
   (a) into a static folder served by `python -m http.server`, and
-  (b) onto the real pypiserver of .ci/services.sh (tests/services.py),
+  (b) onto the real pypiserver of .ci/services.sh (tests/integration/services.py),
 and for each, a FRESH container of the recipe's runtime image runs `pip install --index-url … demofw==<our
 version>` and imports the package. pip's installation report shows it downloaded our file (its sha256)
 from that index.

@@ -1,6 +1,6 @@
 """The stand-in CANN toolkit installer (tests/fixtures/fake-cann-toolkit) honours the real
 installer's command line: run here on the host, no engine. What the Ascend recipe's image build does
-with it is tests/test_ascend_integration.py."""
+with it is tests/integration/test_ascend_integration.py."""
 
 from __future__ import annotations
 

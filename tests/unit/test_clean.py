@@ -1,5 +1,5 @@
 """`invoke clean` on real folders and symlinks (no engine: images, caches and containers are off here;
-tests/test_clean_integration.py drives the engine with objects of their own label).
+tests/integration/test_clean_integration.py drives the engine with objects of their own label).
 
 Each hostile case says what the code before (b74e6d9) did.
 """

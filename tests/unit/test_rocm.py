@@ -2,7 +2,7 @@
 preflight table of gfx targets, the apt provider's rendering, and demofw's hipify step.
 
 The binaries here are built byte by byte in the layout clang 17 writes (checked against a real
-demo-rocm build in tests/test_rocm_integration.py, where LLVM's clang-offload-bundler reads the same
+demo-rocm build in tests/integration/test_rocm_integration.py, where LLVM's clang-offload-bundler reads the same
 library): an ELF whose .hip_fatbin section holds a `__CLANG_OFFLOAD_BUNDLE__` with one entry per
 target (`hipv4-amdgcn-amd-amdhsa--gfx90a`, ...) plus an empty host entry, each target entry an
 AMDGPU ELF whose e_flags name the target (EF_AMDGPU_MACH: gfx90a 0x3f, gfx942 0x4c).
