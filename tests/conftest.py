@@ -1,8 +1,8 @@
 """Shared by tests/unit and tests/integration; imports nothing that talks to a Docker engine.
 
-tests/unit: no engine at all (the whole folder passes with DOCKER_HOST at a socket that does not exist).
+tests/unit: no engine at all (tests/unit/conftest.py points DOCKER_HOST at a socket that does not exist).
 tests/integration: the real engine and real servers (tests/integration/conftest.py); never skipped.
-Helper modules shared by both (verify_fixtures, hostile_zips, publish_helpers) live here, importable
+A test file directly in tests/ stops the run (pytest would not collect it). Helper modules shared by both (verify_fixtures, hostile_zips, publish_helpers) live here, importable
 through pyproject's `pythonpath = ["tests"]`.
 
 * BUILDCTL_NAMESPACE: set for the whole session (and the commands it runs) to a namespace of its
@@ -16,7 +16,21 @@ from __future__ import annotations
 
 import os
 import uuid
+from pathlib import Path
+
+import pytest
 
 # Set at import, before any test runs, so that every build of the session and its subprocesses use it.
 TEST_NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"
 os.environ["BUILDCTL_NAMESPACE"] = TEST_NAMESPACE
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A test file directly in tests/ would not be collected by `pytest` (testpaths names the two
+    folders): refuse to run until it is moved where it belongs."""
+    stray = sorted(Path(__file__).parent.glob("test_*.py"))
+    if stray:
+        raise pytest.UsageError(
+            f"tests/{stray[0].name} is directly in tests/, where pytest does not look; fix: git mv it to "
+            "tests/unit/ (no Docker engine at all) or tests/integration/ (the real engine or servers)"
+        )
