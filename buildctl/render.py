@@ -31,8 +31,30 @@ DEBUG_RUNTIME_PACKAGES = ("binutils", "gdb")
 # Python build requirements every framework build gets in its venv (PyTorch's minimal set).
 BASE_BUILD_REQUIREMENTS = ("setuptools", "wheel")
 
+
+
+class _CompiledTemplateCache(jinja2.FileSystemBytecodeCache):
+    """Jinja's compiled templates kept between runs (in its per-user, 0700 folder under the temporary
+    directory): compiling them was most of a no-op `invoke build`'s own work. A cache that cannot be
+    written is only slower, never an error."""
+
+    def dump_bytecode(self, bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _template_cache() -> jinja2.BytecodeCache | None:
+    try:
+        return _CompiledTemplateCache()
+    except (OSError, RuntimeError):  # no usable temporary directory, or one owned by someone else
+        return None
+
+
 _env = jinja2.Environment(
     loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+    bytecode_cache=_template_cache(),
     undefined=jinja2.StrictUndefined,
     autoescape=False,
     keep_trailing_newline=True,

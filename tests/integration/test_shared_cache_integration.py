@@ -8,6 +8,8 @@
   the rendered build folders. The source is a copy marked with this session's id, so the server
   holds nothing for it before A.
 * With the server's port closed, a build succeeds and says so in exactly one warning line.
+* A server killed after the compile started (a private redis-server, not the session's): the build
+  succeeds with the local cache, and the manifest and the summary count the failed lookups.
 """
 
 from __future__ import annotations
@@ -115,3 +117,58 @@ def test_engine_b_reuses_a_compile_through_redis_and_a_dead_server_only_warns(
         for f in folder.rglob("*"):
             if f.is_file():
                 assert password.encode() not in f.read_bytes(), f
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    """A redis-server of this test's own (the test kills it; the session's server stays up)."""
+    exe = shutil.which("redis-server") or "/usr/bin/redis-server"
+    port = _closed_port()
+    password = f"pw-{TEST_NAMESPACE}"
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--requirepass", password, "--dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:  # its own word that it listens, not a sleep
+        if "Ready to accept connections" in line:
+            break
+    else:
+        pytest.fail(f"redis-server on port {port} did not start: exit {proc.wait()}")
+    yield proc, f"redis://:{password}@127.0.0.1:{port}/0"
+    proc.kill()
+    proc.wait()
+
+
+def test_redis_killed_mid_build_costs_lookups_not_the_build(tmp_path, base_image, services, namespaces, private_redis):
+    """The server dies after the compile started: ccache counts the failed lookups, the build goes on with
+    the local cache and succeeds, and the summary says how many lookups failed."""
+    server, url = private_redis
+    src = tmp_path / "demofw"
+    shutil.copytree(DEMOFW, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.so"))
+    marker = TEST_NAMESPACE.replace("-", "_") + "_killed"
+    for f in src.rglob("*.cpp"):  # cold: nothing of this source is in any cache
+        f.write_text(f.read_text() + f"\nnamespace {{ [[maybe_unused]] constexpr int {marker} = 0; }}\n")
+    root = tmp_path / "root"
+    cmd = [*_invoke(), "build", "--recipe", "demo-cpu", "--set", f"framework.source.path={src}", "--no-verify",
+           "--network", NETWORK, "--ca-cert", CA_BUNDLE, "--jobs", "1", "--cache-url", url]
+    environ = {k: v for k, v in os.environ.items() if k != "BUILDCTL_CACHE_URL"}
+    environ.update(BUILDCTL_ARTIFACTS=str(root), BUILDCTL_NAMESPACE=namespaces[0], COLUMNS="200")
+    build = subprocess.Popen(cmd, cwd=tmp_path, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, stdin=subprocess.DEVNULL)
+    lines, killed_at = [], None
+    for line in build.stdout:
+        lines.append(line)
+        if killed_at is None and "Building CXX object" in line:  # ninja started compiling: kill the server
+            server.kill()
+            server.wait()
+            killed_at = len(lines)
+    output = "".join(lines)
+    assert build.wait(timeout=30 * 60) == 0, output[-6000:]
+    assert killed_at is not None, "the build printed no compile line: " + output[-3000:]
+    manifest = json.loads(next(root.glob("demo-cpu/*/manifest.json")).read_text())
+    remote = manifest["compile_cache"]["remote"]
+    assert remote["state"] == "used", remote  # the server answered when the build started
+    failed = remote["errors"] + remote["timeouts"]
+    assert failed > 0, remote
+    assert f"{failed} failed lookups" in output  # the summary's row
+    assert manifest["wheels"][0]["sha256"]
+    assert url.rpartition("@")[0].split(":")[-1] not in output  # the password

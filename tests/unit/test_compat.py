@@ -11,12 +11,9 @@ from buildctl.compat import (
     arch_runs_on,
     arch_supported,
     can_run,
-    cmake_python_var,
     cuda_range_for_archs,
     cudnn_cuda_majors,
     driver_supports,
-    max_cuda_for_driver,
-    min_cmake,
     min_driver,
     preflight,
     vcmp,
@@ -197,15 +194,6 @@ def test_driver_unknown_major():
     assert not ok and "MIN_DRIVER" in why
 
 
-def test_max_cuda_for_driver():
-    assert max_cuda_for_driver("535.104.05") == "12.2"
-    assert max_cuda_for_driver("525.60.13") == "12.0"
-    assert max_cuda_for_driver("580.95.05") == "13.0"
-    assert max_cuda_for_driver("570.26") == "12.8"
-    assert max_cuda_for_driver("400.1") is None
-    assert max_cuda_for_driver("n/a") is None
-
-
 def test_minor_compat_floor():
     assert compat.MINOR_COMPAT_FLOOR == {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 
@@ -223,15 +211,6 @@ def test_cudnn_cuda_majors():
 
 def test_python_by_distro():
     assert compat.PYTHON_BY_DISTRO == {"bookworm": "3.11", "trixie": "3.13", "jammy": "3.10", "noble": "3.12"}
-
-
-def test_torch_cmake_facts():
-    assert cmake_python_var("2.1") == "PYTHON_EXECUTABLE"
-    assert cmake_python_var("2.3") == "PYTHON_EXECUTABLE"
-    assert cmake_python_var("2.4") == "Python_EXECUTABLE"
-    assert cmake_python_var(None) == "Python_EXECUTABLE"
-    assert min_cmake("2.5") == "3.18"
-    assert min_cmake(None) == "3.27"
 
 
 def test_torch_release_pins():
