@@ -2,8 +2,9 @@
 
 tests/unit: no engine at all (tests/unit/conftest.py points DOCKER_HOST at a socket that does not exist).
 tests/integration: the real engine and real servers (tests/integration/conftest.py); never skipped.
-A test file directly in tests/ stops the run (pytest would not collect it). Helper modules shared by both (verify_fixtures, hostile_zips, publish_helpers) live here, importable
-through pyproject's `pythonpath = ["tests"]`.
+A test file directly in tests/ stops the run (pytest would not collect it). The helper modules both
+import (verify_fixtures, hostile_zips, publish_helpers) live here, importable through pyproject's
+`pythonpath = ["tests"]`.
 
 * BUILDCTL_NAMESPACE: set for the whole session (and the commands it runs) to a namespace of its
   own, so the builds of the tests never share a build directory, a compile cache or an image tag

@@ -10,7 +10,8 @@ EngineError, and so does every test that uses it.
 * `test_labels`: labels unique to this session; everything created with them (containers,
   volumes, images) is removed when the session ends. Pass them as `labels=` to the engine calls.
 * TEST_NAMESPACE: the session's BUILDCTL_NAMESPACE (set by tests/conftest.py); what buildctl created
-  in it is removed when the session ends.
+  in it is removed when the session ends (`remove_namespace_objects`; test_shared_cache_integration
+  imports both from here).
 * Every test here is marked `integration` (`-m "not integration"` selects tests/unit).
 """
 
