@@ -391,16 +391,17 @@ def build(request) -> BuildRun:
 
 EXPECT = {
     # build fixture -> (recipe name prefix, cuda_arch, toolchain pins read from the image, arch list, nccl)
-    "demo-cpu": dict(cuda_arch=[], toolchain={}, arch_list=[], nccl=None),
+    "demo-cpu": dict(cuda_arch=[], toolchain={}, arch_list=[], nccl=None, version="0.1.0+cpu"),
     "demo-cuda13": dict(cuda_arch=["8.0", "9.0"], toolchain={"cuda": "13.2", "nccl": "2.28.9"},
-                        arch_list=["sm_80", "sm_90"], nccl=[2, 28, 9]),
+                        arch_list=["sm_80", "sm_90"], nccl=[2, 28, 9], version="0.1.0+cu132"),
     "runfile": dict(cuda_arch=["8.0", "9.0"], toolchain={"cuda": RUNFILE_CUDA.rsplit(".", 1)[0]},
-                    arch_list=["sm_80", "sm_90"], nccl=None),
+                    arch_list=["sm_80", "sm_90"], nccl=None, version="0.1.0"),
 }
 
 
-def test_build_exits_0_with_json_and_a_wheel_matching_the_manifest(build: BuildRun):
+def test_build_exits_0_with_json_and_a_wheel_matching_the_manifest(build: BuildRun, request):
     build.ok()
+    version = EXPECT[request.node.callspec.params["build"]]["version"]
     p = build.payload
     assert p["cached"] is False and p["manifest"]["key"] == p["key"]
     assert build.artifact == build.artifacts_root / p["recipe"] / p["key"]
@@ -409,7 +410,7 @@ def test_build_exits_0_with_json_and_a_wheel_matching_the_manifest(build: BuildR
     assert m == p["manifest"]
     assert len(m["wheels"]) == 1
     w = m["wheels"][0]
-    assert re.fullmatch(r"demofw-0\.1\.0-cp311-cp311-linux_x86_64\.whl", w["file"])
+    assert w["file"] == f"demofw-{version}-cp311-cp311-linux_x86_64.whl"  # the stack's local label in the name
     assert build.wheel.is_file() and build.wheel.stat().st_size == w["bytes"]
     assert hashlib.sha256(build.wheel.read_bytes()).hexdigest() == w["sha256"]
     assert sorted(p.name for p in build.artifacts_root.rglob(".tmp-*")) == []
@@ -508,7 +509,7 @@ def test_wheel_works_in_a_fresh_container(request, build: BuildRun, docker_clien
                                inputs={f"/in/{build.wheel.name}": build.wheel}, network_mode="none", labels=test_labels)
     assert res.exit_code == 0, res.log[-4000:]
     got = result_json(res.log)
-    assert got["version"] == "0.1.0" and got["add"] == 5 and got["add_list"] == [4, 6]
+    assert got["version"] == exp["version"] and got["add"] == 5 and got["add_list"] == [4, 6]
     assert "/site-packages/demofw/" in got["file"]
     assert got["cuda_built"] is bool(exp["arch_list"])
     assert got["arch_list"] == exp["arch_list"]

@@ -245,7 +245,8 @@ def test_a_different_file_of_the_same_name_in_the_index_is_refused(tmp_path, sto
 
 
 def test_two_artifacts_making_one_file_name_differently_are_refused(tmp_path, store, wheel_dir):
-    """demo-cpu and demo-cuda13 both make demofw-0.1.0-cp311-…: one index cannot hold both."""
+    """Two recipes with one framework.version make one file name: one index cannot hold both (the demo
+    recipes carry their stack as a local label, +cpu and +cu132, for this reason)."""
     a = make_artifact(store, "demo-cpu", "k1", make_wheel(wheel_dir / "1", "bctl-demo", "1.0", body="A = 1\n"))
     b = make_artifact(store, "demo-cuda13", "k2", make_wheel(wheel_dir / "2", "bctl-demo", "1.0", body="A = 2\n"))
     with pytest.raises(InputError, match="both make it with different contents.*framework.version"):

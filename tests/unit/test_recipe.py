@@ -389,8 +389,8 @@ def test_set_errors_name_the_override(sets, expect):
 
 
 def test_recipe_path_name_or_path():
-    assert recipe.recipe_path("cuda12.1-nccl2.18") == recipe.RECIPES_DIR / "cuda12.1-nccl2.18.yaml"
-    assert recipe.recipe_path("demo-cpu") == recipe.RECIPES_DIR / "demo-cpu.yaml"
+    assert recipe.recipe_path("cuda12.1-nccl2.18") == recipe.recipes_dir() / "cuda12.1-nccl2.18.yaml"
+    assert recipe.recipe_path("demo-cpu") == recipe.recipes_dir() / "demo-cpu.yaml"
     assert recipe.recipe_path("tests/corpus/empty.yaml") == Path("tests/corpus/empty.yaml")
     assert recipe.recipe_path("mine.yml") == Path("mine.yml")
     assert recipe.recipe_path("some/dir/recipe") == Path("some/dir/recipe")

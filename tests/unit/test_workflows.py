@@ -194,3 +194,41 @@ def test_matrix_step_with_the_real_invoke_matrix(tmp_path):
     for r in rows:
         if "cuda" in r["labels"]:
             assert r["runs-on"] == ["self-hosted", "linux", "x64", "cuda"], r
+
+
+def _run_base_image_step(tmp_path: Path, image: str, distro: str, present: bool) -> list[str]:
+    """Run the build job's base-image step with stub invoke, docker and sudo; the commands it ran."""
+    step = next(s for s in _steps(_load(BUILD)["jobs"]["build"]) if s.get("name") == "Local base image")
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    shown = json.dumps({"base": {"image": image, "distro": distro}})
+    stubs = {
+        "invoke": f"echo \"invoke $*\" >> {log}\n[ \"$1\" = show ] && cat <<'EOF'\n{shown}\nEOF\nexit 0\n",
+        "docker": f"echo \"docker $*\" >> {log}\nexit {0 if present else 1}\n",
+        "sudo": f"echo \"sudo $*\" >> {log}\n",
+    }
+    for name, body in stubs.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body)
+        (bin_dir / name).chmod(0o755)
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    proc = subprocess.run(["bash", "-e", "-c", step["run"]], env={**os.environ, "PATH": path, "RECIPE": "r"},
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert step["env"]["RECIPE"] == "${{ matrix.recipe }}"
+    return log.read_text().splitlines()
+
+
+def test_build_job_makes_the_local_base_image_before_the_build(tmp_path):
+    """On a GitHub-hosted runner nothing makes buildctl/base:bookworm, which the demo recipes build on."""
+    steps = [s.get("name") for s in _steps(_load(BUILD)["jobs"]["build"])]
+    assert steps.index("Local base image") < steps.index("Build and verify")
+    calls = _run_base_image_step(tmp_path, "buildctl/base:bookworm", "bookworm", present=False)
+    assert calls[0] == "invoke show --recipe r --json"
+    assert calls[-1] == f"sudo {tmp_path}/bin/invoke base-image --distro bookworm --tag buildctl/base:bookworm"
+    assert "sudo apt-get install -y -qq debootstrap debian-archive-keyring" in calls
+
+
+@pytest.mark.parametrize(("image", "present"), [("buildctl/base:trixie", True), ("debian:bookworm", False)])
+def test_build_job_leaves_base_images_it_need_not_make(tmp_path, image, present):
+    calls = _run_base_image_step(tmp_path, image, "trixie", present=present)
+    assert not [c for c in calls if c.startswith("sudo")], calls
