@@ -17,7 +17,7 @@ from docker import errors as derr
 from buildctl import pull
 from buildctl.errors import EngineError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.integration
 

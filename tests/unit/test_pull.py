@@ -1,5 +1,5 @@
 """buildctl/pull.py: Docker's --pull missing|always|never for the base image, decided without an engine
-(a fake client stands in for the Docker client; tests/test_pull_integration.py drives the real one)."""
+(a fake client stands in for the Docker client; tests/integration/test_pull_integration.py drives the real one)."""
 
 from __future__ import annotations
 

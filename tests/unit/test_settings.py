@@ -17,7 +17,7 @@ from buildctl.cli import load_spec
 from buildctl.errors import InputError
 from buildctl.settings import SITE, Settings, current, env_name, fields, flag_name, using
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cr3t-proxy-pass"
 
 
