@@ -7,7 +7,8 @@ its artifact
   (b) onto the real pypiserver of .ci/services.sh (tests/integration/services.py),
 and for each, a FRESH container of the recipe's runtime image runs `pip install --index-url … demofw==<our
 version>` and imports the package. pip's installation report shows it downloaded our file (its sha256)
-from that index.
+from that index. And on the host: pip installs from the served folder (the engine-free publishing is in
+tests/unit/test_publish.py).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from urllib.parse import unquote
 import pytest
 from docker import errors as derr
 from packaging.utils import parse_wheel_filename
-from publish_helpers import serve_folder
+from publish_helpers import make_artifact, make_wheel, serve_folder
 
-from buildctl import artifacts, engine, pipeline
+from buildctl import artifacts, engine, pipeline, publish
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["services"]  # the session fixtures of the servers
@@ -126,3 +127,32 @@ def test_published_demo_cpu_installs_with_pip_from_a_folder_and_from_pypiserver(
     assert installed["url"].startswith(services.index_url) and unquote(installed["url"]).endswith(wheel["file"])
     assert wheel["sha256"] in json.dumps(installed["archive"])
     assert got["add"] == 5 and got["version"] == str(version)
+
+
+# ---------------------------------------------------------------------------------------------- pip on the host
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    return tmp_path / "artifacts"
+
+
+@pytest.fixture
+def wheel_dir(tmp_path: Path) -> Path:
+    return tmp_path / "wheels"
+
+
+def test_pip_installs_from_the_served_folder(tmp_path, store, wheel_dir):
+    """What a team does: serve the folder with any web server, point pip at /simple/."""
+    art = make_artifact(store, "demo-cpu", "k", make_wheel(wheel_dir, "bctl-demo", "1.0", body="VALUE = 7\n"))
+    index = tmp_path / "index"
+    publish.publish(str(index), artifact_dirs=[str(art)], root=store)
+    target = tmp_path / "site"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    with serve_folder(index) as url:
+        proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-cache-dir", "--index-url",
+                               f"{url}simple/", "--target", str(target), "bctl-demo==1.0"],
+                              capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (target / "bctl_demo" / "__init__.py").read_text() == "VALUE = 7\n"

@@ -1,8 +1,9 @@
-"""`invoke publish` to a static folder, without an engine: the PEP 503 pages, idempotence, what pip makes of
-the served folder, and every hostile artifact refused in one line before anything is written.
+"""`invoke publish` to a static folder, without an engine: the PEP 503 pages, idempotence, and every
+hostile artifact refused in one line before anything is written.
 
-The index server side (uploads to a real pypiserver) is in test_services_integration.py, and the demo
-build installed from both kinds of index in a fresh container in test_publish_integration.py.
+The index server side (uploads to a real pypiserver) is in test_services_integration.py; a real pip
+install from the served folder, and the demo build installed from both kinds of index in a fresh
+container, are in test_publish_integration.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from invoke.exceptions import Exit
-from publish_helpers import make_artifact, make_wheel, serve_folder, sha256
+from publish_helpers import make_artifact, make_wheel, sha256
 
 from buildctl import cli, publish
 from buildctl.errors import InputError
@@ -99,22 +100,6 @@ def test_selection_latest_of_a_recipe_or_of_every_recipe(store, wheel_dir):
         publish.select_artifacts("nope", [], store)
     with pytest.raises(InputError, match="not a recipe name"):
         publish.select_artifacts("../../etc", [], store)
-
-
-def test_pip_installs_from_the_served_folder(tmp_path, store, wheel_dir):
-    """What a team does: serve the folder with any web server, point pip at /simple/."""
-    art = make_artifact(store, "demo-cpu", "k", make_wheel(wheel_dir, "bctl-demo", "1.0", body="VALUE = 7\n"))
-    index = tmp_path / "index"
-    publish.publish(str(index), artifact_dirs=[str(art)], root=store)
-    target = tmp_path / "site"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
-    with serve_folder(index) as url:
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-cache-dir", "--index-url",
-                               f"{url}simple/", "--target", str(target), "bctl-demo==1.0"],
-                              capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (target / "bctl_demo" / "__init__.py").read_text() == "VALUE = 7\n"
 
 
 # ---------------------------------------------------------------------------------------------- hostile
