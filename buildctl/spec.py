@@ -27,7 +27,7 @@ from pydantic import (
 from .settings import extend_site
 
 # The fix shown when a value does not match its type's pattern, kept with the pattern: recipe.py looks
-# it up by the pattern pydantic reports (tests/test_recipe.py checks every pattern of Spec has one).
+# it up by the pattern pydantic reports (tests/unit/test_recipe.py checks every pattern of Spec has one).
 PATTERN_HINTS: dict[str, str] = {}
 
 
