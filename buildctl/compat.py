@@ -532,7 +532,7 @@ def refuse_placeholders(spec: Spec, *, source: str) -> None:
 
 def _check_providers(spec: Spec, refuse) -> None:
     """Provider combinations whose Dockerfile would be incomplete or contradictory (every other
-    combination renders a Dockerfile whose stages all exist: tests/test_provider_combinations.py)."""
+    combination renders a Dockerfile whose stages all exist: tests/unit/test_provider_combinations.py)."""
     tc = spec.toolchain
     nccl = tc.nccl if tc.nccl is not None and tc.nccl.install != "none" else None
     if tc.ascend is not None and (tc.cuda is not None or tc.rocm is not None):

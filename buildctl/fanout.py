@@ -75,11 +75,9 @@ def plan(work: list[Job], engines: list[EngineCapacity]) -> list[Placement]:
     busy_until = {e.name: 0.0 for e in engines}
     placements = []
     for job in sorted(work, key=lambda j: (-j.cost_core_s, j.recipe)):
-        def end(e: EngineCapacity) -> float:
-            return busy_until[e.name] + job.cost_core_s / capacity(e, job.accelerator)
-
-        best = min(engines, key=end)  # min() keeps the first of equals: the order the user gave
-        start, finish = busy_until[best.name], end(best)
+        ends = {e.name: busy_until[e.name] + job.cost_core_s / capacity(e, job.accelerator) for e in engines}
+        best = min(engines, key=lambda e: ends[e.name])  # min() keeps the first of equals: the user's order
+        start, finish = busy_until[best.name], ends[best.name]
         busy_until[best.name] = finish
         placements.append(Placement(job, best.name, capacity(best, job.accelerator), start, finish,
                                     verify_engine(job, best.name, engines)))
