@@ -41,7 +41,7 @@ from docker import errors as derr
 from docker.types import DeviceRequest
 
 from . import archive
-from .errors import BuildctlError, EngineError
+from .errors import EngineError, StepFailed  # noqa: F401  (engine.StepFailed: the name its callers know)
 from .secrets import Credentials, Masker, SecretServer, mask_url, secret_values_from_env, url_secrets
 
 log = logging.getLogger(__name__)
@@ -75,24 +75,6 @@ _CLEAN_FIX = "fix: free space with `invoke clean` (or `docker system prune` / `d
 
 class ContainerNameInUse(EngineError):
     """run_container was given a fixed name that another container holds."""
-
-
-class StepFailed(BuildctlError):
-    """A build step (image build or a command in a container) ended with a non-zero exit code.
-
-    `returncode` is the step's own exit code (the `exit_code` argument); the class attribute
-    `exit_code` stays the command's exit code (1), as for every BuildctlError.
-    """
-
-    def __init__(self, step: str, exit_code: int, log: str, oom_killed: bool = False, detail: str = "",
-                 timed_out: bool = False):
-        self.step, self.returncode, self.log, self.oom_killed = step, exit_code, log, oom_killed
-        self.timed_out = timed_out
-        if not detail:
-            detail = next((ln.strip() for ln in reversed(log.splitlines()) if ln.strip()), "")
-        why = f"exit code {exit_code}" + (", killed: out of memory" if oom_killed else "") + (
-            ", stopped: timed out" if timed_out else "")
-        super().__init__(f"step {step} failed ({why}): {_one_line(detail, 300)}")
 
 
 @dataclass(frozen=True)
