@@ -41,7 +41,7 @@ from docker import errors as derr
 from docker.types import DeviceRequest
 
 from . import archive
-from .errors import EngineError, StepFailed  # noqa: F401  (engine.StepFailed: the name its callers know)
+from .errors import EngineError, StepFailed
 from .secrets import Credentials, Masker, SecretServer, mask_url, secret_values_from_env, url_secrets
 
 log = logging.getLogger(__name__)
