@@ -24,6 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import artifacts, engine
 from .errors import StepFailed, VerificationFailed
@@ -32,6 +33,7 @@ from .stages import (
     BUILD_COMMAND,
     BuildLog,
     BuildOptions,
+    ImageBuilt,
     Published,
     Run,
     Verified,
@@ -53,6 +55,9 @@ from .stages.names import (  # noqa: F401  (the names other modules and tests kn
 )
 from .ui import View
 
+if TYPE_CHECKING:
+    from .verify.report import Report
+
 __all__ = ["BUILD_COMMAND", "BuildOptions", "BuildResult", "PartialResult", "run", "verify_artifact"]
 
 # A build waits for another build of its key at most this much longer than that build may compile.
@@ -68,7 +73,7 @@ class BuildResult:
     artifact: Path
     manifest: dict
     cached: bool
-    report: object | None = None  # verify.report.Report: the passing report
+    report: Report | None = None  # the passing verification report
     verify_error: VerificationFailed | None = None  # the wheel is built but not what was asked (its report inside)
 
 
@@ -151,7 +156,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
             published = _found(ctx, prepared.key)
             if published is None:
                 with _key_lock(ctx, prepared.key):
-                    published = _found(ctx, prepared.key)  # built while we waited?
+                    published = _found(ctx, prepared.key, say_why=True)  # built while we waited?
                     if published is None:
                         steps.start("image")
                         reached = compile_stage.build_image(ctx, prepared)
@@ -178,12 +183,22 @@ def _key_lock(ctx: Run, key: str):
     return artifacts.key_lock(ctx.spec.name, key, opts.artifacts_root, timeout=timeout, on_wait=ctx.log)
 
 
-def _found(ctx: Run, key: str) -> Published | None:
+def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
+    """The artifact of this key, published before; None also for one that records no runtime image
+    context (an older buildctl's): it is built again, so later stages find what they read."""
     found = artifacts.lookup(ctx.spec.name, key, ctx.opts.artifacts_root)
-    return artifact.found(ctx.spec.name, key, found) if found is not None else None
+    if found is None:
+        return None
+    published = artifact.found(ctx.spec.name, key, found)
+    if "runtime" not in published.manifest:
+        if say_why:
+            ctx.log(f"buildctl: {found} records no runtime image context (an older buildctl built it); "
+                    "building it again")
+        return None
+    return published
 
 
-def _compile_and_publish(ctx: Run, steps: Steps, built) -> Published:
+def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published:
     spec, opts, key = ctx.spec, ctx.opts, built.prepared.key
     artifacts.record_use({"image": [built.image_id], "volume": list(compile_stage.mounts(ctx, key))},
                          opts.artifacts_root)  # invoke clean
@@ -202,7 +217,7 @@ def _compile_and_publish(ctx: Run, steps: Steps, built) -> Published:
     return published
 
 
-def _build_until(ctx: Run, steps: Steps, built) -> PartialResult:
+def _build_until(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
     """Run the build script up to opts.until in the key's build directory; keep what it produced."""
     spec, opts, key = ctx.spec, ctx.opts, built.prepared.key
     # outside the render folder, and per key: two --until builds of one recipe never share it
@@ -240,8 +255,8 @@ def _verify(ctx: Run, steps: Steps, published: Published,
     return verified, None
 
 
-def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, **verify_kwargs):
+def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, **verify_kwargs) -> Report:
     """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
-    records (the runtime image's context); the report (verify.report.Report)."""
+    records (the runtime image's context)."""
     published = artifact.found(spec.name, artifact_dir.name, artifact_dir)
     return verify_stage.verify(spec, published, on_line=on_line, **verify_kwargs).report

@@ -71,12 +71,8 @@ class View:
 
     def line(self, text: str) -> None:
         """A build-log line."""
-        self._line(text)
 
     def _changed(self, name: str) -> None:
-        pass
-
-    def _line(self, text: str) -> None:
         pass
 
     def close(self) -> None:
@@ -110,7 +106,7 @@ class PlainView(View):
         took = f" ({self.durations[name]:.1f}s)" if name in self.durations and status != "running" else ""
         self.console.print(f"==> {name}: {status}{took}")
 
-    def _line(self, text: str) -> None:
+    def line(self, text: str) -> None:
         self.console.print(Text(strip_controls(text)))
 
     def summary(self, rows: list[tuple[str, str]]) -> None:
@@ -156,7 +152,7 @@ class LiveView(View):
     def _changed(self, name: str) -> None:
         self.live.update(self._render())
 
-    def _line(self, text: str) -> None:
+    def line(self, text: str) -> None:
         self.tail.append(strip_controls(text)[:200])
         m = NINJA.match(text)
         if m:

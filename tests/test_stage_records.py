@@ -96,3 +96,19 @@ def test_records_are_frozen(tmp_path):
     prepared = stages.Prepared(render.render(recipe.load("demo-cpu")), tmp_path, "k", 1, {})
     with pytest.raises(dataclasses.FrozenInstanceError):
         prepared.key = "other"  # type: ignore[misc]
+
+
+def test_a_build_finds_an_older_artifact_of_its_key_outdated_and_builds_it_again(tmp_path):
+    """`fix: rebuild it` works: an artifact without the runtime context is not taken as up to date."""
+    folder, manifest = published_artifact(tmp_path)
+    root = tmp_path / "artifacts"
+    (root / "demo-cpu").mkdir(parents=True)
+    folder = folder.rename(root / "demo-cpu" / manifest["key"])
+    lines: list[str] = []
+    run = stages.Run.of(recipe.load("demo-cpu"), pipeline.BuildOptions(artifacts_root=root), stages.BuildLog(lines.append))
+    assert pipeline._found(run, manifest["key"]).artifact == folder
+    old = {k: v for k, v in manifest.items() if k not in ("runtime", "downloads")}
+    (folder / "manifest.json").write_text(json.dumps(old))
+    assert pipeline._found(run, manifest["key"]) is None and lines == []
+    assert pipeline._found(run, manifest["key"], say_why=True) is None
+    assert lines == [f"buildctl: {folder} records no runtime image context (an older buildctl built it); building it again"]

@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import artifacts
 from ..render import Rendered
 from ..secrets import Credentials, secret_values_from_env_and_site, split_credentials
 from ..spec import Spec
+
+if TYPE_CHECKING:
+    from ..verify.report import Report
 
 BUILD_COMMAND = ("/usr/local/bin/buildctl-build",)
 
@@ -111,5 +114,5 @@ class Published:
 
 @dataclass(frozen=True)
 class Verified:
-    report: Any  # verify.report.Report, passing
+    report: Report  # passing
     cached: bool  # the stored report of an unchanged artifact: no container ran
