@@ -20,20 +20,40 @@ def render_files(run: Run) -> render.Rendered:
 
 def prepare(run: Run, rendered: render.Rendered) -> Prepared:
     """This build's own folder with the pre-staged downloads in it, its key, and MAX_JOBS."""
-    spec = run.spec
-    staged, notes = downloads.stage(rendered.downloads, spec.site.download_cache)
+    context_dir = write_context(run, rendered)
+    try:
+        key = artifact_key(run, rendered)
+        place_render(context_dir, run.opts.render_root / run.spec.name / key)
+        facts = engine.engine_facts(run.client)
+        return Prepared(rendered, context_dir, key, plan_jobs(run, facts), facts)
+    except BaseException:  # no record to hand on: the pipeline would never remove the folder
+        shutil.rmtree(context_dir, ignore_errors=True)
+        raise
+
+
+def write_context(run: Run, rendered: render.Rendered) -> Path:
+    """The rendered files and the verified pre-staged downloads in a folder of this build's own:
+    the images are built from exactly the files the key is computed from."""
+    staged, notes = downloads.stage(rendered.downloads, run.spec.site.download_cache)
     for note in notes:
         run.log(note)
-    private = run.opts.render_root / f".tmp-{spec.name}-{uuid.uuid4().hex[:12]}"
-    context_dir = render.write(rendered, private, staged=staged)
-    facts = engine.engine_facts(run.client)
-    key = artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), _image_id(run.client, spec.base.image))
-    place_render(context_dir, run.opts.render_root / spec.name / key)
+    return render.write(rendered, run.opts.render_root / f".tmp-{run.spec.name}-{uuid.uuid4().hex[:12]}", staged=staged)
+
+
+def artifact_key(run: Run, rendered: render.Rendered) -> str:
+    """What the output depends on: the rendered files, the source, the base image's id."""
+    base_id = _image_id(run.client, run.spec.base.image)
+    return artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), base_id)
+
+
+def plan_jobs(run: Run, facts) -> int:
+    """MAX_JOBS from the recipe (or --jobs) within what the engine's CPUs and memory allow."""
+    spec = run.spec
     res = jobs.engine_resources(facts)
     max_jobs, why = jobs.max_jobs(run.opts.jobs if run.opts.jobs != "auto" else spec.build.max_jobs,
                                   cpus=res.cpus, mem_bytes=res.mem_bytes, accelerator=spec.accelerator)
     run.log(f"buildctl: MAX_JOBS={max_jobs} ({why})")
-    return Prepared(rendered, context_dir, key, max_jobs, facts)
+    return max_jobs
 
 
 def _image_id(client, ref: str) -> str:
