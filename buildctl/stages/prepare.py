@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 from .. import artifacts, downloads, engine, jobs, render
+from ..pull import ensure_images
 from . import Prepared, Run
 
 
@@ -22,6 +23,8 @@ def prepare(run: Run, rendered: render.Rendered) -> Prepared:
     """This build's own folder with the pre-staged downloads in it, its key, and MAX_JOBS."""
     context_dir = write_context(run, rendered)
     try:
+        ensure_images(run.client, [run.spec.base.image], run.spec.site.pull, distro=run.spec.base.distro,
+                      on_line=run.log)
         key = artifact_key(run, rendered)
         place_render(context_dir, run.opts.render_root / run.spec.name / key)
         facts = engine.engine_facts(run.client)
