@@ -22,11 +22,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from publish_helpers import assembled_artifact
 
 from buildctl import artifacts, engine, pipeline, recipe, render, repro, secrets, stages
 from buildctl.errors import EngineError
 from buildctl.spec import Spec
-from buildctl.stages import artifact
 from buildctl.stages.compile import container_env
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
@@ -130,14 +130,8 @@ def test_shown_recipe_masks_every_url(hostile):
 def test_manifest_carries_no_credentials(tmp_path):
     t = tokens("a")
     spec = cuda_spec(t)
-    run = stages.Run.of(spec, pipeline.BuildOptions(render_root=tmp_path / "build"))
-    prepared = stages.Prepared(render.render(spec), tmp_path / "context", "0123456789abcdef", 2, {})
-    out, staging = tmp_path / "out", tmp_path / "staging"
-    out.mkdir()
-    staging.mkdir()
-    (out / "torch-2.1.2-cp310-cp310-linux_x86_64.whl").write_bytes(b"wheel")
-    (out / "versions.txt").write_text("gcc=11.4.0\nsource_commit=abc\n")
-    manifest = artifact.assemble(run, stages.Compiled(stages.ImageBuilt(prepared, "sha256:img"), out, 2), staging, {})
+    staging, manifest = assembled_artifact(spec, tmp_path, "torch-2.1.2-cp310-cp310-linux_x86_64.whl",
+                                           "gcc=11.4.0\nsource_commit=abc\n")
     assert leaks(json.dumps(manifest), t) == []
     assert manifest["source"]["git"] == "https://***@git.corp.example/pytorch.git"
     # nor does any file of the artifact: the runtime image's context it records included

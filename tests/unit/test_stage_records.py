@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from publish_helpers import assembled_artifact
 
 from buildctl import pipeline, recipe, render, repro, stages
 from buildctl.errors import InputError
@@ -50,17 +51,7 @@ def test_an_older_fetch_bundle_is_refused_with_the_fix(tmp_path):
 
 
 def published_artifact(tmp_path: Path) -> tuple[Path, dict]:
-    """An artifact as the publish stage writes it (the wheel is a stand-in: nothing runs it)."""
-    spec = recipe.load("demo-cpu")
-    run = stages.Run.of(spec, pipeline.BuildOptions(render_root=tmp_path / "build"))
-    prepared = stages.Prepared(render.render(spec), tmp_path / "ctx", "0123456789abcdef", 2, {})
-    out, staging = tmp_path / "out", tmp_path / "artifact"
-    out.mkdir()
-    staging.mkdir()
-    (out / "demofw-0.1-cp311-cp311-linux_x86_64.whl").write_bytes(b"wheel")
-    manifest = artifact.assemble(run, stages.Compiled(stages.ImageBuilt(prepared, "sha256:img"), out, 2), staging, {})
-    (staging / "manifest.json").write_text(json.dumps(manifest))
-    return staging, manifest
+    return assembled_artifact(recipe.load("demo-cpu"), tmp_path, "demofw-0.1-cp311-cp311-linux_x86_64.whl")
 
 
 def test_the_manifest_records_the_runtime_context_and_requirements(tmp_path):
