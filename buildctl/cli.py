@@ -312,7 +312,6 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
     )
     view = ui.make_view(as_json)
     result = error = None
-    verify_diagnosis = None
     try:
         with engine.terminate_as_interrupt():
             result = pipeline.run(spec, opts, view)
@@ -321,8 +320,6 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
             _print_partial(result, as_json)
             return
         error = result.verify_error
-        if error is not None:
-            verify_diagnosis = pipeline.diagnose_verification(result)
     except (BuildFailed, VerificationFailed) as e:
         error = e
     finally:
@@ -331,27 +328,23 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         payload = {"recipe": spec.name, "ok": error is None, "warnings": warnings,
                    "durations_s": view.durations}
         if result is not None:
-            report_file = result.artifact / "report.json"
-            verification = (result.report.to_dict() if result.report is not None else
-                            json.loads(report_file.read_text()) if result.verify_error and report_file.exists()
-                            else None)
+            report = result.report if result.verify_error is None else result.verify_error.report
             payload.update(key=result.key, artifact=str(result.artifact), cached=result.cached,
-                           manifest=result.manifest, verification=verification)
+                           manifest=result.manifest, verification=report.to_dict() if report is not None else None)
         if error is not None:
             payload["error"] = str(error).splitlines()[0]
-            payload["bundle"] = str(getattr(error, "bundle", "") or "") or None
-            diag = getattr(error, "diagnosis", None) or verify_diagnosis
-            payload["diagnosis"] = diag.to_dict() if diag else None
+            payload["bundle"] = str(error.bundle) if isinstance(error, BuildFailed) else None
+            payload["diagnosis"] = error.diagnosis.to_dict() if error.diagnosis else None
         print_json(payload)
     elif result is not None:
         view.summary(_summary_rows(result))
     if result is not None and result.verify_error is not None and not as_json:
         console.print(f"the wheel is built and published at {escape(str(result.artifact))}, but it is not what the "
                       "recipe asks for")
-        if verify_diagnosis is not None:
+        if result.verify_error.diagnosis is not None:
             from .diagnose import render_diagnosis
 
-            console.print(strip_controls(render_diagnosis(verify_diagnosis)), markup=False, highlight=False)
+            console.print(strip_controls(render_diagnosis(result.verify_error.diagnosis)), markup=False, highlight=False)
     if error is not None:
         raise error
 
@@ -488,6 +481,7 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
            settings: Settings, module: str | None = None, image: str | None = None, python: str | None = None,
            expect=None) -> None:
     from . import engine, pipeline
+    from .stages.artifact import recorded_requirements
     from .verify import runner
 
     if image is not None:
@@ -507,11 +501,12 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
         if wheel_path is None:
             wheel_path = _artifact_wheel(_latest_artifact(spec))
         network = spec.site.network if spec else settings.network
+        if host and spec is not None:  # as the recipe's runtime image has them, from what its build recorded
+            kwargs["runtime_requirements"] = recorded_requirements(wheel_path.resolve().parent, wheel_path)
         runner.verify_wheel(wheel_path, spec=spec, host=host, network_mode=engine.network_mode_for(network), **kwargs)
         return
-    # The runtime image needs the site's CA certificates as the build did (pip behind TLS inspection);
-    # it is rendered into a private folder, never into build/<recipe>/ that other commands use.
-    pipeline.verify_artifact(spec, _latest_artifact(spec), ca_texts=read_ca_certs(spec.site.ca_certs),
+    # The runtime image is built from the context the artifact records (the recipe is not rendered again).
+    pipeline.verify_artifact(spec, _latest_artifact(spec),
                              on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
                                                                 markup=False, highlight=False),
                              **kwargs)

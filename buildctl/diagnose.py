@@ -513,6 +513,12 @@ def diagnose(
     return None
 
 
+def killed_for_memory(log: str) -> bool:
+    """The log says memory killed the compiler (what a compile retries for with fewer jobs)."""
+    found = diagnose(log)
+    return found is not None and found.id == "oom"
+
+
 # ---------------------------------------------------------------------------------------------
 # Unknown failures: the first error block, not the last screen of output.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .artifacts import sha256_of
-from .engine import StepFailed
+from .errors import StepFailed
 from .spec import Download
 
 

@@ -5,7 +5,8 @@ A bundle is one folder, artifacts/failures/<recipe>-<time>/ (or the same packed 
   source.tar.gz          a local-path source, when the recipe builds one
   downloads/             pre-staged files that failed their check (when small enough to carry)
   bundle.json            step, exit code, image id, command, environment (secrets masked), volumes,
-                         network, memory limit, diagnosis
+                         network, memory limit, diagnosis, the downloads the build checks
+                         (a replay reads these, never the recipe)
   build.log              the log up to the failure (secrets masked)
   recipe.resolved.yaml   the resolved recipe
   README.md              the plain docker commands that replay it
@@ -42,7 +43,7 @@ from pydantic import (
 )
 
 from . import archive, artifacts, diagnose, downloads, engine, ui
-from .errors import EngineError, InputError
+from .errors import EngineError, InputError, StepFailed
 from .secrets import MASK, Masker, mask_data
 
 CARRY_LIMIT = 256 << 20  # sources and staged files up to this size travel inside the bundle
@@ -98,6 +99,8 @@ def write_bundle(*, spec, rendered, context_dir, step, exit_code, log, diagnosis
                        "carried": (tmp / "source.tar.gz").exists()},
             "diagnosis": diagnosis.to_dict() if diagnosis else None,
             "first_error": diagnose.first_error(mask(log)),
+            "downloads": [{"stage": stage, "name": dl.name, "sha256": dl.sha256}
+                          for stage, dl in (rendered.downloads if rendered else [])],
         }
         data = mask_data(data, mask)  # the source URL and whatever else holds one
         artifacts.write_json(tmp / "bundle.json", data)
@@ -191,7 +194,7 @@ STEPS = tuple(s for s in ui.STAGES if s not in ("publish", "verify"))
 CONTAINER_STEPS = tuple(s for s in STEPS if s not in ("fetch", "image", "wheel"))  # the build script's own
 MOUNT_POINTS = ("/work", "/cache")
 MAX_BUNDLE_JSON = 1 << 20  # bytes; buildctl writes a few KB
-MAX_TEXT_FILE = 1 << 20  # recipe.resolved.yaml, context/Dockerfile
+MAX_TEXT_FILE = 1 << 20  # context/Dockerfile
 BUNDLE_CAPS = archive.Caps(total_bytes=2 << 30, members=50_000, file_bytes=2 * CARRY_LIMIT)
 SOURCE_CAPS = archive.Caps(total_bytes=CARRY_LIMIT, members=200_000, file_bytes=CARRY_LIMIT)
 _FIX = "use a bundle written by `invoke build`, unchanged"
@@ -238,6 +241,12 @@ class _Diagnosis(_Model):
     step: Line | None = None
 
 
+class _Download(_Model):
+    stage: Line
+    name: Annotated[str, StringConstraints(strict=True, pattern=r"^[^/.\x00-\x1f][^/\x00-\x1f]{0,254}$")]  # a file name, no path
+    sha256: Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$")]
+
+
 class BundleData(_Model):
     """bundle.json, as `write_bundle` writes it; anything else is refused."""
 
@@ -259,6 +268,7 @@ class BundleData(_Model):
     source: _Source
     diagnosis: _Diagnosis | None = None
     first_error: Annotated[list[Text], Field(max_length=200)] | None = None
+    downloads: Annotated[list[_Download], Field(max_length=1000)] | None = None  # None: an older buildctl's
 
     @field_validator("volumes")
     @classmethod
@@ -396,7 +406,7 @@ def summary(b: Bundle, *, shell: bool = False) -> list[str]:
     d = b.data
     lines = [f"bundle {b.given}: {d.recipe} failed in step {d.step} (exit {d.exit_code}); the replay runs:"]
     if d.step == "fetch":
-        lines.append("  nothing in Docker: the sha256 of each file in downloads/ is checked against recipe.resolved.yaml")
+        lines.append("  nothing in Docker: the sha256 of each file in downloads/ is checked against bundle.json")
         return lines
     net = d.network or "default"
     lines.append(f"  image:   docker build --target {d.target} of the bundle's context/ (network {net}; "
@@ -441,7 +451,7 @@ def replay(b: Bundle, client=None, *, on_line=None) -> dict:
         return _replay_fetch(b, data, sink, lines)
     client = client or preflight(b)
     built = _build(b, client, sink)
-    if isinstance(built, engine.StepFailed):
+    if isinstance(built, StepFailed):
         return _outcome(data, "image", built.returncode, "\n".join(lines) or built.log)
     if step == "image":
         return {"reproduced": False, "step": "image", "exit_code": 0, "diagnosis": None,
@@ -461,14 +471,14 @@ def replay(b: Bundle, client=None, *, on_line=None) -> dict:
     return {**_outcome(data, step, exit_code, "\n".join(lines), oom=result.oom_killed), **built}
 
 
-def _build(b: Bundle, client, sink) -> dict | engine.StepFailed:
+def _build(b: Bundle, client, sink) -> dict | StepFailed:
     tag = f"buildctl-repro/{b.data.recipe}:{uuid.uuid4().hex[:8]}"
     try:
         # The build's labels too: with them a cached rebuild is the bundle's very image id.
         image = engine.build_image(client, b.folder / "context", tag, target=b.data.target,
                                    network_mode=b.data.network, on_line=sink,
                                    labels=engine.buildctl_labels(recipe=b.data.recipe, namespace=b.data.namespace))
-    except engine.StepFailed as exc:
+    except StepFailed as exc:
         return exc
     return {"image": tag, "image_id": image, "same_image": image == b.data.image_id}
 
@@ -496,24 +506,17 @@ def _volumes_and_source(b: Bundle, client) -> Iterator[tuple[dict[str, str], dic
 
 
 def _replay_fetch(b: Bundle, data: dict, sink, lines) -> dict:
-    from .recipe import parse_yaml
-    from .render import render
-    from .spec import Spec
-
-    # The same downloads the build staged: the providers declare them, not a list kept here.
-    where = f"bundle {b.given}: recipe.resolved.yaml"
-    resolved = parse_yaml(_read_capped(b.folder / "recipe.resolved.yaml", MAX_TEXT_FILE, where), where).data
+    if b.data.downloads is None:
+        raise InputError(f"bundle {b.given}: bundle.json records no download list (an older buildctl wrote it); "
+                         "fix: rebuild to get a new bundle (invoke build --recipe R)")
     try:
-        spec = Spec.model_validate(resolved)
-    except ValidationError as e:
-        raise InputError(f"{where}: {_first_error(e)}; fix: {_FIX}") from None
-    try:
-        _staged, notes = downloads.stage(render(spec).downloads, b.folder / "downloads")
+        # The downloads the build checked, as its bundle records them: the recipe is not read again.
+        _staged, notes = downloads.stage([(d.stage, d) for d in b.data.downloads], b.folder / "downloads")
         for n in notes:
             sink(n)
         return {"reproduced": False, "step": "fetch", "exit_code": 0, "diagnosis": None,
                 "expected": data.get("diagnosis")}
-    except engine.StepFailed as exc:
+    except StepFailed as exc:
         sink(exc.log)
         return _outcome(data, "fetch", exc.returncode, "\n".join(lines))
 
@@ -531,7 +534,7 @@ def shell(b: Bundle, client=None) -> int:
     Returns the shell's exit code; the volumes are removed afterwards."""
     client = client or preflight(b, shell=True)
     built = _build(b, client, lambda line: print(line, flush=True))
-    if isinstance(built, engine.StepFailed):
+    if isinstance(built, StepFailed):
         raise built
     with _volumes_and_source(b, client) as (volumes, inputs):
         if inputs:  # seed the work volume with the source first, as the build did

@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     cache_url: str | None = option(
         None, "Shared compile cache behind the local one: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]; "
               "an unreachable server only warns", group=SITE)
+    registry: str | None = option(
+        None, "Registry the engines share builder and runtime images through: HOST[:PORT][/PATH]; "
+              "credentials from `docker login`", group=SITE)
     pull: PullPolicy | None = option(
         None, "Base images: missing (pull when absent), always, or never (only local images)", group=SITE,
         site_default="missing")
@@ -76,6 +79,13 @@ class Settings(BaseSettings):
     # --- where things are (variables only) ------------------------------------------------------
     artifacts: Path = option(Path("artifacts"), "The artifacts folder", group=ENV_ONLY)
     recipes_dir: Path = option(REPO_ROOT / "recipes", "Where recipe names are looked up", group=ENV_ONLY)
+
+    @field_validator("registry")
+    @classmethod
+    def _registry_address(cls, v: str | None) -> str | None:
+        from .registry import check
+
+        return check(v) if v else v
 
     @field_validator("ca_certs", mode="before")
     @classmethod

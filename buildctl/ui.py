@@ -43,49 +43,36 @@ def strip_controls(text: str) -> str:
 
 STAGES = ("fetch", "image", "source", "configure", "compile", "wheel", "publish", "verify")
 NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
-# The build script announces its steps (templates/build.sh.j2 `step`).
-STEP_MARKER = re.compile(r"^buildctl: step (source|configure|compile|wheel)$")
 
 
 class View:
-    """Base: tracks stage times; subclasses decide what to show."""
+    """Base: shows what the pipeline reports (steps started and finished, log lines); subclasses
+    decide how. What it keeps (status, durations) is for showing; the pipeline never reads it."""
 
     def __init__(self) -> None:
-        self.started: dict[str, float] = {}
+        self.started: dict[str, float] = {}  # for the running step's clock on screen
         self.durations: dict[str, float] = {}
         self.status: dict[str, str] = {}
-        self.current: str | None = None
 
-    def stage(self, name: str) -> None:
-        if name == self.current and self.status.get(name) == "running":
-            return  # announced twice (the pipeline, then the build script's step line): one stage, one clock
-        if self.current and self.status.get(self.current) == "running":
-            self.done(self.current)
-        self.current = name
+    def step_started(self, name: str) -> None:
         self.started[name] = time.monotonic()
         self.status[name] = "running"
-        self._changed()
+        self._changed(name)
 
-    def done(self, name: str, status: str = "ok") -> None:
-        if name in self.started:
-            self.durations[name] = round(time.monotonic() - self.started[name], 2)
+    def step_finished(self, name: str, seconds: float | None, status: str = "ok") -> None:
+        """`seconds` None: the step did not run (cached, skipped)."""
+        if seconds is not None:
+            self.durations[name] = seconds
         self.status[name] = status
-        self._changed()
+        self._changed(name)
+
+    def finished(self, total_s: float) -> None:
+        self.durations.setdefault("total", total_s)
 
     def line(self, text: str) -> None:
-        """A build-log line; the build script's step markers move the stage."""
-        m = STEP_MARKER.match(text)
-        if m:
-            self._sub(m.group(1))
-        self._line(text)
+        """A build-log line."""
 
-    def _sub(self, name: str) -> None:
-        self.stage(name)
-
-    def _changed(self) -> None:
-        pass
-
-    def _line(self, text: str) -> None:
+    def _changed(self, name: str) -> None:
         pass
 
     def close(self) -> None:
@@ -96,34 +83,30 @@ class View:
 
 
 class QuietView(View):
-    """--json: stdout carries only the JSON; stage changes go to stderr, one line each."""
+    """--json: stdout carries only the JSON; steps starting go to stderr, one line each."""
 
     def __init__(self) -> None:
         super().__init__()
         self.err = Console(stderr=True, highlight=False)
 
-    def _changed(self) -> None:
-        name = self.current
-        if name and self.status.get(name) == "running":
+    def _changed(self, name: str) -> None:
+        if self.status.get(name) == "running":
             self.err.print(f"[{name}] ...", markup=False)
 
 
 class PlainView(View):
-    """CI logs: every log line, plus a line per stage change."""
+    """CI logs: every log line, plus a line per step change."""
 
     def __init__(self) -> None:
         super().__init__()
         self.console = Console(highlight=False, soft_wrap=True)
-        self._last_status: dict[str, str] = {}
 
-    def _changed(self) -> None:
-        for name, status in self.status.items():
-            if self._last_status.get(name) != status:
-                took = f" ({self.durations[name]:.1f}s)" if name in self.durations and status != "running" else ""
-                self.console.print(f"==> {name}: {status}{took}")
-        self._last_status = dict(self.status)
+    def _changed(self, name: str) -> None:
+        status = self.status[name]
+        took = f" ({self.durations[name]:.1f}s)" if name in self.durations and status != "running" else ""
+        self.console.print(f"==> {name}: {status}{took}")
 
-    def _line(self, text: str) -> None:
+    def line(self, text: str) -> None:
         self.console.print(Text(strip_controls(text)))
 
     def summary(self, rows: list[tuple[str, str]]) -> None:
@@ -166,10 +149,10 @@ class LiveView(View):
         parts.append(tail)
         return Group(*parts)
 
-    def _changed(self) -> None:
+    def _changed(self, name: str) -> None:
         self.live.update(self._render())
 
-    def _line(self, text: str) -> None:
+    def line(self, text: str) -> None:
         self.tail.append(strip_controls(text)[:200])
         m = NINJA.match(text)
         if m:

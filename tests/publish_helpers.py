@@ -4,7 +4,8 @@
 `make_artifact` puts wheels into an artifact folder as `invoke build` does: artifacts/<recipe>/<key>/
 with manifest.json listing each wheel's file, sha256 and size; `serve_folder(path)` runs
 `python -m http.server` on a free loopback port for as long as its `with` block (a static index, as a
-team would serve one).
+team would serve one). `assembled_artifact` is an artifact folder as the pipeline's publish stage
+writes it (stages.artifact.assemble), from stand-in compile outputs: no engine, nothing compiled.
 """
 
 from __future__ import annotations
@@ -82,3 +83,21 @@ def serve_folder(folder: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def assembled_artifact(spec, tmp_path: Path, wheel: str, versions: str = "") -> tuple[Path, dict]:
+    """(folder, manifest) of the artifact the publish stage assembles from a compile that left the
+    file `wheel` (its bytes a stand-in) and versions.txt; manifest.json written as publishing does."""
+    from buildctl import pipeline, render, stages
+    from buildctl.stages import artifact
+
+    run = stages.Run.of(spec, pipeline.BuildOptions(render_root=tmp_path / "build"))
+    prepared = stages.Prepared(render.render(spec), tmp_path / "context", "0123456789abcdef", 2, {})
+    out, folder = tmp_path / "out", tmp_path / "artifact"
+    out.mkdir()
+    folder.mkdir()
+    (out / wheel).write_bytes(b"wheel")
+    (out / "versions.txt").write_text(versions)
+    manifest = artifact.assemble(run, stages.Compiled(stages.ImageBuilt(prepared, "sha256:img"), out, 2), folder, {})
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder, manifest

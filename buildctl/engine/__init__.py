@@ -11,7 +11,7 @@ lines (streamed output), failures (the errors and their one-line messages). This
 public API: `from buildctl import engine; engine.run_container(...)`.
 """
 
-from ..errors import EngineError
+from ..errors import EngineError, StepFailed
 from .build import build_image
 from .connection import (
     API_TIMEOUT,
@@ -22,7 +22,7 @@ from .connection import (
     explain_connect_error,
 )
 from .dockerfile import base_image_refs
-from .failures import ContainerNameInUse, StepFailed, api_error, connection_lost, one_line, pull_hint
+from .failures import ContainerNameInUse, api_error, connection_lost, one_line, pull_hint
 from .lines import LineSink
 from .objects import (
     KEEP_LABEL,

@@ -14,11 +14,11 @@ import docker
 import requests
 from docker import errors as derr
 
-from ..errors import EngineError
+from ..errors import EngineError, StepFailed
 from ..secrets import Credentials, Masker, SecretServer, url_secrets
 from .connection import engine_on_this_machine
 from .dockerfile import base_image_refs
-from .failures import CLEAN_FIX, NO_SPACE, StepFailed, api_error, connection_lost, one_line, pull_hint
+from .failures import CLEAN_FIX, NO_SPACE, api_error, connection_lost, one_line, pull_hint
 from .lines import LineSink, LineSplitter, StepLog
 from .objects import buildctl_labels, image_exists, network_mode_for
 from .signals import terminate_as_interrupt

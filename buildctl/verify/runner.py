@@ -445,6 +445,7 @@ def verify_wheel(
     image: str | None = None,
     network_mode: str | None = None,
     extra_requirements: Sequence[str] = (),
+    runtime_requirements: Sequence[str] = (),
     sweep: bool | None = None,
     cache_dir: Path | None = None,
     console: Console | None = None,
@@ -453,7 +454,10 @@ def verify_wheel(
 ) -> rep.Report:
     """Verify `wheel`; write report.json/.md/.png to `out_dir`; print tables (or the JSON with json_out).
 
-    Raises VerificationFailed (one line) when an expectation fails, InputError for bad arguments.
+    `runtime_requirements`: with host=True, the pip packages the recipe's runtime image holds (its
+    artifact's manifest records them: runtime.requirements).
+    Raises VerificationFailed (one line, with the report) when an expectation fails, InputError for
+    bad arguments.
     """
     wheel = Path(wheel).resolve()
     if not wheel.is_file():
@@ -493,10 +497,8 @@ def verify_wheel(
 
     cuda = is_cuda_wheel(wheel, spec, requires)
     reqs = [*(["numpy"] if module == "torch" else []), *extra_requirements]
-    if host and spec is not None:  # the runtime pip packages of the recipe (in its image otherwise)
-        from buildctl import render
-
-        reqs += [p for f in render.render(spec).fragments for p in f.pip_runtime if p not in reqs]
+    if host:  # the runtime pip packages of the recipe (in its image otherwise)
+        reqs += [p for p in runtime_requirements if p not in reqs]
     optional = [*OPTIONAL_TOOLS, *(CUDA_TOOLS if cuda else ())]
     if host:
         glibc = host_glibc()
@@ -550,7 +552,8 @@ def _publish(report: rep.Report, out_dir: Path, json_out: bool, console: Console
     else:
         rep.render(report, console)
     if not report.ok:
-        raise VerificationFailed(f"{report.subject}: {summary_line(report.checks)} (report: {report.files['json']})")
+        raise VerificationFailed(f"{report.subject}: {summary_line(report.checks)} (report: {report.files['json']})",
+                                 report=report)
     return report
 
 

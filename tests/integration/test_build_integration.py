@@ -58,7 +58,8 @@ import jinja2
 import pytest
 from docker import errors as derr
 
-from buildctl import artifacts, cli, engine, pipeline, recipe, resume, ui
+from buildctl import artifacts, cli, engine, pipeline, recipe, resume, stages
+from buildctl.stages import prepare
 from buildctl.verify import report as rep
 
 pytestmark = pytest.mark.integration
@@ -556,9 +557,10 @@ def test_key_covers_what_changes_the_output_and_nothing_else(ws, tmp_path, base_
         spec = recipe.load("demo-cpu", [f"framework.source.path={ws.src}", *sets], site=site)
         opts = pipeline.BuildOptions(render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts",
                                      ca_texts=ca_texts or {})
-        b = pipeline.Build(spec, opts, ui.View())
-        b.prepare()
-        return b.key
+        run = stages.Run.of(spec, opts, client=engine.connect())
+        prepared = prepare.prepare(run, prepare.render_files(run))
+        shutil.rmtree(prepared.context_dir)
+        return prepared.key
 
     plain = key()
     assert key() == plain  # stable

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from buildctl import artifacts, diagnose, engine, pipeline, recipe, render
+from buildctl import artifacts, engine, pipeline, recipe, render
 from buildctl.errors import InputError, RecipeError
 from buildctl.spec import RESERVED_BUILD_ENV
 
@@ -229,5 +229,4 @@ OOM_LOG = "g++: fatal error: Killed signal terminated program cc1plus\n"
     (_result(137, timed_out=True), OOM_LOG, 0, 8, False),  # a timeout is never retried
 ])
 def test_retry_with_fewer_jobs_only_for_memory(result, log, attempt, jobs, retry):
-    diag = diagnose.diagnose(log, exit_code=result.exit_code, oom_killed=result.oom_killed)
-    assert pipeline.retry_with_fewer_jobs(result, diag, attempt, jobs) is retry
+    assert pipeline.retry_with_fewer_jobs(result, log, attempt, jobs) is retry

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from buildctl import artifacts, pipeline, recipe, remotecache, render, secrets
+from buildctl import artifacts, pipeline, recipe, remotecache, render, secrets, stages
 from buildctl.errors import InputError, RecipeError
+from buildctl.stages.compile import compile_credentials, container_env
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cr3t-Passw0rd"
@@ -131,14 +132,14 @@ def test_the_url_is_not_rendered_and_not_keyed():
 
 def test_the_compile_container_gets_the_url_as_a_credential_only_with_ccache():
     spec = recipe.load("demo-cpu", site={"cache_url": URL})
-    b = pipeline.Build(spec, pipeline.BuildOptions(), view=None)
-    creds = b._compile_credentials()
+    run = stages.Run.of(spec, pipeline.BuildOptions())
+    creds = compile_credentials(run)
     assert ("BUILDCTL_CACHE_URL", remotecache.ccache_url(URL)) in creds.env
-    assert PASSWORD in creds.values() and PASSWORD in b.secrets
-    assert "BUILDCTL_CACHE_URL" not in str(b._container_env())  # the container's config: no URL
-    sccache = pipeline.Build(recipe.load("demo-cpu", ["build.cache=sccache"], site={"cache_url": URL}),
-                             pipeline.BuildOptions(), view=None)
-    assert "BUILDCTL_CACHE_URL" not in dict(sccache._compile_credentials().env)
+    assert PASSWORD in creds.values() and PASSWORD in run.secrets
+    assert "BUILDCTL_CACHE_URL" not in str(container_env(run, 4))  # the container's config: no URL
+    sccache = stages.Run.of(recipe.load("demo-cpu", ["build.cache=sccache"], site={"cache_url": URL}),
+                            pipeline.BuildOptions())
+    assert "BUILDCTL_CACHE_URL" not in dict(compile_credentials(sccache).env)
 
 
 def test_the_summary_shows_both_levels():

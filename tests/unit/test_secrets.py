@@ -22,11 +22,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from publish_helpers import assembled_artifact
 
-from buildctl import artifacts, pipeline, recipe, render, repro, secrets, ui
+from buildctl import artifacts, pipeline, recipe, render, repro, secrets, stages
 from buildctl.engine import build as engine_build
 from buildctl.errors import EngineError
 from buildctl.spec import Spec
+from buildctl.stages.compile import container_env
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
@@ -129,39 +131,36 @@ def test_shown_recipe_masks_every_url(hostile):
 def test_manifest_carries_no_credentials(tmp_path):
     t = tokens("a")
     spec = cuda_spec(t)
-    b = pipeline.Build(spec, pipeline.BuildOptions(render_root=tmp_path / "build"), ui.View())
-    b.rendered, b.key, b.image_id, b.max_jobs = render.render(spec), "0123456789abcdef", "sha256:img", 2
-    out, staging = tmp_path / "out", tmp_path / "staging"
-    out.mkdir()
-    staging.mkdir()
-    (out / "torch-2.1.2-cp310-cp310-linux_x86_64.whl").write_bytes(b"wheel")
-    (out / "versions.txt").write_text("gcc=11.4.0\nsource_commit=abc\n")
-    manifest = b.assemble(out, staging, {})
+    staging, manifest = assembled_artifact(spec, tmp_path, "torch-2.1.2-cp310-cp310-linux_x86_64.whl",
+                                           "gcc=11.4.0\nsource_commit=abc\n")
     assert leaks(json.dumps(manifest), t) == []
     assert manifest["source"]["git"] == "https://***@git.corp.example/pytorch.git"
+    # nor does any file of the artifact: the runtime image's context it records included
+    assert (staging / "context" / "Dockerfile").is_file()
+    found = {str(p.relative_to(staging)): leaks(p.read_text(errors="replace"), t)
+             for p in staging.rglob("*") if p.is_file()}
+    assert {k: v for k, v in found.items() if v} == {}
 
 
 def test_container_env_and_build_args_carry_no_credentials(tmp_path):
     t = tokens("a")
     spec = cuda_spec(t)
-    b = pipeline.Build(spec, pipeline.BuildOptions(render_root=tmp_path / "build"), ui.View())
-    b.max_jobs = 4
-    assert leaks(json.dumps([b._container_env(), pipeline._proxy_env(spec)]), t) == []
+    run = stages.Run.of(spec, pipeline.BuildOptions(render_root=tmp_path / "build"))
+    assert leaks(json.dumps([container_env(run, 4), pipeline.proxy_env(spec)]), t) == []
     # the proxies themselves still reach the build, without their credentials
-    assert pipeline._proxy_env(spec)["https_proxy"] == "http://proxy.corp.example:3128"
+    assert pipeline.proxy_env(spec)["https_proxy"] == "http://proxy.corp.example:3128"
 
 
 def test_repro_bundle_carries_no_credentials(tmp_path, hostile):
     spec, t = hostile
     rendered = render.render(spec)
     context = render.write(rendered, tmp_path / "build" / spec.name)
-    b = pipeline.Build(spec, pipeline.BuildOptions(render_root=tmp_path / "build"), ui.View())
-    b.max_jobs = 2
+    run = stages.Run.of(spec, pipeline.BuildOptions(render_root=tmp_path / "build"))
     log = f"fatal: unable to access '{spec.framework.source.git or spec.toolchain.ascend.torch_npu.git}'"
     bundle = repro.write_bundle(
         spec=spec, rendered=rendered, context_dir=context, step="compile", exit_code=128, log=log, diagnosis=None,
-        image_id="sha256:img", command=pipeline.BUILD_COMMAND, env=b._container_env(), volumes={"w": "/work"},
-        network="host", memory=None, secrets=b.secrets, root=tmp_path / "artifacts")
+        image_id="sha256:img", command=list(pipeline.BUILD_COMMAND), env=container_env(run, 2), volumes={"w": "/work"},
+        network="host", memory=None, secrets=run.secrets, root=tmp_path / "artifacts")
     found = {str(p.relative_to(bundle)): leaks(p.read_text(errors="replace"), t)
              for p in bundle.rglob("*") if p.is_file()}
     assert {k: v for k, v in found.items() if v} == {}

@@ -147,3 +147,14 @@ def test_a_bad_variable_ends_the_task_in_one_line_exit_2():
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == ["error: --pull [BUILDCTL_PULL]: Input should be 'missing', 'always' or "
                                         "'never'; fix: see `invoke render --help`"]
+
+
+def test_registry_is_a_site_option_checked_where_it_is_given(clean_env):
+    chosen = Settings.from_cli(registry="127.0.0.1:5000/ci/")
+    assert chosen.site() == {"registry": "127.0.0.1:5000/ci"}
+    assert load_spec("demo-cpu", site=chosen.site(), preflight=False)[0].site.registry == "127.0.0.1:5000/ci"
+    clean_env.setenv("BUILDCTL_REGISTRY", "ci:hunter22@registry.example")
+    with pytest.raises(InputError) as info:
+        Settings.from_cli()
+    assert "docker login registry.example" in str(info.value) and "hunter22" not in str(info.value)
+    assert "--registry" in invoke_help("build") and "[BUILDCTL_REGISTRY]" in invoke_help("build")

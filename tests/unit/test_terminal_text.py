@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from verify_fixtures import make_spec
 
-from buildctl import cli, diagnose, pipeline, ui
+from buildctl import cli, diagnose, stages, ui
 from buildctl.errors import BuildFailed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,9 +41,9 @@ def _has_controls(text: str) -> bool:
 
 def test_plain_view_shows_log_lines_without_controls_and_the_build_keeps_them(capsys):
     """PlainView printed Text(line): ESC and OSC went to the CI log / terminal as they came."""
-    build = pipeline.Build(make_spec(), pipeline.BuildOptions(), ui.PlainView())
-    build._on_line(HOSTILE)
-    assert build.log_lines == [HOSTILE]  # what build.log is written from: unchanged
+    log = stages.BuildLog(ui.PlainView().line)
+    log(HOSTILE)
+    assert log.lines == [HOSTILE]  # what build.log is written from: unchanged
     out = capsys.readouterr().out
     assert SHOWN in out and not _has_controls(out)
 
@@ -72,7 +71,7 @@ def test_summary_and_stage_lines_are_text():
     assert "gcc [/opt/x]" in out and "[bold]k" in out and not _has_controls(out)
     quiet = ui.QuietView()
     quiet.err = Console(file=(b := io.StringIO()), width=200)
-    quiet.stage("compile")
+    quiet.step_started("compile")
     assert b.getvalue() == "[compile] ...\n"
 
 
@@ -91,7 +90,8 @@ def test_error_lines_of_the_cli_have_no_controls_and_keep_brackets(capsys):
 
     @cli.command
     def fails():
-        raise BuildFailed("first error:\n  \x1b[31merror: cannot load [/opt/lib]\x1b[0m \x1b]0;pwn\x07")
+        raise BuildFailed("first error:\n  \x1b[31merror: cannot load [/opt/lib]\x1b[0m \x1b]0;pwn\x07",
+                          step="compile", bundle=Path("artifacts/failures/x"), diagnosis=None)
 
     from invoke.exceptions import Exit
 

@@ -1,0 +1,105 @@
+"""What later stages read is what earlier ones recorded: a fetch replay checks the bundle's own
+download list, verification takes the artifact's runtime context and requirements, and an older
+artifact or bundle that lacks them is refused with the fix (rebuild), never rendered again."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from publish_helpers import assembled_artifact
+
+from buildctl import pipeline, recipe, render, repro, stages
+from buildctl.errors import InputError
+from buildctl.stages import artifact
+
+FAILURES = Path(__file__).resolve().parents[1] / "fixtures" / "failures"
+
+
+def fetch_bundle(tmp_path: Path) -> Path:
+    spec = recipe.load(str(FAILURES / "checksum-runfile.yaml"))
+    rendered = render.render(spec)
+    assert rendered.downloads, "the fixture recipe downloads a runfile"
+    return repro.write_bundle(spec=spec, rendered=rendered, context_dir=None, step="fetch", exit_code=1, log="x",
+                              diagnosis=None, image_id=None, command=None, env={}, volumes={}, network=None,
+                              memory=None, secrets=(), root=tmp_path / "artifacts")
+
+
+def test_a_fetch_replay_checks_the_bundles_download_list_not_the_recipe(tmp_path):
+    bundle = fetch_bundle(tmp_path)
+    (bundle / "recipe.resolved.yaml").write_text("not: [a recipe")  # never read again
+    name = json.loads((bundle / "bundle.json").read_text())["downloads"][0]["name"]
+    (bundle / "downloads").mkdir(exist_ok=True)
+    (bundle / "downloads" / name).write_bytes(b"<html>403 Forbidden</html>\n")
+    with repro.open_bundle(bundle) as b:
+        out = repro.replay(b)
+    assert out["exit_code"] == 1 and out["diagnosis"]["id"] == "checksum-mismatch"
+    assert name in out["diagnosis"]["evidence"][0]
+
+
+def test_an_older_fetch_bundle_is_refused_with_the_fix(tmp_path):
+    bundle = fetch_bundle(tmp_path)
+    data = json.loads((bundle / "bundle.json").read_text())
+    del data["downloads"]
+    (bundle / "bundle.json").write_text(json.dumps(data))
+    with repro.open_bundle(bundle) as b, pytest.raises(InputError) as e:
+        repro.replay(b)
+    assert "records no download list" in str(e.value) and "fix: rebuild" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def published_artifact(tmp_path: Path) -> tuple[Path, dict]:
+    return assembled_artifact(recipe.load("demo-cpu"), tmp_path, "demofw-0.1-cp311-cp311-linux_x86_64.whl")
+
+
+def test_the_manifest_records_the_runtime_context_and_requirements(tmp_path):
+    folder, manifest = published_artifact(tmp_path)
+    context, section = artifact.recorded_runtime(folder, manifest)
+    assert context == folder / "context" and section["target"] == "runtime"
+    assert "AS runtime" in (context / "Dockerfile").read_text()
+    assert not list((context / "downloads").rglob("*.run"))  # the rendered files only
+    assert artifact.recorded_requirements(folder, folder / manifest["wheels"][0]["file"]) == section["requirements"]
+    assert isinstance(manifest["downloads"], list)
+
+
+def test_an_older_artifact_is_refused_with_the_fix(tmp_path):
+    folder, manifest = published_artifact(tmp_path)
+    old = {k: v for k, v in manifest.items() if k not in ("runtime", "downloads")}
+    (folder / "manifest.json").write_text(json.dumps(old))
+    with pytest.raises(InputError) as e:
+        artifact.recorded_runtime(folder, old)
+    assert "fix: rebuild it: invoke build --recipe demo-cpu" in str(e.value)
+    with pytest.raises(InputError) as e:
+        artifact.recorded_requirements(folder, folder / manifest["wheels"][0]["file"])
+    assert "records no runtime requirements" in str(e.value) and "fix: rebuild" in str(e.value)
+
+
+def test_a_context_outside_the_artifact_is_refused(tmp_path):
+    folder, manifest = published_artifact(tmp_path)
+    hostile = {**manifest, "runtime": {**manifest["runtime"], "context": "../../etc"}}
+    with pytest.raises(InputError):
+        artifact.recorded_runtime(folder, hostile)
+
+
+def test_records_are_frozen(tmp_path):
+    prepared = stages.Prepared(render.render(recipe.load("demo-cpu")), tmp_path, "k", 1, {})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        prepared.key = "other"  # type: ignore[misc]
+
+
+def test_a_build_finds_an_older_artifact_of_its_key_outdated_and_builds_it_again(tmp_path):
+    """`fix: rebuild it` works: an artifact without the runtime context is not taken as up to date."""
+    folder, manifest = published_artifact(tmp_path)
+    root = tmp_path / "artifacts"
+    (root / "demo-cpu").mkdir(parents=True)
+    folder = folder.rename(root / "demo-cpu" / manifest["key"])
+    lines: list[str] = []
+    run = stages.Run.of(recipe.load("demo-cpu"), pipeline.BuildOptions(artifacts_root=root), stages.BuildLog(lines.append))
+    assert pipeline._found(run, manifest["key"]).artifact == folder
+    old = {k: v for k, v in manifest.items() if k not in ("runtime", "downloads")}
+    (folder / "manifest.json").write_text(json.dumps(old))
+    assert pipeline._found(run, manifest["key"]) is None and lines == []
+    assert pipeline._found(run, manifest["key"], say_why=True) is None
+    assert lines == [f"buildctl: {folder} records no runtime image context (an older buildctl built it); building it again"]
