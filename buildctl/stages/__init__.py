@@ -84,6 +84,7 @@ class Prepared:
     key: str
     max_jobs: int
     engine_facts: Mapping[str, Any]
+    image_key: str = ""  # what the images are made from (registry.image_key): their name in a registry
 
 
 @dataclass(frozen=True)

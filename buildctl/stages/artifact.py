@@ -24,9 +24,10 @@ from .names import spec_hash
 CONTEXT_DIR = "context"  # in the artifact: the rendered files the runtime image is built from
 
 
-def runtime_section(rendered: render.Rendered) -> dict:
-    """What verification needs of the build: the runtime image's context and pip requirements."""
-    return {"context": CONTEXT_DIR, "target": "runtime",
+def runtime_section(rendered: render.Rendered, image_key: str = "") -> dict:
+    """What verification needs of the build: the runtime image's context, its name in a registry
+    (the image key) and pip requirements."""
+    return {"context": CONTEXT_DIR, "target": "runtime", "image_key": image_key,
             "requirements": [p for f in rendered.fragments for p in f.pip_runtime]}
 
 
@@ -83,7 +84,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "wheels": entries,
         "namespace": run.namespace,
         "images": {"builder": compiled.image.image_id, "base": spec.base.image},
-        "runtime": runtime_section(prepared.rendered),
+        "runtime": runtime_section(prepared.rendered, prepared.image_key),
         "downloads": download_list(prepared.rendered),
         "durations_s": durations,
         "engine": {k: prepared.engine_facts.get(k) for k in ("server_version", "api_version", "storage_driver",

@@ -10,19 +10,25 @@ import dataclasses
 import time
 from pathlib import Path
 
-from .. import diagnose, engine, remotecache, resume
+from .. import diagnose, engine, registry, remotecache, resume
 from ..errors import EngineError, StepFailed
 from . import BUILD_COMMAND, Compiled, ImageBuilt, Prepared, Run
 from .names import compile_container_name, image_tag, proxy_env, volume_names
 
 
 def build_image(run: Run, prepared: Prepared) -> ImageBuilt:
+    """The builder image: built here, or pulled from the site registry when another engine built it."""
     spec = run.spec
     tag = image_tag(spec.name, prepared.key, run.namespace)
-    image_id = engine.build_image(run.client, prepared.context_dir, tag, target="builder", buildargs=proxy_env(spec),
-                                  network_mode=engine.network_mode_for(spec.site.network), on_line=run.log,
-                                  secrets=run.secrets, credentials=run.credentials,
-                                  labels=engine.buildctl_labels(recipe=spec.name, namespace=run.namespace))
+    shared = registry.Shared.of(spec, run.client, prepared.image_key, run.log)
+    image_id = shared.fetch("builder", tag) if shared else None
+    if image_id is None:
+        image_id = engine.build_image(run.client, prepared.context_dir, tag, target="builder",
+                                      buildargs=proxy_env(spec), network_mode=engine.network_mode_for(spec.site.network),
+                                      on_line=run.log, secrets=run.secrets, credentials=run.credentials,
+                                      labels=engine.buildctl_labels(recipe=spec.name, namespace=run.namespace))
+        if shared:
+            shared.share("builder", tag)
     return ImageBuilt(prepared, image_id)
 
 
