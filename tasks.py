@@ -76,14 +76,16 @@ def matrix(c, label=None):
       "memory": "Memory limit of the build container, e.g. 8g [BUILDCTL_MEMORY]",
       "until": "Stop after this step and show what it produced: configure (the CMake summary), compile or wheel; "
                "publishes nothing, a later full build resumes",
-      "target": "With --until compile: build only this ninja output (a sample, e.g. one .cu.o); repeatable"})
+      "target": "With --until compile: build only this ninja output (a sample, e.g. one .cu.o); repeatable",
+      "check_reproducible": "Then build again from a clean build dir at another path without compile cache and "
+                            "compare the wheels byte for byte; exit 1 naming the members that differ"})
 def build(c, recipe="", set=None, base_image="", ca_cert=None, jobs="auto", no_verify=False, no_preflight=False,
           keep_container=False, json=False, memory="", until="", target=None, pip_index_url="", apt_mirror="", http_proxy="",
-          https_proxy="", proxy_exclude="", network="", download_cache="", cache_url=""):
+          https_proxy="", proxy_exclude="", network="", download_cache="", cache_url="", check_reproducible=False):
     """Build a recipe's wheel from source in a container, publish it to artifacts/, verify it."""
     cli.build(recipe, set, base_image=base_image, ca_certs=ca_cert, jobs=jobs, no_verify=no_verify,
               no_preflight=no_preflight, keep_container=keep_container, as_json=json, memory=memory or None,
-              until=until or None, targets=target, **_site(locals()))
+              until=until or None, targets=target, check_reproducible=check_reproducible, **_site(locals()))
 
 
 @task(auto_shortflags=False, help={"recipe": "Check only this recipe (default: all shipped recipes)",

@@ -300,7 +300,7 @@ def _print_partial(result, as_json: bool) -> None:
 @command
 def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_verify=False, no_preflight=False,
           keep_container=False, as_json=False, memory=None, verify_kwargs=None, until=None, targets=None,
-          **site_kw) -> None:
+          check_reproducible=False, **site_kw) -> None:
     from . import compat, engine, pipeline, ui
     from .errors import BuildFailed, VerificationFailed
 
@@ -315,6 +315,8 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
             assert jobs >= 1
         except (ValueError, AssertionError):
             raise InputError(f"--jobs {jobs}: not a positive integer; fix: --jobs 4 or --jobs auto") from None
+    if check_reproducible and until:
+        raise InputError("--check-reproducible compares two whole wheels; fix: drop --until")
     if until and until not in UNTIL_STEPS:
         raise InputError(f"--until {until}: not a step; fix: --until {'|'.join(UNTIL_STEPS)}")
     targets = tuple(targets or ())
@@ -332,11 +334,16 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
         until=until or None, targets=targets,
     )
     view = ui.make_view(as_json)
-    result = error = None
+    result = error = reproducibility = None
     verify_diagnosis = None
     try:
         with engine.terminate_as_interrupt():
-            result = pipeline.run(spec, opts, view)
+            if check_reproducible:
+                from . import reproducible
+
+                result, reproducibility = reproducible.check(spec, opts, view, lambda: ui.make_view(as_json))
+            else:
+                result = pipeline.run(spec, opts, view)
         if isinstance(result, pipeline.PartialResult):
             view.close()
             _print_partial(result, as_json)
@@ -358,6 +365,9 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
                             else None)
             payload.update(key=result.key, artifact=str(result.artifact), cached=result.cached,
                            manifest=result.manifest, verification=verification)
+        if reproducibility is not None:
+            payload["reproducible"] = reproducibility.to_dict()
+            payload["ok"] = payload["ok"] and reproducibility.ok
         if error is not None:
             payload["error"] = str(error).splitlines()[0]
             payload["bundle"] = str(getattr(error, "bundle", "") or "") or None
@@ -366,6 +376,8 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
         print_json(payload)
     elif result is not None:
         view.summary(_summary_rows(result))
+        if reproducibility is not None:
+            out.print(reproducible.table(reproducibility))
     if result is not None and result.verify_error is not None and not as_json:
         console.print(f"the wheel is built and published at {escape(str(result.artifact))}, but it is not what the "
                       "recipe asks for")
@@ -375,6 +387,8 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
             console.print(strip_controls(render_diagnosis(verify_diagnosis)), markup=False, highlight=False)
     if error is not None:
         raise error
+    if reproducibility is not None and not reproducibility.ok:
+        raise BuildFailed(reproducibility.comparison.reason())
 
 
 @command

@@ -38,6 +38,7 @@ PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 BUILD_COMMAND = ["/usr/local/bin/buildctl-build"]
 # A build waits for another build of its key at most this much longer than that build may compile.
 LOCK_SLACK_S = 2 * 3600
+WORK_DIR = "/work"  # where the build directory is mounted (the build script's $WORK)
 
 
 @dataclass
@@ -53,6 +54,8 @@ class BuildOptions:
     until: str | None = None  # configure | compile | wheel: stop after that step, publish nothing
     targets: tuple[str, ...] = ()  # with until=compile: build only these ninja outputs (a sample)
     lock_timeout: float | None = None  # seconds; None: the recipe's build.timeout + LOCK_SLACK_S
+    # --check-reproducible's second build (reproducible.py): a fresh build directory mounted here, no compile cache
+    rebuild_dir: str | None = None
 
 
 @dataclass
@@ -111,6 +114,10 @@ def compile_container_name(recipe: str, key: str, namespace: str) -> str:
 
 def work_volume_name(recipe: str, key: str, namespace: str) -> str:
     return f"buildctl-work-{_ns(namespace)}{recipe}-{key}"
+
+
+def rebuild_volume_name(recipe: str, key: str, namespace: str) -> str:
+    return f"buildctl-rebuild-{_ns(namespace)}{recipe}-{key}"
 
 
 def volume_names(spec: Spec, key: str, namespace: str) -> tuple[str, str]:
@@ -264,19 +271,23 @@ class Build:
             env["BUILDCTL_UNTIL"] = self.opts.until
         if self.opts.targets:
             env["BUILDCTL_TARGETS"] = " ".join(self.opts.targets)
+        if self.opts.rebuild_dir:
+            env.update(BUILDCTL_WORK=self.opts.rebuild_dir, BUILDCTL_COMPILE_CACHE="off")
         return env
 
     def _compile_credentials(self):
         """The build's credentials plus the shared compile cache's URL: the container gets them as a
         file at its start (never in its config, the rendered files or the key)."""
         url = self.spec.site.cache_url
-        if not url or self.spec.build.cache != "ccache":
+        if not url or self.spec.build.cache != "ccache" or self.opts.rebuild_dir:
             return self.credentials
         return dataclasses.replace(self.credentials, env=(*self.credentials.env, *remotecache.runtime_env(url)))
 
     def _volumes(self) -> dict[str, str]:
+        if self.opts.rebuild_dir:
+            return {rebuild_volume_name(self.spec.name, self.key, self.namespace): self.opts.rebuild_dir}
         work, cache = volume_names(self.spec, self.key, self.namespace)
-        return {work: "/work", cache: "/cache"}
+        return {work: WORK_DIR, cache: "/cache"}
 
     def cleanup(self) -> None:
         """Remove the build's private render folder."""
@@ -319,7 +330,8 @@ class Build:
         self.view.stage("source")  # then configure, compile, wheel, from the script's step lines
         spec = self.spec
         src = spec.framework.source
-        inputs = {"/work/src": Path(src.path)} if src.kind == "path" else None
+        work = self.opts.rebuild_dir or WORK_DIR
+        inputs = {f"{work}/src": Path(src.path)} if src.kind == "path" else None
         name = compile_container_name(spec.name, self.key, self.namespace)
         deadline = time.monotonic() + spec.build.timeout_s
         attempt = 0
@@ -331,7 +343,7 @@ class Build:
             first_line = len(self.log_lines)
             result = engine.run_container(
                 self.client, self.image_id, BUILD_COMMAND, env=self._container_env(), inputs=inputs,
-                outputs={"/work/out": out_dir}, volumes=self._volumes(), network_mode=engine.network_mode_for(spec.site.network),
+                outputs={f"{work}/out": out_dir}, volumes=self._volumes(), network_mode=engine.network_mode_for(spec.site.network),
                 mem_limit=self.opts.memory, on_line=self._on_line, keep=self.opts.keep_container,
                 secrets=self.secrets, credentials=self._compile_credentials(),
                 labels=engine.buildctl_labels({"buildctl.step": "compile"}, recipe=spec.name, namespace=self.namespace),
@@ -387,6 +399,7 @@ class Build:
         cache = _cache_stats(out_dir, self.spec.site.cache_url if self.spec.build.cache == "ccache" else None)
         peak = (out_dir / "peak-memory.txt").read_text().strip() if (out_dir / "peak-memory.txt").exists() else ""
         counts = _parse_kv((out_dir / "resumed.txt").read_text()) if (out_dir / "resumed.txt").is_file() else {}
+        source_date_epoch = versions.pop("source_date_epoch", "")
         interrupt, warning = resume.read(self.spec.name, self.key, self.opts.artifacts_root)
         if warning:
             self._on_line(f"buildctl: {warning}")
@@ -410,6 +423,7 @@ class Build:
             "source": {"kind": src.kind, "git": src.git and mask_url(src.git), "ref": src.ref,
                        "path": src.path, "tarball": src.tarball and mask_url(src.tarball.url),
                        "commit": versions.pop("source_commit", None)},
+            "source_date_epoch": int(source_date_epoch) if source_date_epoch.isdigit() else None,
             "build_type": spec.build.type,
             "cuda_arch": list(spec.build.cuda_arch),
             "rocm_arch": list(spec.toolchain.rocm.arch) if spec.toolchain.rocm else [],

@@ -20,10 +20,11 @@ from . import compat, jobs, providers
 from .errors import InputError
 from .recipe import REPO_ROOT, resolved_yaml
 from .secrets import split_credentials
-from .spec import Spec
+from .spec import DEFAULT_SOURCE_DATE_EPOCH, Spec
 
 TEMPLATES = REPO_ROOT / "templates"
 PROBE = Path(__file__).resolve().parent / "verify" / "probe.py"
+WHEELNORM = Path(__file__).resolve().parent / "wheelnorm.py"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # A Debug or RelWithDebInfo build is for chasing a crash: its runtime image can resolve symbols
 # (binutils; verification checks a symbol resolves to a source line) and debug (gdb).
@@ -127,6 +128,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         placeholders=compat.placeholders(spec),
         per_job_mib=per_job,
         reserve_mib=reserve,
+        default_source_date_epoch=DEFAULT_SOURCE_DATE_EPOCH,
     )
     files = {
         "Dockerfile": _env.get_template("Dockerfile.j2").render(**ctx),
@@ -139,6 +141,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         "constraints.txt": "".join(f"{c}\n" for c in constraints),
         "probe.py": PROBE.read_text() if PROBE.exists() else "",
         "checks.py": PROBE.with_name("checks.py").read_text(),
+        "wheelnorm.py": WHEELNORM.read_text(),
         "recipe.resolved.yaml": shown,
         ".dockerignore": "downloads/**/.keep\n",
     }
