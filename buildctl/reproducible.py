@@ -84,20 +84,22 @@ def check(spec: Spec, opts: pipeline.BuildOptions, view: View,
 
 
 def table(outcome: Check):
-    """The differing members, one line each, for people."""
+    """For people: one line when the wheels are the same, else the differing members, one line each."""
     from rich.table import Table
     from rich.text import Text
 
     c = outcome.comparison
-    title = (f"Reproducibility: identical (sha256 {c.first_sha256})" if outcome.ok
-             else f"Reproducibility: the wheels differ ({c.first_sha256[:12]} vs {c.second_sha256[:12]})")
-    t = Table(title=title, title_justify="left")
+    builds = (f"first build {outcome.first_build['seconds']}s{' (cached)' if outcome.first_build['cached'] else ''}, "
+              f"second build {outcome.second_build['seconds']}s at {REBUILD_DIR}/src without compile cache; "
+              f"SOURCE_DATE_EPOCH={outcome.source_date_epoch}")
+    if outcome.ok:
+        return Text(f"Reproducible: both builds made the same wheel, sha256 {c.first_sha256} ({builds})")
+    t = Table(title=f"Not reproducible: the wheels differ ({c.first_sha256[:12]} vs {c.second_sha256[:12]})",
+              title_justify="left")
     t.add_column("member")
     t.add_column("kind")
     t.add_column("how")
     for d in c.differences:
         t.add_row(Text(strip_controls(d.member)), ", ".join(d.kinds), Text(strip_controls(d.detail)))
-    t.caption = (f"first build {outcome.first_build['seconds']}s{' (cached)' if outcome.first_build['cached'] else ''}, "
-                 f"second build {outcome.second_build['seconds']}s at {REBUILD_DIR}/src without compile cache; "
-                 f"SOURCE_DATE_EPOCH={outcome.source_date_epoch}; second wheel: {outcome.second_build['wheel']}")
+    t.caption = f"{builds}; the second wheel: {outcome.second_build['wheel']}"
     return t

@@ -110,6 +110,8 @@ def _member_differences(za: zipfile.ZipFile, zb: zipfile.ZipFile, build_paths) -
         data_a, data_b = za.read(a), zb.read(b)
         if data_a != data_b:
             found.update(classify_bytes(data_a, data_b, build_paths))
+            if name.endswith(".dist-info/RECORD") and "content" in found:
+                found["content"] = "the recorded hashes of " + ", ".join(record_lines_differing(data_a, data_b))
         if a.date_time != b.date_time:
             found.setdefault("timestamps", f"zip date {_date(a.date_time)} vs {_date(b.date_time)}")
         i, j = order_a.index(name), position_b[name]
@@ -129,18 +131,30 @@ def _member_differences(za: zipfile.ZipFile, zb: zipfile.ZipFile, build_paths) -
 def classify_bytes(a: bytes, b: bytes, build_paths=()) -> dict[str, str]:
     """{kind: how} for two different byte strings of one member: paths, timestamps and/or content."""
     found: dict[str, str] = {}
-    embedded = [(p, a.count(p.encode()), b.count(p.encode())) for p in sorted(set(build_paths), key=len, reverse=True)]
-    embedded = [(p, na, nb) for p, na, nb in embedded if na or nb]
+    embedded, rest_a, rest_b = [], a, b
+    for p in sorted(set(build_paths), key=len, reverse=True):  # the longer first: one may contain the other
+        na, nb = rest_a.count(p.encode()), rest_b.count(p.encode())
+        if na or nb:
+            embedded.append((p, na, nb))
+        rest_a, rest_b = rest_a.replace(p.encode(), b"\0"), rest_b.replace(p.encode(), b"\0")
     if embedded:
         found["paths"] = "embeds " + ", ".join(f"{p} ({na}x first, {nb}x second)" for p, na, nb in embedded)
     norm_a, norm_b = _without_paths(a, build_paths), _without_paths(b, build_paths)
     dates_a, dates_b = _DATES.findall(norm_a), _DATES.findall(norm_b)
     if dates_a != dates_b and _DATES.sub(b"<date>", norm_a) == _DATES.sub(b"<date>", norm_b):
-        x, y = next(((x, y) for x, y in zip(dates_a, dates_b) if x != y), (b"", b""))
+        x, y = next(((x, y) for x, y in zip(dates_a, dates_b, strict=False) if x != y), (b"", b""))
         found["timestamps"] = f"embedded date {x.decode(errors='replace')!r} vs {y.decode(errors='replace')!r}"
     elif norm_a != norm_b and not embedded:
         found["content"] = _first_difference(a, b)
     return found
+
+
+def record_lines_differing(a: bytes, b: bytes) -> list[str]:
+    """The members whose lines differ between two RECORD files (path,hash,size per line)."""
+    def lines(data: bytes) -> dict[str, str]:
+        return {line.split(",", 1)[0]: line for line in data.decode(errors="replace").splitlines() if line}
+    la, lb = lines(a), lines(b)
+    return sorted(n for n in la.keys() | lb.keys() if la.get(n) != lb.get(n))
 
 
 def _without_paths(data: bytes, build_paths) -> bytes:
@@ -150,7 +164,7 @@ def _without_paths(data: bytes, build_paths) -> bytes:
 
 
 def _first_difference(a: bytes, b: bytes) -> str:
-    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
     return f"{len(a)} vs {len(b)} bytes, first difference at byte {at}"
 
 
