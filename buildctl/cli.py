@@ -355,6 +355,8 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
         error = e
     finally:
         view.close()
+    if error is None and reproducibility is not None and not reproducibility.ok:
+        error = BuildFailed(reproducibility.comparison.reason())
     if as_json:
         payload = {"recipe": spec.name, "ok": error is None, "warnings": warnings,
                    "durations_s": view.durations}
@@ -367,7 +369,6 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
                            manifest=result.manifest, verification=verification)
         if reproducibility is not None:
             payload["reproducible"] = reproducibility.to_dict()
-            payload["ok"] = payload["ok"] and reproducibility.ok
         if error is not None:
             payload["error"] = str(error).splitlines()[0]
             payload["bundle"] = str(getattr(error, "bundle", "") or "") or None
@@ -387,8 +388,6 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
             console.print(strip_controls(render_diagnosis(verify_diagnosis)), markup=False, highlight=False)
     if error is not None:
         raise error
-    if reproducibility is not None and not reproducibility.ok:
-        raise BuildFailed(reproducibility.comparison.reason())
 
 
 @command

@@ -129,6 +129,8 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         per_job_mib=per_job,
         reserve_mib=reserve,
         default_source_date_epoch=DEFAULT_SOURCE_DATE_EPOCH,
+        # nvcc's --objdir-as-tempdir, documented from the CUDA 12.4 manual on (docs/reproducible.md)
+        nvcc_objtemp=bool(spec.toolchain.cuda) and _version(spec.toolchain.cuda.version) >= (12, 4),
     )
     files = {
         "Dockerfile": _env.get_template("Dockerfile.j2").render(**ctx),
@@ -200,6 +202,10 @@ def _patch_lines(spec: Spec) -> list[str]:
                 line += f' && echo "buildctl: unpacked {patch.archive.name} into {patch.into or "the source tree"}"'
             lines.append(line)
     return lines
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:2])
 
 
 def _join_run(commands) -> str:

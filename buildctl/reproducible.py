@@ -33,13 +33,14 @@ class Check:
     first_build: dict  # {"seconds", "cached", "wheel"}: the published wheel
     second_build: dict  # {"seconds", "wheel"}: the rebuild's wheel (kept, not published)
     comparison: wheeldiff.WheelComparison
+    checked: str  # when the comparison was made (UTC)
 
     @property
     def ok(self) -> bool:
         return self.comparison.identical
 
     def to_dict(self) -> dict:
-        return {"identical": self.ok, "checked": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        return {"identical": self.ok, "checked": self.checked,
                 "source_date_epoch": self.source_date_epoch, "first_build": self.first_build,
                 "second_build": {**self.second_build, "build_dir": f"{REBUILD_DIR}/src", "compile_cache": "off"},
                 "comparison": self.comparison.to_dict(), "reason": self.comparison.reason()}
@@ -77,7 +78,8 @@ def check(spec: Spec, opts: pipeline.BuildOptions, view: View,
                                    build_paths=(f"{pipeline.WORK_DIR}/src", f"{REBUILD_DIR}/src"))
     outcome = Check(spec.name, result.key, result.manifest.get("source_date_epoch"),
                     {"seconds": first_s, "cached": result.cached, "wheel": str(first_wheel)},
-                    {"seconds": second_s, "wheel": str(second_wheels[0])}, comparison)
+                    {"seconds": second_s, "wheel": str(second_wheels[0])}, comparison,
+                    datetime.now(timezone.utc).isoformat(timespec="seconds"))
     result.manifest["reproducible"] = outcome.to_dict()
     artifacts.write_json(result.artifact / "manifest.json", result.manifest)
     return result, outcome
