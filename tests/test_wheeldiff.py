@@ -127,3 +127,14 @@ def test_the_reason_is_one_line_naming_members_and_kinds(tmp_path):
     assert result.to_dict()["differences"][2] == {
         "member": "pkg-1.0.dist-info/RECORD", "kinds": ["timestamps"],
         "detail": "zip date 1980-01-01 00:00:00 vs 2026-01-01 00:00:00"}
+
+
+def test_nvcc_anonymous_namespace_hashes_are_a_build_path(tmp_path):
+    """cudafe++ hashes the .cu file's absolute path into _GLOBAL__N__<hash>: a path of the same length
+    in other bytes, so named as paths (measured on demo-cuda13: the only difference of its _C.so)."""
+    so = lambda h: b"\x7fELF\0_ZN3dfw4cuda43_GLOBAL__N__" + h + b"_10_kernels_cu_cb64d34b5checkE\0"  # noqa: E731
+    d = only(compare(tmp_path, {"files": {**FILES, "pkg/_C.so": so(b"2d94f17e")}},
+                     {"files": {**FILES, "pkg/_C.so": so(b"70f1f35a")}}))
+    assert d.kinds == ("paths",)
+    assert d.detail == ("nvcc's anonymous-namespace names hash the source file's path: _GLOBAL__N__2d94f17e "
+                        "vs _GLOBAL__N__70f1f35a")
