@@ -1,30 +1,57 @@
-"""buildctl's command line: `invoke --list`. Each task parses its arguments and calls into buildctl."""
+"""buildctl's command line: `invoke --list`. Each task parses its arguments and calls into buildctl.
 
+The options that are settings (site, build, namespace: buildctl/settings.py) are not written here:
+`settings_task` adds them to a task's signature and --help from the Settings fields, and hands the
+task one Settings built from them and the BUILDCTL_* variables.
+"""
+
+import inspect
 import os
 import sys
 
 from invoke import task
 
-from buildctl import cli
+from buildctl import cli, settings
+from buildctl.settings import BUILD, CLEAN, RECIPE, SITE
 
-SITE_HELP = {
-    "ca_cert": "Extra CA certificate (PEM) trusted in the image and by pip; repeatable [BUILDCTL_CA_CERT]",
-    "pip_index_url": "pip index URL used in the image [BUILDCTL_PIP_INDEX_URL]",
-    "apt_mirror": "Debian/Ubuntu mirror URL for apt in the image [BUILDCTL_APT_MIRROR]",
-    "http_proxy": "HTTP proxy for the build (never stored in the image) [BUILDCTL_HTTP_PROXY]",
-    "https_proxy": "HTTPS proxy for the build (never stored in the image) [BUILDCTL_HTTPS_PROXY]",
-    "proxy_exclude": "Hosts that bypass the proxy, as NO_PROXY [BUILDCTL_NO_PROXY]",
-    "network": "Network mode for builds and containers: default|host|bridge|none [BUILDCTL_NETWORK]",
-    "download_cache": "Folder of pre-staged downloads, used when their sha256 matches [BUILDCTL_DOWNLOAD_CACHE]",
-    "cache_url": "Shared compile cache behind the local one: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]; "
-                 "an unreachable server only warns [BUILDCTL_CACHE_URL]",
-}
 RECIPE_HELP = {
     "recipe": "Recipe name from recipes/ (see `invoke recipes`) or a path to a YAML file",
     "set": "Override a field, e.g. --set build.type=Debug; repeatable, validated like the file",
-    "base_image": "Use this base image instead of the recipe's [BUILDCTL_BASE_IMAGE]",
     "json": "Print machine-readable JSON on stdout",
 }
+
+
+def settings_task(*groups_or_names, help=None, iterable=(), **task_kwargs):
+    """@task(auto_shortflags=False) that also takes the Settings fields of these groups (or names) as
+    options, named, typed and explained by settings.py, and calls the body with `settings=` built from
+    them over the environment (a flag wins over its BUILDCTL_* variable)."""
+    fields = settings.fields(*groups_or_names)
+
+    def decorate(body):
+        params = [p for p in inspect.signature(body).parameters.values() if p.name != "settings"]
+        flags, lists = {}, []
+        for name, f in fields.items():
+            flag = settings.flag_name(name)
+            if isinstance(f.default, tuple):
+                lists.append(flag)
+                default = None
+            else:  # "" or False: not given, so the variable or the field's default applies
+                default = f.default if isinstance(f.default, (bool, str)) else ""
+            flags[flag] = settings.help_text(name)
+            params.append(inspect.Parameter(flag, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
+
+        def run(c, *args, **kwargs):
+            given = {flag: kwargs.pop(flag) for flag in flags if flag in kwargs}
+            chosen = cli.command(settings.Settings.from_cli)(body.__name__, **given)
+            with settings.using(chosen):
+                return body(c, *args, settings=chosen, **kwargs)
+
+        run.__name__, run.__doc__, run.__module__ = body.__name__, body.__doc__, body.__module__
+        run.__signature__ = inspect.Signature(params)
+        return task(run, auto_shortflags=False, help={**(help or {}), **flags},
+                    iterable=[*iterable, *lists], **task_kwargs)
+
+    return decorate
 
 
 def _help_if_asked(task_name, value):
@@ -33,33 +60,24 @@ def _help_if_asked(task_name, value):
         os.execvp(sys.argv[0], [sys.argv[0], "--help", task_name])
 
 
-def _site(kw):
-    site = {k: kw[k] for k in ("pip_index_url", "apt_mirror", "http_proxy", "https_proxy", "network",
-                               "download_cache", "cache_url")}
-    return {**site, "no_proxy": kw["proxy_exclude"]}
-
-
 @task(auto_shortflags=False, help={"json": RECIPE_HELP["json"]})
 def recipes(c, json=False):
     """List the shipped recipes with their accelerator and labels."""
     cli.recipes(as_json=json)
 
 
-@task(auto_shortflags=False, iterable=["set"], help={k: RECIPE_HELP[k] for k in ("recipe", "set", "base_image", "json")})
-def show(c, recipe="", set=None, base_image="", json=False):
+@settings_task(RECIPE, iterable=["set"], help=RECIPE_HELP)
+def show(c, recipe="", set=None, json=False, settings=None):
     """Show a recipe resolved: fragments merged, overrides applied, defaults filled in."""
-    cli.show(recipe, set, as_json=json, base_image=base_image)
+    cli.show(recipe, set, as_json=json, settings=settings)
 
 
-@task(auto_shortflags=False, iterable=["set", "ca_cert"], help={**RECIPE_HELP, **SITE_HELP,
-      "out": "Output folder (default build/<recipe>/)",
-      "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)"})
-def render(c, recipe="", set=None, out="", base_image="", ca_cert=None, json=False, no_preflight=False,
-           pip_index_url="", apt_mirror="", http_proxy="", https_proxy="", proxy_exclude="", network="",
-           download_cache="", cache_url=""):
+@settings_task(SITE, RECIPE, iterable=["set"], help={
+    **RECIPE_HELP, "out": "Output folder (default build/<recipe>/)",
+    "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)"})
+def render(c, recipe="", set=None, out="", json=False, no_preflight=False, settings=None):
     """Render a recipe into a self-contained folder: Dockerfile, build script, verify probe, resolved recipe."""
-    cli.render(recipe, set, out_dir=out or None, as_json=json, base_image=base_image, ca_certs=ca_cert,
-               no_preflight=no_preflight, **_site(locals()))
+    cli.render(recipe, set, out_dir=out or None, as_json=json, no_preflight=no_preflight, settings=settings)
 
 
 @task(auto_shortflags=False, iterable=["label"], help={"label": "Keep recipes with this label; repeatable (default: all)"})
@@ -68,24 +86,18 @@ def matrix(c, label=None):
     cli.matrix(label)
 
 
-@task(auto_shortflags=False, iterable=["set", "ca_cert", "target"], help={**RECIPE_HELP, **SITE_HELP,
-      "jobs": "Parallel compile jobs: a number, or auto (from the engine's cores and memory) [BUILDCTL_JOBS]",
-      "no_verify": "Skip the post-build verification [BUILDCTL_NO_VERIFY]",
-      "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)",
-      "keep_container": "Keep the build container after the compile, for inspection [BUILDCTL_KEEP_CONTAINER]",
-      "memory": "Memory limit of the build container, e.g. 8g [BUILDCTL_MEMORY]",
+@settings_task(SITE, RECIPE, BUILD, iterable=["set", "target"], help={
+      **RECIPE_HELP, "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)",
       "until": "Stop after this step and show what it produced: configure (the CMake summary), compile or wheel; "
                "publishes nothing, a later full build resumes",
       "target": "With --until compile: build only this ninja output (a sample, e.g. one .cu.o); repeatable",
       "check_reproducible": "Then build again from a clean build dir at another path without compile cache and "
                             "compare the wheels byte for byte; exit 1 naming the members that differ"})
-def build(c, recipe="", set=None, base_image="", ca_cert=None, jobs="auto", no_verify=False, no_preflight=False,
-          keep_container=False, json=False, memory="", until="", target=None, pip_index_url="", apt_mirror="", http_proxy="",
-          https_proxy="", proxy_exclude="", network="", download_cache="", cache_url="", check_reproducible=False):
+def build(c, recipe="", set=None, no_preflight=False, json=False, until="", target=None, check_reproducible=False,
+          settings=None):
     """Build a recipe's wheel from source in a container, publish it to artifacts/, verify it."""
-    cli.build(recipe, set, base_image=base_image, ca_certs=ca_cert, jobs=jobs, no_verify=no_verify,
-              no_preflight=no_preflight, keep_container=keep_container, as_json=json, memory=memory or None,
-              until=until or None, targets=target, check_reproducible=check_reproducible, **_site(locals()))
+    cli.build(recipe, set, settings=settings, no_preflight=no_preflight, as_json=json, until=until or None,
+              targets=target, check_reproducible=check_reproducible)
 
 
 @task(auto_shortflags=False, help={"recipe": "Check only this recipe (default: all shipped recipes)",
@@ -106,22 +118,21 @@ def base_image(c, distro="bookworm", mirror="", tag="", force=False, no_check_gp
     cli.base_image(distro, mirror=mirror, tag=tag, force=force, no_check_gpg=no_check_gpg)
 
 
-@task(auto_shortflags=False, help={
+@settings_task(CLEAN, help={
     "older_than_days": "Also remove artifacts, bundles, images and volumes not used for this many days",
     "keep_gb": "Then remove the least recently used until at most this many GB remain",
     "images": "Include buildctl's images (default: yes)",
     "caches": "Include build-dir and compile-cache volumes (default: yes)",
     "containers": "Include buildctl's containers left behind (default: yes)",
-    "namespace": "Only engine objects of this namespace (default: every buildctl object) [BUILDCTL_NAMESPACE]",
     "dry_run": "Only say what would be freed",
     "json": RECIPE_HELP["json"]})
-def clean(c, older_than_days=-1.0, keep_gb=-1.0, images=True, caches=True, containers=True, namespace="",
-          dry_run=False, json=False):
+def clean(c, older_than_days=-1.0, keep_gb=-1.0, images=True, caches=True, containers=True, dry_run=False,
+          json=False, settings=None):
     """Remove orphans (containers of killed builds, stale staging folders, untagged images), then what was
     not used for N days or beyond a size; say what was freed. Never follows a symlink out of artifacts/."""
     cli.clean(older_than_days=older_than_days if older_than_days != -1.0 else None,
               keep_gb=keep_gb if keep_gb != -1.0 else None, images=images, caches=caches, containers=containers,
-              namespace=namespace or None, dry_run=dry_run, as_json=json)
+              namespace=settings.namespace, dry_run=dry_run, as_json=json)
 
 
 @task(auto_shortflags=False, help={"bundle": "A failure bundle folder (artifacts/failures/...) or its .tar.gz",
@@ -133,7 +144,7 @@ def repro(c, bundle, shell=False, json=False):
     cli.repro(bundle, shell=shell, as_json=json)
 
 
-@task(auto_shortflags=False, iterable=["set", "expect"], help={
+@settings_task("network", iterable=["set", "expect"], help={
     "recipe": "Verify the latest artifact of this recipe (and check its pins); with --image: expect its pins",
     "wheel": "Verify this wheel file (with --recipe: against that recipe's pins)",
     "image": "Verify the framework already installed in this local image (never pulled), with its own Python",
@@ -144,13 +155,12 @@ def repro(c, bundle, shell=False, json=False):
     "json": "Print the JSON report on stdout",
     "sizes": "All-reduce message sizes MIN:MAX (x2 steps), e.g. 8:256M",
     "iters": "Timed iterations per message size",
-    "module": "Python module of the framework (torch, demofw); default from the recipe or wheel name",
-    "network": SITE_HELP["network"]})
+    "module": "Python module of the framework (torch, demofw); default from the recipe or wheel name"})
 def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, host=False, json=False,
-           sizes="8:256M", iters=20, module="", network=""):
+           sizes="8:256M", iters=20, module="", settings=None):
     """Verify a built wheel or an image's framework: config, pins, arch coverage, GPUs, all-reduce sweep."""
     cli.verify(recipe or None, wheel or None, set, image=image or None, python=python or None, expect=expect,
-               host=host, as_json=json, sizes=sizes, iters=iters, module=module, network=network)
+               host=host, as_json=json, sizes=sizes, iters=iters, module=module, settings=settings)
 
 
 @task(auto_shortflags=False, help={"a": "First build: an artifact folder or a report.json",

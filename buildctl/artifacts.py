@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import settings
 from .errors import BuildctlError, InputError
 from .spec import Spec
 
 DEFAULT_ARTIFACTS_DIR = Path("artifacts")
-ARTIFACTS_DIR = Path(os.environ.get("BUILDCTL_ARTIFACTS", DEFAULT_ARTIFACTS_DIR))
 DEFAULT_NAMESPACE = "default"
 _NAMESPACE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
 # Files of the rendered folder that decide the output (pip.conf, certs/, apt/ are site settings).
@@ -72,8 +72,13 @@ def artifact_key(files: dict[str, str], source: str, base_image_id: str) -> str:
     return h.hexdigest()[:16]
 
 
+def artifacts_root() -> Path:
+    """The artifacts folder of the running command (BUILDCTL_ARTIFACTS, default artifacts/)."""
+    return settings.current().artifacts
+
+
 def artifact_dir(recipe: str, key: str, root: Path | None = None) -> Path:
-    return (root or ARTIFACTS_DIR) / recipe / key
+    return (root or artifacts_root()) / recipe / key
 
 
 def namespace(root: Path | None = None) -> str:
@@ -83,13 +88,13 @@ def namespace(root: Path | None = None) -> str:
     folder: today's names, so existing build directories and caches stay in use); else the root's
     folder name and a hash of its resolved path, e.g. `artifacts-ci-3f2a9c1b`.
     """
-    explicit = os.environ.get("BUILDCTL_NAMESPACE", "").strip()
+    explicit = (settings.current().namespace or "").strip()
     if explicit:
         if not _NAMESPACE.fullmatch(explicit):
             raise InputError(f"BUILDCTL_NAMESPACE={explicit!r} is not a namespace; fix: use 1-32 lowercase letters, "
                              "digits and inner dashes, e.g. ci-nightly")
         return explicit
-    resolved = Path(root or ARTIFACTS_DIR).resolve()
+    resolved = Path(root or artifacts_root()).resolve()
     if resolved == DEFAULT_ARTIFACTS_DIR.resolve():
         return DEFAULT_NAMESPACE
     stem = re.sub(r"[^a-z0-9]+", "-", resolved.name.lower()).strip("-")[:20].strip("-") or "root"
@@ -107,7 +112,7 @@ def lookup(recipe: str, key: str, root: Path | None = None) -> Path | None:
 
 def latest(recipe: str, root: Path | None = None) -> Path | None:
     """The most recently published artifact of a recipe (a use, as for lookup)."""
-    base = (root or ARTIFACTS_DIR) / recipe
+    base = (root or artifacts_root()) / recipe
     found = [p for p in base.glob("*/manifest.json")] if base.is_dir() else []
     if not found:
         return None
@@ -127,7 +132,7 @@ LAST_USE_DIR = ".last-use"
 def _stamp(root: Path | None, kind: str, name: str) -> Path:
     from urllib.parse import quote
 
-    return (root or ARTIFACTS_DIR) / LAST_USE_DIR / kind / quote(name, safe="").replace(".", "%2E")
+    return (root or artifacts_root()) / LAST_USE_DIR / kind / quote(name, safe="").replace(".", "%2E")
 
 
 def record_use(objects: dict[str, list[str]], root: Path | None = None) -> None:
@@ -179,7 +184,7 @@ def key_lock(recipe: str, key: str, root: Path | None = None, *, timeout: float 
     The holder writes its pid, host and start time into the lock file; a waiter says (on_wait) whom
     it waits for, and gives up after `timeout` seconds with a one-line LockTimeout naming the holder.
     """
-    base = (root or ARTIFACTS_DIR) / recipe
+    base = (root or artifacts_root()) / recipe
     base.mkdir(parents=True, exist_ok=True)
     path = base / f".{key}.lock"
     # Opened without truncating: the holder's note must stay readable to waiters.
@@ -218,7 +223,7 @@ def key_lock(recipe: str, key: str, root: Path | None = None, *, timeout: float 
 @contextlib.contextmanager
 def staging(recipe: str, key: str, root: Path | None = None) -> Iterator[Path]:
     """A temporary folder beside the final one; removed unless published."""
-    base = (root or ARTIFACTS_DIR) / recipe
+    base = (root or artifacts_root()) / recipe
     base.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=base))
     try:

@@ -25,6 +25,7 @@ from . import recipe as recipe_mod
 from . import remotecache, resume
 from . import render as render_mod
 from .errors import BuildctlError, InputError
+from .settings import Settings
 from .ui import strip_controls
 
 console = Console(stderr=True, highlight=False)
@@ -57,37 +58,18 @@ def command(fn):
     return wrapper
 
 
-def env_list(values: list[str] | None, var: str) -> list[str]:
-    """CLI values, else BUILDCTL_<VAR> (os.pathsep- or comma-separated)."""
-    if values:
-        return list(values)
-    raw = os.environ.get(var, "")
-    return [v for v in raw.replace(os.pathsep, ",").split(",") if v]
-
-
 def env_value(value: Any, var: str, default: Any = None) -> Any:
     if value not in (None, ""):
         return value
     return os.environ.get(var, default)
 
 
-def site_options(*, ca_certs=None, pip_index_url=None, apt_mirror=None, http_proxy=None, https_proxy=None,
-                 no_proxy=None, network=None, download_cache=None, cache_url=None) -> dict:
-    """Corporate / air-gapped settings from flags, then BUILDCTL_* variables, then the host's proxy env."""
-    site = {
-        "ca_certs": env_list(ca_certs, "BUILDCTL_CA_CERT"),
-        "pip_index_url": env_value(pip_index_url, "BUILDCTL_PIP_INDEX_URL"),
-        "apt_mirror": env_value(apt_mirror, "BUILDCTL_APT_MIRROR"),
-        "http_proxy": env_value(http_proxy, "BUILDCTL_HTTP_PROXY"),
-        "https_proxy": env_value(https_proxy, "BUILDCTL_HTTPS_PROXY"),
-        "no_proxy": env_value(no_proxy, "BUILDCTL_NO_PROXY"),
-        "network": env_value(network, "BUILDCTL_NETWORK"),
-        "download_cache": env_value(download_cache, "BUILDCTL_DOWNLOAD_CACHE"),
-        "cache_url": env_value(cache_url, "BUILDCTL_CACHE_URL"),
-    }
-    if site["cache_url"]:
+def site_options(chosen: Settings) -> dict:
+    """The corporate / air-gapped settings that were set (flags over BUILDCTL_* variables), for `site:`."""
+    site = chosen.site()
+    if site.get("cache_url"):
         remotecache.check_url(site["cache_url"])
-    return {k: v for k, v in site.items() if v not in (None, "", [])}
+    return site
 
 
 def read_ca_certs(paths) -> dict[str, str]:
@@ -110,7 +92,6 @@ def load_spec(recipe: str, sets=None, *, base_image=None, site: dict | None = No
     if not recipe:
         raise InputError("--recipe is required; fix: give a name from `invoke recipes` or a YAML path")
     overrides = list(sets or [])
-    base_image = env_value(base_image, "BUILDCTL_BASE_IMAGE")
     if base_image:
         overrides.append(f"base.image={base_image}")
     spec = recipe_mod.load(recipe, overrides, site=site)
@@ -167,18 +148,18 @@ def print_recipes(rows: list[dict], console: Console) -> None:
 
 
 @command
-def show(recipe: str, sets, *, as_json: bool, base_image=None) -> None:
-    spec, _ = load_spec(recipe, sets, base_image=base_image, preflight=False)
+def show(recipe: str, sets, *, as_json: bool, settings: Settings) -> None:
+    spec, _ = load_spec(recipe, sets, base_image=settings.base_image, preflight=False)
     if as_json:
         return print_json(recipe_mod.masked_dump(spec))
     out.print(recipe_mod.resolved_yaml(spec), end="")
 
 
 @command
-def render(recipe: str, sets, *, out_dir: str | None, as_json: bool, base_image=None, ca_certs=None,
-           no_preflight: bool = False, **site_kw) -> None:
-    site = site_options(ca_certs=ca_certs, **site_kw)
-    spec, _ = load_spec(recipe, sets, base_image=base_image, site=site, preflight=not no_preflight)
+def render(recipe: str, sets, *, out_dir: str | None, as_json: bool, settings: Settings,
+           no_preflight: bool = False) -> None:
+    site = site_options(settings)
+    spec, _ = load_spec(recipe, sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
     from . import compat
 
     # Rendering is pure and a placeholder is worth reading; the Dockerfile marks it, and `build` refuses it.
@@ -298,17 +279,16 @@ def _print_partial(result, as_json: bool) -> None:
 
 
 @command
-def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_verify=False, no_preflight=False,
-          keep_container=False, as_json=False, memory=None, verify_kwargs=None, until=None, targets=None,
-          check_reproducible=False, **site_kw) -> None:
+def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=False, verify_kwargs=None,
+          until=None, targets=None, check_reproducible=False) -> None:
     from . import compat, engine, pipeline, ui
     from .errors import BuildFailed, VerificationFailed
 
-    site = site_options(ca_certs=ca_certs, **site_kw)
-    spec, warnings = load_spec(recipe, sets, base_image=base_image, site=site, preflight=not no_preflight)
+    site = site_options(settings)
+    spec, warnings = load_spec(recipe, sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
     # Even with --no-preflight: no file has the all-zero digest, so the fetch could only fail.
     compat.refuse_placeholders(spec, source=_source(recipe))
-    jobs = env_value(jobs if jobs != "auto" else None, "BUILDCTL_JOBS", "auto")
+    jobs = settings.jobs
     if jobs != "auto":
         try:
             jobs = int(jobs)
@@ -327,9 +307,8 @@ def build(recipe: str, sets, *, base_image=None, ca_certs=None, jobs="auto", no_
             raise InputError(f"--target {target!r}: not a ninja output path; fix: a path under build/, "
                              "e.g. caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/Copy.cu.o")
     opts = pipeline.BuildOptions(
-        jobs=jobs, verify=not (no_verify or os.environ.get("BUILDCTL_NO_VERIFY")),
-        keep_container=keep_container or bool(os.environ.get("BUILDCTL_KEEP_CONTAINER")),
-        memory=env_value(memory, "BUILDCTL_MEMORY"), ca_texts=read_ca_certs(site.get("ca_certs", [])),
+        jobs=jobs, verify=not settings.no_verify, keep_container=settings.keep_container,
+        memory=settings.memory, artifacts_root=settings.artifacts, ca_texts=read_ca_certs(site.get("ca_certs", [])),
         verify_kwargs={**({"console": Console(stderr=True)} if as_json else {}), **(verify_kwargs or {})},
         until=until or None, targets=targets,
     )
@@ -436,7 +415,7 @@ def clean(*, older_than_days: float | None, keep_gb: float | None, images: bool,
     report = housekeeping.clean(older_than_days=older_than_days,
                                 keep_bytes=int(keep_gb * 1e9) if keep_gb is not None else None, images=images,
                                 caches=caches, containers=containers, dry_run=dry_run,
-                                namespace=env_value(namespace, "BUILDCTL_NAMESPACE"))
+                                namespace=namespace)
     if as_json:
         return print_json(report)
     table = Table(title="Would free" if dry_run else "Freed", title_justify="left")
@@ -519,14 +498,14 @@ def _artifact_wheel(artifact: Path) -> Path:
 
 @command
 def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: bool, sizes: str, iters: int,
-           module: str | None = None, image: str | None = None, python: str | None = None, expect=None,
-           **site_kw) -> None:
+           settings: Settings, module: str | None = None, image: str | None = None, python: str | None = None,
+           expect=None) -> None:
     from . import engine, pipeline
     from .verify import runner
 
     if image is not None:
         return _verify_image(image, recipe, wheel, sets, host=host, python=python, expect=expect, as_json=as_json,
-                             sizes=sizes, iters=iters, module=module, site_kw=site_kw)
+                             sizes=sizes, iters=iters, module=module, settings=settings)
     if python or expect:
         raise InputError(f"{'--python' if python else '--expect'} is for --image; fix: add --image IMAGE, or put "
                          "a wheel's expectations in its recipe (--recipe R, --set verify.expect.cuda=12.4)")
@@ -535,12 +514,12 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
     kwargs = dict(sizes=sizes, iters=iters, json_out=as_json, module=module or None)
     spec = None
     if recipe:
-        spec, _ = load_spec(recipe, sets, site=site_options(**site_kw), preflight=False)
+        spec, _ = load_spec(recipe, sets, site=site_options(settings), preflight=False)
     if wheel or host:
         wheel_path = Path(wheel) if wheel else None
         if wheel_path is None:
             wheel_path = _artifact_wheel(_latest_artifact(spec))
-        network = spec.site.network if spec else site_options(**site_kw).get("network")
+        network = spec.site.network if spec else settings.network
         runner.verify_wheel(wheel_path, spec=spec, host=host, network_mode=engine.network_mode_for(network), **kwargs)
         return
     # The runtime image needs the site's CA certificates as the build did (pip behind TLS inspection);
@@ -552,7 +531,7 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
 
 
 def _verify_image(image: str, recipe: str | None, wheel: str | None, sets, *, host: bool, python: str | None,
-                  expect, as_json: bool, sizes: str, iters: int, module: str | None, site_kw: dict) -> None:
+                  expect, as_json: bool, sizes: str, iters: int, module: str | None, settings: Settings) -> None:
     from . import engine
     from .verify import runner
     from .verify.expectations import parse_expect
@@ -564,10 +543,10 @@ def _verify_image(image: str, recipe: str | None, wheel: str | None, sets, *, ho
     expectations = parse_expect(expect or (), module)  # bad input refused before the engine is asked
     spec = None
     if recipe:
-        spec, _ = load_spec(recipe, sets, site=site_options(**site_kw), preflight=False)
+        spec, _ = load_spec(recipe, sets, site=site_options(settings), preflight=False)
     elif sets:
         raise InputError("--set changes a recipe; fix: add --recipe R, or use --expect key=value")
-    network = spec.site.network if spec else site_options(**site_kw).get("network")
+    network = spec.site.network if spec else settings.network
     runner.verify_image(image, python=python or "python3", module=module, expect=expectations, spec=spec,
                         sizes=sizes, iters=iters, json_out=as_json, network_mode=engine.network_mode_for(network))
 

@@ -292,22 +292,6 @@ def driver_supports(driver: str, cuda: str) -> tuple[bool, str]:
     )
 
 
-def max_cuda_for_driver(driver: str) -> str | None:
-    """Newest toolkit (major.minor) whose full minimum driver is <= `driver`: what
-    nvmlSystemGetCudaDriverVersion reports. Minor-version compatibility may run newer minors of
-    the same major (see driver_supports). None if older than every table entry or unreadable."""
-    try:
-        dkey = vkey(driver)
-    except ValueError:
-        return None
-    best: str | None = None
-    for mm in sorted({major_minor(v) for v in MIN_DRIVER}, key=vkey):
-        need = min_driver(mm)
-        if need is not None and dkey >= vkey(need):
-            best = mm
-    return best
-
-
 # ---------------------------------------------------------------------------------------------------
 # cuDNN, NCCL and the PyTorch release pins
 # ---------------------------------------------------------------------------------------------------
@@ -459,24 +443,6 @@ def torch_version(spec: Spec) -> str | None:
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
-def cmake_python_var(torch: str | None) -> str:
-    """The primary CMake variable PyTorch's setup.py reads for the interpreter: PYTHON_EXECUTABLE up to
-    2.3, Python_EXECUTABLE from 2.4 (pytorch/pytorch#124613 "Use FindPython"; pytorch-build-contract.md
-    section 1). Unknown (main) -> the new one. Render passes both either way."""
-    if torch is not None and vcmp(torch, "2.4") < 0:
-        return "PYTHON_EXECUTABLE"
-    return "Python_EXECUTABLE"
-
-
-def min_cmake(torch: str | None) -> str:
-    """Minimum CMake: 3.18 for 2.0-2.8 (CMakeLists cmake_minimum_required; pytorch#95612), 3.27 from
-    the 2.9 cycle (pytorch#154783, landed summer 2025; first release 2.9 unconfirmed, so 2.9 and
-    unknown/main get 3.27 - a newer CMake than needed is harmless)."""
-    if torch is not None and vcmp(torch, "2.9") < 0:
-        return "3.18"
-    return "3.27"
-
-
 # ---------------------------------------------------------------------------------------------------
 # Recipe facts read from file names
 # ---------------------------------------------------------------------------------------------------
@@ -566,7 +532,7 @@ def refuse_placeholders(spec: Spec, *, source: str) -> None:
 
 def _check_providers(spec: Spec, refuse) -> None:
     """Provider combinations whose Dockerfile would be incomplete or contradictory (every other
-    combination renders a Dockerfile whose stages all exist: tests/test_provider_combinations.py)."""
+    combination renders a Dockerfile whose stages all exist: tests/unit/test_provider_combinations.py)."""
     tc = spec.toolchain
     nccl = tc.nccl if tc.nccl is not None and tc.nccl.install != "none" else None
     if tc.ascend is not None and (tc.cuda is not None or tc.rocm is not None):

@@ -245,7 +245,7 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
     """Remove orphans always, and what was not used for `older_than_days`, then the least recently used
     until at most `keep_bytes` remain. Engine objects: labelled buildctl=1, in `namespace` when given
     (None: every buildctl object), and carrying every one of `labels` (tests pass their own)."""
-    root = Path(root or artifacts.ARTIFACTS_DIR)
+    root = Path(root or artifacts.artifacts_root())
     now = time.time()
     items, links = _file_items(root, now)
     selector = engine.buildctl_labels(labels, namespace=namespace or None)

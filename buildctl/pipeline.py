@@ -29,6 +29,7 @@ from pathlib import Path
 
 from . import __version__, artifacts, diagnose, downloads, engine, jobs, remotecache, render, repro, resume
 from .errors import BuildctlError, BuildFailed, EngineError, VerificationFailed
+from .pull import ensure_images
 from .recipe import masked_dump
 from .secrets import mask_url, secret_values_from_env_and_site, split_credentials, strip_credentials
 from .spec import Spec
@@ -308,6 +309,7 @@ class Build:
         self.context_dir = render.write(self.rendered, private, staged=staged)
         self.client = engine.connect()
         self.engine_facts = engine.engine_facts(self.client)
+        ensure_images(self.client, [spec.base.image], spec.site.pull, distro=spec.base.distro, on_line=self._on_line)
         base_id = _image_id(self.client, spec.base.image)
         self.key = artifacts.artifact_key(self.rendered.files, artifacts.source_digest(self.rendered.spec), base_id)
         place_render(self.context_dir, self.opts.render_root / spec.name / self.key)

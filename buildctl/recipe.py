@@ -17,11 +17,16 @@ from typing import Any, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from . import settings
 from .errors import RecipeError
 from .spec import PATTERN_HINTS, Spec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-RECIPES_DIR = Path(os.environ.get("BUILDCTL_RECIPES_DIR", REPO_ROOT / "recipes"))
+
+
+def recipes_dir() -> Path:
+    """Where recipe names are looked up (BUILDCTL_RECIPES_DIR, default recipes/ of the repository)."""
+    return settings.current().recipes_dir
 
 _CORE_TAGS = {
     "tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq")
@@ -188,11 +193,11 @@ def recipe_path(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
         return p
-    return RECIPES_DIR / f"{name_or_path}.yaml"
+    return recipes_dir() / f"{name_or_path}.yaml"
 
 
 def list_recipes() -> list[Path]:
-    return sorted(RECIPES_DIR.glob("*.yaml"))
+    return sorted(recipes_dir().glob("*.yaml"))
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:

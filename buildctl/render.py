@@ -8,6 +8,7 @@ Credentials in the spec's URLs are never rendered: the files carry the URLs with
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import tempfile
@@ -32,8 +33,27 @@ DEBUG_RUNTIME_PACKAGES = ("binutils", "gdb")
 # Python build requirements every framework build gets in its venv (PyTorch's minimal set).
 BASE_BUILD_REQUIREMENTS = ("setuptools", "wheel")
 
+
+class _CompiledTemplateCache(jinja2.FileSystemBytecodeCache):
+    """Jinja's compiled templates kept between runs, in the user's cache folder: compiling them was most
+    of a no-op `invoke build`'s own work. The folder is made on the first write, private; a cache that
+    cannot be written is only slower, never an error."""
+
+    def __init__(self) -> None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        super().__init__(os.path.join(base, "buildctl", "templates"))
+
+    def dump_bytecode(self, bucket) -> None:
+        try:
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
 _env = jinja2.Environment(
     loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+    bytecode_cache=_CompiledTemplateCache(),
     undefined=jinja2.StrictUndefined,
     autoescape=False,
     keep_trailing_newline=True,

@@ -50,7 +50,7 @@ SITE_FILES = ("pip.conf",)
 
 
 def failures_dir(root: Path | None = None) -> Path:
-    return (root or artifacts.ARTIFACTS_DIR) / "failures"
+    return (root or artifacts.artifacts_root()) / "failures"
 
 
 def write_bundle(*, spec, rendered, context_dir, step, exit_code, log, diagnosis, image_id, command, env,

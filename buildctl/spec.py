@@ -24,8 +24,10 @@ from pydantic import (
     model_validator,
 )
 
+from .settings import extend_site
+
 # The fix shown when a value does not match its type's pattern, kept with the pattern: recipe.py looks
-# it up by the pattern pydantic reports (tests/test_recipe.py checks every pattern of Spec has one).
+# it up by the pattern pydantic reports (tests/unit/test_recipe.py checks every pattern of Spec has one).
 PATTERN_HINTS: dict[str, str] = {}
 
 
@@ -39,6 +41,10 @@ def matching(pattern: str, hint: str) -> StringConstraints:
 # Versions are strings in the YAML: `3.10` unquoted would be the float 3.1, so floats are refused.
 Version = Annotated[str, matching(r"^\d+(\.\d+){0,3}$",
                                   'write a version like "12.1.1" (digits and dots, quoted)')]
+# A framework's release may carry a PEP 440 local label naming its stack, as PyTorch's own wheels do
+# ("2.6.0+cu124", "2.6.0+cpu"): two recipes of one release then make wheels one index can hold.
+FrameworkVersion = Annotated[str, matching(r"^\d+(\.\d+){0,3}((a|b|rc)\d+)?(\.post\d+)?(\+[a-z0-9]+(\.[a-z0-9]+)*)?$",
+                                           'write a version like "2.6.0" or "2.6.0+cu124" (quoted)')]
 PythonVersion = Annotated[str, matching(r"^3\.\d{1,2}$",
                                         'write a Python version like "3.11" (quoted)')]
 Sha256 = Annotated[str, matching(r"^[0-9a-f]{64}$",
@@ -228,8 +234,16 @@ class Framework(Model):
     name: Literal["pytorch", "demofw"]
     source: Source
     patches: tuple[Patch, ...] = ()
-    version: Version | None = None  # PYTORCH_BUILD_VERSION; None keeps version.txt + git sha
+    version: FrameworkVersion | None = None  # PYTORCH_BUILD_VERSION; None keeps version.txt + git sha
     build_number: StrictInt = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _post_before_local(self) -> Framework:
+        if self.version and "+" in self.version and self.build_number > 1:  # setup.py appends .postN last
+            raise ValueError(f"build_number {self.build_number} would make {self.version}.post{self.build_number}, "
+                             f"a .post inside the local label; write version: "
+                             f"\"{self.version.replace('+', f'.post{self.build_number}+', 1)}\" and build_number: 1")
+        return self
 
 
 class Cuda(Model):
@@ -385,6 +399,9 @@ class Site(Model):
             raise ValueError(f"site.cache_url is not a Redis URL ({why}); fix: "
                              "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]")
         return v
+
+
+Site = extend_site(Site)  # the site options only settings.py declares, e.g. pull
 
 
 class Spec(Model):

@@ -1,110 +1,37 @@
-"""Shared session fixtures for tests that drive the real Docker engine.
+"""Shared by tests/unit and tests/integration; imports nothing that talks to a Docker engine.
 
-There is no skipping: without a reachable engine `docker_client` errors with buildctl's one-line
-EngineError, and so does every test that uses it.
+tests/unit: no engine at all (tests/unit/conftest.py points DOCKER_HOST at a socket that does not exist).
+tests/integration: the real engine and real servers (tests/integration/conftest.py); never skipped.
+A test file directly in tests/ stops the run (pytest would not collect it). The helper modules both
+import (verify_fixtures, hostile_zips, publish_helpers) live here, importable through pyproject's
+`pythonpath = ["tests"]`.
 
-* `docker_client`: one `docker.DockerClient` for the session (from `buildctl.engine.connect`).
-* `base_image`: the tag of the bookworm base image (buildctl/base:bookworm), made once with
-  debootstrap when the engine does not have it yet, reused otherwise.
-* `trixie_base_image`: the same for trixie (buildctl/base:trixie; the ROCm-from-Debian recipes).
-* `test_labels`: labels unique to this session; everything created with them (containers,
-  volumes, images) is removed when the session ends. Pass them as `labels=` to the engine calls.
 * BUILDCTL_NAMESPACE: set for the whole session (and the commands it runs) to a namespace of its
   own, so the builds of the tests never share a build directory, a compile cache or an image tag
   with the user's builds (the README's main job, then the tests, on one machine) nor with another
-  test session on the same engine. What buildctl created in it is removed when the session ends.
+  test session on the same engine. tests/integration/conftest.py removes what buildctl created in it
+  when the session ends.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
 import uuid
-from collections.abc import Iterator
+from pathlib import Path
 
-import docker
 import pytest
-from docker import errors as derr
 
-from buildctl import baseimage, engine
-from buildctl.errors import BuildctlError
-
-BASE_DISTRO = "bookworm"
 # Set at import, before any test runs, so that every build of the session and its subprocesses use it.
 TEST_NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"
 os.environ["BUILDCTL_NAMESPACE"] = TEST_NAMESPACE
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _remove_test_namespace() -> Iterator[None]:
-    """At the end of the session: remove the containers, volumes and images labelled with the
-    session's namespace (nothing to do when no engine was reachable: nothing was created)."""
-    yield
-    try:
-        client = engine.connect()
-    except BuildctlError:
-        return
-    with contextlib.closing(client):
-        remove_namespace_objects(client, TEST_NAMESPACE)
-
-
-def remove_namespace_objects(client: docker.DockerClient, namespace: str) -> None:
-    """Remove the containers, volumes and images labelled with `namespace` (what its builds made)."""
-    selector = {"label": [f"buildctl.namespace={namespace}"]}
-    for c in client.containers.list(all=True, filters=selector):
-        with contextlib.suppress(derr.NotFound, derr.APIError):
-            c.remove(force=True, v=True)
-    for v in client.volumes.list(filters=selector):
-        with contextlib.suppress(derr.NotFound, derr.APIError):
-            v.remove(force=True)
-    for img in client.images.list(filters=selector):
-        with contextlib.suppress(derr.NotFound, derr.APIError):
-            client.images.remove(img.id, force=True)
-
-
-@pytest.fixture(scope="session")
-def docker_client() -> Iterator[docker.DockerClient]:
-    client = engine.connect()
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="session")
-def base_image(docker_client: docker.DockerClient) -> str:
-    """Tag of the bookworm base image; made (debootstrap, a few minutes) only if the engine lacks it."""
-
-    def show(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    baseimage.ensure_base_image(docker_client, BASE_DISTRO, on_line=show)
-    return baseimage.default_tag(BASE_DISTRO)
-
-
-@pytest.fixture(scope="session")
-def trixie_base_image(docker_client: docker.DockerClient) -> str:
-    """Tag of the trixie base image; made (debootstrap, a few minutes) only if the engine lacks it."""
-    baseimage.ensure_base_image(docker_client, "trixie", on_line=lambda line: print(line, file=sys.stderr, flush=True))
-    return baseimage.default_tag("trixie")
-
-
-@pytest.fixture(scope="session")
-def test_labels(docker_client: docker.DockerClient) -> Iterator[dict[str, str]]:
-    labels = {"buildctl.test": uuid.uuid4().hex[:12]}
-    yield labels
-    selector = {"label": [f"{k}={v}" for k, v in labels.items()]}
-    for c in docker_client.containers.list(all=True, filters=selector):
-        try:
-            c.remove(force=True, v=True)
-        except derr.NotFound:
-            pass
-    for v in docker_client.volumes.list(filters=selector):
-        try:
-            v.remove(force=True)
-        except derr.NotFound:
-            pass
-    for img in docker_client.images.list(filters=selector):
-        try:
-            docker_client.images.remove(img.id, force=True)
-        except derr.NotFound:
-            pass
+def pytest_configure(config: pytest.Config) -> None:
+    """A test file directly in tests/ would not be collected by `pytest` (testpaths names the two
+    folders): refuse to run until it is moved where it belongs."""
+    stray = sorted(Path(__file__).parent.glob("test_*.py"))
+    if stray:
+        raise pytest.UsageError(
+            f"tests/{stray[0].name} is directly in tests/, where pytest does not look; fix: git mv it to "
+            "tests/unit/ (no Docker engine at all) or tests/integration/ (the real engine or servers)"
+        )

@@ -1,4 +1,5 @@
-"""Probe reports from real runs, trimmed, shared by the verify tests (no tests in here).
+"""Probe reports from real runs, trimmed, and a report made from one, shared by the verify tests
+(unit and integration; no tests in here).
 
 H200_PROBE: probe.py on one NVIDIA H200 (driver 580.159.04) with PyPI torch 2.11.0+cu130, cuobjdump on
 PATH, all-reduce sweep over NCCL with world size 1 (its graph section as the probe now writes it for one rank). CPU_PROBE: probe.py with the PyPI torch 2.13.0 CPU
@@ -12,6 +13,8 @@ import json
 from pathlib import Path
 
 from buildctl.spec import Spec
+from buildctl.verify import report as rep
+from buildctl.verify.expectations import Expectations, evaluate, verdict
 
 _H200 = r'''{
  "probe_version": 1,
@@ -509,3 +512,16 @@ def debian_probe() -> dict:
     python3-torch 2.6.0 (apt, --no-install-recommends): reference BLAS, TCPStore without libuv, gloo sweep
     8 B..64 KiB with 2 processes on a 2-core machine without a GPU driver."""
     return json.loads((Path(__file__).parent / "fixtures" / "debian-python3-torch-2.6.0.probe.json").read_text())
+
+
+def make_report(probe: dict | None = None, spec=None) -> rep.Report:
+    probe = probe or cpu_probe()
+    spec = spec or make_spec()
+    exp = Expectations.from_spec(spec)
+    return rep.Report(
+        wheel={"path": "/x/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+               "name": "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "size": 1, "sha256": "0" * 64},
+        mode="host", module="torch", environment={"python": "/tmp/v/bin/python"},
+        expectations=exp.to_dict(), checks=evaluate(exp, probe), probe=probe, verdict=verdict(probe),
+        spec={"name": spec.name, "accelerator": spec.accelerator, "framework": spec.framework.name},
+    )

@@ -568,7 +568,7 @@ _NO_EXECUTABLE = re.compile(r"executable file not found|no such file or director
 def default_image_out_dir(reference: str, image_id: str) -> Path:
     """artifacts/verify/images/<reference>-<id12>/: one folder per image verified, the tag kept readable."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", reference).strip("._") or "image"
-    return artifacts.ARTIFACTS_DIR / "verify" / "images" / f"{safe[:100]}-{image_id.removeprefix('sha256:')[:12]}"
+    return artifacts.artifacts_root() / "verify" / "images" / f"{safe[:100]}-{image_id.removeprefix('sha256:')[:12]}"
 
 
 def image_id(client, reference: str) -> str:

@@ -1,0 +1,172 @@
+"""buildctl's settings: one object, built once per command from its flags and BUILDCTL_* variables
+(a flag wins over its variable), then passed down.
+
+A field is an option: its name is the task parameter (`--ca-cert` is `ca_cert`... see `flag`), its
+variable is BUILDCTL_<NAME> unless `env` says otherwise, its description is the --help text, and its
+group says which tasks take it (`settings_task` in tasks.py builds their signatures from here).
+Fields of the SITE group also go into the recipe's `site:` section (spec.Site adds any it does not
+declare itself), so adding a site option is adding a field here.
+
+Nothing here reads the environment at import time: `current()` is the command's settings, or the
+environment's now when no command is running (library use, tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, create_model, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from .errors import InputError
+
+SITE, RECIPE, BUILD, CLEAN, ENV_ONLY = "site", "recipe", "build", "clean", "env-only"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PullPolicy = Literal["missing", "always", "never"]
+
+
+def option(default: Any, help: str, *, group: str, env: str | None = None, flag: str | None = None,
+           site_default: Any = None) -> Any:
+    """A field of Settings. `flag`: the task parameter when it is not the field's name; `site_default`:
+    the value spec.Site shows when neither a flag, a variable nor the recipe set it."""
+    extra = {"group": group, "flag": flag, "site_default": site_default}
+    return Field(default, description=help, validation_alias=env, json_schema_extra=extra)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BUILDCTL_", frozen=True, extra="ignore", populate_by_name=True,
+                                      env_ignore_empty=True)
+
+    # --- site: host and network facts, never part of the artifact key (spec.Site) --------------
+    ca_certs: Annotated[tuple[str, ...], NoDecode] = option(
+        (), "Extra CA certificate (PEM) trusted in the image and by pip; repeatable", group=SITE,
+        env="BUILDCTL_CA_CERT", flag="ca_cert")
+    pip_index_url: str | None = option(None, "pip index URL used in the image", group=SITE)
+    apt_mirror: str | None = option(None, "Debian/Ubuntu mirror URL for apt in the image", group=SITE)
+    http_proxy: str | None = option(None, "HTTP proxy for the build (never stored in the image)", group=SITE)
+    https_proxy: str | None = option(None, "HTTPS proxy for the build (never stored in the image)", group=SITE)
+    no_proxy: str | None = option(None, "Hosts that bypass the proxy, as NO_PROXY", group=SITE, flag="proxy_exclude")
+    network: str | None = option(None, "Network mode for builds and containers: default|host|bridge|none",
+                                 group=SITE)
+    download_cache: str | None = option(
+        None, "Folder of pre-staged downloads, used when their sha256 matches", group=SITE)
+    cache_url: str | None = option(
+        None, "Shared compile cache behind the local one: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]; "
+              "an unreachable server only warns", group=SITE)
+    pull: PullPolicy | None = option(
+        None, "Base images: missing (pull when absent), always, or never (only local images)", group=SITE,
+        site_default="missing")
+
+    # --- the recipe and the build ---------------------------------------------------------------
+    base_image: str | None = option(None, "Use this base image instead of the recipe's", group=RECIPE)
+    jobs: str = option("auto", "Parallel compile jobs: a number, or auto (from the engine's cores and memory)",
+                       group=BUILD)
+    memory: str | None = option(None, "Memory limit of the build container, e.g. 8g", group=BUILD)
+    no_verify: bool = option(False, "Skip the post-build verification", group=BUILD)
+    keep_container: bool = option(False, "Keep the build container after the compile, for inspection", group=BUILD)
+    namespace: str | None = option(
+        None, "Only engine objects of this namespace (default: every buildctl object)", group=CLEAN)
+
+    # --- where things are (variables only) ------------------------------------------------------
+    artifacts: Path = option(Path("artifacts"), "The artifacts folder", group=ENV_ONLY)
+    recipes_dir: Path = option(REPO_ROOT / "recipes", "Where recipe names are looked up", group=ENV_ONLY)
+
+    @field_validator("ca_certs", mode="before")
+    @classmethod
+    def _path_list(cls, v: Any) -> Any:
+        """BUILDCTL_CA_CERT: several files separated by os.pathsep or commas."""
+        if isinstance(v, str):
+            return tuple(p for p in v.replace(os.pathsep, ",").split(",") if p)
+        return v
+
+    def __repr_args__(self):
+        from .secrets import mask
+
+        # A proxy or an index URL may carry a password: settings are shown masked, like the spec.
+        for name, value in super().__repr_args__():
+            yield name, mask(value) if isinstance(value, str) else value
+
+    def site(self) -> dict[str, Any]:
+        """The site options that were set, as the recipe's `site:` section names them."""
+        values = {name: getattr(self, name) for name in fields(SITE)}
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items() if v not in (None, "", ())}
+
+    @classmethod
+    def from_cli(cls, task: str = "TASK", **given: Any) -> Settings:
+        """Settings from the task's parameters (by flag name) over the environment. A parameter left at its
+        default ("", None, False, the field's default) leaves the variable, then the default, in force."""
+        by_flag = {flag_name(name): name for name in cls.model_fields}
+        values = {}
+        for key, value in given.items():
+            name = by_flag.get(key, key)
+            if value in (None, "", [], (), False) or value == cls.model_fields[name].default:
+                continue
+            values[name] = tuple(value) if isinstance(value, list) else value
+        try:
+            return cls(**values)
+        except ValidationError as e:
+            first = e.errors()[0]
+            name = _field_of(str(first["loc"][0]) if first["loc"] else "")
+            # The value is not quoted: it may hold a password.
+            raise InputError(f"--{flag_name(name).replace('_', '-')} [{env_name(name)}]: {first['msg']}; "
+                             f"fix: see `invoke {task} --help`") from None
+
+
+def _field_of(key: str) -> str:
+    """The field a validation error names, by field name, flag or variable."""
+    for name in Settings.model_fields:
+        if key.lower() in (name, flag_name(name), env_name(name).lower()):
+            return name
+    return key
+
+
+def flag_name(name: str) -> str:
+    extra = Settings.model_fields[name].json_schema_extra or {}
+    return extra.get("flag") or name
+
+
+def env_name(name: str) -> str:
+    alias = Settings.model_fields[name].validation_alias
+    return alias if isinstance(alias, str) else f"BUILDCTL_{name.upper()}"
+
+
+def fields(*groups_or_names: str) -> dict[str, FieldInfo]:
+    """The fields of these groups (SITE, BUILD, ...) or with these names, in declaration order."""
+    return {name: f for name, f in Settings.model_fields.items()
+            if name in groups_or_names or (f.json_schema_extra or {}).get("group") in groups_or_names}
+
+
+def help_text(name: str) -> str:
+    return f"{Settings.model_fields[name].description} [{env_name(name)}]"
+
+
+def extend_site(declared: type[BaseModel]) -> type[BaseModel]:
+    """spec.Site plus the site options it does not declare (with its own stricter types), as typed here."""
+    more = {name: (f.annotation, (f.json_schema_extra or {}).get("site_default") or f.default)
+            for name, f in fields(SITE).items() if name not in declared.model_fields}
+    return create_model(declared.__name__, __base__=declared, __module__=declared.__module__,
+                        __doc__=declared.__doc__, **more)
+
+
+_current: ContextVar[Settings | None] = ContextVar("buildctl_settings", default=None)
+
+
+def current() -> Settings:
+    """The running command's settings; else the environment's, read now."""
+    return _current.get() or Settings()
+
+
+@contextlib.contextmanager
+def using(settings: Settings) -> Iterator[Settings]:
+    """Make `settings` the current ones for the duration of a command."""
+    token = _current.set(settings)
+    try:
+        yield settings
+    finally:
+        _current.reset(token)

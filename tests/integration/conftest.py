@@ -1,0 +1,116 @@
+"""Session fixtures of tests/integration: the real Docker engine (tests/conftest.py is shared with unit).
+
+There is no skipping: without a reachable engine `docker_client` errors with buildctl's one-line
+EngineError, and so does every test that uses it.
+
+* `docker_client`: one `docker.DockerClient` for the session (from `buildctl.engine.connect`).
+* `base_image`: the tag of the bookworm base image (buildctl/base:bookworm), made once with
+  debootstrap when the engine does not have it yet, reused otherwise.
+* `trixie_base_image`: the same for trixie (buildctl/base:trixie; the ROCm-from-Debian recipes).
+* `test_labels`: labels unique to this session; everything created with them (containers,
+  volumes, images) is removed when the session ends. Pass them as `labels=` to the engine calls.
+* TEST_NAMESPACE: the session's BUILDCTL_NAMESPACE (set by tests/conftest.py); what buildctl created
+  in it is removed when the session ends (`remove_namespace_objects`; test_shared_cache_integration
+  imports both from here).
+* Every test here is marked `integration` (`-m "not integration"` selects tests/unit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+from docker import errors as derr
+
+from buildctl import baseimage, engine
+from buildctl.errors import BuildctlError
+
+BASE_DISTRO = "bookworm"
+TEST_NAMESPACE = os.environ["BUILDCTL_NAMESPACE"]  # tests/conftest.py set it, for the whole session
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_test_namespace() -> Iterator[None]:
+    """At the end of the session: remove the containers, volumes and images labelled with the
+    session's namespace (nothing to do when no engine was reachable: nothing was created)."""
+    yield
+    try:
+        client = engine.connect()
+    except BuildctlError:
+        return
+    with contextlib.closing(client):
+        remove_namespace_objects(client, TEST_NAMESPACE)
+
+
+def remove_namespace_objects(client: docker.DockerClient, namespace: str) -> None:
+    """Remove the containers, volumes and images labelled with `namespace` (what its builds made)."""
+    selector = {"label": [f"buildctl.namespace={namespace}"]}
+    for c in client.containers.list(all=True, filters=selector):
+        with contextlib.suppress(derr.NotFound, derr.APIError):
+            c.remove(force=True, v=True)
+    for v in client.volumes.list(filters=selector):
+        with contextlib.suppress(derr.NotFound, derr.APIError):
+            v.remove(force=True)
+    for img in client.images.list(filters=selector):
+        with contextlib.suppress(derr.NotFound, derr.APIError):
+            client.images.remove(img.id, force=True)
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    client = engine.connect()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_client: docker.DockerClient) -> str:
+    """Tag of the bookworm base image; made (debootstrap, a few minutes) only if the engine lacks it."""
+
+    def show(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    baseimage.ensure_base_image(docker_client, BASE_DISTRO, on_line=show)
+    return baseimage.default_tag(BASE_DISTRO)
+
+
+@pytest.fixture(scope="session")
+def trixie_base_image(docker_client: docker.DockerClient) -> str:
+    """Tag of the trixie base image; made (debootstrap, a few minutes) only if the engine lacks it."""
+    baseimage.ensure_base_image(docker_client, "trixie", on_line=lambda line: print(line, file=sys.stderr, flush=True))
+    return baseimage.default_tag("trixie")
+
+
+@pytest.fixture(scope="session")
+def test_labels(docker_client: docker.DockerClient) -> Iterator[dict[str, str]]:
+    labels = {"buildctl.test": uuid.uuid4().hex[:12]}
+    yield labels
+    selector = {"label": [f"{k}={v}" for k, v in labels.items()]}
+    for c in docker_client.containers.list(all=True, filters=selector):
+        try:
+            c.remove(force=True, v=True)
+        except derr.NotFound:
+            pass
+    for v in docker_client.volumes.list(filters=selector):
+        try:
+            v.remove(force=True)
+        except derr.NotFound:
+            pass
+    for img in docker_client.images.list(filters=selector):
+        try:
+            docker_client.images.remove(img.id, force=True)
+        except derr.NotFound:
+            pass

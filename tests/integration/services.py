@@ -1,0 +1,101 @@
+"""Real servers for the scale-out tests as session fixtures (import the fixtures you use into a test module).
+
+The servers are those of .ci/services.sh: engine B (a second dockerd), engine B over ssh (a local sshd),
+redis-server, docker-registry and pypiserver. `.ci/run` starts them before pytest
+(`eval "$(bash .ci/services.sh start)"`) and stops them after; their addresses reach the tests as
+BUILDCTL_SVC_* variables. A session started without them (`pytest tests/integration/test_services_integration.py`)
+starts them here and stops them at its end. Nothing is skipped: a service that does not start fails
+the tests that use it, with the script's output.
+
+* `services`: the addresses and the index credentials (a `Services`).
+* `engine_b`, `engine_b_ssh`: docker-py clients from `buildctl.engine.connect` for engine B, directly
+  (unix://) and through ssh:// (buildctl's own ssh transport).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import pytest
+
+from buildctl import engine
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / ".ci" / "services.sh"
+START_TIMEOUT = 15 * 60  # a cold machine installs the Debian packages first
+
+
+@dataclass(frozen=True)
+class Services:
+    engine_a: str
+    engine_b: str
+    engine_b_ssh: str
+    redis_url: str
+    registry: str  # host:port
+    index_url: str  # the upload URL (pypiserver's root)
+    index_simple_url: str
+    index_username: str
+    index_password: str
+    dir: Path  # state and logs
+
+    @staticmethod
+    def from_env(env) -> Services:
+        return Services(env["BUILDCTL_SVC_ENGINE_A"], env["BUILDCTL_SVC_ENGINE_B"], env["BUILDCTL_SVC_ENGINE_B_SSH"],
+                        env["BUILDCTL_SVC_REDIS_URL"], env["BUILDCTL_SVC_REGISTRY"], env["BUILDCTL_SVC_INDEX_URL"],
+                        env["BUILDCTL_SVC_INDEX_SIMPLE_URL"], env["BUILDCTL_SVC_INDEX_USERNAME"],
+                        env["BUILDCTL_SVC_INDEX_PASSWORD"], Path(env["BUILDCTL_SERVICES_DIR"]))
+
+
+VARIABLES = ("BUILDCTL_SVC_ENGINE_A", "BUILDCTL_SVC_ENGINE_B", "BUILDCTL_SVC_ENGINE_B_SSH", "BUILDCTL_SVC_REDIS_URL",
+             "BUILDCTL_SVC_REGISTRY", "BUILDCTL_SVC_INDEX_URL", "BUILDCTL_SVC_INDEX_SIMPLE_URL",
+             "BUILDCTL_SVC_INDEX_USERNAME", "BUILDCTL_SVC_INDEX_PASSWORD", "BUILDCTL_SERVICES_DIR")
+
+
+def parse_exports(text: str) -> dict[str, str]:
+    """The `export K=V` lines that `.ci/services.sh start|env` prints."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("export "):
+            key, _, value = shlex.split(line[len("export "):])[0].partition("=")
+            out[key] = value
+    return out
+
+
+def _script(command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), command], capture_output=True, text=True, timeout=START_TIMEOUT,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[Services]:
+    if all(os.environ.get(v) for v in VARIABLES):
+        yield Services.from_env(os.environ)
+        return
+    started = _script("start")
+    if started.returncode != 0:
+        pytest.fail(f".ci/services.sh start failed (exit {started.returncode}):\n{started.stderr[-4000:]}",
+                    pytrace=False)
+    try:
+        yield Services.from_env(parse_exports(started.stdout))
+    finally:
+        _script("stop")
+
+
+@pytest.fixture(scope="session")
+def engine_b(services: Services) -> Iterator[docker.DockerClient]:
+    client = engine.connect(environ={"DOCKER_HOST": services.engine_b})
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def engine_b_ssh(services: Services) -> Iterator[docker.DockerClient]:
+    client = engine.connect(environ={"DOCKER_HOST": services.engine_b_ssh})
+    yield client
+    client.close()

@@ -1,0 +1,218 @@
+"""examples/demofw on the host, without Docker: a real CPU build (cmake + ninja from PyPI in a
+temporary venv) and the wheel imported in a fresh venv.
+
+The CPU build is real but trimmed for time (USE_HEAVY_UNIT=0, USE_CCACHE=0): about a minute
+on 2 cores. The CUDA variant needs ~500 MB of NVIDIA wheels and runs only with
+DEMOFW_TEST_CUDA=1 (see examples/demofw/README.md for the commands it runs). The build-env
+contract of setup.py and the fake CUDA runfile (no build) are in tests/unit/test_demofw_host.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DEMOFW = REPO / "examples" / "demofw"
+
+BUILD_DEPS = ["setuptools>=70.1", "wheel", "cmake>=3.18", "ninja", "numpy"]
+CUDA_PKGS = [
+    "nvidia-cuda-nvcc==13.2.86",
+    "nvidia-cuda-crt==13.2.86",
+    "nvidia-nvvm==13.2.86",
+    "nvidia-cuda-runtime==13.2.86",
+    "nvidia-cuda-cccl==13.2.86",
+    "nvidia-nccl-cu13==2.28.9",
+]
+
+needs_cxx = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
+                               reason="no C++ compiler on this host")
+
+
+def _clean_env(**extra: str) -> dict:
+    """The host environment without build switches that would leak into setup.py."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("BUILD_", "USE_", "CMAKE_", "TORCH_", "NCCL_", "PYTORCH_", "CUDA"))
+           and k not in ("DEBUG", "REL_WITH_DEB_INFO", "MAX_JOBS", "VIRTUAL_ENV", "PYTHONPATH")}
+    env.update(extra)
+    return env
+
+
+def _run(cmd, cwd=None, env=None, check=True, timeout=600) -> subprocess.CompletedProcess:
+    p = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{cmd} exited {p.returncode}:\n{p.stdout[-6000:]}")
+    return p
+
+
+def _venv(path: Path, packages: list[str]) -> Path:
+    _run([sys.executable, "-m", "venv", path])
+    py = path / "bin" / "python"
+    if packages:
+        _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", *packages], timeout=900)
+    return py
+
+
+def _copy_source(dst: Path) -> Path:
+    shutil.copytree(DEMOFW, dst, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__",
+                                                               "_C*.so", "version.py"))
+    return dst
+
+
+# ---- a real CPU build --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cpu_build(tmp_path_factory):
+    if shutil.which("c++") is None and shutil.which("g++") is None:
+        pytest.skip("no C++ compiler on this host")
+    root = tmp_path_factory.mktemp("demofw-cpu")
+    py = _venv(root / "venv", BUILD_DEPS)
+    src = _copy_source(root / "src")
+    env = _clean_env(USE_CUDA="0", USE_HEAVY_UNIT="0", USE_CCACHE="0", MAX_JOBS="2",
+                     PATH=f"{root / 'venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    cold = _run([py, "setup.py", "bdist_wheel"], cwd=src, env=env)
+    return {"root": root, "py": py, "src": src, "env": env, "cold": cold}
+
+
+@needs_cxx
+def test_cpu_build_cold(cpu_build):
+    out = cpu_build["cold"].stdout
+    assert re.search(r"^\[\d+/\d+\] Building CXX object", out, re.M), "ninja progress lines on stdout"
+    assert "-GNinja" in out
+    assert "-DPython_EXECUTABLE=" in out and "-DPYTHON_EXECUTABLE=" in out
+    wheels = list((cpu_build["src"] / "dist").glob("demofw-*.whl"))
+    assert len(wheels) == 1
+    assert re.match(r"demofw-[0-9.a]+-cp3\d+-cp3\d+-linux_\w+\.whl", wheels[0].name), wheels[0].name
+
+
+@needs_cxx
+def test_cpu_rebuild_compiles_nothing_and_takes_build_version(cpu_build):
+    env = dict(cpu_build["env"], PYTORCH_BUILD_VERSION="0.9.1", PYTORCH_BUILD_NUMBER="2")
+    warm = _run([cpu_build["py"], "setup.py", "bdist_wheel"], cwd=cpu_build["src"], env=env)
+    assert "Reusing the CMake cache" in warm.stdout
+    assert "Building CXX object" not in warm.stdout
+    assert list((cpu_build["src"] / "dist").glob("demofw-0.9.1.post2-*.whl"))
+    assert "__version__ = '0.9.1.post2'" in (cpu_build["src"] / "demofw" / "version.py").read_text()
+
+
+@needs_cxx
+def test_pip_wheel_no_build_isolation(cpu_build):
+    out = cpu_build["root"] / "wheelhouse"
+    _run([cpu_build["py"], "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", out, "."],
+         cwd=cpu_build["src"], env=cpu_build["env"])
+    assert list(out.glob("demofw-*.whl"))
+
+
+_PROBE = r"""
+import json, demofw, demofw.version as v
+cfg = demofw.__config__.show()
+out = {
+    "version": demofw.__version__, "v.version": v.__version__, "cuda": v.cuda, "debug": v.debug,
+    "git_version": v.git_version, "hip": v.hip, "show": cfg,
+    "settings": demofw.__config__.build_settings(),
+    "arch_list": demofw.cuda.get_arch_list(), "is_available": demofw.cuda.is_available(),
+    "cudnn": demofw.backends.cudnn.version(), "abi": demofw._C._GLIBCXX_USE_CXX11_ABI,
+    "add_scalar": demofw.add(2, 3), "add_list": demofw.add([[1, 2], [3, 4]], [10, 20]),
+    "sum": demofw.sum([1.5, 2.5]), "sort": demofw.sort([3, 1, 2]),
+}
+try:
+    demofw.cuda.nccl.version()
+    out["nccl"] = "no error"
+except RuntimeError as e:
+    out["nccl"] = "RuntimeError: " + str(e)
+print(json.dumps(out))
+"""
+
+
+@needs_cxx
+def test_wheel_in_fresh_venv_without_numpy(cpu_build, tmp_path):
+    wheel = sorted((cpu_build["src"] / "dist").glob("demofw-*.whl"))[0]
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    assert "demofw/version.py" in names and any(re.match(r"demofw/_C\..*\.so$", n) for n in names)
+    py = _venv(tmp_path / "venv", [])
+    _run([py, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", wheel])
+    p = _run([py, "-c", _PROBE], cwd=tmp_path, env=_clean_env())
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["version"] == r["v.version"]
+    assert r["cuda"] is None and r["hip"] is None and r["debug"] is False
+    assert r["arch_list"] == [] and r["is_available"] is False
+    assert r["cudnn"] is None and r["abi"] is True
+    assert r["add_scalar"] == 5 and r["add_list"] == [[11, 22], [13, 24]]
+    assert r["sum"] == 4.0 and r["sort"] == [1, 2, 3]
+    assert r["nccl"].startswith("RuntimeError: ") and "NCCL" in r["nccl"]
+    lines = r["show"].splitlines()
+    assert lines[0] == "demofw built with:"
+    assert re.match(r"  - GCC \d+\.\d+$", lines[1])
+    assert "  - C++ Version: 201703" in lines
+    assert sum(1 for line in lines if line.startswith("  - Build settings: ")) == 1
+    s = r["settings"]
+    assert s["BUILD_TYPE"] == "Release" and s["USE_CUDA"] == "OFF" and s["USE_NCCL"] == "OFF"
+    assert s["USE_HEAVY_UNIT"] == "OFF" and s["GLIBCXX_USE_CXX11_ABI"] == "1"
+    for key in ("CXX_COMPILER", "CXX_FLAGS", "CUDA_VERSION", "TORCH_CUDA_ARCH_LIST", "USE_SYSTEM_NCCL",
+                "NCCL_VERSION", "TORCH_VERSION"):
+        assert key in s, key
+
+
+@needs_cxx
+def test_numpy_ops_match(cpu_build):
+    code = r"""
+import numpy as np, demofw
+x = np.random.rand(50, 7); y = np.random.rand(7)
+assert np.allclose(demofw.add(x, y), x + y)
+assert np.allclose(demofw.mul(x[:, ::2], 2), x[:, ::2] * 2)
+assert demofw.add(np.arange(4, dtype=np.int8), 1).dtype == np.int8
+assert np.isclose(demofw.std(x), x.std()) and demofw.argmax(x) == x.argmax()
+print("ok")
+"""
+    env = dict(cpu_build["env"], PYTHONPATH=str(cpu_build["src"]))
+    assert _run([cpu_build["py"], "-c", code], cwd=cpu_build["root"], env=env).stdout.strip().endswith("ok")
+
+
+@needs_cxx
+def test_python_without_numpy_fails_configure(cpu_build, tmp_path):
+    py = _venv(tmp_path / "venv", ["setuptools>=70.1", "wheel", "cmake>=3.18", "ninja"])
+    src = _copy_source(tmp_path / "src")
+    p = _run([py, "setup.py", "bdist_wheel", "--cmake-only"], cwd=src, env=_clean_env(USE_CUDA="0"), check=False)
+    assert p.returncode != 0
+    assert "Could NOT find Python" in p.stdout and "NumPy" in p.stdout
+
+
+# ---- CUDA 13 from PyPI (opt-in: ~500 MB of wheels) ----------------------------------------------------
+
+@pytest.mark.skipif(os.environ.get("DEMOFW_TEST_CUDA") != "1", reason="set DEMOFW_TEST_CUDA=1 (downloads the CUDA 13 wheels)")
+@needs_cxx
+def test_cuda13_pip_build(tmp_path):
+    py = _venv(tmp_path / "venv", BUILD_DEPS + CUDA_PKGS)
+    site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+    cu = site / "nvidia" / "cu13"
+    home = tmp_path / "cuda"
+    home.mkdir()
+    for name, target in (("bin", "bin"), ("include", "include"), ("lib", "lib"), ("lib64", "lib"), ("nvvm", "nvvm")):
+        (home / name).symlink_to(cu / target)
+    src = _copy_source(tmp_path / "src")
+    env = _clean_env(USE_CUDA="1", TORCH_CUDA_ARCH_LIST="8.0;9.0", USE_NCCL="1", USE_SYSTEM_NCCL="1",
+                     NCCL_INCLUDE_DIR=str(site / "nvidia" / "nccl" / "include"),
+                     NCCL_LIB_DIR=str(site / "nvidia" / "nccl" / "lib"), NCCL_VERSION="2",
+                     CUDA_HOME=str(home), USE_HEAVY_UNIT="0", USE_CCACHE="0", MAX_JOBS="2",
+                     PATH=f"{py.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    _run([py, "setup.py", "bdist_wheel"], cwd=src, env=env, timeout=1200)
+    probe = _run([py, "-c", _PROBE], cwd=tmp_path, env=dict(env, PYTHONPATH=str(src)))
+    r = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert r["cuda"] == "13.2"
+    assert r["arch_list"] == ["sm_80", "sm_90"]
+    assert "  - CUDA Runtime 13.2" in r["show"].splitlines()
+    assert r["settings"]["USE_NCCL"] == "ON" and r["settings"]["NCCL_VERSION"] == "2.28.9"
+    assert r["settings"]["TORCH_CUDA_ARCH_LIST"] == "8.0;9.0"
+    v = _run([py, "-c", "import demofw; print(demofw.cuda.nccl.version())"], cwd=tmp_path,
+             env=dict(env, PYTHONPATH=str(src))).stdout.strip().splitlines()[-1]
+    assert v == "(2, 28, 9)"

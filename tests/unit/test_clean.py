@@ -1,0 +1,243 @@
+"""`invoke clean` on real folders and symlinks (no engine: images, caches and containers are off here;
+tests/integration/test_clean_integration.py drives the engine with objects of their own label).
+
+Each hostile case says what the code before (b74e6d9) did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from buildctl import artifacts, engine, housekeeping
+
+ROOT = Path(__file__).resolve().parents[2]
+DAY = 86400
+FILES_ONLY = {"images": False, "caches": False, "containers": False}
+
+
+def make_artifact(root: Path, recipe: str, key: str, size: int = 1000, age_days: float = 0) -> Path:
+    d = root / recipe / key
+    d.mkdir(parents=True)
+    (d / "manifest.json").write_text(json.dumps({"recipe": recipe, "key": key}))
+    (d / "x.whl").write_bytes(b"w" * size)
+    _age(d, age_days)
+    return d
+
+
+def _age(path: Path, days: float) -> None:
+    """Set the mtime (and atime) of path and everything under it `days` back."""
+    t = time.time() - days * DAY
+    for dirpath, dirnames, filenames in os.walk(path):
+        for n in dirnames + filenames:
+            os.utime(os.path.join(dirpath, n), (t, t), follow_symlinks=False)
+    os.utime(path, (t, t), follow_symlinks=False)
+
+
+def used(root: Path, kind: str, name: str, days_ago: float) -> None:
+    """A last-use stamp `days_ago`, as a build or lookup `days_ago` would have left it."""
+    artifacts.record_use({kind: [name]}, root)
+    stamp = artifacts._stamp(root, kind, name)
+    t = time.time() - days_ago * DAY
+    os.utime(stamp, (t, t))
+
+
+def names(report: dict) -> set[str]:
+    return {r["name"] for r in report["removed"]}
+
+
+def test_symlink_in_the_root_is_never_followed(tmp_path):
+    """artifacts/team -> ../shared. Before: `root.iterdir() if p.is_dir()` followed the link, took team
+    for a recipe and shared/demo for one of its artifacts: --older-than-days 0 reported 'team/demo' and
+    rmtree'd shared/demo (run on b74e6d9 with this layout). Now: shared/ untouched, the link kept."""
+    root, shared = tmp_path / "artifacts", tmp_path / "shared"
+    root.mkdir()
+    precious = make_artifact(shared, "demo", "old", age_days=100)
+    (root / "team").symlink_to("../shared")
+    report = housekeeping.clean(older_than_days=0, root=root, **FILES_ONLY)
+    assert report["removed"] == [] and precious.is_dir() and (precious / "x.whl").read_bytes()
+    assert report["symlinks_left_alone"] == ["team"] and (root / "team").is_symlink()
+
+
+def test_symlinks_below_the_root_are_left_alone_and_links_inside_an_artifact_only_unlinked(tmp_path):
+    """A linked artifact folder (demo/linked -> outside) is neither followed nor removed; an artifact
+    holding a link to an outside folder is removed without touching the link's target."""
+    root, outside = tmp_path / "artifacts", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    a = make_artifact(root, "demo", "k1")
+    (a / "to-outside").symlink_to(outside)
+    (root / "demo" / "linked").symlink_to(outside)
+    used(root, "artifact", "demo/k1", 10)
+    report = housekeeping.clean(older_than_days=1, root=root, **FILES_ONLY)
+    assert names(report) == {"demo/k1"} and not a.exists()
+    assert (outside / "keep.txt").read_text() == "mine" and (root / "demo" / "linked").is_symlink()
+    assert report["symlinks_left_alone"] == ["demo/linked"]
+
+
+def test_age_is_last_use_not_creation(tmp_path):
+    """An artifact published 100 days ago and found by a build yesterday. Before: aged by its folder's
+    mtime, removed by --older-than-days 7 ('not used for N days' said the help). Now kept; the one last
+    used 10 days ago goes."""
+    root = tmp_path / "artifacts"
+    daily = make_artifact(root, "demo", "daily", age_days=100)
+    stale = make_artifact(root, "demo", "stale", age_days=100)
+    assert artifacts.lookup("demo", "daily", root) == daily  # a build found it: a use, now
+    used(root, "artifact", "demo/daily", 1)
+    used(root, "artifact", "demo/stale", 10)
+    report = housekeeping.clean(older_than_days=7, root=root, **FILES_ONLY)
+    assert names(report) == {"demo/stale"} and daily.is_dir() and not stale.exists()
+    assert report["removed"][0]["reason"].startswith("not used for 10.0 days")
+    assert report["freed"] == {"artifact": {"count": 1, "bytes": 1000 + len(json.dumps({"recipe": "demo",
+                                                                                         "key": "stale"}))}}
+
+
+def test_lookup_latest_and_publish_record_use(tmp_path):
+    root = tmp_path / "artifacts"
+    make_artifact(root, "demo", "k")
+    assert artifacts.last_use("artifact", "demo/k", root) is None
+    before = time.time() - 1
+    artifacts.lookup("demo", "k", root)
+    assert artifacts.last_use("artifact", "demo/k", root) >= before
+    used(root, "artifact", "demo/k", 5)
+    artifacts.latest("demo", root)
+    assert artifacts.last_use("artifact", "demo/k", root) >= before
+    with artifacts.staging("demo", "k2", root) as tmp:
+        (tmp / "manifest.json").write_text("{}")
+        artifacts.publish(tmp, "demo", "k2", root)
+    assert artifacts.last_use("artifact", "demo/k2", root) >= before
+
+
+def test_without_a_record_an_object_counts_as_used_when_first_seen(tmp_path):
+    """No stamp (made before stamps existed): never removed on the strength of a missing record.
+    A dry run writes no stamp either."""
+    root = tmp_path / "artifacts"
+    make_artifact(root, "demo", "k", age_days=100)
+    assert housekeeping.clean(older_than_days=7, root=root, dry_run=True, **FILES_ONLY)["removed"] == []
+    assert artifacts.last_use("artifact", "demo/k", root) is None
+    assert housekeeping.clean(older_than_days=7, root=root, **FILES_ONLY)["removed"] == []
+    assert artifacts.last_use("artifact", "demo/k", root) is not None
+    assert names(housekeeping.clean(older_than_days=0, root=root, **FILES_ONLY)) == {"demo/k"}
+
+
+def test_stale_staging_folders_go_unless_their_build_runs(tmp_path):
+    """`.tmp-*` left by a SIGKILL. Before: skipped (every name starting with '.' was), forever. Now: gone
+    once quiet for an hour with its key lock free; a running build's (lock held) and fresh ones stay."""
+    root = tmp_path / "artifacts"
+    (root / "demo").mkdir(parents=True)
+    killed = root / "demo" / ".tmp-aaaa-x1y2z3"
+    running = root / "demo" / ".tmp-bbbb-q9w8e7"
+    fresh = root / "demo" / ".tmp-cccc-r5t6y7"
+    bundle = root / "failures" / ".tmp-bundle-abc"
+    for d in (killed, running, fresh, bundle):
+        d.mkdir(parents=True)
+        (d / "partial.whl").write_bytes(b"p" * 10)
+    for d in (killed, running, bundle):
+        _age(d, 1)
+    with artifacts.key_lock("demo", "bbbb", root):
+        report = housekeeping.clean(root=root, **FILES_ONLY)  # no age given: orphans only
+    assert names(report) == {"demo/.tmp-aaaa-x1y2z3", "failures/.tmp-bundle-abc"}
+    assert not killed.exists() and not bundle.exists() and running.is_dir() and fresh.is_dir()
+    assert all(r["reason"].startswith("orphan: staging folder untouched for 24.0 h") for r in report["removed"])
+    assert report["freed"] == {"staging": {"count": 2, "bytes": 20}}
+
+
+def test_an_artifact_whose_build_holds_the_lock_is_not_removed(tmp_path):
+    root = tmp_path / "artifacts"
+    a = make_artifact(root, "demo", "busy")
+    used(root, "artifact", "demo/busy", 30)
+    with artifacts.key_lock("demo", "busy", root):
+        report = housekeeping.clean(older_than_days=7, root=root, **FILES_ONLY)
+    assert report["removed"] == [] and a.is_dir()
+    assert report["failed"] == [{"kind": "artifact", "name": "demo/busy",
+                                 "error": "a build of this key is running (its lock is held)"}]
+
+
+def test_keep_bytes_removes_the_least_recently_used_first(tmp_path):
+    root = tmp_path / "artifacts"
+    for key, days in (("a", 3), ("b", 2), ("c", 1)):
+        make_artifact(root, "demo", key, size=10_000)
+        used(root, "artifact", f"demo/{key}", days)
+    report = housekeeping.clean(keep_bytes=25_000, root=root, **FILES_ONLY)
+    assert [r["name"] for r in report["removed"]] == ["demo/a"]
+    report = housekeeping.clean(keep_bytes=0, root=root, dry_run=True, **FILES_ONLY)
+    assert [r["name"] for r in report["removed"]] == ["demo/b", "demo/c"] and (root / "demo" / "b").is_dir()
+
+
+def test_bundles_are_aged_too(tmp_path):
+    root = tmp_path / "artifacts"
+    b = root / "failures" / "demo-20250101-000000"
+    b.mkdir(parents=True)
+    (b / "bundle.json").write_text("{}")
+    used(root, "bundle", "failures/demo-20250101-000000", 40)
+    assert names(housekeeping.clean(older_than_days=30, root=root, **FILES_ONLY)) == {"failures/demo-20250101-000000"}
+
+
+def test_the_last_use_store_stays_in_the_root(tmp_path):
+    """A stamp directory that is a symlink is not written through; odd names stay one file each."""
+    root, outside = tmp_path / "artifacts", tmp_path / "outside"
+    outside.mkdir()
+    root.mkdir()
+    (root / artifacts.LAST_USE_DIR).symlink_to(outside)
+    artifacts.record_use({"artifact": ["demo/k"]}, root)
+    assert list(outside.iterdir()) == []
+    (root / artifacts.LAST_USE_DIR).unlink()
+    artifacts.record_use({"volume": ["../../../etc/x", ".."]}, root)
+    assert sorted(p.name for p in (root / artifacts.LAST_USE_DIR / "volume").iterdir()) == [
+        "%2E%2E", "%2E%2E%2F%2E%2E%2F%2E%2E%2Fetc%2Fx"]
+
+
+def test_owner_labels_tell_a_gone_process():
+    """host:pid:start: gone when no such pid runs, or the pid runs but started at another time (reuse)."""
+    me = engine.process_owner()
+    host, pid, start = me.rsplit(":", 2)
+    assert housekeeping._owner_gone(me) is False
+    assert housekeeping._owner_gone(f"{host}:{pid}:{int(start) + 1}") is True
+    p = subprocess.Popen(["true"])
+    p.wait()
+    assert housekeeping._owner_gone(f"{host}:{p.pid}:1") is True
+    assert housekeeping._owner_gone(f"another-host:{p.pid}:1") is None
+    assert housekeeping._owner_gone(None) is None and housekeeping._owner_gone("junk") is None
+
+
+def test_cli_clean_files_only_says_what_it_freed(tmp_path):
+    """Through `invoke clean --json` (files only: never against the shared engine)."""
+    root, shared = tmp_path / "artifacts", tmp_path / "shared"
+    make_artifact(shared, "demo", "old", age_days=100)
+    root.mkdir()
+    (root / "team").symlink_to("../shared")
+    make_artifact(root, "demo", "gone")
+    used(root, "artifact", "demo/gone", 3)
+    env = {**os.environ, "BUILDCTL_ARTIFACTS": str(root), "BUILDCTL_DEBUG": "", "COLUMNS": "200"}
+    cmd = [sys.executable, "-m", "invoke", "clean", "--older-than-days", "2", "--no-images", "--no-caches",
+           "--no-containers"]
+    proc = subprocess.run([*cmd, "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["freed"]["artifact"]["count"] == 1 and report["symlinks_left_alone"] == ["team"]
+    assert (shared / "demo" / "old" / "x.whl").is_file()
+    make_artifact(root, "demo", "gone2")
+    used(root, "artifact", "demo/gone2", 3)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "demo/gone2" in proc.stdout and "artifact: 1 removed" in proc.stdout and "total:" in proc.stdout
+    assert "left alone: team is a symlink" in proc.stderr
+    proc = subprocess.run([*cmd[:4], "--older-than-days=-3", *cmd[6:]], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --older-than-days")
+
+
+@pytest.mark.parametrize("layout", ["root-is-link-target"])
+def test_a_root_that_is_itself_a_symlink_is_used_as_the_root(tmp_path, layout):
+    """artifacts -> /big/disk/artifacts is a normal setup: the link is the root, not something inside it."""
+    real = tmp_path / "disk" / "artifacts"
+    make_artifact(real, "demo", "k")
+    used(real, "artifact", "demo/k", 10)
+    (tmp_path / "artifacts").symlink_to(real)
+    report = housekeeping.clean(older_than_days=1, root=tmp_path / "artifacts", **FILES_ONLY)
+    assert names(report) == {"demo/k"}

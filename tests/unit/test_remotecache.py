@@ -1,0 +1,152 @@
+"""The shared compile cache's pure parts: URL checks, ccache's URL form, masking, the manifest's figures,
+and that the URL stays out of the rendered files and the artifact key (the real server:
+test_shared_cache_integration.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from buildctl import artifacts, pipeline, recipe, remotecache, render, secrets
+from buildctl.errors import InputError, RecipeError
+
+REPO = Path(__file__).resolve().parents[2]
+PASSWORD = "s3cr3t-Passw0rd"
+URL = f"redis://:{PASSWORD}@cache.example:6379/0"
+
+
+@pytest.mark.parametrize("url", [
+    "redis://cache.example", "redis://127.0.0.1:47101", URL, f"redis://ci:{PASSWORD}@10.0.0.5:6380/3",
+    f"redis://{PASSWORD}@cache.example/", "redis://[::1]:6379",
+])
+def test_redis_urls_pass(url):
+    assert remotecache.check_url(url) == url
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    (f"rediss://:{PASSWORD}@cache.example", "scheme rediss"),
+    (f"http://:{PASSWORD}@cache.example", "scheme http"),
+    ("cache.example:6379", "no redis://"),
+    (f"ci:{PASSWORD}@cache.example:6379", "no redis://"),
+    (f"redis://:{PASSWORD}@:6379", "no host name"),
+    (f"redis://:{PASSWORD}@cache.example:99999", "port"),
+    (f"redis://:{PASSWORD}@cache.example:0", "port"),
+    (f"redis://:{PASSWORD}@cache.example/cache", "database number"),
+    (f"redis://:{PASSWORD}@cache.example/0?password={PASSWORD}", "query"),
+    (f"redis://:{PASSWORD}@cache.example/0 |read-only=true", "white space"),
+    (f"redis://:{PASSWORD}@cache.example/0|read-only=true", "shell characters"),
+])
+def test_a_bad_url_is_one_line_with_the_password_masked(url, why):
+    with pytest.raises(InputError) as e:
+        remotecache.check_url(url)
+    message = str(e.value)
+    assert "\n" not in message and why in message and "fix: redis://" in message, message
+    assert PASSWORD not in message
+
+
+def test_the_cli_refuses_a_bad_url_in_one_line():
+    """`invoke render --cache-url ...` (and BUILDCTL_CACHE_URL): exit 2, one line, no password."""
+    proc = subprocess.run([sys.executable, "-m", "invoke", "render", "--recipe", "demo-cpu", "--cache-url",
+                           f"https://:{PASSWORD}@cache.example"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "--cache-url https://***@cache.example: not a Redis URL" in proc.stderr
+    assert PASSWORD not in proc.stdout + proc.stderr
+
+
+def test_a_recipe_site_url_is_checked_without_quoting_it():
+    with pytest.raises(RecipeError) as e:
+        recipe.load("demo-cpu", site={"cache_url": f"redis://:{PASSWORD}@cache.example/x"})
+    assert "database number" in str(e.value) and PASSWORD not in str(e.value)
+
+
+def test_ccache_takes_a_bare_password():
+    """ccache sends `AUTH USER PASSWORD` for USER:PASSWORD@ and `AUTH PASSWORD` for PASSWORD@; the usual
+    `redis://:PASSWORD@` would send an empty user name, which Redis refuses."""
+    assert remotecache.ccache_url(URL) == f"redis://{PASSWORD}@cache.example:6379/0"
+    assert remotecache.ccache_url("redis://ci:pw-1234@h") == "redis://ci:pw-1234@h"
+    assert remotecache.ccache_url("redis://h:1") == "redis://h:1"
+    assert remotecache.runtime_env(None) == ()
+    assert remotecache.runtime_env(URL) == (("BUILDCTL_CACHE_URL", f"redis://{PASSWORD}@cache.example:6379/0"),)
+
+
+def test_the_password_is_masked_in_both_forms():
+    for form in (URL, remotecache.ccache_url(URL)):
+        assert PASSWORD not in secrets.mask(f"ccache remote {form} failed")
+        assert secrets.mask_url(form) == "redis://***@cache.example:6379/0"
+    spec = recipe.load("demo-cpu", site={"cache_url": URL})
+    assert PASSWORD in secrets.secret_values_from_site(spec.site)
+
+
+STATS = {"direct_cache_hit": 7, "preprocessed_cache_hit": 1, "cache_miss": 2, "local_storage_hit": 0,
+         "local_storage_miss": 10, "remote_storage_hit": 8, "remote_storage_miss": 2, "remote_storage_error": 0,
+         "remote_storage_timeout": 1}
+
+
+def test_stats_local_and_remote():
+    out = remotecache.stats(STATS, "used\n", URL)
+    assert out["local_hits"] == 0 and out["local_misses"] == 10 and out["local_hit_rate"] == 0.0
+    assert out["remote"] == {"url": "redis://***@cache.example:6379/0", "state": "used", "hits": 8, "misses": 2,
+                             "hit_rate": 0.8, "errors": 0, "timeouts": 1}
+
+
+def test_stats_without_a_server_and_with_an_unreachable_one():
+    assert "remote" not in remotecache.stats(STATS, "", None)
+    out = remotecache.stats(STATS, "unreachable cache.example:6379 did not answer (Connection refused)\n", URL)
+    assert out["remote"] == {"url": "redis://***@cache.example:6379/0", "state": "unreachable",
+                             "reason": "cache.example:6379 did not answer (Connection refused)"}
+
+
+def test_the_state_line_from_the_container_is_one_bounded_line():
+    out = remotecache.stats(STATS, "unreachable " + "x" * 5000 + "\nused\n", URL)
+    assert out["remote"]["state"] == "unreachable" and len(out["remote"]["reason"]) < 200
+    assert "hits" not in out["remote"]
+
+
+def test_pipeline_reads_the_build_scripts_files(tmp_path):
+    (tmp_path / "cache-stats.txt").write_text("".join(f"{k}\t{v}\n" for k, v in STATS.items()))
+    (tmp_path / "cache-remote.txt").write_text("used\n")
+    out = pipeline._cache_stats(tmp_path, URL)
+    assert (out["hits"], out["misses"], out["hit_rate"]) == (8, 2, 0.8)
+    assert out["remote"]["hits"] == 8 and PASSWORD not in str(out)
+
+
+def test_the_url_is_not_rendered_and_not_keyed():
+    """Same build, another cache server (or none): the same files and the same artifact key; the
+    rendered files hold neither the password nor the server's address (the script reads it at run time)."""
+    plain = render.render(recipe.load("demo-cpu"))
+    shared = render.render(recipe.load("demo-cpu", site={"cache_url": URL}))
+    other = render.render(recipe.load("demo-cpu", site={"cache_url": "redis://other.example:7000"}))
+    for r in (shared, other):
+        assert {n: r.files[n] for n in artifacts.KEYED_FILES} == {n: plain.files[n] for n in artifacts.KEYED_FILES}
+        for name, text in r.files.items():
+            assert PASSWORD not in text, name
+            if name != "recipe.resolved.yaml":  # shown there masked, like a proxy
+                assert "cache.example" not in text and "other.example" not in text, name
+    assert "cache_url: redis://***@cache.example:6379/0" in shared.files["recipe.resolved.yaml"]
+    assert "BUILDCTL_CACHE_URL" in plain.files["build.sh"]
+
+
+def test_the_compile_container_gets_the_url_as_a_credential_only_with_ccache():
+    spec = recipe.load("demo-cpu", site={"cache_url": URL})
+    b = pipeline.Build(spec, pipeline.BuildOptions(), view=None)
+    creds = b._compile_credentials()
+    assert ("BUILDCTL_CACHE_URL", remotecache.ccache_url(URL)) in creds.env
+    assert PASSWORD in creds.values() and PASSWORD in b.secrets
+    assert "BUILDCTL_CACHE_URL" not in str(b._container_env())  # the container's config: no URL
+    sccache = pipeline.Build(recipe.load("demo-cpu", ["build.cache=sccache"], site={"cache_url": URL}),
+                             pipeline.BuildOptions(), view=None)
+    assert "BUILDCTL_CACHE_URL" not in dict(sccache._compile_credentials().env)
+
+
+def test_the_summary_shows_both_levels():
+    from buildctl.cli import _cache_rows
+
+    used = {"hits": 8, "misses": 2, **remotecache.stats(STATS, "used", URL)}
+    assert _cache_rows(used) == [("  local", "0% hits (0/10)"),
+                                 ("  shared", "80% hits (8/10) at redis://***@cache.example:6379/0, 1 failed lookups")]
+    dead = remotecache.stats(STATS, "unreachable cache.example:6379 did not answer (Connection refused)", URL)
+    assert _cache_rows(dead)[1] == ("  shared", "not used: cache.example:6379 did not answer (Connection refused)")
+    assert _cache_rows({"hits": 1, "misses": 0}) == []

@@ -1,0 +1,149 @@
+"""buildctl/settings.py: one Settings from the flags over the BUILDCTL_* variables; the tasks' options and
+--help come from its fields, and a site option added there reaches `--help` and the spec's `site:`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from buildctl import artifacts, recipe
+from buildctl.cli import load_spec
+from buildctl.errors import InputError
+from buildctl.settings import SITE, Settings, current, env_name, fields, flag_name, using
+
+REPO = Path(__file__).resolve().parents[2]
+PASSWORD = "s3cr3t-proxy-pass"
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in Settings.model_fields:
+        monkeypatch.delenv(env_name(name), raising=False)
+    return monkeypatch
+
+
+def test_flag_wins_over_variable_which_wins_over_default(clean_env):
+    clean_env.setenv("BUILDCTL_PIP_INDEX_URL", "https://env.example/simple")
+    clean_env.setenv("BUILDCTL_JOBS", "4")
+    clean_env.setenv("BUILDCTL_NO_PROXY", "env.example")
+    assert Settings.from_cli(pip_index_url="https://flag.example/simple").pip_index_url == "https://flag.example/simple"
+    chosen = Settings.from_cli(pip_index_url="", jobs="auto", proxy_exclude="", memory="")
+    assert chosen.pip_index_url == "https://env.example/simple"  # a flag left empty leaves the variable
+    assert chosen.jobs == "4"  # --jobs auto is the default: the variable applies, as before
+    assert chosen.no_proxy == "env.example"  # --proxy-exclude's variable keeps its name, BUILDCTL_NO_PROXY
+    assert chosen.memory is None and chosen.pull is None and chosen.artifacts == Path("artifacts")
+    assert Settings.from_cli(jobs="8").jobs == "8"
+
+
+def test_variables_keep_their_forms(clean_env, tmp_path):
+    clean_env.setenv("BUILDCTL_CA_CERT", f"/a.pem{os.pathsep}/b.pem,/c.pem")
+    clean_env.setenv("BUILDCTL_NO_VERIFY", "1")
+    clean_env.setenv("BUILDCTL_ARTIFACTS", str(tmp_path / "store"))
+    clean_env.setenv("BUILDCTL_RECIPES_DIR", str(tmp_path))
+    chosen = Settings.from_cli()
+    assert chosen.ca_certs == ("/a.pem", "/b.pem", "/c.pem")
+    assert Settings.from_cli(ca_cert=["/flag.pem"]).ca_certs == ("/flag.pem",)
+    assert chosen.no_verify is True and chosen.keep_container is False
+    # Read when asked, not when buildctl was imported.
+    assert artifacts.artifacts_root() == tmp_path / "store" and recipe.recipes_dir() == tmp_path
+
+
+def test_the_command_settings_are_current_while_it_runs(clean_env, tmp_path):
+    clean_env.setenv("BUILDCTL_NAMESPACE", "from-env")
+    chosen = Settings.from_cli(namespace="from-flag")
+    with using(chosen):
+        assert current() is chosen and artifacts.namespace() == "from-flag"
+    assert artifacts.namespace() == "from-env"
+
+
+def test_bad_value_is_one_line_naming_flag_and_variable_without_the_value(clean_env):
+    with pytest.raises(InputError) as info:
+        Settings.from_cli(pull="sometimes")
+    assert str(info.value).startswith("--pull [BUILDCTL_PULL]: ") and "'missing', 'always' or 'never'" in str(info.value)
+    clean_env.setenv("BUILDCTL_NO_VERIFY", f"maybe-{PASSWORD}")
+    with pytest.raises(InputError) as info:
+        Settings.from_cli()
+    message = str(info.value)
+    assert message.startswith("--no-verify [BUILDCTL_NO_VERIFY]: ") and "\n" not in message
+    assert PASSWORD not in message
+
+
+def test_credentials_are_masked_when_settings_are_shown(clean_env):
+    clean_env.setenv("BUILDCTL_HTTPS_PROXY", f"http://user:{PASSWORD}@proxy.corp:3128")
+    chosen = Settings.from_cli(cache_url=f"redis://:{PASSWORD}@cache.corp:6379/0")
+    for shown in (repr(chosen), str(chosen)):
+        assert PASSWORD not in shown and "proxy.corp:3128" in shown and "cache.corp:6379" in shown
+    # The real values reach the spec (the build needs them), which masks them wherever it is shown.
+    spec, _ = load_spec("demo-cpu", site=chosen.site(), preflight=False)
+    assert spec.site.https_proxy == f"http://user:{PASSWORD}@proxy.corp:3128"
+    assert PASSWORD not in json.dumps(recipe.masked_dump(spec)) and PASSWORD not in recipe.resolved_yaml(spec)
+
+
+def test_site_options_fill_the_spec_site_section(clean_env):
+    clean_env.setenv("BUILDCTL_PULL", "never")
+    chosen = Settings.from_cli(proxy_exclude="localhost", network="host")
+    assert chosen.site() == {"no_proxy": "localhost", "network": "host", "pull": "never"}
+    spec, _ = load_spec("demo-cpu", site=chosen.site(), preflight=False)
+    assert (spec.site.no_proxy, spec.site.network, spec.site.pull) == ("localhost", "host", "never")
+    assert load_spec("demo-cpu", preflight=False)[0].site.pull == "missing"  # the policy shown when unset
+
+
+def invoke_help(task: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "invoke", task, "--help"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env=os.environ)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("task", ["render", "build"])
+def test_help_lists_every_site_option_from_settings(task):
+    text = " ".join(invoke_help(task).split())  # unwrapped
+    for name, field in fields(SITE).items():
+        assert f" --{flag_name(name).replace('_', '-')}" in text
+        assert f"{field.description} [{env_name(name)}]" in text
+
+
+def test_a_site_option_added_to_settings_reaches_help_variable_and_spec(tmp_path):
+    """The proof that adding a site option is one field in settings.py: a Settings with one more field
+    (made before tasks.py and spec.py are imported, as the file would be) gives --help, the variable and
+    the spec's site section without another change."""
+    script = textwrap.dedent("""
+        import json, sys
+        from pydantic import create_model
+        from buildctl import settings
+        settings.Settings = create_model("Settings", __base__=settings.Settings, registry_mirror=(
+            str | None, settings.option(None, "Registry mirror for base images", group=settings.SITE)))
+        from invoke import Collection, Program
+        import tasks
+        from buildctl.cli import load_spec
+        Program(namespace=Collection.from_module(tasks)).run(["invoke", "build", "--help"], exit=False)
+        chosen = settings.Settings.from_cli()
+        spec, _ = load_spec("demo-cpu", site=chosen.site(), preflight=False)
+        print(json.dumps({"env": chosen.registry_mirror, "site": spec.site.registry_mirror,
+                          "flag": settings.Settings.from_cli(registry_mirror="https://flag.example").registry_mirror}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO),
+                               "BUILDCTL_REGISTRY_MIRROR": "https://mirror.example"})
+    assert proc.returncode == 0, proc.stderr
+    *help_lines, last = proc.stdout.strip().splitlines()
+    help_text, result = " ".join(" ".join(help_lines).split()), json.loads(last)
+    assert "--registry-mirror=STRING" in help_text
+    assert "Registry mirror for base images [BUILDCTL_REGISTRY_MIRROR]" in help_text
+    assert result == {"env": "https://mirror.example", "site": "https://mirror.example",
+                      "flag": "https://flag.example"}
+
+
+def test_a_bad_variable_ends_the_task_in_one_line_exit_2():
+    proc = subprocess.run([sys.executable, "-m", "invoke", "render", "--recipe", "demo-cpu"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "BUILDCTL_PULL": "sometimes", "BUILDCTL_DEBUG": "", "COLUMNS": "300"})
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == ["error: --pull [BUILDCTL_PULL]: Input should be 'missing', 'always' or "
+                                        "'never'; fix: see `invoke render --help`"]

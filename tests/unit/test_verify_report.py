@@ -1,0 +1,133 @@
+"""The report: JSON schema round trip, rich tables, Markdown summary, PNG plot."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rich.console import Console
+from verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_report, make_spec, multi_gpu_probe
+
+from buildctl.errors import InputError
+from buildctl.verify import report as rep
+from buildctl.verify.expectations import Expectations
+
+
+def test_json_round_trip(tmp_path):
+    r = make_report()
+    path = rep.write_json(r, tmp_path / "report.json")
+    d = json.loads(path.read_text())
+    assert d["schema_version"] == rep.SCHEMA_VERSION and d["ok"] is True
+    assert set(d) >= {"created", "buildctl_version", "verdict", "mode", "module", "wheel", "environment", "spec",
+                      "expectations", "checks", "headline", "files", "probe"}
+    assert set(d["checks"][0]) == {"name", "expected", "actual", "ok", "detail"}
+    again = rep.load_report(path)
+    assert again.to_dict() == r.to_dict()
+    assert Expectations.from_dict(again.expectations) == Expectations.from_spec(make_spec())
+
+
+def test_headline_carries_its_label():
+    h = make_report().to_dict()["headline"]
+    assert h["backend"] == "gloo" and h["world_size"] == 2 and h["latency_size"] == 8
+    assert "not an NCCL one" in h["label"]
+    g = make_report(h200_probe(), cuda_spec()).to_dict()["headline"]
+    assert g["backend"] == "nccl" and g["world_size"] == 1 and g["graph_latency_us"] is None
+    g8 = make_report(multi_gpu_probe(8), cuda_spec()).to_dict()["headline"]
+    assert g8["world_size"] == 8 and g8["graph_latency_us"] == pytest.approx(6.1)
+    assert g8["peak_busbw_size"] == 256 << 20
+
+
+def test_load_report_refuses_other_files_and_newer_schemas(tmp_path):
+    with pytest.raises(InputError, match="no such report"):
+        rep.load_report(tmp_path / "missing.json")
+    (tmp_path / "x.json").write_text("{not json")
+    with pytest.raises(InputError, match="not JSON"):
+        rep.load_report(tmp_path / "x.json")
+    (tmp_path / "m.json").write_text('{"wheels": []}')
+    with pytest.raises(InputError, match="not a verification report"):
+        rep.load_report(tmp_path / "m.json")
+    d = make_report().to_dict()
+    d["schema_version"] = rep.SCHEMA_VERSION + 1
+    (tmp_path / "new.json").write_text(json.dumps(d))
+    with pytest.raises(InputError, match="schema_version"):
+        rep.load_report(tmp_path / "new.json")
+
+
+def test_failing_report_is_not_ok():
+    r = make_report(spec=make_spec(build={"type": "Debug"}))
+    assert not r.ok and r.to_dict()["ok"] is False
+
+
+def test_rich_tables_show_config_checks_and_sweep():
+    console = Console(record=True, width=200)
+    rep.render(make_report(), console)
+    out = console.export_text()
+    assert "PyTorch built with:" in out and "BUILD_TYPE=Release" in out  # the config, in full
+    assert "expectations" in out and "PASS" in out
+    assert "all-reduce sweep: gloo on CPU, 2 processes" in out
+    for col in ("size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"):
+        assert col in out
+    assert "GPUs: no-driver" in out
+
+
+def test_rich_tables_for_a_gpu_report():
+    console = Console(record=True, width=200)
+    rep.render(make_report(h200_probe(), cuda_spec()), console)
+    out = console.export_text()
+    assert "NVIDIA H200" in out and "lib/libtorch_cuda.so" in out and "sm_90:444" in out
+    assert "busbw n/a (1 rank)" in out and "CUDA-graph" not in out
+    console = Console(record=True, width=200)
+    rep.render(make_report(multi_gpu_probe(8), cuda_spec()), console)
+    out = console.export_text()
+    assert "NCCL on 8 GPU(s)" in out and "CUDA-graph latency 6.10 us" in out and "peak busbw" in out
+
+
+def test_markdown_and_step_summary(tmp_path):
+    r = make_report(spec=make_spec(build={"type": "Debug"}))
+    md = rep.markdown(r)
+    assert md.startswith("## buildctl verify: torch-2.13.0+cpu") and "FAILED" in md
+    assert "| build type (config) | Debug | Release | FAIL |" in md
+    assert "| size (B) | time (us) |" in md
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    assert rep.append_step_summary(r, {"GITHUB_STEP_SUMMARY": str(summary)}) == summary
+    assert summary.read_text().startswith("earlier step\n## buildctl verify")
+    assert rep.append_step_summary(r, {}) is None
+
+
+def test_write_all_writes_json_markdown_and_png(tmp_path):
+    r = rep.write_all(make_report(), tmp_path / "out")
+    files = {k: tmp_path / "out" / n for k, n in (("json", "report.json"), ("markdown", "report.md"),
+                                                    ("plot", "report.png"))}
+    assert r.files == {k: str(v) for k, v in files.items()}
+    assert files["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and files["plot"].stat().st_size > 10_000
+    assert json.loads(files["json"].read_text())["files"]["plot"] == str(files["plot"])
+
+
+def test_no_plot_without_a_sweep(tmp_path):
+    probe = cpu_probe()
+    probe["sweep"] = {"state": "skipped", "reason": "not requested"}
+    r = rep.write_all(make_report(probe), tmp_path)
+    assert r.files["plot"] is None and not (tmp_path / "report.png").exists()
+    assert "all-reduce: skipped (not requested)" in rep.headline_text(r)
+
+
+def test_compile_matrix_is_shown_as_text_and_in_markdown():
+    import io
+
+    from rich.console import Console
+
+    from buildctl.verify import report as rep
+
+    cells = [{"backend": "eager", "mode": "default", "state": "pass", "compile_s": 0.4, "run_ms": 2.5, "error": None},
+             {"backend": "inductor", "mode": "default", "state": "error", "compile_s": None, "run_ms": None,
+              "error": "InvalidCxxCompiler: [bold]no compiler[/bold] at [/usr/bin/c++]"}]
+    r = rep.Report.from_dict({"schema_version": 1, "wheel": {"name": "torch-2.6.0-cp313-cp313-linux_x86_64.whl"}, "mode": "container",
+                              "module": "torch", "verdict": "", "checks": [], "expectations": {}, "environment": {}, "created": "2026-12-01T00:00:00+00:00",
+                              "probe": {"checks": {"compile": {"device": "cpu", "cells": cells}}}})
+    out = io.StringIO()
+    Console(file=out, width=80).print(rep.compile_matrix_table(r))
+    text = out.getvalue()
+    assert "torch.compile on cpu" in text and "[bold]no compiler[/bold]" in text.replace("\n", "")
+    md = rep.markdown(r)
+    assert "| inductor | default | error |" in md and "| eager | default | pass | 0.40 | 2.50 |" in md
