@@ -89,14 +89,14 @@ RECIPE_NAME_MAX = 64
 # Durations like 90m, 12h, 3600s.
 Duration = Annotated[str, matching(r"^[1-9][0-9]{0,5}[smh]$", "write a duration like 90m, 12h or 3600s")]
 _SECONDS = {"s": 1, "m": 60, "h": 3600}
+# 1980-01-01T00:00:00Z: the earliest date a zip entry (a wheel member) holds; Nix's default too.
+DEFAULT_SOURCE_DATE_EPOCH = 315532800
 
 # build.env names the recipe may not set. The build script's own variables (templates/build.sh.j2):
 # overriding them turns its `rm -rf "${OUT:?}"/*` into `rm -rf /*` (OUT=/), builds from or into another
 # tree (SRC, VENV), defeats the OOM retry (MAX_JOBS) or shares one compile cache between toolchains
 # (CCACHE_COMPILERCHECK). And names that change how every process of the build starts: the loader's
 # (LD_*), the shell's (BASH_ENV, ENV, SHELLOPTS, BASHOPTS, IFS) and Python's (PYTHONHOME, PYTHONPATH).
-# 1980-01-01T00:00:00Z: the earliest date a zip entry (a wheel member) holds; Nix's default too.
-DEFAULT_SOURCE_DATE_EPOCH = 315532800
 RESERVED_BUILD_ENV = (
     # set by build.sh itself
     "SRC", "OUT", "VENV", "VIRTUAL_ENV", "PATH", "MAX_JOBS", "UNTIL",
