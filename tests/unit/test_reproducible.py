@@ -1,6 +1,6 @@
 """What every build fixes for reproducibility, as rendered into build.sh (docs/reproducible.md): the
 SOURCE_DATE_EPOCH rule, run by bash on a real git checkout; the recipe's own date; nvcc's temporary
-names. Pure: rendering and bash, no engine."""
+names; what people and the manifest see of a check. Pure: rendering and bash, no engine."""
 
 from __future__ import annotations
 
@@ -67,3 +67,37 @@ def test_nvcc_names_its_temporary_files_after_the_object_from_cuda_12_4():
     assert "--objdir-as-tempdir" in build_sh("cuda12.4-nccl2.21")
     older = build_sh("cuda12.1-nccl2.18")
     assert "-Xcompiler=@$PREFIX_MAP_FLAGS" in older and "--objdir-as-tempdir\"" not in older
+
+
+def _outcome(differences=()):
+    from buildctl import reproducible, wheeldiff
+
+    sha_b = "a" * 64 if not differences else "b" * 64
+    comparison = wheeldiff.WheelComparison("w.whl", "w.whl", "a" * 64, sha_b, tuple(differences))
+    return reproducible.Check("demo-cpu", "k", 315532800, {"seconds": 36.4, "cached": False, "wheel": "A/w.whl"},
+                              {"seconds": 92.9, "wheel": "build/.until/demo-cpu/k/wheel/w.whl"}, comparison,
+                              "2026-12-01T10:00:00+00:00")
+
+
+def test_what_people_and_the_manifest_see():
+    from rich.console import Console
+
+    from buildctl import reproducible, wheeldiff
+
+    same = _outcome()
+    console = Console(record=True, width=200)
+    console.print(reproducible.table(same))
+    assert f"Reproducible: both builds made the same wheel, sha256 {'a' * 64}" in " ".join(console.export_text().split())
+    record = same.to_dict()
+    assert record["identical"] is True and record["source_date_epoch"] == 315532800
+    assert record["second_build"] == {"seconds": 92.9, "wheel": "build/.until/demo-cpu/k/wheel/w.whl",
+                                      "build_dir": "/rebuild/work/src", "compile_cache": "off"}
+
+    hostile = "pkg/\x1b[31mred\x1b]0;title\x07.py"  # member names come from the build: no terminal controls
+    differ = _outcome([wheeldiff.MemberDifference(hostile, ("content",), "only in the second wheel")])
+    console = Console(record=True, width=200)
+    console.print(reproducible.table(differ))
+    text = " ".join(console.export_text().split())
+    assert "Not reproducible: the wheels differ (aaaaaaaaaaaa vs bbbbbbbbbbbb)" in text
+    assert "pkg/red.py" in text and "\x1b" not in text and "\x07" not in text
+    assert differ.to_dict()["reason"] == f"the two builds' wheels differ: {hostile} (content)"
