@@ -2,9 +2,10 @@
 temporary venv) and the wheel imported in a fresh venv.
 
 The CPU build is real but trimmed for time (USE_HEAVY_UNIT=0, USE_CCACHE=0): about a minute
-on 2 cores. The CUDA variant needs ~500 MB of NVIDIA wheels and runs only with
-DEMOFW_TEST_CUDA=1 (see examples/demofw/README.md for the commands it runs). The build-env
-contract of setup.py and the fake CUDA runfile (no build) are in tests/unit/test_demofw_host.py.
+on 2 cores. A host without a C++ compiler fails here (.ci/bootstrap installs g++): never skipped.
+The CUDA 13 build from PyPI's nvcc is tested in a container (tests/integration/test_build_integration.py,
+demo-cuda13); the host commands for it are in examples/demofw/README.md. The build-env contract of
+setup.py and the fake CUDA runfile (no build) are in tests/unit/test_demofw_host.py.
 """
 
 from __future__ import annotations
@@ -24,17 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEMOFW = REPO / "examples" / "demofw"
 
 BUILD_DEPS = ["setuptools>=70.1", "wheel", "cmake>=3.18", "ninja", "numpy"]
-CUDA_PKGS = [
-    "nvidia-cuda-nvcc==13.2.86",
-    "nvidia-cuda-crt==13.2.86",
-    "nvidia-nvvm==13.2.86",
-    "nvidia-cuda-runtime==13.2.86",
-    "nvidia-cuda-cccl==13.2.86",
-    "nvidia-nccl-cu13==2.28.9",
-]
 
-needs_cxx = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
-                               reason="no C++ compiler on this host")
 
 
 def _clean_env(**extra: str) -> dict:
@@ -72,8 +63,7 @@ def _copy_source(dst: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def cpu_build(tmp_path_factory):
-    if shutil.which("c++") is None and shutil.which("g++") is None:
-        pytest.skip("no C++ compiler on this host")
+    assert shutil.which("c++") or shutil.which("g++"), "no C++ compiler on this host; fix: apt-get install g++"
     root = tmp_path_factory.mktemp("demofw-cpu")
     py = _venv(root / "venv", BUILD_DEPS)
     src = _copy_source(root / "src")
@@ -83,7 +73,6 @@ def cpu_build(tmp_path_factory):
     return {"root": root, "py": py, "src": src, "env": env, "cold": cold}
 
 
-@needs_cxx
 def test_cpu_build_cold(cpu_build):
     out = cpu_build["cold"].stdout
     assert re.search(r"^\[\d+/\d+\] Building CXX object", out, re.M), "ninja progress lines on stdout"
@@ -94,7 +83,6 @@ def test_cpu_build_cold(cpu_build):
     assert re.match(r"demofw-[0-9.a]+-cp3\d+-cp3\d+-linux_\w+\.whl", wheels[0].name), wheels[0].name
 
 
-@needs_cxx
 def test_cpu_rebuild_compiles_nothing_and_takes_build_version(cpu_build):
     env = dict(cpu_build["env"], PYTORCH_BUILD_VERSION="0.9.1", PYTORCH_BUILD_NUMBER="2")
     warm = _run([cpu_build["py"], "setup.py", "bdist_wheel"], cwd=cpu_build["src"], env=env)
@@ -104,7 +92,6 @@ def test_cpu_rebuild_compiles_nothing_and_takes_build_version(cpu_build):
     assert "__version__ = '0.9.1.post2'" in (cpu_build["src"] / "demofw" / "version.py").read_text()
 
 
-@needs_cxx
 def test_pip_wheel_no_build_isolation(cpu_build):
     out = cpu_build["root"] / "wheelhouse"
     _run([cpu_build["py"], "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", out, "."],
@@ -133,7 +120,6 @@ print(json.dumps(out))
 """
 
 
-@needs_cxx
 def test_wheel_in_fresh_venv_without_numpy(cpu_build, tmp_path):
     wheel = sorted((cpu_build["src"] / "dist").glob("demofw-*.whl"))[0]
     with zipfile.ZipFile(wheel) as z:
@@ -163,7 +149,6 @@ def test_wheel_in_fresh_venv_without_numpy(cpu_build, tmp_path):
         assert key in s, key
 
 
-@needs_cxx
 def test_numpy_ops_match(cpu_build):
     code = r"""
 import numpy as np, demofw
@@ -178,41 +163,9 @@ print("ok")
     assert _run([cpu_build["py"], "-c", code], cwd=cpu_build["root"], env=env).stdout.strip().endswith("ok")
 
 
-@needs_cxx
 def test_python_without_numpy_fails_configure(cpu_build, tmp_path):
     py = _venv(tmp_path / "venv", ["setuptools>=70.1", "wheel", "cmake>=3.18", "ninja"])
     src = _copy_source(tmp_path / "src")
     p = _run([py, "setup.py", "bdist_wheel", "--cmake-only"], cwd=src, env=_clean_env(USE_CUDA="0"), check=False)
     assert p.returncode != 0
     assert "Could NOT find Python" in p.stdout and "NumPy" in p.stdout
-
-
-# ---- CUDA 13 from PyPI (opt-in: ~500 MB of wheels) ----------------------------------------------------
-
-@pytest.mark.skipif(os.environ.get("DEMOFW_TEST_CUDA") != "1", reason="set DEMOFW_TEST_CUDA=1 (downloads the CUDA 13 wheels)")
-@needs_cxx
-def test_cuda13_pip_build(tmp_path):
-    py = _venv(tmp_path / "venv", BUILD_DEPS + CUDA_PKGS)
-    site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
-    cu = site / "nvidia" / "cu13"
-    home = tmp_path / "cuda"
-    home.mkdir()
-    for name, target in (("bin", "bin"), ("include", "include"), ("lib", "lib"), ("lib64", "lib"), ("nvvm", "nvvm")):
-        (home / name).symlink_to(cu / target)
-    src = _copy_source(tmp_path / "src")
-    env = _clean_env(USE_CUDA="1", TORCH_CUDA_ARCH_LIST="8.0;9.0", USE_NCCL="1", USE_SYSTEM_NCCL="1",
-                     NCCL_INCLUDE_DIR=str(site / "nvidia" / "nccl" / "include"),
-                     NCCL_LIB_DIR=str(site / "nvidia" / "nccl" / "lib"), NCCL_VERSION="2",
-                     CUDA_HOME=str(home), USE_HEAVY_UNIT="0", USE_CCACHE="0", MAX_JOBS="2",
-                     PATH=f"{py.parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    _run([py, "setup.py", "bdist_wheel"], cwd=src, env=env, timeout=1200)
-    probe = _run([py, "-c", _PROBE], cwd=tmp_path, env=dict(env, PYTHONPATH=str(src)))
-    r = json.loads(probe.stdout.strip().splitlines()[-1])
-    assert r["cuda"] == "13.2"
-    assert r["arch_list"] == ["sm_80", "sm_90"]
-    assert "  - CUDA Runtime 13.2" in r["show"].splitlines()
-    assert r["settings"]["USE_NCCL"] == "ON" and r["settings"]["NCCL_VERSION"] == "2.28.9"
-    assert r["settings"]["TORCH_CUDA_ARCH_LIST"] == "8.0;9.0"
-    v = _run([py, "-c", "import demofw; print(demofw.cuda.nccl.version())"], cwd=tmp_path,
-             env=dict(env, PYTHONPATH=str(src))).stdout.strip().splitlines()[-1]
-    assert v == "(2, 28, 9)"
