@@ -46,6 +46,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
     cache = _cache_stats(out_dir, run.spec.site.cache_url if run.spec.build.cache == "ccache" else None)
     peak = (out_dir / "peak-memory.txt").read_text().strip() if (out_dir / "peak-memory.txt").exists() else ""
     counts = _parse_kv(out_dir / "resumed.txt")
+    source_date_epoch = versions.pop("source_date_epoch", "")
     interrupt, warning = resume.read(run.spec.name, prepared.key, run.opts.artifacts_root)
     if warning:
         run.log(f"buildctl: {warning}")
@@ -71,6 +72,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "source": {"kind": src.kind, "git": src.git and mask_url(src.git), "ref": src.ref,
                    "path": src.path, "tarball": src.tarball and mask_url(src.tarball.url),
                    "commit": versions.pop("source_commit", None)},
+        "source_date_epoch": int(source_date_epoch) if source_date_epoch.isdigit() else None,
         "build_type": spec.build.type,
         "cuda_arch": list(spec.build.cuda_arch),
         "rocm_arch": list(spec.toolchain.rocm.arch) if spec.toolchain.rocm else [],
