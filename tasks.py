@@ -90,11 +90,14 @@ def matrix(c, label=None):
       **RECIPE_HELP, "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)",
       "until": "Stop after this step and show what it produced: configure (the CMake summary), compile or wheel; "
                "publishes nothing, a later full build resumes",
-      "target": "With --until compile: build only this ninja output (a sample, e.g. one .cu.o); repeatable"})
-def build(c, recipe="", set=None, no_preflight=False, json=False, until="", target=None, settings=None):
+      "target": "With --until compile: build only this ninja output (a sample, e.g. one .cu.o); repeatable",
+      "check_reproducible": "Then build again from a clean build dir at another path without compile cache and "
+                            "compare the wheels byte for byte; exit 1 naming the members that differ"})
+def build(c, recipe="", set=None, no_preflight=False, json=False, until="", target=None, check_reproducible=False,
+          settings=None):
     """Build a recipe's wheel from source in a container, publish it to artifacts/, verify it."""
     cli.build(recipe, set, settings=settings, no_preflight=no_preflight, as_json=json, until=until or None,
-              targets=target)
+              targets=target, check_reproducible=check_reproducible)
 
 
 @task(auto_shortflags=False, help={"recipe": "Check only this recipe (default: all shipped recipes)",

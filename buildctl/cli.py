@@ -280,9 +280,9 @@ def _print_partial(result, as_json: bool) -> None:
 
 @command
 def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=False, verify_kwargs=None,
-          until=None, targets=None) -> None:
+          until=None, targets=None, check_reproducible=False) -> None:
     from . import compat, engine, pipeline, ui
-    from .errors import BuildFailed, VerificationFailed
+    from .errors import BuildFailed, NotReproducible, VerificationFailed
 
     site = site_options(settings)
     spec, warnings = load_spec(recipe, sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
@@ -295,6 +295,8 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
             assert jobs >= 1
         except (ValueError, AssertionError):
             raise InputError(f"--jobs {jobs}: not a positive integer; fix: --jobs 4 or --jobs auto") from None
+    if check_reproducible and until:
+        raise InputError("--check-reproducible compares two whole wheels; fix: drop --until")
     if until and until not in UNTIL_STEPS:
         raise InputError(f"--until {until}: not a step; fix: --until {'|'.join(UNTIL_STEPS)}")
     targets = tuple(targets or ())
@@ -311,10 +313,15 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         until=until or None, targets=targets,
     )
     view = ui.make_view(as_json)
-    result = error = None
+    result = error = reproducibility = None
     try:
         with engine.terminate_as_interrupt():
-            result = pipeline.run(spec, opts, view)
+            if check_reproducible:
+                from . import reproducible
+
+                result, reproducibility = reproducible.check(spec, opts, view, lambda: ui.make_view(as_json))
+            else:
+                result = pipeline.run(spec, opts, view)
         if isinstance(result, pipeline.PartialResult):
             view.close()
             _print_partial(result, as_json)
@@ -324,6 +331,8 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         error = e
     finally:
         view.close()
+    if error is None and reproducibility is not None and not reproducibility.ok:
+        error = NotReproducible(reproducibility.comparison.reason())
     if as_json:
         payload = {"recipe": spec.name, "ok": error is None, "warnings": warnings,
                    "durations_s": view.durations}
@@ -331,6 +340,8 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
             report = result.report if result.verify_error is None else result.verify_error.report
             payload.update(key=result.key, artifact=str(result.artifact), cached=result.cached,
                            manifest=result.manifest, verification=report.to_dict() if report is not None else None)
+        if reproducibility is not None:
+            payload["reproducible"] = reproducibility.to_dict()
         if error is not None:
             payload["error"] = str(error).splitlines()[0]
             payload["bundle"] = str(error.bundle) if isinstance(error, BuildFailed) else None
@@ -338,6 +349,8 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         print_json(payload)
     elif result is not None:
         view.summary(_summary_rows(result))
+        if reproducibility is not None:
+            out.print(reproducible.table(reproducibility))
     if result is not None and result.verify_error is not None and not as_json:
         console.print(f"the wheel is built and published at {escape(str(result.artifact))}, but it is not what the "
                       "recipe asks for")

@@ -75,6 +75,12 @@ class BuildFailed(BuildctlError):
         self.step, self.bundle, self.diagnosis = step, bundle, diagnosis
 
 
+class NotReproducible(BuildctlError):
+    """--check-reproducible: the second build's wheel differs from the first (the message names how)."""
+
+    diagnosis = None  # the comparison is the diagnosis: it names the members and the kind of difference
+
+
 class VerificationFailed(BuildctlError):
     """An expectation of the recipe does not hold for the built wheel. `report`: the verification
     report (None when verification stopped before judging: no container, no dependencies);

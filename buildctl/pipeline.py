@@ -44,11 +44,12 @@ from .stages import (
 from .stages import compile as compile_stage
 from .stages import verify as verify_stage
 from .stages.artifact import _cache_stats  # noqa: F401  (for tests and bench)
-from .stages.compile import retry_with_fewer_jobs  # noqa: F401
+from .stages.compile import WORK_DIR, retry_with_fewer_jobs  # noqa: F401
 from .stages.names import (  # noqa: F401  (the names other modules and tests know the engine objects by)
     compile_container_name,
     image_tag,
     proxy_env,
+    rebuild_volume_name,
     spec_hash,
     volume_names,
     work_volume_name,

@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import docker
 import docker.errors as derr
@@ -115,3 +117,42 @@ def share(client: docker.DockerClient, registry: str, recipe: str, key: str, tar
         return False
     on_line(f"buildctl: {target} image {key} pushed to registry {registry}")
     return True
+
+
+@dataclass(frozen=True)
+class Shared:
+    """One build's use of the site registry: its address, the images' key and the pull policy."""
+
+    client: Any
+    registry: str
+    recipe: str
+    image_key: str
+    pull: str
+    on_line: LineSink
+
+    @classmethod
+    def of(cls, spec, client, image_key: str, on_line: LineSink) -> Shared | None:
+        """None without a registry (or for an artifact that records no image key)."""
+        if not spec.site.registry or not image_key:
+            return None
+        return cls(client, check(spec.site.registry, "site.registry"), spec.name, image_key,
+                   spec.site.pull or "missing", on_line)
+
+    def fetch(self, target: str, local_tag: str) -> str | None:
+        """The image pulled and tagged `local_tag`; None when it is to be built here: the registry lacks
+        it, `--pull never` (local images only), or the engine has it already (`missing`: the build is
+        a layer-cache hit)."""
+        if self.pull == "never":
+            return None
+        if self.pull == "missing":
+            try:
+                self.client.images.get(local_tag)
+                return None
+            except derr.ImageNotFound:
+                pass
+            except (derr.APIError, requests.exceptions.RequestException):
+                return None
+        return fetch(self.client, self.registry, self.recipe, self.image_key, target, local_tag, self.on_line)
+
+    def share(self, target: str, local_tag: str) -> bool:
+        return share(self.client, self.registry, self.recipe, self.image_key, target, local_tag, self.on_line)

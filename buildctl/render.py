@@ -21,10 +21,11 @@ from . import compat, jobs, providers
 from .errors import InputError
 from .recipe import REPO_ROOT, resolved_yaml
 from .secrets import split_credentials
-from .spec import Spec
+from .spec import DEFAULT_SOURCE_DATE_EPOCH, Spec
 from .verify import PROBE_FILES
 
 TEMPLATES = REPO_ROOT / "templates"
+WHEELNORM = Path(__file__).resolve().parent / "wheelnorm.py"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # A Debug or RelWithDebInfo build is for chasing a crash: its runtime image can resolve symbols
 # (binutils; verification checks a symbol resolves to a source line) and debug (gdb).
@@ -148,6 +149,9 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         placeholders=compat.placeholders(spec),
         per_job_mib=per_job,
         reserve_mib=reserve,
+        default_source_date_epoch=DEFAULT_SOURCE_DATE_EPOCH,
+        # nvcc's --objdir-as-tempdir, documented from the CUDA 12.4 manual on (docs/reproducible.md)
+        nvcc_objtemp=bool(spec.toolchain.cuda) and _version(spec.toolchain.cuda.version) >= (12, 4),
     )
     files = {
         "Dockerfile": _env.get_template("Dockerfile.j2").render(**ctx),
@@ -159,6 +163,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         "patches/.keep": "",
         "constraints.txt": "".join(f"{c}\n" for c in constraints),
         **{p.name: p.read_text() for p in PROBE_FILES},
+        "wheelnorm.py": WHEELNORM.read_text(),
         "recipe.resolved.yaml": shown,
         ".dockerignore": "downloads/**/.keep\n",
     }
@@ -217,6 +222,10 @@ def _patch_lines(spec: Spec) -> list[str]:
                 line += f' && echo "buildctl: unpacked {patch.archive.name} into {patch.into or "the source tree"}"'
             lines.append(line)
     return lines
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:2])
 
 
 def _join_run(commands) -> str:

@@ -89,6 +89,8 @@ RECIPE_NAME_MAX = 64
 # Durations like 90m, 12h, 3600s.
 Duration = Annotated[str, matching(r"^[1-9][0-9]{0,5}[smh]$", "write a duration like 90m, 12h or 3600s")]
 _SECONDS = {"s": 1, "m": 60, "h": 3600}
+# 1980-01-01T00:00:00Z: the earliest date a zip entry (a wheel member) holds; Nix's default too.
+DEFAULT_SOURCE_DATE_EPOCH = 315532800
 
 # build.env names the recipe may not set. The build script's own variables (templates/build.sh.j2):
 # overriding them turns its `rm -rf "${OUT:?}"/*` into `rm -rf /*` (OUT=/), builds from or into another
@@ -104,6 +106,9 @@ RESERVED_BUILD_ENV = (
     "PYTHON_EXECUTABLE", "CMAKE_PROGRAM_PATH",
     "CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER", "CMAKE_CUDA_COMPILER_LAUNCHER",
     "CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_COMPILERCHECK", "CCACHE_NOHASHDIR", "SCCACHE_DIR",
+    # reproducible builds (docs/reproducible.md): the date is build.source_date_epoch; the second build of
+    # --check-reproducible runs elsewhere (BUILDCTL_WORK) without a compile cache
+    "SOURCE_DATE_EPOCH", "WORK", "PREFIX_MAP_FLAGS", "CCACHE_DISABLE", "BUILDCTL_WORK", "BUILDCTL_COMPILE_CACHE",
     # the container's own
     "HOME",
     # how every process starts
@@ -335,6 +340,9 @@ class Build(Model):
     # Shell lines run once in the patched source tree before configure (trusted, like the recipe),
     # e.g. regenerating a header against the distro's flatbuffers.
     prepare: tuple[StrictStr, ...] = ()
+    # SOURCE_DATE_EPOCH of the build (seconds, UTC); unset: the commit date of a git source, else
+    # DEFAULT_SOURCE_DATE_EPOCH (docs/reproducible.md). Zip entries hold 1980..2107.
+    source_date_epoch: Annotated[StrictInt, Field(ge=DEFAULT_SOURCE_DATE_EPOCH, le=4102444800)] | None = None
 
     @field_validator("env")
     @classmethod

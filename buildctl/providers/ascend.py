@@ -15,9 +15,9 @@ def fragment(spec, render_stage) -> Fragment | None:
     set_env = f"{asc.install_path}/ascend-toolkit/set_env.sh"
     src = asc.torch_npu
     if src.git:
-        fetch = f"buildctl-git-fetch {shlex.quote(src.git)} {shlex.quote(src.ref)} /work/torch_npu"
+        fetch = f"buildctl-git-fetch {shlex.quote(src.git)} {shlex.quote(src.ref)} $WORK/torch_npu"
     else:
-        fetch = "test -d /work/torch_npu"
+        fetch = "test -d $WORK/torch_npu"
     return Fragment(
         provider="ascend-cann-installer", stage=stage, stage_name="ascend", copies=(asc.install_path,),
         downloads=(asc.installer,),
@@ -29,8 +29,8 @@ def fragment(spec, render_stage) -> Fragment | None:
         post_build=(
             fetch,
             "python -m pip install --no-deps dist/*.whl",
-            "(cd /work/torch_npu && bash ci/build.sh --python=\"$(python -c 'import sys;print(f\"{sys.version_info[0]}.{sys.version_info[1]}\")')\" "
-            "&& cp dist/*.whl /work/out/)",
+            "(cd $WORK/torch_npu && bash ci/build.sh --python=\"$(python -c 'import sys;print(f\"{sys.version_info[0]}.{sys.version_info[1]}\")')\" "
+            "&& cp dist/*.whl $OUT/)",
         ),
         image_checks=(f"test -f {shlex.quote(set_env)}",),
         version_probes={"cann": f"cat {asc.install_path}/ascend-toolkit/latest/*/ascend_toolkit_install.info 2>/dev/null "

@@ -38,6 +38,8 @@ class BuildOptions:
     until: str | None = None  # configure | compile | wheel: stop after that step, publish nothing
     targets: tuple[str, ...] = ()  # with until=compile: build only these ninja outputs (a sample)
     lock_timeout: float | None = None  # seconds; None: the recipe's build.timeout + LOCK_SLACK_S
+    # --check-reproducible's second build (reproducible.py): a fresh build directory mounted here, no compile cache
+    rebuild_dir: str | None = None
 
 
 class BuildLog:
@@ -84,6 +86,7 @@ class Prepared:
     key: str
     max_jobs: int
     engine_facts: Mapping[str, Any]
+    image_key: str = ""  # what the images are made from (registry.image_key): their name in a registry
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,10 @@ from .names import spec_hash
 CONTEXT_DIR = "context"  # in the artifact: the rendered files the runtime image is built from
 
 
-def runtime_section(rendered: render.Rendered) -> dict:
-    """What verification needs of the build: the runtime image's context and pip requirements."""
-    return {"context": CONTEXT_DIR, "target": "runtime",
+def runtime_section(rendered: render.Rendered, image_key: str = "") -> dict:
+    """What verification needs of the build: the runtime image's context, its name in a registry
+    (the image key) and pip requirements."""
+    return {"context": CONTEXT_DIR, "target": "runtime", "image_key": image_key,
             "requirements": [p for f in rendered.fragments for p in f.pip_runtime]}
 
 
@@ -45,6 +46,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
     cache = _cache_stats(out_dir, run.spec.site.cache_url if run.spec.build.cache == "ccache" else None)
     peak = (out_dir / "peak-memory.txt").read_text().strip() if (out_dir / "peak-memory.txt").exists() else ""
     counts = _parse_kv(out_dir / "resumed.txt")
+    source_date_epoch = versions.pop("source_date_epoch", "")
     interrupt, warning = resume.read(run.spec.name, prepared.key, run.opts.artifacts_root)
     if warning:
         run.log(f"buildctl: {warning}")
@@ -70,6 +72,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "source": {"kind": src.kind, "git": src.git and mask_url(src.git), "ref": src.ref,
                    "path": src.path, "tarball": src.tarball and mask_url(src.tarball.url),
                    "commit": versions.pop("source_commit", None)},
+        "source_date_epoch": int(source_date_epoch) if source_date_epoch.isdigit() else None,
         "build_type": spec.build.type,
         "cuda_arch": list(spec.build.cuda_arch),
         "rocm_arch": list(spec.toolchain.rocm.arch) if spec.toolchain.rocm else [],
@@ -83,7 +86,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "wheels": entries,
         "namespace": run.namespace,
         "images": {"builder": compiled.image.image_id, "base": spec.base.image},
-        "runtime": runtime_section(prepared.rendered),
+        "runtime": runtime_section(prepared.rendered, prepared.image_key),
         "downloads": download_list(prepared.rendered),
         "durations_s": durations,
         "engine": {k: prepared.engine_facts.get(k) for k in ("server_version", "api_version", "storage_driver",

@@ -10,19 +10,27 @@ import dataclasses
 import time
 from pathlib import Path
 
-from .. import diagnose, engine, remotecache, resume
+from .. import diagnose, engine, registry, remotecache, resume
 from ..errors import EngineError, StepFailed
 from . import BUILD_COMMAND, Compiled, ImageBuilt, Prepared, Run
-from .names import compile_container_name, image_tag, proxy_env, volume_names
+from .names import compile_container_name, image_tag, proxy_env, rebuild_volume_name, volume_names
+
+WORK_DIR = "/work"  # where the build directory is mounted (the build script's $WORK)
 
 
 def build_image(run: Run, prepared: Prepared) -> ImageBuilt:
+    """The builder image: built here, or pulled from the site registry when another engine built it."""
     spec = run.spec
     tag = image_tag(spec.name, prepared.key, run.namespace)
-    image_id = engine.build_image(run.client, prepared.context_dir, tag, target="builder", buildargs=proxy_env(spec),
-                                  network_mode=engine.network_mode_for(spec.site.network), on_line=run.log,
-                                  secrets=run.secrets, credentials=run.credentials,
-                                  labels=engine.buildctl_labels(recipe=spec.name, namespace=run.namespace))
+    shared = registry.Shared.of(spec, run.client, prepared.image_key, run.log)
+    image_id = shared.fetch("builder", tag) if shared else None
+    if image_id is None:
+        image_id = engine.build_image(run.client, prepared.context_dir, tag, target="builder",
+                                      buildargs=proxy_env(spec), network_mode=engine.network_mode_for(spec.site.network),
+                                      on_line=run.log, secrets=run.secrets, credentials=run.credentials,
+                                      labels=engine.buildctl_labels(recipe=spec.name, namespace=run.namespace))
+        if shared:
+            shared.share("builder", tag)
     return ImageBuilt(prepared, image_id)
 
 
@@ -35,6 +43,8 @@ def container_env(run: Run, max_jobs: int | None) -> dict[str, str]:
         env["BUILDCTL_UNTIL"] = run.opts.until
     if run.opts.targets:
         env["BUILDCTL_TARGETS"] = " ".join(run.opts.targets)
+    if run.opts.rebuild_dir:
+        env.update(BUILDCTL_WORK=run.opts.rebuild_dir, BUILDCTL_COMPILE_CACHE="off")
     return env
 
 
@@ -42,14 +52,16 @@ def compile_credentials(run: Run):
     """The build's credentials plus the shared compile cache's URL: the container gets them as a
     file at its start (never in its config, the rendered files or the key)."""
     url = run.spec.site.cache_url
-    if not url or run.spec.build.cache != "ccache":
+    if not url or run.spec.build.cache != "ccache" or run.opts.rebuild_dir:
         return run.credentials
     return dataclasses.replace(run.credentials, env=(*run.credentials.env, *remotecache.runtime_env(url)))
 
 
 def mounts(run: Run, key: str) -> dict[str, str]:
+    if run.opts.rebuild_dir:
+        return {rebuild_volume_name(run.spec.name, key, run.namespace): run.opts.rebuild_dir}
     work, cache = volume_names(run.spec, key, run.namespace)
-    return {work: "/work", cache: "/cache"}
+    return {work: WORK_DIR, cache: "/cache"}
 
 
 def retry_with_fewer_jobs(result: engine.ContainerResult, log: str, attempt: int, max_jobs: int | None) -> bool:
@@ -64,7 +76,8 @@ def compile(run: Run, built: ImageBuilt, out_dir: Path) -> Compiled:
     """The build script in the compile container; its outputs land in out_dir."""
     spec, key = run.spec, built.prepared.key
     src = spec.framework.source
-    inputs = {"/work/src": Path(src.path)} if src.kind == "path" else None
+    work = run.opts.rebuild_dir or WORK_DIR
+    inputs = {f"{work}/src": Path(src.path)} if src.kind == "path" else None
     name = compile_container_name(spec.name, key, run.namespace)
     deadline = time.monotonic() + spec.build.timeout_s
     max_jobs = built.prepared.max_jobs
@@ -76,7 +89,7 @@ def compile(run: Run, built: ImageBuilt, out_dir: Path) -> Compiled:
         first_line = len(run.log.lines)
         result = engine.run_container(
             run.client, built.image_id, list(BUILD_COMMAND), env=container_env(run, max_jobs), inputs=inputs,
-            outputs={"/work/out": out_dir}, volumes=mounts(run, key), network_mode=engine.network_mode_for(spec.site.network),
+            outputs={f"{work}/out": out_dir}, volumes=mounts(run, key), network_mode=engine.network_mode_for(spec.site.network),
             mem_limit=run.opts.memory, on_line=run.log, keep=run.opts.keep_container,
             secrets=run.secrets, credentials=compile_credentials(run),
             labels=engine.buildctl_labels({"buildctl.step": "compile"}, recipe=spec.name, namespace=run.namespace),

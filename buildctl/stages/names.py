@@ -47,6 +47,11 @@ def work_volume_name(recipe: str, key: str, namespace: str) -> str:
     return f"buildctl-work-{_ns(namespace)}{recipe}-{key}"
 
 
+def rebuild_volume_name(recipe: str, key: str, namespace: str) -> str:
+    """--check-reproducible's second build directory (mounted at another path, never resumed)."""
+    return f"buildctl-rebuild-{_ns(namespace)}{recipe}-{key}"
+
+
 def volume_names(spec: Spec, key: str, namespace: str) -> tuple[str, str]:
     """The build-dir volume (per artifact key: a retry or a rerun after a failure resumes it; two
     different builds never share a tree) and the compile-cache volume (per toolchain image: builds

@@ -9,7 +9,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from .. import artifacts, downloads, engine, jobs, render
+from .. import artifacts, downloads, engine, jobs, registry, render
 from ..pull import ensure_images
 from . import Prepared, Run
 
@@ -25,10 +25,12 @@ def prepare(run: Run, rendered: render.Rendered) -> Prepared:
     try:
         ensure_images(run.client, [run.spec.base.image], run.spec.site.pull, distro=run.spec.base.distro,
                       on_line=run.log)
-        key = artifact_key(run, rendered)
+        base_id = _image_id(run.client, run.spec.base.image)
+        key = artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), base_id)
         place_render(context_dir, run.opts.render_root / run.spec.name / key)
         facts = engine.engine_facts(run.client)
-        return Prepared(rendered, context_dir, key, plan_jobs(run, facts), facts)
+        return Prepared(rendered, context_dir, key, plan_jobs(run, facts), facts,
+                        registry.image_key(rendered.files, base_id))
     except BaseException:  # no record to hand on: the pipeline would never remove the folder
         shutil.rmtree(context_dir, ignore_errors=True)
         raise
@@ -41,12 +43,6 @@ def write_context(run: Run, rendered: render.Rendered) -> Path:
     for note in notes:
         run.log(note)
     return render.write(rendered, run.opts.render_root / f".tmp-{run.spec.name}-{uuid.uuid4().hex[:12]}", staged=staged)
-
-
-def artifact_key(run: Run, rendered: render.Rendered) -> str:
-    """What the output depends on: the rendered files, the source, the base image's id."""
-    base_id = _image_id(run.client, run.spec.base.image)
-    return artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), base_id)
 
 
 def plan_jobs(run: Run, facts) -> int:

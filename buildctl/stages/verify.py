@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .. import artifacts, engine
+from .. import artifacts, engine, registry
 from ..errors import BuildctlError
 from ..secrets import split_credentials
 from ..spec import Spec
@@ -34,15 +34,22 @@ def stored_report(published: Published):
 
 
 def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace: str,
-                  on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = ()) -> str:
-    """The recipe's runtime image (base + toolchain runtime + venv): where verification installs the wheel."""
+                  on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (), image_key: str = "") -> str:
+    """The recipe's runtime image (base + toolchain runtime + venv): where verification installs the wheel.
+    Pulled from the site registry when another engine built it (by `image_key`, as the manifest records it)."""
     tag = image_tag(spec.name, key, namespace, target="runtime")
-    if not engine.image_exists(client, tag):
-        credentials = split_credentials(spec)[1]
-        engine.build_image(client, context_dir, tag, target="runtime", buildargs=proxy_env(spec),
-                           network_mode=engine.network_mode_for(spec.site.network), on_line=on_line,
-                           secrets=[*secrets, *credentials.values()], credentials=credentials,
-                           labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace))
+    if engine.image_exists(client, tag):
+        return tag
+    shared = registry.Shared.of(spec, client, image_key, on_line or print)
+    if shared and shared.fetch("runtime", tag):
+        return tag
+    credentials = split_credentials(spec)[1]
+    engine.build_image(client, context_dir, tag, target="runtime", buildargs=proxy_env(spec),
+                       network_mode=engine.network_mode_for(spec.site.network), on_line=on_line,
+                       secrets=[*secrets, *credentials.values()], credentials=credentials,
+                       labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace))
+    if shared:
+        shared.share("runtime", tag)
     return tag
 
 
@@ -63,7 +70,7 @@ def verify(spec: Spec, published: Published, *, client=None, context_dir: Path |
     namespace = namespace or manifest.get("namespace") or artifacts.namespace(artifact.parent.parent)
     client = client or engine.connect()
     image = runtime_image(spec, published.key, client=client, context_dir=context_dir, namespace=namespace,
-                          on_line=on_line, secrets=secrets)
+                          on_line=on_line, secrets=secrets, image_key=(manifest.get("runtime") or {}).get("image_key", ""))
     wheel = artifact / manifest["wheels"][0]["file"]
     report = runner.verify_wheel(wheel, spec=spec, image=image, out_dir=artifact,
                                  network_mode=engine.network_mode_for(spec.site.network), client=client, **verify_kwargs)

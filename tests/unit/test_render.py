@@ -189,8 +189,8 @@ def test_ascend(rendered):
     lines = build.splitlines()
     source = lines.index("set +u; . /usr/local/Ascend/ascend-toolkit/set_env.sh; set -u")
     setup = lines.index("python setup.py bdist_wheel")
-    fetch = lines.index("buildctl-git-fetch https://github.com/Ascend/pytorch v2.1.0-6.0.0 /work/torch_npu")
-    npu = next(i for i, line in enumerate(lines) if line.startswith("(cd /work/torch_npu && bash ci/build.sh"))
+    fetch = lines.index("buildctl-git-fetch https://github.com/Ascend/pytorch v2.1.0-6.0.0 $WORK/torch_npu")
+    npu = next(i for i, line in enumerate(lines) if line.startswith("(cd $WORK/torch_npu && bash ci/build.sh"))
     assert source < setup < fetch < npu, "set_env.sh before the build, torch_npu after it"
     env = exported(build)
     assert env["USE_CUDA"] == "0" and env["USE_ROCM"] == "0"
