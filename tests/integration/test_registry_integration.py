@@ -5,15 +5,26 @@ engines A and B of .ci/services.sh.
   and gets the same image id under its own local tag.
 * A key the registry has never seen: fetch says it will build, returns None, and B is unchanged.
 * A registry that does not answer: one warning line each way, nothing raised.
+* The whole chain on two engines: `invoke build --registry R --cache-url REDIS` of demo-cpu on engine A
+  builds and pushes the builder and runtime images; the same command on engine B (which has only the
+  base image, loaded from A) pulls both instead of building them, compiles from A's objects in Redis
+  and verifies: one artifact key, one wheel.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 import requests
+from conftest import TEST_NAMESPACE, remove_namespace_objects
 from docker import errors as derr
 
 from buildctl import registry
@@ -82,3 +93,76 @@ def test_a_registry_that_does_not_answer_costs_a_warning_not_the_build(docker_cl
         docker_client.images.remove(local)
     assert len(lines) == 2 and all(line.startswith(f"buildctl: warning: registry {dead}:") for line in lines), lines
     assert all("\n" not in line for line in lines)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+CA_BUNDLE = os.environ.get("BUILDCTL_TEST_CA_CERT", "/etc/ssl/certs/ca-certificates.crt")
+NETWORK = os.environ.get("BUILDCTL_TEST_NETWORK", "host")
+
+
+@pytest.fixture
+def base_on_b(base_image, docker_client, engine_b, services):
+    """Engine B with the very base image of A (docker save | docker load), removed again if it was loaded here."""
+    try:
+        engine_b.images.get(base_image)
+        loaded = False
+    except derr.ImageNotFound:
+        save = subprocess.Popen(["docker", "-H", services.engine_a, "save", base_image], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "-H", services.engine_b, "load", "-q"], stdin=save.stdout, check=True,
+                       capture_output=True, timeout=600)
+        assert save.wait() == 0
+        loaded = True
+    assert engine_b.images.get(base_image).id == docker_client.images.get(base_image).id
+    yield base_image
+    if loaded:
+        try:
+            engine_b.images.remove(base_image)
+        except derr.APIError:
+            pass  # still used by images of other tests
+
+
+def test_engine_b_pulls_the_images_engine_a_built_and_compiles_from_its_objects(
+        tmp_path, services, docker_client, engine_b, base_on_b):
+    src = tmp_path / "demofw"
+    shutil.copytree(ROOT / "examples" / "demofw", src,
+                    ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.so"))
+    marker = TEST_NAMESPACE.replace("-", "_") + "_registry"
+    for f in src.rglob("*.cpp"):  # objects Redis has never seen
+        f.write_text(f.read_text() + f"\nnamespace {{ [[maybe_unused]] constexpr int {marker} = 0; }}\n")
+    namespace = f"{TEST_NAMESPACE}-reg"
+    exe = Path(sys.executable).with_name("invoke")
+
+    def build(engine_url: str, root: Path) -> tuple[str, dict]:
+        cmd = [str(exe), "-r", str(ROOT), "build", "--recipe", "demo-cpu", "--set", f"framework.source.path={src}",
+               "--network", NETWORK, "--ca-cert", CA_BUNDLE, "--registry", services.registry,
+               "--cache-url", services.redis_url]
+        env = {**os.environ, "DOCKER_HOST": engine_url, "BUILDCTL_ARTIFACTS": str(root),
+               "BUILDCTL_NAMESPACE": namespace, "COLUMNS": "200"}
+        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30 * 60,
+                              stdin=subprocess.DEVNULL)
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == 0, output[-6000:]
+        return output, json.loads(next(root.glob("demo-cpu/*/manifest.json")).read_text())
+
+    image_key = None
+    try:
+        out_a, a = build(services.engine_a, tmp_path / "root-a")
+        image_key = a["runtime"]["image_key"]
+        assert f"builder image {image_key} pushed to registry {services.registry}" in out_a
+        assert f"runtime image {image_key} pushed to registry {services.registry}" in out_a
+
+        out_b, b = build(services.engine_b, tmp_path / "root-b")
+        assert f"builder image {image_key} pulled from registry {services.registry}" in out_b
+        assert f"runtime image {image_key} pulled from registry {services.registry}" in out_b
+        assert "apt-get install" not in out_b  # no image step ran on B
+        assert b["key"] == a["key"] and b["wheels"][0]["file"] == a["wheels"][0]["file"]
+        cache_b = b["compile_cache"]
+        assert cache_b["remote"]["hits"] > 0 and cache_b["misses"] == 0, cache_b
+        assert b["engine"]["server_version"]  # built and verified on B
+        assert services.redis_url.rpartition("@")[0].rpartition(":")[2] not in out_a + out_b
+    finally:
+        for client in (docker_client, engine_b):
+            remove_namespace_objects(client, namespace)
+        for target in ("builder", "runtime") if image_key else ():
+            repo, tag = registry.remote_ref(services.registry, "demo-cpu", image_key, target)
+            _delete(services.registry, repo.split("/", 1)[1], tag)
