@@ -86,18 +86,31 @@ def matrix(c, label=None):
     cli.matrix(label)
 
 
-@settings_task(SITE, RECIPE, BUILD, iterable=["set", "target"], help={
-      **RECIPE_HELP, "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)",
+@settings_task(SITE, RECIPE, BUILD, iterable=["recipe", "label", "set", "target"], help={
+      **RECIPE_HELP,
+      "recipe": RECIPE_HELP["recipe"] + "; repeatable: several recipes are built side by side over the engines",
+      "label": "Build every recipe with this label (see `invoke recipes`); repeatable",
+      "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)",
       "until": "Stop after this step and show what it produced: configure (the CMake summary), compile or wheel; "
                "publishes nothing, a later full build resumes",
       "target": "With --until compile: build only this ninja output (a sample, e.g. one .cu.o); repeatable",
       "check_reproducible": "Then build again from a clean build dir at another path without compile cache and "
                             "compare the wheels byte for byte; exit 1 naming the members that differ"})
-def build(c, recipe="", set=None, no_preflight=False, json=False, until="", target=None, check_reproducible=False,
-          settings=None):
+def build(c, recipe=None, label=None, set=None, no_preflight=False, json=False, until="", target=None,
+          check_reproducible=False, settings=None):
     """Build a recipe's wheel from source in a container, publish it to artifacts/, verify it."""
-    cli.build(recipe, set, settings=settings, no_preflight=no_preflight, as_json=json, until=until or None,
-              targets=target, check_reproducible=check_reproducible)
+    recipes = list(recipe or [])
+    if len(recipes) > 1 or label or len(settings.engines) > 1:
+        from buildctl import multibuild
+
+        cli.command(multibuild.build_many)(recipes, label or [], set, settings=settings, no_preflight=no_preflight,
+                                           as_json=json, until=until, targets=target,
+                                           check_reproducible=check_reproducible)
+        return
+    if settings.engines:  # one engine named: this build's DOCKER_HOST
+        os.environ["DOCKER_HOST"] = settings.engines[0]
+    cli.build(recipes[0] if recipes else "", set, settings=settings, no_preflight=no_preflight, as_json=json,
+              until=until or None, targets=target, check_reproducible=check_reproducible)
 
 
 @task(auto_shortflags=False, help={"recipe": "Check only this recipe (default: all shipped recipes)",

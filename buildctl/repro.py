@@ -55,7 +55,8 @@ def failures_dir(root: Path | None = None) -> Path:
 
 
 def write_bundle(*, spec, rendered, context_dir, step, exit_code, log, diagnosis, image_id, command, env,
-                 volumes, network, memory, secrets, namespace: str | None = None, root: Path | None = None) -> Path:
+                 volumes, network, memory, secrets, namespace: str | None = None, root: Path | None = None,
+                 engine_name: str | None = None) -> Path:
     mask = Masker(secrets)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     base = failures_dir(root)
@@ -89,6 +90,7 @@ def write_bundle(*, spec, rendered, context_dir, step, exit_code, log, diagnosis
             "exit_code": exit_code,
             "image_id": image_id,
             "namespace": namespace,
+            "engine": engine_name,
             "target": "builder",
             "command": command,
             "env": {k: mask(v) for k, v in (env or {}).items()},
@@ -259,6 +261,7 @@ class BundleData(_Model):
     # The engine-object namespace of the build: its image carries it as a label, so a cached rebuild
     # with the same labels is the bundle's very image id.
     namespace: Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")] | None = None
+    engine: Line | None = None  # where it failed: DOCKER_HOST (credentials masked), "local" for the default
     target: Literal["builder"] = "builder"
     command: Annotated[list[Line], Field(min_length=1, max_length=64)] | None = None
     env: Annotated[dict[EnvName, Text], Field(max_length=256)] = {}

@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     jobs: str = option("auto", "Parallel compile jobs: a number, or auto (from the engine's cores and memory)",
                        group=BUILD)
     memory: str | None = option(None, "Memory limit of the build container, e.g. 8g", group=BUILD)
+    engines: Annotated[tuple[str, ...], NoDecode] = option(
+        (), "Docker engine to build on (unix://, tcp://, ssh://); repeatable: the recipes are spread over the "
+            "engines by their cores and memory (default: DOCKER_HOST)", group=BUILD, flag="engine")
     no_verify: bool = option(False, "Skip the post-build verification", group=BUILD)
     keep_container: bool = option(False, "Keep the build container after the compile, for inspection", group=BUILD)
     namespace: str | None = option(
@@ -79,6 +82,14 @@ class Settings(BaseSettings):
     # --- where things are (variables only) ------------------------------------------------------
     artifacts: Path = option(Path("artifacts"), "The artifacts folder", group=ENV_ONLY)
     recipes_dir: Path = option(REPO_ROOT / "recipes", "Where recipe names are looked up", group=ENV_ONLY)
+
+    @field_validator("engines", mode="before")
+    @classmethod
+    def _engine_list(cls, v: Any) -> Any:
+        """BUILDCTL_ENGINES: several engine URLs separated by commas or spaces (URLs hold colons)."""
+        if isinstance(v, str):
+            return tuple(p for p in v.replace(",", " ").split() if p)
+        return v
 
     @field_validator("registry")
     @classmethod

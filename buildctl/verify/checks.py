@@ -262,10 +262,11 @@ def _resolve_one_symbol(path: str) -> dict | None:
         nm = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, timeout=120).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-    for line in nm.splitlines():
-        parts = line.split()
-        if len(parts) != 3 or parts[1] not in ("T", "t") or not parts[2].startswith("_ZN"):
-            continue
+    functions = [parts for parts in map(str.split, nm.splitlines()) if len(parts) == 3 and parts[1] in "TtWw"]
+    # C++ functions first (a library's API); an extension module built with hidden visibility exports
+    # only its PyInit_ function (and weak template instances), which must do then.
+    functions.sort(key=lambda parts: (not parts[2].startswith("_ZN"), parts[1] not in "Tt"))
+    for parts in functions[:20]:
         try:
             res = subprocess.run(["addr2line", "-f", "-C", "-e", path, f"0x{parts[0]}"],
                                  capture_output=True, text=True, timeout=60).stdout.splitlines()

@@ -99,3 +99,26 @@ def engine_b_ssh(services: Services) -> Iterator[docker.DockerClient]:
     client = engine.connect(environ={"DOCKER_HOST": services.engine_b_ssh})
     yield client
     client.close()
+
+
+@pytest.fixture
+def base_on_b(base_image: str, docker_client: docker.DockerClient, engine_b: docker.DockerClient,
+              services: Services) -> Iterator[str]:
+    """Engine B with the very base image of engine A (docker save | docker load); removed again at the
+    end when it was loaded here (and no other image still uses it)."""
+    try:
+        engine_b.images.get(base_image)
+        loaded = False
+    except docker.errors.ImageNotFound:
+        save = subprocess.Popen(["docker", "-H", services.engine_a, "save", base_image], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "-H", services.engine_b, "load", "-q"], stdin=save.stdout, check=True,
+                       capture_output=True, timeout=600)
+        assert save.wait() == 0
+        loaded = True
+    assert engine_b.images.get(base_image).id == docker_client.images.get(base_image).id
+    yield base_image
+    if loaded:
+        try:
+            engine_b.images.remove(base_image)
+        except docker.errors.APIError:
+            pass

@@ -100,27 +100,6 @@ CA_BUNDLE = os.environ.get("BUILDCTL_TEST_CA_CERT", "/etc/ssl/certs/ca-certifica
 NETWORK = os.environ.get("BUILDCTL_TEST_NETWORK", "host")
 
 
-@pytest.fixture
-def base_on_b(base_image, docker_client, engine_b, services):
-    """Engine B with the very base image of A (docker save | docker load), removed again if it was loaded here."""
-    try:
-        engine_b.images.get(base_image)
-        loaded = False
-    except derr.ImageNotFound:
-        save = subprocess.Popen(["docker", "-H", services.engine_a, "save", base_image], stdout=subprocess.PIPE)
-        subprocess.run(["docker", "-H", services.engine_b, "load", "-q"], stdin=save.stdout, check=True,
-                       capture_output=True, timeout=600)
-        assert save.wait() == 0
-        loaded = True
-    assert engine_b.images.get(base_image).id == docker_client.images.get(base_image).id
-    yield base_image
-    if loaded:
-        try:
-            engine_b.images.remove(base_image)
-        except derr.APIError:
-            pass  # still used by images of other tests
-
-
 def test_engine_b_pulls_the_images_engine_a_built_and_compiles_from_its_objects(
         tmp_path, services, docker_client, engine_b, base_on_b):
     src = tmp_path / "demofw"

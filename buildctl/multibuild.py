@@ -1,0 +1,261 @@
+"""`invoke build` of several recipes (`--recipe a --recipe b`, `--label L`) over several engines
+(`--engine URL`, repeatable, or BUILDCTL_ENGINES).
+
+Every recipe is loaded and checked before anything starts. Each engine answers with its cores and
+memory (`docker info`); `fanout.plan` says which engine builds what. Each build is one `invoke build
+--recipe R --json` of its own, with DOCKER_HOST set to its engine and the settings of this command in
+its BUILDCTL_* variables (secrets travel in the environment, never on a command line): its own signal
+handling, key lock, clean-up and repro bundle, exactly as a build on its own. The engines run side by
+side, each its queue one after the other; a failure on one engine stops nothing else. The artifacts
+all land in the one local store. A CUDA recipe built where no GPU is is verified afterwards on an
+engine with the NVIDIA runtime, when the list has one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from . import engine, fanout, settings
+from .errors import BuildctlError, EngineError, InputError
+from .secrets import mask_url
+from .spec import Spec
+from .ui import strip_controls
+
+REPO = Path(__file__).resolve().parent.parent
+LOCAL = "local"  # the engine of DOCKER_HOST (or the default socket) when no --engine is given
+
+
+@dataclass
+class Outcome:
+    """One recipe's run, as the table shows it and --json prints it."""
+
+    recipe: str
+    engine: str
+    verify_on: str | None
+    step: str = "waiting"
+    ok: bool | None = None
+    started: float | None = None
+    seconds: float | None = None
+    artifact: str | None = None
+    key: str | None = None
+    error: str | None = None
+    bundle: str | None = None
+    log_tail: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"recipe": self.recipe, "engine": self.engine, "verified_on": self.verify_on, "ok": bool(self.ok),
+                "seconds": self.seconds, "key": self.key, "artifact": self.artifact, "error": self.error,
+                "bundle": self.bundle}
+
+
+def engine_capacity(url: str) -> tuple[fanout.EngineCapacity | None, str | None]:
+    """An engine's cores, memory and GPU runtime; or why it cannot be used (one line)."""
+    name = mask_url(url) if url else LOCAL
+    try:
+        client = engine.connect(environ={**os.environ, "DOCKER_HOST": url} if url else None)
+        try:
+            facts = engine.engine_facts(client)
+        finally:
+            client.close()
+    except BuildctlError as e:
+        return None, f"{name}: {str(e).splitlines()[0]}"
+    verifies = frozenset({"cpu", "ascend", "rocm"} | ({"cuda"} if facts.get("nvidia_runtime") else set()))
+    return fanout.EngineCapacity(name, int(facts.get("cpus") or 1), int(facts.get("memory_bytes") or 0),
+                                 verifies), None
+
+
+def child_env(chosen: settings.Settings, engine_url: str) -> dict[str, str]:
+    """This command's settings as the child build's BUILDCTL_* variables, and its engine."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDCTL_") or k == "BUILDCTL_NAMESPACE"}
+    for name in settings.fields(settings.SITE, settings.RECIPE, settings.BUILD, "artifacts", "recipes_dir"):
+        if name == "engines":
+            continue
+        value = getattr(chosen, name)
+        if value in (None, "", (), False):
+            continue
+        env[settings.env_name(name)] = ",".join(value) if isinstance(value, tuple) else (
+            "1" if value is True else str(value))
+    if engine_url:
+        env["DOCKER_HOST"] = engine_url
+    return env
+
+
+def _invoke(*args: str) -> list[str]:
+    return [sys.executable, "-m", "invoke", "-r", str(REPO), *args]
+
+
+def run_one(placement: fanout.Placement, recipe: str, sets: list[str], urls: dict[str, str],
+            chosen: settings.Settings, outcome: Outcome, changed: Callable[[], None]) -> None:
+    """The placement's build (and, elsewhere, its verification) as child commands; fills `outcome`."""
+    verify_elsewhere = placement.verify_on not in (None, placement.engine)
+    sets_args = [a for s in sets for a in ("--set", s)]
+    cmd = _invoke("build", "--recipe", recipe, *sets_args, "--json", *(["--no-verify"] if verify_elsewhere else []))
+    outcome.started = time.monotonic()
+    payload = _child(cmd, child_env(chosen, urls[placement.engine]), outcome, changed)
+    if payload is not None and payload.get("ok") and verify_elsewhere:
+        outcome.step = f"verify on {placement.verify_on}"
+        changed()
+        verify_cmd = _invoke("verify", "--recipe", recipe, *sets_args, "--json")
+        verified = _child(verify_cmd, child_env(chosen, urls[placement.verify_on]), outcome, changed)
+        if verified is None or not verified.get("ok", verified.get("passed", False)):
+            payload = {**payload, "ok": False,
+                       "error": (verified or {}).get("error") or f"verification on {placement.verify_on} failed"}
+    outcome.seconds = round(time.monotonic() - outcome.started, 1)
+    payload = payload or {}
+    outcome.ok = bool(payload.get("ok"))
+    outcome.key, outcome.artifact = payload.get("key"), payload.get("artifact")
+    outcome.bundle = payload.get("bundle")
+    if not outcome.ok:
+        outcome.error = payload.get("error") or (outcome.log_tail[-1] if outcome.log_tail else "failed")
+    outcome.step = "done" if outcome.ok else "failed"
+    changed()
+
+
+def _child(cmd: list[str], env: dict[str, str], outcome: Outcome, changed: Callable[[], None]) -> dict | None:
+    """Run one child command; its stderr lines move the step; its JSON (stdout) is the result."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    stdout_chunks: list[str] = []
+    reader = threading.Thread(target=lambda: stdout_chunks.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    for line in proc.stderr:
+        line = strip_controls(line.rstrip("\n"))
+        if line.startswith("[") and line.endswith("] ..."):
+            outcome.step = line[1:-5]
+        elif line.strip():
+            outcome.log_tail = [*outcome.log_tail[-4:], line[:300]]
+        changed()
+    proc.wait()
+    reader.join()
+    try:
+        payload = json.loads("".join(stdout_chunks) or "null")
+    except ValueError:
+        payload = None
+    return payload if isinstance(payload, dict) else None
+
+
+def table(outcomes: list[Outcome]) -> Table:
+    t = Table(title="Builds", title_justify="left")
+    for col in ("recipe", "engine", "step", "time", "result"):
+        t.add_column(col, overflow="fold")
+    for o in outcomes:
+        secs = o.seconds if o.seconds is not None else (time.monotonic() - o.started if o.started else None)
+        result = "" if o.ok is None else ("[green]ok[/]" if o.ok else "[red]failed[/]")
+        t.add_row(o.recipe, o.engine, o.step, f"{secs:.0f}s" if secs is not None else "", result)
+    return t
+
+
+def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Settings, *, as_json: bool) -> list[Outcome]:
+    """Build `specs` ((recipe argument, spec) pairs) over the chosen engines; the outcomes, in plan order."""
+    urls_given = list(chosen.engines) or [os.environ.get("DOCKER_HOST", "")]
+    capacities, urls = [], {}
+    err = Console(stderr=True, highlight=False)
+    for url in urls_given:
+        cap, why = engine_capacity(url)
+        if cap is None:
+            err.print(f"warning: engine {why}; building on the others", markup=False)
+            continue
+        if cap.name in urls:
+            raise InputError(f"--engine {cap.name} is given twice; fix: give each engine once")
+        capacities.append(cap)
+        urls[cap.name] = url
+    if not capacities:
+        raise EngineError("no engine answered; fix: check each --engine with `DOCKER_HOST=URL docker info`")
+    by_name = {spec.name: (arg, spec) for arg, spec in specs}
+    work = [fanout.Job(spec.name, spec.accelerator, fanout.cost(spec.framework.name, spec.accelerator))
+            for _, spec in specs]
+    placements = fanout.plan(work, capacities)
+    outcomes = {p.job.recipe: Outcome(p.job.recipe, p.engine, p.verify_on) for p in placements}
+    ordered = [outcomes[p.job.recipe] for p in placements]
+    lock = threading.Lock()
+    live = Live(table(ordered), console=err, refresh_per_second=2, transient=False) if err.is_terminal and not as_json \
+        else None
+    printed: dict[str, str] = {}
+
+    def changed() -> None:
+        with lock:
+            if live is not None:
+                live.update(table(ordered))
+                return
+            for o in ordered:  # plain lines (CI logs): one per step change
+                if printed.get(o.recipe) != o.step:
+                    printed[o.recipe] = o.step
+                    err.print(f"==> {o.recipe} on {o.engine}: {o.step}", markup=False)
+
+    def engine_queue(queue: list[fanout.Placement]) -> None:
+        for p in queue:
+            arg, _ = by_name[p.job.recipe]
+            run_one(p, arg, sets, urls, chosen, outcomes[p.job.recipe], changed)
+
+    threads = [threading.Thread(target=engine_queue, args=(q,), daemon=True)
+               for q in fanout.per_engine(placements).values()]
+    if live is not None:
+        live.start()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        if live is not None:
+            live.stop()
+    return ordered
+
+
+def print_outcomes(outcomes: list[Outcome], *, as_json: bool, out: Console) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps({"ok": all(o.ok for o in outcomes), "builds": [o.to_dict() for o in outcomes]},
+                                    indent=2) + "\n")
+        return
+    out.print(table(outcomes))
+    for o in outcomes:
+        if not o.ok:
+            out.print(Text(f"{o.recipe} on {o.engine}: {o.error}" + (f" (repro bundle: {o.bundle})" if o.bundle else "")))
+
+
+def build_many(recipes: list[str], labels: list[str], sets, *, settings: settings.Settings, no_preflight: bool,
+               as_json: bool, until: str, targets, check_reproducible: bool) -> None:
+    """`invoke build` with several --recipe, a --label or several --engine."""
+    from . import cli
+    from . import recipe as recipe_mod
+
+    if until or targets or check_reproducible:
+        raise InputError("--until, --target and --check-reproducible take one recipe on one engine; "
+                         "fix: build that recipe on its own")
+    chosen = list(dict.fromkeys(recipes))
+    if labels:
+        for path in recipe_mod.list_recipes():
+            spec = recipe_mod.load(str(path))
+            if set(labels) & set(spec.labels) and spec.name not in chosen:
+                chosen.append(str(path))
+        if len(chosen) == len(recipes):
+            raise InputError(f"--label {','.join(labels)}: no recipe has it; fix: see `invoke recipes` for labels")
+    if not chosen:
+        raise InputError("--recipe is required; fix: give a name from `invoke recipes`, or --label L")
+    specs, names = [], set()
+    for arg in chosen:  # every recipe checked before anything starts
+        spec, _ = cli.load_spec(arg, sets, base_image=settings.base_image, site=settings.site(),
+                                preflight=not no_preflight)
+        if spec.name in names:
+            raise InputError(f"--recipe {arg}: {spec.name} is selected twice; fix: name each recipe once")
+        names.add(spec.name)
+        specs.append((arg, spec))
+    outcomes = run(specs, list(sets or []), settings, as_json=as_json)
+    print_outcomes(outcomes, as_json=as_json, out=cli.out)
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        raise BuildctlError(f"{len(failed)} of {len(outcomes)} builds failed: "
+                            + ", ".join(f"{o.recipe} on {o.engine}" for o in failed))

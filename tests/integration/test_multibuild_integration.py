@@ -1,0 +1,59 @@
+"""`invoke build` of several recipes over two real engines (A, and B of .ci/services.sh).
+
+demo-cpu, a Debug variant and a recipe whose patch does not apply, with `--engine A --engine B`: the
+plan spreads them over both engines, the two good builds publish and verify into the one local
+artifacts folder, the broken one fails on its engine with a repro bundle that names that engine, and
+its failure stops neither other build. The command exits 1 and its JSON says which build ran where.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TEST_NAMESPACE, remove_namespace_objects
+
+pytestmark = pytest.mark.integration
+pytest_plugins = ["services"]
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "fanout"
+CA_BUNDLE = os.environ.get("BUILDCTL_TEST_CA_CERT", "/etc/ssl/certs/ca-certificates.crt")
+NETWORK = os.environ.get("BUILDCTL_TEST_NETWORK", "host")
+
+
+def test_three_recipes_over_two_engines_one_failing(tmp_path, services, docker_client, engine_b, base_on_b):
+    namespace = f"{TEST_NAMESPACE}-fan"
+    root = tmp_path / "artifacts"
+    cmd = [str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT), "build", "--json",
+           "--recipe", "demo-cpu", "--recipe", str(FIXTURES / "fanout-debug.yaml"),
+           "--recipe", str(FIXTURES / "fanout-broken.yaml"),
+           "--engine", services.engine_a, "--engine", services.engine_b,
+           "--network", NETWORK, "--ca-cert", CA_BUNDLE]
+    env = {**os.environ, "BUILDCTL_ARTIFACTS": str(root), "BUILDCTL_NAMESPACE": namespace, "COLUMNS": "200"}
+    try:
+        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=40 * 60,
+                              stdin=subprocess.DEVNULL)
+        assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+        result = json.loads(proc.stdout)
+        builds = {b["recipe"]: b for b in result["builds"]}
+        assert result["ok"] is False and set(builds) == {"demo-cpu", "fanout-debug", "fanout-broken"}
+        assert {b["engine"] for b in builds.values()} == {services.engine_a, services.engine_b}  # both engines used
+        for name in ("demo-cpu", "fanout-debug"):  # built, published and verified, into the one store
+            assert builds[name]["ok"], builds[name]
+            artifact = Path(builds[name]["artifact"])
+            assert artifact.parent.parent == root and (artifact / "report.json").is_file()
+            manifest = json.loads((artifact / "manifest.json").read_text())
+            assert manifest["build_type"] == ("Debug" if name == "fanout-debug" else "Release")
+        broken = builds["fanout-broken"]
+        assert broken["ok"] is False and "failed in step source" in broken["error"]
+        bundle = json.loads((Path(broken["bundle"]) / "bundle.json").read_text())
+        assert bundle["engine"] == broken["engine"]  # the bundle names where it failed
+        assert proc.stderr.strip().splitlines()[-1] == f"error: 1 of 3 builds failed: fanout-broken on {broken['engine']}"
+    finally:
+        for client in (docker_client, engine_b):
+            remove_namespace_objects(client, namespace)
