@@ -51,8 +51,10 @@ def test_task_help(task):
     assert proc.returncode == 0, proc.stderr
     assert f"] {task} [" in proc.stdout.splitlines()[0]
     assert "Docstring:" in proc.stdout and "Traceback" not in proc.stderr
-    if task in ("show", "render", "build"):
+    if task in ("show", "render"):
         assert "--recipe=STRING" in proc.stdout and "--set" in proc.stdout
+    if task == "build":  # several recipes: repeatable
+        assert "--recipe" in proc.stdout and "repeatable" in proc.stdout and "--set" in proc.stdout
     if task in ("render", "build"):
         for env in ("BUILDCTL_BASE_IMAGE", "BUILDCTL_PIP_INDEX_URL", "BUILDCTL_CA_CERT", "BUILDCTL_NETWORK"):
             assert env in proc.stdout
