@@ -231,7 +231,7 @@ def _run_streamed(cmd: list[str], on_line: LineSink, what: str) -> None:
         hint = next(
             (ln for ln in reversed(tail) if ln.strip().startswith(("E:", "W:"))), tail[-1] if tail else ""
         )
-        raise BaseImageError(f"{what} failed (exit code {rc}): {engine._one_line(hint, 300)}")
+        raise BaseImageError(f"{what} failed (exit code {rc}): {engine.one_line(hint, 300)}")
 
 
 # ---------------------------------------------------------------------------------------------- import
@@ -264,9 +264,9 @@ def import_rootfs(
                 stream_src=True,
             )
     except derr.APIError as e:
-        raise engine._api_error(e, f"importing {tag}") from e
+        raise engine.api_error(e, f"importing {tag}") from e
     except requests.exceptions.RequestException as e:
-        raise engine._connection_lost(e, f"importing {tag}") from e
+        raise engine.connection_lost(e, f"importing {tag}") from e
     finally:
         if proc.poll() is None:
             proc.stdout.close()
@@ -275,11 +275,11 @@ def import_rootfs(
         err = proc.stderr.read().decode(errors="replace")
         proc.stderr.close()
     if rc != 0:
-        raise BaseImageError(f"tar of {rootfs} failed (exit code {rc}): {engine._one_line(err, 300)}")
+        raise BaseImageError(f"tar of {rootfs} failed (exit code {rc}): {engine.one_line(err, 300)}")
     try:
         return str(client.api.inspect_image(tag)["Id"])
     except derr.APIError as e:
-        raise engine._api_error(e, f"inspecting the imported {tag}") from e
+        raise engine.api_error(e, f"inspecting the imported {tag}") from e
 
 
 def _quote(v: str) -> str:
@@ -356,7 +356,7 @@ def ensure_base_image(
     except derr.NotFound:
         pass
     except derr.APIError as e:
-        raise engine._api_error(e, f"looking up {tag}") from e
+        raise engine.api_error(e, f"looking up {tag}") from e
     return make_base_image(client, distro, mirror=mirror, tag=tag, on_line=on_line, no_check_gpg=no_check_gpg)
 
 

@@ -219,7 +219,7 @@ def _remove_engine_item(client, item: dict) -> str | None:
     except derr.NotFound:
         return None
     except derr.APIError as e:
-        return engine._one_line(e.explanation or str(e), 200)
+        return engine.one_line(e.explanation or str(e), 200)
     return None
 
 
@@ -254,7 +254,7 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
         try:
             items += _engine_items(client, selector, containers=containers, images=images, caches=caches)
         except Exception as e:  # noqa: BLE001 - any engine failure is one line
-            raise EngineError(f"cannot list buildctl's objects in the engine: {engine._one_line(str(e), 200)}; "
+            raise EngineError(f"cannot list buildctl's objects in the engine: {engine.one_line(str(e), 200)}; "
                               "fix: check `docker info`, or clean files only (--no-images --no-caches "
                               "--no-containers)") from None
 

@@ -22,9 +22,9 @@ from .errors import InputError
 from .recipe import REPO_ROOT, resolved_yaml
 from .secrets import split_credentials
 from .spec import DEFAULT_SOURCE_DATE_EPOCH, Spec
+from .verify import PROBE_FILES
 
 TEMPLATES = REPO_ROOT / "templates"
-PROBE = Path(__file__).resolve().parent / "verify" / "probe.py"
 WHEELNORM = Path(__file__).resolve().parent / "wheelnorm.py"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # A Debug or RelWithDebInfo build is for chasing a crash: its runtime image can resolve symbols
@@ -117,6 +117,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
     per_job, reserve = _jobs_rule(spec.accelerator)
     constraints = sorted({*spec.python.constraints, *(c for f in frags for c in f.pip_constraints)})
     ctx = dict(
+        probe_files=[p.name for p in PROBE_FILES],
         spec=spec,
         python=python,
         python_pkgs=[python, f"{python}-venv", f"{python}-dev"],
@@ -161,8 +162,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         "secrets.sh": (TEMPLATES / "secrets.sh").read_text(),
         "patches/.keep": "",
         "constraints.txt": "".join(f"{c}\n" for c in constraints),
-        "probe.py": PROBE.read_text() if PROBE.exists() else "",
-        "checks.py": PROBE.with_name("checks.py").read_text(),
+        **{p.name: p.read_text() for p in PROBE_FILES},
         "wheelnorm.py": WHEELNORM.read_text(),
         "recipe.resolved.yaml": shown,
         ".dockerignore": "downloads/**/.keep\n",

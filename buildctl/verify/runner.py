@@ -30,12 +30,11 @@ from buildctl.compat import PYTHON_BY_DISTRO
 from buildctl.errors import InputError, VerificationFailed
 from buildctl.spec import Spec
 from buildctl.ui import strip_controls
+from buildctl.verify import probe_inputs
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
 from buildctl.verify.targets import (
-    CHECKS,
     DEFAULT_BASE_IMAGE,
-    PROBE,
     LineSink,
     last_lines,
     probe_in_container,
@@ -182,7 +181,7 @@ def verify_wheel(
         raise InputError(f"{wheel.name} needs Python {python} and the default verification image "
                          f"({DEFAULT_BASE_IMAGE}) has Python {PYTHON_BY_DISTRO['bookworm']}; fix: --recipe with a "
                          f"matching base, or --host with python{python} installed")
-    from buildctl.verify.probe import parse_sizes
+    from buildctl.verify.probe_sweep import parse_sizes
 
     try:
         parse_sizes(sizes)
@@ -282,7 +281,7 @@ def image_id(client, reference: str) -> str:
     """The id (sha256:...) of a local image; InputError when the engine does not have it (never pulled)."""
     from docker import errors as derr
 
-    from buildctl.engine import _api_error
+    from buildctl.engine import api_error as _api_error
 
     try:
         return str(client.api.inspect_image(reference)["Id"])
@@ -321,7 +320,7 @@ def verify_image(
     from buildctl import engine
     from buildctl.engine import EngineError
     from buildctl.verify.expectations import merge
-    from buildctl.verify.probe import parse_sizes
+    from buildctl.verify.probe_sweep import parse_sizes
 
     if not IMAGE_REF.fullmatch(image or ""):
         raise InputError(f"--image {ascii(str(image)[:100])[1:-1]}: not an image reference; fix: give a local image as "
@@ -361,7 +360,7 @@ def verify_image(
                 client, ident, [python, "/verify/in/probe.py",
                                 *probe_args(module, "/verify/out/probe.json", sweep=sweep, sizes=sizes,
                                             iters=iters, warmup=warmup)],
-                {"/verify/in/probe.py": PROBE, "/verify/in/checks.py": CHECKS, "/verify/out": Path(empty)},
+                {**probe_inputs("/verify/in"), "/verify/out": Path(empty)},
                 shown=image, what=f"probe.json of {image} (written by its own {python})", on_line=on_line,
                 gpus=gpus, network_mode=network_mode, timeout=timeout, user="0", entrypoint=[""])
         except EngineError as e:

@@ -21,10 +21,9 @@ from pathlib import Path
 from buildctl import artifacts
 from buildctl.errors import InputError, VerificationFailed
 from buildctl.spec import Spec
-from buildctl.verify import schema
+from buildctl.verify import probe_inputs, schema
 
 PROBE = Path(__file__).resolve().parent / "probe.py"
-CHECKS = PROBE.with_name("checks.py")  # imported by the probe from its own folder
 DEFAULT_BASE_IMAGE = "buildctl/base:bookworm"
 DEFAULT_VENV = "/opt/verify-venv"
 
@@ -195,7 +194,7 @@ def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python:
     script = container_script(venv, python, wheel.name, reqs, args_for("/verify/out/probe.json"))
     probe, res = probe_in_container(
         client, image, ["/bin/sh", "-c", script],
-        {f"/verify/in/{wheel.name}": wheel, "/verify/in/probe.py": PROBE, "/verify/in/checks.py": CHECKS,
+        {f"/verify/in/{wheel.name}": wheel, **probe_inputs("/verify/in"),
          "/verify/wheelhouse": wheelhouse},
         shown=image, what=f"probe.json of {wheel.name} (written in a container of {image})", on_line=on_line,
         gpus=gpus, network_mode=network_mode, timeout=timeout)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from buildctl import archive, engine
+from buildctl.engine import transfer
 from buildctl.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,7 +53,7 @@ def test_hostile_output_of_a_real_container_is_refused(script, problem, docker_c
     """A build container (a hostile setup.py) leaves a symlink, or a 1 TiB sparse file, in /work/out.
     Before: the symlink was skipped with a log line and the rest kept; the sparse file was streamed onto
     the host disk in full. Now: the whole output is refused, nothing written, the container removed."""
-    monkeypatch.setattr(engine, "OUTPUT_CAPS", archive.Caps(total_bytes=1 << 30, members=100, file_bytes=1 << 30))
+    monkeypatch.setattr(transfer, "OUTPUT_CAPS", archive.Caps(total_bytes=1 << 30, members=100, file_bytes=1 << 30))
     out = tmp_path / "out"
     out.mkdir()
     with pytest.raises(InputError) as info:

@@ -59,13 +59,13 @@ def test_connect_error_classification():
     """Permission denied and ssh failures cannot be staged as root here; the classifier is shared."""
     perm = OSError("Connection aborted.")
     perm.__cause__ = PermissionError(13, "Permission denied")
-    msg = engine._explain_connect_error(perm, "")
+    msg = engine.explain_connect_error(perm, "")
     assert "docker group" in msg and "sudo" in msg and "\n" not in msg
 
     proxied = RuntimeError(
         "Error while fetching server API version: 404 Client Error for http://h:2375/version"
     )
-    msg = engine._explain_connect_error(
+    msg = engine.explain_connect_error(
         proxied, "tcp://h:2375", {"HTTP_PROXY": "http://u:pw12345@proxy:3128"}
     )
     assert "NO_PROXY" in msg and "HTTP 404" in msg and "pw12345" not in msg
@@ -116,8 +116,8 @@ def test_from_refs_resolves_args_and_skips_stages():
     FROM $OTHER
     FROM scratch
     """
-    assert engine._from_refs(textwrap.dedent(df), {}) == ["buildctl/base:bookworm"]
-    assert engine._from_refs(textwrap.dedent(df), {"BASE": "x:1", "OTHER": "y:2"}) == ["x:1", "y:2"]
+    assert engine.base_image_refs(textwrap.dedent(df), {}) == ["buildctl/base:bookworm"]
+    assert engine.base_image_refs(textwrap.dedent(df), {"BASE": "x:1", "OTHER": "y:2"}) == ["x:1", "y:2"]
 
 
 def test_mask_literals_userinfo_and_token_params():

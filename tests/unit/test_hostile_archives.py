@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from buildctl import archive, downloads, engine, repro
+from buildctl.engine import transfer
 from buildctl.errors import InputError
 from buildctl.spec import Download
 
@@ -309,13 +310,13 @@ class _Client:
 
 
 def test_output_stream_with_cve_2025_4517_is_refused(tmp_path):
-    """Before: engine._get_output ran tarfile's data filter member by member and extracted with
+    """Before: transfer.get_output ran tarfile's data filter member by member and extracted with
     "fully_trusted"; this stream overwrote ../victim and wrote ../newfile (measured on 3.11.7)."""
     sandbox, dest = _sandbox(tmp_path)
     dest.mkdir()
     client = _Client(_tar(cve_2025_4517(len(str(dest)), top="out")))
     with pytest.raises(InputError) as info:
-        engine._get_output(client, "c0ffee" * 4, "/work/out", dest)
+        transfer.get_output(client, "c0ffee" * 4, "/work/out", dest)
     msg = str(info.value)
     assert msg.startswith("the output /work/out of container c0ffeec0ffee: member 'out/a': a symbolic link")
     assert "fix: write only regular files and folders into /work/out" in msg and "\n" not in msg
@@ -325,14 +326,14 @@ def test_output_stream_with_cve_2025_4517_is_refused(tmp_path):
 def test_output_with_a_terabyte_file_is_refused_at_its_header(tmp_path, monkeypatch):
     """Before: no cap; a container's `truncate -s 1T /work/out/x.whl` (sparse: free in the container)
     was streamed whole onto the host disk (a 256 MiB member was written out in full, measured)."""
-    monkeypatch.setattr(engine, "OUTPUT_CAPS", archive.Caps(total_bytes=1 << 20, members=10, file_bytes=1 << 20))
+    monkeypatch.setattr(transfer, "OUTPUT_CAPS", archive.Caps(total_bytes=1 << 20, members=10, file_bytes=1 << 20))
     top, big = tarfile.TarInfo("out"), tarfile.TarInfo("out/x.whl")
     top.type, big.size = tarfile.DIRTYPE, 1 << 40
     data = top.tobuf() + big.tobuf() + bytes(64 << 20)
     client = _Client(data)  # its first 64 MiB: the refusal comes before the data is read
     dest = tmp_path / "out"
     with pytest.raises(InputError, match=r"member 'out/x.whl': 1099511627776 bytes, over the 1048576-byte cap"):
-        engine._get_output(client, "c" * 64, "/work/out", dest)
+        transfer.get_output(client, "c" * 64, "/work/out", dest)
     assert client.api.read <= 4 << 20 and not dest.exists()  # the read-ahead of two buffers at most
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
@@ -368,13 +369,13 @@ def test_tampered_prestaged_file_with_restored_mtime_is_caught(tmp_path):
 def test_from_refs_resolve_unset_args_and_copy_from():
     """Before: `FROM ${UNSET}alpine` gave no ref (the "$?" placeholder skipped it) and COPY --from=IMAGE was
     not looked at, so the never-pull check passed and the classic builder pulled alpine."""
-    assert engine._from_refs("FROM ${UNSET}alpine\n", {}) == ["alpine"]
+    assert engine.base_image_refs("FROM ${UNSET}alpine\n", {}) == ["alpine"]
     df = "ARG A\nARG B=${A:-x/y:1}\nFROM $B AS b\nFROM b\nCOPY --from=b /a /b\nCOPY --from=0 /a /b\n" \
          "COPY --from=alpine:3 /x /y\nFROM ${A:+never}scratch\nFROM ${A-}\n"
-    assert engine._from_refs(df, {}) == ["x/y:1", "alpine:3"]
-    assert engine._from_refs("ARG A\nFROM ${A:-z}\n", {"A": ""}) == ["z"]
+    assert engine.base_image_refs(df, {}) == ["x/y:1", "alpine:3"]
+    assert engine.base_image_refs("ARG A\nFROM ${A:-z}\n", {"A": ""}) == ["z"]
     with pytest.raises(engine.EngineError, match="cannot tell which image"):
-        engine._from_refs("FROM ${A:-${B}}x\n", {})
+        engine.base_image_refs("FROM ${A:-${B}}x\n", {})
 
 
 # ---------------------------------------------------------------------------------------------- bundles

@@ -253,7 +253,7 @@ def test_credentials_are_taken_from_url_env_or_netrc_and_masked(tmp_path, monkey
     netrc.chmod(0o600)
     monkeypatch.setenv("NETRC", str(netrc))
     assert publish.Server.from_url("https://idx.example/", {}).password == "nrc-secret"
-    masker = publish._masker("http://ci:s3cret-pw@h/", server, env)
+    masker = publish.masker_for("http://ci:s3cret-pw@h/", server, env)
     assert "s3cret-pw" not in masker("401 for http://ci:s3cret-pw@h/ and s3cret-pw")
     assert "tok-123456" not in masker("token tok-123456")
 

@@ -21,7 +21,7 @@ import pytest
 
 from buildctl import compat, recipe, render
 from buildctl.errors import RecipeError
-from buildctl.verify import probe
+from buildctl.verify import probe_arch
 from buildctl.verify.expectations import Expectations, evaluate, failed, summary_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def offload_bundle(entries: list[tuple[str, bytes]]) -> bytes:
     entries' data at 4096-aligned offsets (as clang 17 lays it out)."""
     records = sum(24 + len(i.encode()) for i, _ in entries)
     offset = (32 + records + 4095) // 4096 * 4096
-    head = bytearray(probe.OFFLOAD_BUNDLE_MAGIC + struct.pack("<Q", len(entries)))
+    head = bytearray(probe_arch.OFFLOAD_BUNDLE_MAGIC + struct.pack("<Q", len(entries)))
     data = bytearray()
     for bundle_id, blob in entries:
         head += struct.pack("<QQQ", offset + len(data), len(blob), len(bundle_id)) + bundle_id.encode()
@@ -89,7 +89,7 @@ def hip_library(tmp_path: Path, targets: list[str], name: str = "_C.so") -> Path
 
 def test_code_objects_are_listed_per_target_from_the_elf_of_each_entry(tmp_path):
     lib = hip_library(tmp_path, ["gfx90a", "gfx942"])
-    got = probe.rocm_code_objects(str(lib))
+    got = probe_arch.rocm_code_objects(str(lib))
     assert got["error"] is None
     assert got["code_objects"] == {"gfx90a": {"count": 1, "bytes": 264}, "gfx942": {"count": 1, "bytes": 264}}
 
@@ -101,7 +101,7 @@ def test_one_bundle_per_translation_unit_is_counted_per_target(tmp_path):
            ("hipv4-amdgcn-amd-amdhsa--gfx942", amdgpu_code_object("gfx942")), ("host-x86_64-unknown-linux--", b"")]
     lib = tmp_path / "two.so"
     lib.write_bytes(elf_with_section(".hip_fatbin", offload_bundle(one) + offload_bundle(two)))
-    got = probe.rocm_code_objects(str(lib))
+    got = probe_arch.rocm_code_objects(str(lib))
     assert got["code_objects"] == {"gfx90a": {"count": 2, "bytes": 264 + 1064}, "gfx942": {"count": 1, "bytes": 264}}
 
 
@@ -110,37 +110,37 @@ def test_a_bundle_id_that_disagrees_with_its_code_object_is_not_counted(tmp_path
     entries = [("hipv4-amdgcn-amd-amdhsa--gfx942", amdgpu_code_object("gfx90a")), ("host-x86_64-unknown-linux--", b"")]
     lib = tmp_path / "lying.so"
     lib.write_bytes(elf_with_section(".hip_fatbin", offload_bundle(entries)))
-    got = probe.rocm_code_objects(str(lib))
+    got = probe_arch.rocm_code_objects(str(lib))
     assert got["code_objects"] == {}
     assert got["error"] == "bundle hipv4-amdgcn-amd-amdhsa--gfx942 holds a code object for gfx90a"
 
 
 @pytest.mark.parametrize("blob, error", [
-    (probe.OFFLOAD_BUNDLE_MAGIC + struct.pack("<Q", 1) + struct.pack("<QQQ", 4096, 999, 5) + b"hipv4",
+    (probe_arch.OFFLOAD_BUNDLE_MAGIC + struct.pack("<Q", 1) + struct.pack("<QQQ", 4096, 999, 5) + b"hipv4",
      ".hip_fatbin: offload bundle at 0: entry 'hipv4' runs past the end of the section"),
-    (probe.OFFLOAD_BUNDLE_MAGIC + struct.pack("<Q", 1), ".hip_fatbin: unpack_from requires a buffer of at least"),
+    (probe_arch.OFFLOAD_BUNDLE_MAGIC + struct.pack("<Q", 1), ".hip_fatbin: unpack_from requires a buffer of at least"),
     (b"CCOB" + b"\x00" * 60, "compressed offload bundle (CCOB, --offload-compress): not read by this probe"),
 ])
 def test_damaged_or_unreadable_sections_are_reported_not_raised(tmp_path, blob, error):
     lib = tmp_path / "bad.so"
     lib.write_bytes(elf_with_section(".hip_fatbin", blob))
-    got = probe.rocm_code_objects(str(lib))
+    got = probe_arch.rocm_code_objects(str(lib))
     assert got["code_objects"] == {} and got["error"].startswith(error)
 
 
 def test_a_library_without_device_code_has_nothing_to_report(tmp_path):
     lib = tmp_path / "cpu.so"
     lib.write_bytes(elf_with_section(".text", b"\x90" * 64))
-    assert probe.rocm_code_objects(str(lib)) == {"code_objects": {}, "error": None}
+    assert probe_arch.rocm_code_objects(str(lib)) == {"code_objects": {}, "error": None}
     (tmp_path / "not-elf.so").write_text("hello")
-    assert probe.rocm_code_objects(str(tmp_path / "not-elf.so")) == {"code_objects": {}, "error": None}
+    assert probe_arch.rocm_code_objects(str(tmp_path / "not-elf.so")) == {"code_objects": {}, "error": None}
 
 
 def test_bundle_target_keeps_features_and_skips_the_host_entry():
-    assert probe.bundle_target("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-") == "gfx90a:xnack-"
-    assert probe.bundle_target("hip-amdgcn-amd-amdhsa--gfx908") == "gfx908"
-    assert probe.bundle_target("host-x86_64-unknown-linux--") is None
-    assert probe.bundle_target("openmp-amdgcn-amd-amdhsa--gfx90a") is None
+    assert probe_arch.bundle_target("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-") == "gfx90a:xnack-"
+    assert probe_arch.bundle_target("hip-amdgcn-amd-amdhsa--gfx908") == "gfx908"
+    assert probe_arch.bundle_target("host-x86_64-unknown-linux--") is None
+    assert probe_arch.bundle_target("openmp-amdgcn-amd-amdhsa--gfx90a") is None
 
 
 def test_coverage_of_a_package_lists_targets_and_libraries(tmp_path):
@@ -152,11 +152,11 @@ def test_coverage_of_a_package_lists_targets_and_libraries(tmp_path):
     class Mod:
         __file__ = str(pkg / "__init__.py")
 
-    cov = probe.rocm_arch_coverage(Mod)
+    cov = probe_arch.rocm_arch_coverage(Mod)
     assert cov["state"] == "ok" and cov["gfx"] == ["gfx90a", "gfx942"]
     assert [lib["path"] for lib in cov["libraries"]] == ["_C.cpython-313-x86_64-linux-gnu.so"]
     (pkg / "_C.cpython-313-x86_64-linux-gnu.so").unlink()
-    cov = probe.rocm_arch_coverage(Mod)
+    cov = probe_arch.rocm_arch_coverage(Mod)
     assert cov["state"] == "unavailable" and cov["gfx"] == []
 
 
@@ -260,7 +260,7 @@ def test_apt_rocm_must_be_what_the_distro_ships(sets, field):
 
 def test_the_table_is_the_compilers_own_list():
     """Every target the table lists has an EF_AMDGPU_MACH in the probe (both read from LLVM 17)."""
-    assert compat.ROCM_OFFLOAD_ARCH["5.7"] == set(probe.AMDGPU_MACH.values())
+    assert compat.ROCM_OFFLOAD_ARCH["5.7"] == set(probe_arch.AMDGPU_MACH.values())
     assert {"gfx90a", "gfx942"} <= compat.ROCM_OFFLOAD_ARCH["5.7"]
     assert not {"gfx950", "gfx1200", "gfx1201"} & compat.ROCM_OFFLOAD_ARCH["5.7"]
 

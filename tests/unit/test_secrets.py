@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 from publish_helpers import assembled_artifact
 
-from buildctl import artifacts, engine, pipeline, recipe, render, repro, secrets, stages
+from buildctl import artifacts, pipeline, recipe, render, repro, secrets, stages
+from buildctl.engine import build as engine_build
 from buildctl.errors import EngineError
 from buildctl.spec import Spec
 from buildctl.stages.compile import container_env
@@ -253,7 +254,7 @@ def test_remote_engine_with_credentials_is_refused_in_one_line():
         api = type("api", (), {"base_url": "http://10.0.0.9:2375"})()
 
     creds = secrets.Credentials(env=(("X", "y"),))
-    with pytest.raises(EngineError) as info, engine._credential_hosts(Remote(), creds, "host"):
+    with pytest.raises(EngineError) as info, engine_build._credential_hosts(Remote(), creds, "host"):
         pass
     assert "\n" not in str(info.value) and "fix:" in str(info.value)
 

@@ -10,76 +10,78 @@ from pathlib import Path
 import pytest
 from verify_fixtures import cpu_probe, h200_probe
 
-from buildctl.verify import probe
+from buildctl.verify import PROBE_FILES, probe, probe_arch, probe_facts, probe_sweep
 
 PROBE = Path(probe.__file__)
 
 
-def test_probe_imports_nothing_from_buildctl():
-    text = PROBE.read_text()
-    assert "buildctl" not in "".join(ln for ln in text.splitlines() if ln.startswith(("import", "from")))
+def test_the_shipped_probe_imports_nothing_from_buildctl():
+    for path in PROBE_FILES:
+        text = path.read_text()
+        assert "buildctl" not in "".join(ln.strip() for ln in text.splitlines()
+                                         if ln.strip().startswith(("import", "from"))), path.name
 
 
 @pytest.mark.parametrize("text,expected", [("8", 8), ("64K", 65536), ("256M", 256 << 20), ("1G", 1 << 30),
                                            ("4KiB", 4096)])
 def test_parse_size(text, expected):
-    assert probe.parse_size(text) == expected
+    assert probe_sweep.parse_size(text) == expected
 
 
 def test_parse_sizes_ranges_and_lists():
-    sizes, factor = probe.parse_sizes("8:256M")
+    sizes, factor = probe_sweep.parse_sizes("8:256M")
     assert factor == 2 and sizes[0] == 8 and sizes[-1] == 256 << 20 and len(sizes) == 26
-    sizes, factor = probe.parse_sizes("8:256M:4")
+    sizes, factor = probe_sweep.parse_sizes("8:256M:4")
     assert factor == 4 and sizes[:3] == [8, 32, 128] and sizes[-1] == 128 << 20
-    assert probe.parse_sizes("1M,8,6") == ([4, 8, 1 << 20], 0)  # whole float32 elements, sorted
+    assert probe_sweep.parse_sizes("1M,8,6") == ([4, 8, 1 << 20], 0)  # whole float32 elements, sorted
     for bad in ("8:1:2", "x", "8:16:1", "8:16:2:3"):
         with pytest.raises(ValueError):
-            probe.parse_sizes(bad)
+            probe_sweep.parse_sizes(bad)
 
 
 def test_busbw_is_nccl_tests_allreduce_formula():
-    assert probe.busbw_factor(1) == 0.0
-    assert probe.busbw_factor(2) == 1.0
-    assert probe.busbw_factor(8) == 2 * 7 / 8
-    alg = probe.algbw_gbs(256 << 20, 1000.0)  # 256 MiB in 1 ms
+    assert probe_sweep.busbw_factor(1) == 0.0
+    assert probe_sweep.busbw_factor(2) == 1.0
+    assert probe_sweep.busbw_factor(8) == 2 * 7 / 8
+    alg = probe_sweep.algbw_gbs(256 << 20, 1000.0)  # 256 MiB in 1 ms
     assert alg == pytest.approx((256 << 20) / 1e9 / 1e-3)
-    assert probe.busbw_gbs(alg, 8) == pytest.approx(alg * 1.75)
-    assert probe.algbw_gbs(8, 0) == 0.0
+    assert probe_sweep.busbw_gbs(alg, 8) == pytest.approx(alg * 1.75)
+    assert probe_sweep.algbw_gbs(8, 0) == 0.0
 
 
 def test_sweep_headline():
     rows = [{"size": 8, "time_us": 20.0, "busbw_gbs": 0.001, "algbw_gbs": 0.001, "wrong": 0},
             {"size": 1 << 20, "time_us": 30.0, "busbw_gbs": 60.0, "algbw_gbs": 34.0, "wrong": 0},
             {"size": 1 << 28, "time_us": 900.0, "busbw_gbs": 480.0, "algbw_gbs": 274.0, "wrong": 1}]
-    h = probe.sweep_headline(rows, {"latency_us": 6.1}, 8)
+    h = probe_sweep.sweep_headline(rows, {"latency_us": 6.1}, 8)
     assert (h["latency_us"], h["latency_size"], h["peak_busbw_gbs"], h["peak_busbw_size"]) == (20.0, 8, 480.0, 1 << 28)
     assert h["graph_latency_us"] == 6.1 and h["wrong"] == 1
-    h1 = probe.sweep_headline(rows, None, 1)
+    h1 = probe_sweep.sweep_headline(rows, None, 1)
     assert h1["peak_busbw_gbs"] is None and h1["peak_busbw_size"] is None  # one rank: no bus
-    assert probe.sweep_headline([], None, 2) is None
+    assert probe_sweep.sweep_headline([], None, 2) is None
 
 
 def test_parse_build_settings_from_real_configs():
-    cpu = probe.parse_build_settings(cpu_probe()["config"]["text"])
+    cpu = probe_facts.parse_build_settings(cpu_probe()["config"]["text"])
     assert cpu["BUILD_TYPE"] == "Release" and cpu["USE_CUDA"] == "0" and cpu["USE_GLOO"] == "ON"
     assert cpu["CXX_FLAGS"].startswith("-fvisibility-inlines-hidden") and "-O2" in cpu["CXX_FLAGS"]
     assert cpu["USE_XPU"] == "OFF"  # the trailing ", " after the last item
-    gpu = probe.parse_build_settings(h200_probe()["config"]["text"])
+    gpu = probe_facts.parse_build_settings(h200_probe()["config"]["text"])
     assert gpu["CUDA_VERSION"] == "13.0" and gpu["CUDNN_VERSION"] == "9.19.0" and gpu["USE_NCCL"] == "1"
-    assert probe.parse_build_settings("PyTorch built with:\n  - GCC 13.3\n") == {}
+    assert probe_facts.parse_build_settings("PyTorch built with:\n  - GCC 13.3\n") == {}
 
 
 def test_version_decoders():
-    assert probe.decode_nccl_version((2, 30, 7)) == "2.30.7"
-    assert probe.decode_nccl_version([2, 18, 1, "a0"]) == "2.18.1+a0"
-    assert probe.decode_nccl_version(21805) == "2.18.5"
-    assert probe.decode_nccl_version(2708) == "2.7.8"
-    assert probe.decode_nccl_version(None) is None
-    assert probe.decode_cudnn_version(92400) == "9.24.0"
-    assert probe.decode_cudnn_version(91900) == "9.19.0"
-    assert probe.decode_cudnn_version(8902) == "8.9.2"
-    assert probe.decode_cuda_driver_version(12020) == "12.2"
-    assert probe.decode_cuda_driver_version(13000) == "13.0"
+    assert probe_facts.decode_nccl_version((2, 30, 7)) == "2.30.7"
+    assert probe_facts.decode_nccl_version([2, 18, 1, "a0"]) == "2.18.1+a0"
+    assert probe_facts.decode_nccl_version(21805) == "2.18.5"
+    assert probe_facts.decode_nccl_version(2708) == "2.7.8"
+    assert probe_facts.decode_nccl_version(None) is None
+    assert probe_facts.decode_cudnn_version(92400) == "9.24.0"
+    assert probe_facts.decode_cudnn_version(91900) == "9.19.0"
+    assert probe_facts.decode_cudnn_version(8902) == "8.9.2"
+    assert probe_facts.decode_cuda_driver_version(12020) == "12.2"
+    assert probe_facts.decode_cuda_driver_version(13000) == "13.0"
 
 
 def test_parse_cuobjdump_listing():
@@ -90,34 +92,34 @@ def test_parse_cuobjdump_listing():
         "ELF file    4: libtorch_cuda.4.sm_90.cubin",
         "cuobjdump info    : File 'x' does not contain device code",
     ])
-    assert probe.parse_cuobjdump_list(elf) == {"sm_80": 1, "sm_90": 2, "sm_90a": 1}
+    assert probe_arch.parse_cuobjdump_list(elf) == {"sm_80": 1, "sm_90": 2, "sm_90a": 1}
     ptx = "PTX file    1: libtorch_cuda.1.sm_90.ptx\nPTX file    2: libtorch_cuda.2.sm_120.ptx\n"
-    assert probe.parse_cuobjdump_list(ptx) == {"compute_90": 1, "compute_120": 1}
+    assert probe_arch.parse_cuobjdump_list(ptx) == {"compute_90": 1, "compute_120": 1}
 
 
 def test_elf_sections_of_a_real_shared_library():
     import _ctypes  # a shared library shipped with every CPython
 
-    names = probe.elf_section_names(_ctypes.__file__)
+    names = probe_arch.elf_section_names(_ctypes.__file__)
     assert names and ".text" in names and ".dynsym" in names
-    assert probe.has_device_code(_ctypes.__file__) is False
-    assert probe.elf_section_names(__file__) is None  # not ELF
+    assert probe_arch.has_device_code(_ctypes.__file__) is False
+    assert probe_arch.elf_section_names(__file__) is None  # not ELF
 
 
 def test_plan_without_gpus_is_gloo_on_two_processes_and_says_so():
-    plan = probe.plan_sweep(None, {"device_count": 0}, {"nccl": False, "gloo": True}, {"cuda": None})
+    plan = probe_sweep.plan_sweep(None, {"device_count": 0}, {"nccl": False, "gloo": True}, {"cuda": None})
     assert (plan["backend"], plan["device"], plan["world_size"]) == ("gloo", "cpu", 2)
     assert "not an NCCL one" in plan["label"]
-    plan = probe.plan_sweep(None, {"device_count": 8}, {"nccl": True}, {"cuda": "13.0"})
+    plan = probe_sweep.plan_sweep(None, {"device_count": 8}, {"nccl": True}, {"cuda": "13.0"})
     assert (plan["backend"], plan["world_size"], plan["timer"]) == ("nccl", 8, "cuda-events")
-    plan = probe.plan_sweep(None, {"device_count": 2}, {"nccl": True}, {"hip": "6.2", "cuda": None})
+    plan = probe_sweep.plan_sweep(None, {"device_count": 2}, {"nccl": True}, {"hip": "6.2", "cuda": None})
     assert plan["backend"] == "nccl" and plan["label"].startswith("RCCL")
-    plan = probe.plan_sweep(None, {"device_count": 1}, {"nccl": True}, {"cuda": "13.0"})
+    plan = probe_sweep.plan_sweep(None, {"device_count": 1}, {"nccl": True}, {"cuda": "13.0"})
     assert "busbw is 0 by definition" in plan["label"]
 
 
 def test_gpu_inventory_without_a_driver_is_a_state():
-    inv = probe.gpu_inventory()  # this machine: pynvml installed, no NVIDIA driver
+    inv = probe_facts.gpu_inventory()  # this machine: pynvml installed, no NVIDIA driver
     assert inv["state"] in ("no-driver", "ok")
     if inv["state"] == "no-driver":
         assert inv["reason"].startswith("no NVIDIA driver") and inv["devices"] == []

@@ -1,0 +1,57 @@
+"""Docker Engine API: connect, build an image (streamed), run a container (streamed, always removed).
+
+Everything buildctl creates in the engine carries the label `buildctl=1` (plus the caller's labels),
+so that `invoke clean` and the tests can find it. Nothing is ever pulled implicitly: a missing image
+is an error with the fix, because buildctl targets hosts without a registry.
+
+The modules, one job each: connection (DOCKER_HOST, connection errors, engine facts), ssh (the ssh://
+transport), build (image builds), dockerfile (the images a Dockerfile names), run (containers),
+transfer (files in and out of a container), objects (labels, owners, listing and removal), signals,
+lines (streamed output), failures (the errors and their one-line messages). This module is their
+public API: `from buildctl import engine; engine.run_container(...)`.
+"""
+
+from ..errors import EngineError, StepFailed
+from .build import build_image
+from .connection import (
+    API_TIMEOUT,
+    CONNECT_TIMEOUT,
+    connect,
+    engine_facts,
+    engine_on_this_machine,
+    explain_connect_error,
+)
+from .dockerfile import base_image_refs
+from .failures import ContainerNameInUse, api_error, connection_lost, one_line, pull_hint
+from .lines import LineSink
+from .objects import (
+    KEEP_LABEL,
+    LABEL,
+    LABEL_VALUE,
+    NAMESPACE_LABEL,
+    OWNER_LABEL,
+    RECIPE_LABEL,
+    buildctl_labels,
+    image_exists,
+    list_buildctl_containers,
+    list_buildctl_volumes,
+    network_mode_for,
+    process_owner,
+    process_start,
+    remove_volume,
+)
+from .run import ContainerResult, container_state, remove_container, run_container
+from .signals import terminate_as_interrupt
+
+# The old private name repro.py uses, until its owner switches to base_image_refs.
+_from_refs = base_image_refs
+
+__all__ = [
+    "API_TIMEOUT", "CONNECT_TIMEOUT", "KEEP_LABEL", "LABEL", "LABEL_VALUE", "NAMESPACE_LABEL",
+    "OWNER_LABEL", "RECIPE_LABEL", "ContainerNameInUse", "ContainerResult", "EngineError", "LineSink",
+    "StepFailed", "api_error", "base_image_refs", "build_image", "buildctl_labels", "connect",
+    "connection_lost", "container_state", "engine_facts", "engine_on_this_machine", "explain_connect_error",
+    "image_exists", "list_buildctl_containers", "list_buildctl_volumes", "network_mode_for", "one_line",
+    "process_owner", "process_start", "pull_hint", "remove_container", "remove_volume", "run_container",
+    "terminate_as_interrupt",
+]

@@ -1,0 +1,192 @@
+"""Image builds: the classic builder, streamed line by line and masked, base images checked first (never
+pulled), credentials served to the RUN steps from this machine for the duration of the build."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import docker
+import requests
+from docker import errors as derr
+
+from ..errors import EngineError, StepFailed
+from ..secrets import Credentials, Masker, SecretServer, url_secrets
+from .connection import engine_on_this_machine
+from .dockerfile import base_image_refs
+from .failures import CLEAN_FIX, NO_SPACE, api_error, connection_lost, one_line, pull_hint
+from .lines import LineSink, LineSplitter, StepLog
+from .objects import buildctl_labels, image_exists, network_mode_for
+from .signals import terminate_as_interrupt
+
+
+def build_image(
+    client: docker.DockerClient,
+    context_dir: Path,
+    tag: str,
+    *,
+    buildargs: Mapping[str, str] | None = None,
+    network_mode: str | None = None,
+    target: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    nocache: bool = False,
+    on_line: LineSink | None = None,
+    dockerfile: str = "Dockerfile",
+    secrets: Iterable[str] = (),
+    allow_pull: bool = False,
+    credentials: Credentials | None = None,
+) -> str:
+    """Build `context_dir` with the classic builder, streaming the log line by line; the image id.
+
+    A failing step raises StepFailed(step="image") with the masked log; a full disk raises EngineError.
+    Proxy build args (HTTP_PROXY & co.) are left out of the image history by Docker itself.
+    `credentials` are served to the RUN steps for the duration of the build (`_credential_hosts`).
+    """
+    context_dir = Path(context_dir)
+    buildargs = {str(k): str(v) for k, v in (buildargs or {}).items()}
+    masker = Masker([*secrets, *(s for v in buildargs.values() for s in url_secrets(v)),
+                     *(credentials.values() if credentials else ())])
+    df = context_dir / dockerfile
+    if not df.is_file():
+        raise EngineError(f"no {dockerfile} in the build context {context_dir}")
+    if not allow_pull:
+        for ref in base_image_refs(df.read_text(errors="replace"), buildargs):
+            if not image_exists(client, ref):
+                raise EngineError(pull_hint(ref))
+
+    emit = StepLog(masker, on_line)
+
+    splitter = LineSplitter()
+    image_id: str | None = None
+    error: str | None = None
+    error_detail: dict[str, Any] = {}
+    doing = f"building {tag}"
+    with terminate_as_interrupt(), _credential_hosts(client, credentials, network_mode) as extra_hosts:
+        try:
+            stream = client.api.build(
+                path=str(context_dir),
+                dockerfile=dockerfile,
+                tag=tag,
+                buildargs=buildargs,
+                extra_hosts=extra_hosts or None,
+                network_mode=network_mode_for(network_mode),
+                target=target,
+                labels=buildctl_labels(labels),
+                nocache=nocache,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
+            )
+            for chunk in stream:
+                if "stream" in chunk:
+                    for ln in splitter.feed(str(chunk["stream"])):
+                        emit(ln)
+                elif "status" in chunk:  # pull progress and the like
+                    emit(" ".join(str(chunk.get(k, "")) for k in ("status", "id") if chunk.get(k)))
+                aux = chunk.get("aux")
+                if isinstance(aux, dict) and aux.get("ID"):
+                    image_id = str(aux["ID"])
+                if "error" in chunk:
+                    error = str(chunk.get("error") or "")
+                    error_detail = chunk.get("errorDetail") or {}
+            for ln in splitter.flush():
+                emit(ln)
+        except derr.APIError as e:
+            raise api_error(e, doing, masker) from e
+        except (requests.exceptions.ConnectionError, derr.DockerException) as e:
+            raise connection_lost(e, doing) from e
+        except BaseException:
+            # Drop the connection so that the daemon cancels the build (and, with forcerm, its container).
+            with contextlib.suppress(Exception):
+                client.api.close()
+            raise
+
+    if error is not None:
+        message = masker(one_line(error, 400))
+        if NO_SPACE.search(message) or any(NO_SPACE.search(ln) for ln in emit.lines[-50:]):
+            raise EngineError(f"the Docker engine ran out of disk space while {doing}; {CLEAN_FIX}")
+        if re.search(
+            r"pull access denied|manifest unknown|registry-1\.docker\.io|repository does not exist", message
+        ):
+            raise EngineError(
+                f"{message}; fix: the base image must be in the engine already (buildctl never pulls)"
+            )
+        code = error_detail.get("code")
+        if not isinstance(code, int) or code == 0:
+            m = re.search(r"non-zero code: (\d+)", message)
+            code = int(m.group(1)) if m else 1
+        # The build's RUN container is gone and its OOMKilled unknown: exit 137 alone is any SIGKILL.
+        raise StepFailed("image", code, "\n".join(emit.lines), detail=message)
+    if image_id is None:
+        try:
+            image_id = str(client.api.inspect_image(tag)["Id"])
+        except derr.APIError as e:
+            raise api_error(e, f"inspecting the built image {tag}") from e
+    return image_id
+
+
+@contextlib.contextmanager
+def _credential_hosts(
+    client: docker.DockerClient, credentials: Credentials | None, network_mode: str | None
+) -> Iterator[dict[str, str]]:
+    """Serve `credentials` to the RUN steps of one image build; yields the extra /etc/hosts entries.
+
+    A SecretServer on this machine (loopback for host networking, the bridge's gateway otherwise),
+    announced by the host name buildctl-secrets-<port>-<token>: host entries are no part of an image,
+    its history or the build cache key, so layers are reused whatever the credentials. Docker builds
+    a fresh /etc/hosts when there are extra entries, so on host networking this host's own entries
+    go along (as Docker would have copied them).
+    """
+    mode = network_mode_for(network_mode)
+    if not credentials or mode == "none":
+        yield {}
+        return
+    if not engine_on_this_machine(client):
+        raise EngineError(
+            f"this recipe has credentials in its URLs, which an image build gets from a server on this "
+            f"machine, and the engine at {client.api.base_url} is on another; fix: build on the engine's "
+            "host, or use a mirror, index or proxy that needs none"
+        )
+    address = "127.0.0.1" if mode == "host" else _bridge_gateway(client)
+    try:
+        server = SecretServer(credentials.payload().encode(), address)
+    except OSError as e:
+        raise EngineError(
+            f"cannot serve the build's credentials on {address}: {one_line(str(e), 120)}; "
+            "fix: build with --network host"
+        ) from e
+    with server:
+        hosts = _host_entries() if mode == "host" else {}
+        hosts[server.host_name] = address
+        yield hosts
+
+
+def _bridge_gateway(client: docker.DockerClient) -> str:
+    """The host's address on Docker's default bridge, where containers of a plain build reach it."""
+    try:
+        config = (client.api.inspect_network("bridge").get("IPAM") or {}).get("Config") or [{}]
+    except derr.APIError as e:
+        raise api_error(e, "looking up the bridge network") from e
+    gateway, subnet = config[0].get("Gateway"), config[0].get("Subnet")
+    if gateway:
+        return str(gateway).split("/")[0]
+    if subnet:
+        return str(next(ipaddress.ip_network(subnet, strict=False).hosts()))
+    raise EngineError("the engine's bridge network has no gateway address; fix: build with --network host")
+
+
+def _host_entries(path: str = "/etc/hosts") -> dict[str, str]:
+    """{name: IPv4 address} of this machine's hosts file (Docker adds its own localhost lines)."""
+    entries: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in Path(path).read_text().splitlines():
+            words = line.split("#", 1)[0].split()
+            if len(words) >= 2 and re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}", words[0]):
+                for name in words[1:]:
+                    entries.setdefault(name, words[0])
+    return entries

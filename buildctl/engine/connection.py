@@ -1,0 +1,223 @@
+"""Reaching the engine: connect through DOCKER_HOST (unix://, tcp://, ssh://), explain a failed connection
+in one line with the fix, and the facts about the engine a manifest records."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from typing import Any
+
+import docker
+import requests
+from docker import errors as derr
+
+from ..errors import EngineError
+from ..secrets import mask_url
+from .failures import api_error, connection_lost, one_line
+from .ssh import SshBridge
+
+CONNECT_TIMEOUT = 20  # seconds to reach the engine at all
+API_TIMEOUT = 600  # seconds for one ordinary API call (a big put_archive included); streams have none
+
+
+def connect(*, environ: Mapping[str, str] | None = None) -> docker.DockerClient:
+    """A client for the engine named by DOCKER_HOST (unix://, tcp://, ssh://) or the local default.
+
+    ssh:// goes through the `ssh` binary and the remote's `docker system dial-stdio` (no paramiko).
+    Failures are EngineError one-liners with the fix.
+    """
+    env = dict(os.environ if environ is None else environ)
+    host = env.get("DOCKER_HOST", "").strip()
+    scheme = host.split("://", 1)[0].lower() if "://" in host else ""
+    if host and scheme not in ("unix", "tcp", "ssh", "http", "https"):
+        raise EngineError(
+            f"DOCKER_HOST={host!r} is not an engine address; fix: use unix:///path/docker.sock, "
+            "tcp://host:2376 or ssh://user@host, or unset it"
+        )
+    if scheme == "unix":
+        sock = host[len("unix://") :]
+        if not os.path.exists(sock):
+            raise EngineError(_no_socket(sock, explicit=True))
+    bridge: SshBridge | None = None
+    try:
+        if scheme == "ssh":
+            if not shutil.which("ssh"):
+                raise EngineError(
+                    f"cannot reach the Docker engine at {host}: the ssh client is missing; "
+                    "fix: apt-get install openssh-client"
+                )
+            bridge = SshBridge(host)
+            client = docker.DockerClient(base_url=f"unix://{bridge.path}", timeout=CONNECT_TIMEOUT)
+            client._buildctl_ssh_bridge = bridge  # type: ignore[attr-defined]  # lives as long as the client
+            _close = client.close
+
+            def close() -> None:
+                _close()
+                bridge.close()
+
+            client.close = close  # type: ignore[method-assign]
+        else:
+            client = docker.DockerClient.from_env(timeout=CONNECT_TIMEOUT, environment=env)
+        client.ping()
+    except (derr.DockerException, requests.exceptions.RequestException, OSError) as e:
+        detail = bridge.last_error if bridge is not None else ""
+        if bridge is not None:
+            bridge.close()
+        raise EngineError(explain_connect_error(e, host, env, detail)) from e
+    client.api.timeout = API_TIMEOUT
+    return client
+
+
+def _no_socket(sock: str, explicit: bool) -> str:
+    if not explicit and not (shutil.which("dockerd") or shutil.which("docker")):
+        return (
+            f"no Docker engine installed: {sock} does not exist and there is no dockerd; fix: install one "
+            "(apt-get install docker.io) and start dockerd, or set DOCKER_HOST to a remote engine"
+        )
+    where = "DOCKER_HOST" if explicit else "the default socket"
+    return (
+        f"the Docker engine is not running: {sock} ({where}) does not exist; fix: start dockerd "
+        "(systemctl start docker, or `dockerd &` as root) or set DOCKER_HOST to a running engine"
+    )
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    todo: list[Any] = [exc]
+    while todo:
+        e = todo.pop()
+        if not isinstance(e, BaseException) or any(e is s for s in seen) or len(seen) > 30:
+            continue
+        seen.append(e)
+        todo.extend([e.__cause__, e.__context__, getattr(e, "reason", None), *e.args])
+    return seen
+
+
+def explain_connect_error(
+    exc: BaseException, host: str, env: Mapping[str, str] | None = None, ssh_detail: str = ""
+) -> str:
+    """The one-line EngineError message, with the fix, for a failed connection to the engine at `host`."""
+    chain = _exception_chain(exc)
+    text = " ".join(str(e) for e in chain)
+    where = host or "unix:///var/run/docker.sock"
+    scheme = where.split("://", 1)[0].lower()
+    env = os.environ if env is None else env
+
+    def has(kind: type[BaseException], words: str) -> bool:
+        return any(isinstance(e, kind) for e in chain) or words.lower() in text.lower()
+
+    if scheme == "ssh":
+        why = ssh_detail or one_line(str(exc), 200)
+        try:
+            words = " ".join(SshBridge.ssh_words(host))
+        except EngineError:
+            words = host[len("ssh://") :]
+        return (
+            f"cannot reach the Docker engine over ssh at {host}: {one_line(why, 200)}; fix: make "
+            f"`ssh {words} docker system dial-stdio` work (keys or agent, known_hosts, docker CLI on the "
+            "remote, remote user in the docker group)"
+        )
+    if scheme == "unix":
+        sock = where[len("unix://") :]
+        if has(PermissionError, "Permission denied"):
+            return (
+                f"permission denied on the Docker socket {sock}; fix: add your user to the docker group "
+                "(sudo usermod -aG docker $USER, then log in again) or use sudo"
+            )
+        if has(FileNotFoundError, "No such file or directory"):
+            return _no_socket(sock, explicit=bool(host))
+        if has(ConnectionRefusedError, "Connection refused"):
+            return (
+                f"the Docker engine is not running: nothing listens on {sock}; fix: start dockerd "
+                "(systemctl start docker, or `dockerd &` as root) or set DOCKER_HOST"
+            )
+    if has(requests.exceptions.SSLError, "SSL"):
+        return (
+            f"TLS to the Docker engine at {where} failed: {one_line(str(exc), 160)}; fix: check "
+            "DOCKER_TLS_VERIFY / DOCKER_CERT_PATH (ca.pem, cert.pem, key.pem)"
+        )
+    if has(ConnectionRefusedError, "Connection refused"):
+        return (
+            f"the Docker engine at {where} is unreachable: connection refused; fix: start dockerd listening "
+            "there (dockerd -H tcp://0.0.0.0:2376 --tlsverify …) or correct DOCKER_HOST"
+        )
+    proxy = next(
+        (env[k] for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy") if env.get(k)), None
+    )
+    http_error = re.search(r"\b([45]\d\d) (?:Client|Server) Error", text)
+    if proxy and http_error and scheme in ("tcp", "http", "https"):
+        return (
+            f"the Docker engine at {where} answered through the HTTP proxy {mask_url(proxy)} with "
+            f"HTTP {http_error.group(1)}; fix: add the engine's host to NO_PROXY"
+        )
+    if http_error:
+        return (
+            f"something at {where} answered HTTP {http_error.group(1)} but is not a Docker "
+            "engine (a proxy in between?); fix: correct DOCKER_HOST, or add the host to NO_PROXY"
+        )
+    if (
+        "Name or service not known" in text
+        or "nodename nor servname" in text
+        or "Temporary failure in name" in text
+    ):
+        return f"the Docker engine at {where} is unreachable: unknown host name; fix: correct DOCKER_HOST"
+    if has(TimeoutError, "timed out"):
+        return (
+            f"the Docker engine at {where} did not answer within {CONNECT_TIMEOUT}s; fix: check the host, "
+            "port and firewall, or correct DOCKER_HOST"
+        )
+    return (
+        f"cannot connect to the Docker engine at {where}: {one_line(str(exc), 200)}; fix: check that "
+        "`docker info` works with the same DOCKER_HOST"
+    )
+
+
+def engine_on_this_machine(client: docker.DockerClient) -> bool:
+    """Whether the engine runs on this machine: a local socket or loopback address, not behind ssh://."""
+    if getattr(client, "_buildctl_ssh_bridge", None) is not None:
+        return False
+    base = str(client.api.base_url)
+    if base.startswith("http+docker://localhost"):
+        return True
+    host = re.sub(r"^\w+://", "", base).split("/")[0].rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "127.0.0.1", "::1")
+
+
+def engine_facts(client: docker.DockerClient) -> dict[str, Any]:
+    """Facts about the engine for manifests and diagnostics."""
+    try:
+        version = client.version()
+        info = client.info()
+    except derr.APIError as e:
+        raise api_error(e, "reading the engine's version") from e
+    except requests.exceptions.RequestException as e:
+        raise connection_lost(e, "reading the engine's version") from e
+    root = info.get("DockerRootDir")
+    local = engine_on_this_machine(client)
+    free = None
+    if local and root and os.path.isdir(root):
+        with contextlib.suppress(OSError):
+            free = shutil.disk_usage(root).free
+    runtimes = sorted((info.get("Runtimes") or {}).keys())
+    return {
+        "server_version": version.get("Version"),
+        "api_version": version.get("ApiVersion"),
+        "client_api_version": client.api.api_version,
+        "min_api_version": version.get("MinAPIVersion"),
+        "os": info.get("OperatingSystem"),
+        "os_type": version.get("Os") or info.get("OSType"),
+        "arch": version.get("Arch") or info.get("Architecture"),
+        "kernel": version.get("KernelVersion") or info.get("KernelVersion"),
+        "storage_driver": info.get("Driver"),
+        "docker_root_dir": root,
+        "cgroup_version": info.get("CgroupVersion"),
+        "cpus": info.get("NCPU"),
+        "memory_bytes": info.get("MemTotal"),
+        "runtimes": runtimes,
+        "nvidia_runtime": "nvidia" in runtimes,
+        "local": local,
+        "free_bytes": free,
+    }

@@ -1,0 +1,47 @@
+"""What goes wrong in the engine, said in one line with the fix: a taken container name, an API error, a
+lost connection, an image buildctl will not pull. (A failed step is errors.StepFailed.)"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from docker import errors as derr
+
+from ..errors import EngineError, one_line
+
+NO_SPACE = re.compile(r"no space left on device", re.IGNORECASE)
+CLEAN_FIX = "fix: free space with `invoke clean` (or `docker system prune` / `docker builder prune`)"
+
+
+class ContainerNameInUse(EngineError):
+    """run_container was given a fixed name that another container holds."""
+
+
+def api_error(e: derr.APIError, doing: str, mask: Callable[[str], str] = lambda s: s) -> EngineError:
+    """The EngineError for an engine API error met while `doing` something (a full disk, no GPU runtime)."""
+    why = mask(one_line(e.explanation or str(e), 300))
+    if NO_SPACE.search(why):
+        return EngineError(f"the Docker engine ran out of disk space while {doing}: {why}; {CLEAN_FIX}")
+    if "could not select device driver" in why and "gpu" in why:
+        return EngineError(
+            f"the Docker engine cannot give containers GPUs while {doing}; fix: install the NVIDIA "
+            "Container Toolkit (nvidia-ctk runtime configure --runtime=docker) and restart dockerd"
+        )
+    return EngineError(f"docker failed while {doing}: {why}")
+
+
+def connection_lost(e: BaseException, doing: str) -> EngineError:
+    """The EngineError for a connection to the engine that broke while `doing` something."""
+    return EngineError(
+        f"lost the connection to the Docker engine while {doing}: {one_line(str(e), 200)}; fix: check "
+        "that dockerd is still running (`docker info`) and retry"
+    )
+
+
+def pull_hint(ref: str) -> str:
+    """The message for image `ref` missing from the engine: buildctl never pulls."""
+    return (
+        f"image {ref} is not in the engine and buildctl never pulls; fix: make it with "
+        "`invoke base-image` (debootstrap), `docker load` it, or `docker pull` it yourself"
+    )

@@ -1,0 +1,101 @@
+"""The objects buildctl makes in the engine: their labels (`buildctl=1`, what `invoke clean` selects),
+the process that owns a container, their network mode; looking them up, listing and removing them."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker import errors as derr
+
+from ..errors import EngineError
+from .failures import api_error
+
+LABEL = "buildctl"
+LABEL_VALUE = "1"
+# On containers: the process that made one (host:pid:start time) and whether it is kept on purpose, so
+# that `invoke clean` can tell an orphan (its process is gone) from a running build.
+OWNER_LABEL = "buildctl.owner"
+KEEP_LABEL = "buildctl.keep"
+# The recipe an object was made for, and the namespace of the build (see artifacts.namespace).
+RECIPE_LABEL = "buildctl.recipe"
+NAMESPACE_LABEL = "buildctl.namespace"
+
+
+def buildctl_labels(extra: Mapping[str, str] | None = None, *, recipe: str | None = None,
+           namespace: str | None = None) -> dict[str, str]:
+    """The labels of an engine object buildctl makes: buildctl=1 (what `invoke clean` selects), the
+    recipe and namespace when given, then `extra`."""
+    own = {LABEL: LABEL_VALUE, **({RECIPE_LABEL: recipe} if recipe is not None else {}),
+           **({NAMESPACE_LABEL: namespace} if namespace is not None else {})}
+    return {**own, **{str(k): str(v) for k, v in (extra or {}).items()}}
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of process `pid` in clock ticks since boot (/proc/PID/stat field 22); None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def process_owner() -> str:
+    """host:pid:start of this process: a pid reused by another process does not match."""
+    return f"{socket.gethostname()}:{os.getpid()}:{process_start(os.getpid()) or 0}"
+
+
+def network_mode_for(mode: str | None) -> str | None:
+    """The engine's network mode for a site's `network` setting: "default" (or none) is the engine's own, None."""
+    return None if mode in (None, "", "default") else mode
+
+
+def image_exists(client: docker.DockerClient, ref: str) -> bool:
+    """Whether the engine has image `ref` (a name or id)."""
+    try:
+        client.api.inspect_image(ref)
+        return True
+    except derr.NotFound:
+        return False
+    except derr.APIError as e:
+        raise api_error(e, f"looking up image {ref}") from e
+
+
+def remove_volume(client: docker.DockerClient, name: str) -> bool:
+    """Remove a volume; False when there was none. A volume in use is an EngineError with the fix."""
+    try:
+        client.api.remove_volume(name)
+        return True
+    except derr.NotFound:
+        return False
+    except derr.APIError as e:
+        if e.status_code == 409:
+            raise EngineError(
+                f"volume {name} is in use by a container; fix: remove the container first "
+                f"(docker ps -a --filter volume={name})"
+            ) from e
+        raise api_error(e, f"removing volume {name}") from e
+
+
+def list_buildctl_containers(
+    client: docker.DockerClient, labels: Mapping[str, str] | None = None
+) -> list[Any]:
+    """All containers (running or not) labelled buildctl=1 and, when given, with these labels too."""
+    filters = [f"{k}={v}" for k, v in buildctl_labels(labels).items()]
+    try:
+        return client.containers.list(all=True, filters={"label": filters})
+    except derr.APIError as e:
+        raise api_error(e, "listing containers") from e
+
+
+def list_buildctl_volumes(client: docker.DockerClient, labels: Mapping[str, str] | None = None) -> list[Any]:
+    """All volumes labelled buildctl=1 and, when given, with these labels too."""
+    filters = [f"{k}={v}" for k, v in buildctl_labels(labels).items()]
+    try:
+        return client.volumes.list(filters={"label": filters})
+    except derr.APIError as e:
+        raise api_error(e, "listing volumes") from e

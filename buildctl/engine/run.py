@@ -1,0 +1,251 @@
+"""Containers: create → copy inputs in → start → stream logs → wait → copy outputs out → remove.
+
+The container is removed on every exit path: errors, Ctrl-C and SIGTERM (turned into KeyboardInterrupt
+by `terminate_as_interrupt`). Named volumes hold what must persist between runs (build dir, compiler
+cache). oom_killed is the engine's own OOMKilled, never guessed from an exit code.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import requests
+from docker import errors as derr
+from docker.types import DeviceRequest
+
+from ..errors import EngineError
+from ..secrets import Credentials, Masker, secret_values_from_env
+from .failures import NO_SPACE, ContainerNameInUse, api_error, connection_lost, one_line, pull_hint
+from .lines import LineSink, LineSplitter, StepLog
+from .objects import KEEP_LABEL, OWNER_LABEL, buildctl_labels, network_mode_for, process_owner
+from .signals import signals_deferred, terminate_as_interrupt
+from .transfer import get_output, owner_of, put_credentials, put_input
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ContainerResult:
+    exit_code: int
+    oom_killed: bool  # the engine's State.OOMKilled: the kernel's OOM killer hit the container
+    log: str
+    container_id: str
+    missing_outputs: tuple[str, ...] = ()  # container paths of `outputs` that did not exist
+    timed_out: bool = False  # stopped (killed) by run_container's timeout
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.oom_killed
+
+    @property
+    def disk_full(self) -> bool:
+        return self.exit_code != 0 and bool(NO_SPACE.search(self.log[-20000:]))
+
+
+def _ensure_volume(client: docker.DockerClient, name: str, labels: Mapping[str, str]) -> None:
+    if not name or "/" in name:
+        raise EngineError(
+            f"volume {name!r} is not a volume name (host paths are not mounted; use inputs/outputs)"
+        )
+    try:
+        client.api.inspect_volume(name)
+    except derr.NotFound:
+        try:
+            client.api.create_volume(name, labels=dict(labels))
+        except derr.APIError as e:
+            raise api_error(e, f"creating volume {name}") from e
+
+
+def container_state(client: docker.DockerClient, ref: str) -> dict[str, Any] | None:
+    """The State of container `ref` (a name or id), None when there is none."""
+    try:
+        return client.api.inspect_container(ref).get("State") or {}
+    except derr.NotFound:
+        return None
+    except derr.APIError as e:
+        raise api_error(e, f"looking up container {ref}") from e
+
+
+def remove_container(client: docker.DockerClient, ref: str) -> None:
+    """Remove container `ref` (forced, with its anonymous volumes); absent is fine. Signals wait for it."""
+    with signals_deferred():
+        for _ in range(3):
+            try:
+                client.api.remove_container(ref, force=True, v=True)
+                return
+            except derr.NotFound:
+                return
+            except derr.APIError as e:
+                if "already in progress" in str(e):
+                    return
+                last: BaseException = e
+            except (requests.exceptions.RequestException, OSError) as e:
+                last = e
+        log.warning("could not remove container %s: %s", ref, one_line(str(last), 200))
+
+
+def run_container(
+    client: docker.DockerClient,
+    image: str,
+    command: list[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    inputs: Mapping[str, Path] | None = None,
+    outputs: Mapping[str, Path] | None = None,
+    volumes: Mapping[str, str] | None = None,
+    network_mode: str | None = None,
+    mem_limit: str | int | None = None,
+    gpus: bool = False,
+    workdir: str | None = None,
+    user: str | None = None,
+    on_line: LineSink | None = None,
+    keep: bool = False,
+    name: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    secrets: Iterable[str] = (),
+    shm_size: str | None = None,
+    ipc_mode: str | None = None,
+    credentials: Credentials | None = None,
+    timeout: float | None = None,
+    on_interrupt: Callable[[str], None] | None = None,
+    entrypoint: list[str] | None = None,
+) -> ContainerResult:
+    """Run `command` in a fresh container of `image`; its exit code, OOM flag and (masked) log.
+
+    inputs {container path: host path}: copied in before start (a directory's contents land at the
+    container path, a file at that path), owned by `user` when numeric, else root, mtimes kept.
+    outputs {container path: host dir}: copied out after exit, also when the command failed; a
+    directory's contents (or a file) replace the host dir; only regular files and folders within
+    OUTPUT_CAPS are accepted (else InputError, nothing written); absent ones are listed in missing_outputs.
+    volumes {volume name: container path}: named volumes, created (labelled) when missing.
+    credentials: copied in as /run/buildctl-secrets before start (never in the container's config);
+    the command takes them with templates/secrets.sh, which removes the file.
+    The container is removed on every path (errors, Ctrl-C, SIGTERM); `keep` keeps it only after a
+    normal finish. A non-zero exit is a result, not an exception; engine problems raise EngineError.
+    oom_killed is the engine's OOMKilled, never guessed from exit code 137 (a `docker kill` gives 137).
+    timeout: seconds from start; then the container is killed and the result says timed_out.
+    on_interrupt(container id): called on Ctrl-C/SIGTERM while the container still runs, before it is
+    removed (e.g. to record what was in flight); its own errors are ignored.
+    entrypoint: replaces the image's ENTRYPOINT; [""] runs `command` as it is, whatever the image sets.
+    name: a fixed name makes the run exclusive: while a container of that name exists, this raises
+    EngineError (ContainerNameInUse) and leaves the other container alone.
+    """
+    env = {str(k): str(v) for k, v in (env or {}).items()}
+    masker = Masker([*secrets, *secret_values_from_env(env), *(credentials.values() if credentials else ())])
+    all_labels = buildctl_labels(labels)
+    name = name or f"buildctl-{uuid.uuid4().hex[:12]}"
+    doing = f"running {image}"
+    for vol in volumes or {}:
+        _ensure_volume(client, vol, all_labels)
+
+    emit = StepLog(masker, on_line)
+
+    cid: str | None = None
+    finished = False
+    name_taken = False
+    timer: threading.Timer | None = None
+    stopped_by_timeout = threading.Event()
+    with terminate_as_interrupt():
+        try:
+            host_config = client.api.create_host_config(
+                binds={vol: {"bind": path, "mode": "rw"} for vol, path in (volumes or {}).items()},
+                network_mode=network_mode_for(network_mode),
+                mem_limit=mem_limit,
+                memswap_limit=mem_limit,  # no swap on top: a limit is a limit
+                device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else None,
+                shm_size=shm_size,
+                ipc_mode=ipc_mode,
+            )
+            try:
+                cid = client.api.create_container(
+                    image,
+                    command=list(command),
+                    entrypoint=entrypoint,
+                    environment=env,
+                    working_dir=workdir,
+                    user=user,
+                    labels={**all_labels, OWNER_LABEL: process_owner(), **({KEEP_LABEL: "1"} if keep else {})},
+                    host_config=host_config,
+                    name=name,
+                    detach=True,
+                )["Id"]
+            except derr.ImageNotFound as e:
+                raise EngineError(pull_hint(image)) from e
+            except derr.APIError as e:
+                if e.status_code == 409:  # the name is someone else's container: never remove it
+                    name_taken = True
+                    raise ContainerNameInUse(
+                        f"a container named {name} exists already ({one_line(e.explanation or str(e), 200)}); "
+                        f"fix: wait for the run that owns it, or remove it (docker rm -f {name}) if nothing runs it"
+                    ) from e
+                raise
+            owner = owner_of(user)
+            if credentials:
+                put_credentials(client, cid, credentials, owner)
+            for container_path, host_path in (inputs or {}).items():
+                put_input(client, cid, container_path, Path(host_path), owner)
+            # Attach before start (as `docker run` does): nothing is missed, no log driver is needed,
+            # and stdout/stderr arrive apart, so a partial line of one is never glued to the other.
+            attached = client.api.attach(cid, stdout=True, stderr=True, stream=True, logs=True, demux=True)
+            client.api.start(cid)
+            if timeout is not None:
+                started_id = cid
+
+                def stop() -> None:
+                    try:
+                        client.api.kill(started_id)
+                    except (derr.APIError, requests.exceptions.RequestException, OSError):
+                        return  # it finished meanwhile: not a timeout
+                    stopped_by_timeout.set()
+
+                timer = threading.Timer(max(0.0, timeout), stop)
+                timer.daemon = True
+                timer.start()
+            streams = [
+                (codecs.getincrementaldecoder("utf-8")(errors="replace"), LineSplitter()) for _ in range(2)
+            ]
+            for frame in attached:
+                for (decoder, splitter), data in zip(streams, frame, strict=True):
+                    if data:
+                        for ln in splitter.feed(decoder.decode(data)):
+                            emit(ln)
+            for decoder, splitter in streams:
+                for ln in splitter.feed(decoder.decode(b"", final=True)) + splitter.flush():
+                    emit(ln)
+            status = client.api.wait(cid, timeout=None)
+            if timer is not None:
+                timer.cancel()
+                timer.join()
+            code = int(status.get("StatusCode", -1))
+            state = client.api.inspect_container(cid).get("State") or {}
+            oom = bool(state.get("OOMKilled"))
+            missing = tuple(
+                cpath
+                for cpath, hdir in (outputs or {}).items()
+                if not get_output(client, cid, cpath, Path(hdir))
+            )
+            finished = True
+            return ContainerResult(code, oom, "\n".join(emit.lines), cid, missing, stopped_by_timeout.is_set())
+        except derr.APIError as e:
+            raise api_error(e, doing, masker) from e
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as e:
+            raise connection_lost(e, doing) from e
+        except KeyboardInterrupt:
+            if on_interrupt is not None and cid:
+                with contextlib.suppress(Exception):
+                    on_interrupt(cid)
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if not (keep and finished) and not name_taken:
+                remove_container(client, cid or name)
