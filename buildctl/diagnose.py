@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from buildctl.diagnose_patterns import SIGNATURES, Signature, _nccl_report
+from buildctl.diagnose_patterns import SIGNATURES, Signature, explain_nccl_report
 from buildctl.ui import strip_controls
 
 MAX_EVIDENCE = 5
@@ -110,7 +110,7 @@ def _from_report(report: Mapping[str, Any], ctx: Mapping[str, Any], step: str | 
                 if check.get(a) not in (None, ""):
                     fields[key] = str(check[a])
                     break
-        cause, fix = _nccl_report(fields, ctx)
+        cause, fix = explain_nccl_report(fields, ctx)
         detail = check.get("detail") or check.get("message") or (
             f"{check.get('name')}: expected {fields.get('expected', '?')}, got {fields.get('actual', '?')}")
         return Diagnosis("nccl-version", "Wheel links a different NCCL than the recipe pins",

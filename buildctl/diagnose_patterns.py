@@ -136,7 +136,7 @@ def _nccl(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
     return cause, fix
 
 
-def _nccl_report(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+def explain_nccl_report(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
     got, want = f.get("actual"), f.get("expected") or ctx.get("nccl_pin")
     if got and want:
         cause = f"the wheel uses NCCL {got}, the recipe pins {want}."

@@ -94,9 +94,19 @@ def test_requirements_are_read_with_packaging(tmp_path):
     w = wheel(tmp_path, "")
     assert wheelfacts.wheel_requires(w) == []
     assert wheelfacts.wheel_tags(w) == {"name": "demofw", "version": "0.1.0", "python_tag": "cp311", "abi": "cp311",
-                                    "platform": "linux_x86_64", "python": "3.11"}
+                                        "platform": "linux_x86_64", "python": "3.11"}
     assert wheelfacts.is_cuda_wheel(w, None, ["nvidia_nccl_cu12>=2.20; platform_system == 'Linux'"])
     assert not wheelfacts.is_cuda_wheel(w, None, ["numpy"])
+
+
+def test_metadata_through_an_open_handle_is_the_same_as_by_path(tmp_path):
+    """Publishing hashes the wheel through one open handle and reads METADATA through that same handle."""
+    w = wheel(tmp_path, "")
+    with open(w, "rb") as fh:
+        fh.read()  # where a hash leaves it
+        through_handle = wheelfacts.wheel_metadata(w, fh)
+    assert through_handle == wheelfacts.wheel_metadata(w)
+    assert b"Name: demofw" in through_handle
 
 
 def test_markup_in_a_wheel_file_name_is_refused_as_a_name():
