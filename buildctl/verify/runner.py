@@ -9,27 +9,18 @@ in: the target needs no network and no index, and the exact wheel under test is 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import platform
 import re
-import shutil
-import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from packaging.metadata import parse_email
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from rich.console import Console
 from rich.markup import escape
 
@@ -39,13 +30,19 @@ from buildctl.compat import PYTHON_BY_DISTRO
 from buildctl.errors import InputError, VerificationFailed
 from buildctl.spec import Spec
 from buildctl.ui import strip_controls
-from buildctl.verify import probe_inputs, schema
+from buildctl.verify import probe_inputs
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
+from buildctl.verify.targets import (
+    DEFAULT_BASE_IMAGE,
+    LineSink,
+    last_lines,
+    probe_in_container,
+    run_in_container,
+    run_on_host,
+)
+from buildctl.wheelfacts import is_cuda_wheel, requires_for_python, wheel_requires, wheel_tags
 
-PROBE = Path(__file__).resolve().parent / "probe.py"
-DEFAULT_BASE_IMAGE = "buildctl/base:bookworm"
-DEFAULT_VENV = "/opt/verify-venv"
 # glibc of each distro's own Python, for the wheelhouse's manylinux tags.
 DISTRO_GLIBC = {"bookworm": (2, 36), "trixie": (2, 41), "jammy": (2, 35), "noble": (2, 39)}
 # Installed next to the wheel when they can be had; the probe degrades gracefully without them.
@@ -53,130 +50,8 @@ OPTIONAL_TOOLS = ("nvidia-ml-py",)
 CUDA_TOOLS = ("nvidia-cuda-cuobjdump",)  # cuobjdump for the arch coverage (nvidia/cu13/bin)
 MODULES = {"pytorch": "torch", "torch": "torch", "demofw": "demofw"}
 
-LineSink = Callable[[str], None]
 
-
-# --------------------------------------------------------------------------- wheel facts
-
-
-def wheel_tags(wheel: Path) -> dict:
-    """name, version, python ('3.11'), abi, platform from a wheel file name (PEP 427, read by `packaging`)."""
-    try:
-        name, version, _build, tags = parse_wheel_filename(wheel.name)
-    except InvalidWheelFilename:
-        raise InputError(f"{ascii(wheel.name)[1:-1][:200]} is not a wheel file name (name-version-python-abi-platform.whl); "
-                         "fix: give the .whl that the build produced") from None
-    pythons = sorted({t.interpreter for t in tags})
-    cpython = sorted({f"{m.group(1)}.{m.group(2)}" for t in tags if (m := re.fullmatch(r"cp(\d)(\d+)", t.interpreter))})
-    return {"name": str(name), "version": str(version), "python_tag": ".".join(pythons),
-            "abi": ".".join(sorted({t.abi for t in tags})), "platform": ".".join(sorted({t.platform for t in tags})),
-            "python": cpython[0] if len(cpython) == 1 else None}
-
-
-# A wheel is a zip the host opens, and pip unpacks, before anything else: bounded before it is parsed.
-# torch 2.14 wheels: ~13k members, a 38 KB METADATA, 1.1 GB unpacked from 528 MB (2.1x); 3.6x for CPU.
-MAX_WHEEL_MEMBERS = 200_000
-MAX_CENTRAL_DIRECTORY = 16 << 20
-MAX_METADATA_BYTES = 1 << 20
-MAX_WHEEL_UNCOMPRESSED = 64 << 30
-MAX_EXPANSION = 50  # unpacked / on disk, checked beyond 1 GiB unpacked: a 1 MB zip of zeros unpacks to 1 GB
-_EOCD = struct.Struct("<4s4H2LH")  # end of central directory record
-_ZIP64_LOCATOR = struct.Struct("<4sLQL")
-_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
-
-
-def _central_directory_size(f, file_size: int) -> tuple[int, int]:
-    """(members, bytes) of a zip's central directory, from its end records, before zipfile reads it."""
-    tail = min(file_size, _EOCD.size + 0xFFFF)
-    f.seek(file_size - tail)
-    data = f.read(tail)
-    at = data.rfind(b"PK\x05\x06")
-    if at < 0 or len(data) - at < _EOCD.size:
-        raise zipfile.BadZipFile("no end of central directory record")
-    _, _, _, _, members, cd_bytes, _, _ = _EOCD.unpack_from(data, at)
-    if (members == 0xFFFF or cd_bytes == 0xFFFFFFFF) and at >= _ZIP64_LOCATOR.size:
-        sig, _, zip64_at, _ = _ZIP64_LOCATOR.unpack_from(data, at - _ZIP64_LOCATOR.size)
-        if sig == b"PK\x06\x07" and zip64_at + _ZIP64_EOCD.size <= file_size:
-            f.seek(zip64_at)
-            rec = f.read(_ZIP64_EOCD.size)
-            if rec[:4] == b"PK\x06\x06":
-                fields = _ZIP64_EOCD.unpack(rec)
-                members, cd_bytes = fields[7], fields[8]
-    return members, cd_bytes
-
-
-def _read_metadata(wheel: Path) -> str:
-    """The text of the wheel's .dist-info/METADATA, read within the caps above."""
-    refuse = f"{wheel.name}: {{}}; fix: give the .whl that the build produced (this one is not a sane wheel)"
-    with open(wheel, "rb") as f:
-        on_disk = os.fstat(f.fileno()).st_size
-        members, cd_bytes = _central_directory_size(f, on_disk)
-        if members > MAX_WHEEL_MEMBERS or cd_bytes > MAX_CENTRAL_DIRECTORY:
-            raise InputError(refuse.format(f"{members} members in a {cd_bytes >> 20} MiB directory "
-                                           f"(caps {MAX_WHEEL_MEMBERS}, {MAX_CENTRAL_DIRECTORY >> 20} MiB)"))
-        f.seek(0)
-        with zipfile.ZipFile(f) as z:
-            infos = z.infolist()
-            if len(infos) > MAX_WHEEL_MEMBERS:
-                raise InputError(refuse.format(f"{len(infos)} members (cap {MAX_WHEEL_MEMBERS})"))
-            total = sum(i.file_size for i in infos)
-            if total > MAX_WHEEL_UNCOMPRESSED or (total > 1 << 30 and total > MAX_EXPANSION * on_disk):
-                raise InputError(refuse.format(f"it unpacks to {total / 2**20:.0f} MiB from {on_disk / 2**20:.1f} MiB (caps "
-                                               f"{MAX_WHEEL_UNCOMPRESSED >> 30} GiB, {MAX_EXPANSION}x): a zip bomb?"))
-            metas = [i for i in infos if re.fullmatch(r"[^/]+\.dist-info/METADATA", i.filename)]
-            if len(metas) != 1:
-                raise InputError(refuse.format(f"{len(metas)} .dist-info/METADATA files, a wheel has exactly one"))
-            meta = metas[0]
-            if meta.file_size > MAX_METADATA_BYTES:
-                raise InputError(refuse.format(f"its METADATA unpacks to {meta.file_size} bytes "
-                                               f"(cap {MAX_METADATA_BYTES}): a zip bomb?"))
-            with z.open(meta) as member:
-                data = member.read(MAX_METADATA_BYTES + 1)  # the declared size may lie: read no further
-            if len(data) > MAX_METADATA_BYTES:
-                raise InputError(refuse.format(f"its METADATA unpacks beyond {MAX_METADATA_BYTES} bytes: a zip bomb?"))
-    return data.decode("utf-8", "replace")
-
-
-def wheel_requires(wheel: Path) -> list[str]:
-    """Requires-Dist of the wheel's METADATA (for the wheelhouse key), read with bounded memory."""
-    try:
-        text = _read_metadata(wheel)
-    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as e:
-        raise InputError(f"{wheel.name}: not a readable wheel ({str(e)[:200]}); fix: rebuild or re-download it") from None
-    raw, _ = parse_email(text)
-    requires = list(raw.get("requires_dist") or [])
-    for r in requires:
-        try:
-            Requirement(r)
-        except InvalidRequirement:
-            raise InputError(f"{wheel.name}: METADATA has an invalid Requires-Dist {ascii(r[:100])}; "
-                             "fix: give the .whl that the build produced") from None
-    return requires
-
-
-def requires_for_python(requires: Sequence[str], python: str) -> list[str]:
-    """The requirements (no extras) whose markers hold on CPython `python` on Linux."""
-    env = {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
-           "platform_system": "Linux", "implementation_name": "cpython", "extra": ""}
-    out = []
-    for text in requires:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if req.marker is None or req.marker.evaluate(env):
-            req.marker = None
-            out.append(str(req))
-    return out
-
-
-def is_cuda_wheel(wheel: Path, spec: Spec | None, requires: Sequence[str] | None = None) -> bool:
-    if spec is not None:
-        return spec.accelerator == "cuda"
-    if re.search(r"\+cu\d+", wheel.name):
-        return True
-    reqs = wheel_requires(wheel) if requires is None else requires
-    return any(canonicalize_name(Requirement(r).name).startswith("nvidia-") for r in reqs)
+# --------------------------------------------------------------------------- platforms
 
 
 def manylinux_platforms(glibc: tuple[int, int], machine: str) -> list[str]:
@@ -248,177 +123,6 @@ def probe_args(module: str, out: str, *, sweep: bool, sizes: str, iters: int, wa
     if sweep:
         args += ["--sweep", "--sizes", sizes, "--iters", str(iters), "--warmup", str(warmup)]
     return args
-
-
-def _find_python(version: str) -> str:
-    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
-        return sys.executable
-    found = shutil.which(f"python{version}")
-    if not found:
-        raise InputError(f"the wheel needs Python {version} and there is no python{version} on this machine; "
-                         f"fix: install python{version}, or verify in a container (drop --host)")
-    return found
-
-
-def _stream(cmd: list[str], on_line: LineSink, env: dict[str, str], timeout: float) -> tuple[int, str]:
-    """Run `cmd`, passing each output line to on_line; killed (with its process group) at `timeout`."""
-    lines: list[str] = []
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                          bufsize=1, start_new_session=True) as p:
-        expired = threading.Event()
-
-        def kill() -> None:
-            expired.set()
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)  # the probe's spawned ranks too
-
-        timer = threading.Timer(timeout, kill)
-        timer.start()
-        try:
-            assert p.stdout is not None
-            for line in p.stdout:
-                line = line.rstrip("\n")
-                lines.append(line)
-                on_line(line)
-            rc = p.wait()
-        except BaseException:
-            kill()
-            raise
-        finally:
-            timer.cancel()
-    if expired.is_set():
-        lines.append(f"killed after {timeout:.0f} s")
-    return rc, "\n".join(lines)
-
-
-def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    return env
-
-
-def run_on_host(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python: str, args_for: Callable[[str], list[str]],
-                on_line: LineSink, timeout: float) -> tuple[dict, dict]:
-    """Fresh venv in a temp dir, install, probe. (probe JSON, environment facts)."""
-    interpreter = _find_python(python)
-    with tempfile.TemporaryDirectory(prefix="buildctl-verify-") as tmp:
-        venv = Path(tmp) / "venv"
-        env = _clean_env()
-        rc, log = _stream([interpreter, "-m", "venv", str(venv)], on_line, env, 300)
-        if rc != 0:
-            raise VerificationFailed(f"cannot create a venv with {interpreter}: {log.strip()[-300:]}; "
-                                     f"fix: install python{python}-venv")
-        py = str(venv / "bin" / "python")
-        on_line(f"installing {wheel.name} into a fresh venv ({venv})")
-        rc, log = _stream([py, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheelhouse),
-                           "--no-compile", str(wheel), *reqs], on_line, env, 1800)
-        if rc != 0:
-            raise VerificationFailed(f"installing {wheel.name} into a fresh venv failed: "
-                                     f"{_last_lines(log)}")
-        out = Path(tmp) / "probe.json"
-        rc, log = _stream([py, str(PROBE), *args_for(str(out))], on_line, env, timeout)
-        if not out.is_file():
-            raise VerificationFailed(f"the probe wrote no report (exit {rc}): {_last_lines(log)}")
-        probe = schema.load_probe(out, f"probe.json of {wheel.name} (written in a fresh venv)")
-        return probe, {"python": py, "interpreter": interpreter}
-
-
-def _last_lines(log: str, n: int = 3) -> str:
-    lines = [ln.strip() for ln in log.strip().splitlines() if ln.strip()]
-    return " | ".join(lines[-n:])[-600:] or "(no output)"
-
-
-def verify_image_dockerfile(base_image: str, python: str) -> str:
-    return "\n".join([
-        f"FROM {base_image}",
-        "ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1",
-        "# hadolint ignore=DL3008",
-        f"RUN apt-get update && apt-get install -y --no-install-recommends python{python} python{python}-venv "
-        "ca-certificates && rm -rf /var/lib/apt/lists/*",
-        "WORKDIR /verify",
-        "",
-    ])
-
-
-def ensure_verify_image(client, base_image: str, python: str, *, network_mode: str | None,
-                        on_line: LineSink) -> str:
-    """A minimal runtime image (base + python + venv), built once and tagged by its Dockerfile's hash."""
-    from buildctl import engine
-
-    text = verify_image_dockerfile(base_image, python)
-    tag = f"buildctl/verify-runtime:py{python}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    if engine.image_exists(client, tag):
-        return tag
-    on_line(f"building the verification image {tag} from {base_image}")
-    with tempfile.TemporaryDirectory(prefix="buildctl-verify-image-") as ctx:
-        Path(ctx, "Dockerfile").write_text(text)
-        engine.build_image(client, Path(ctx), tag, network_mode=network_mode, on_line=on_line,
-                           labels={"buildctl.role": "verify-runtime"})
-    return tag
-
-
-def container_script(venv: str, python: str, wheel_name: str, reqs: Sequence[str], probe_argv: list[str]) -> str:
-    import shlex
-
-    q = shlex.quote
-    return "\n".join([
-        "set -e",
-        "mkdir -p /verify/out",
-        f'if [ ! -x {q(venv)}/bin/python ]; then python{python} -m venv {q(venv)}; fi',
-        f"echo 'installing {wheel_name} into a fresh container ({venv})'",
-        f"{q(venv)}/bin/python -m pip install -q --no-index --find-links /verify/wheelhouse --no-compile "
-        f"{q('/verify/in/' + wheel_name)} {' '.join(q(r) for r in reqs)}",
-        f"exec {q(venv)}/bin/python /verify/in/probe.py {' '.join(q(a) for a in probe_argv)}",
-    ])
-
-
-def _probe_in_container(client, image: str, command: list[str], inputs: dict[str, Path], *, shown: str,
-                        what: str, on_line: LineSink, gpus: bool, network_mode: str | None,
-                        timeout: float | None, user: str | None = None, entrypoint: list[str] | None = None):
-    """Run `command` (which writes /verify/out/probe.json) in a fresh container of `image`, always removed;
-    (probe.json validated by schema.py, the container result). `shown` names the image in messages."""
-    from buildctl import engine
-
-    with tempfile.TemporaryDirectory(prefix="buildctl-verify-out-") as out:
-        res = engine.run_container(
-            client, image, command,
-            env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-            inputs=inputs, outputs={"/verify/out": Path(out)}, user=user, entrypoint=entrypoint,
-            network_mode=network_mode, gpus=gpus, on_line=on_line,
-            shm_size="4g" if gpus else None,  # NCCL's shared-memory transport outgrows Docker's 64 MiB
-            labels={"buildctl.role": "verify"}, timeout=timeout,
-        )
-        probe_json = Path(out) / "probe.json"
-        if res.timed_out:
-            raise VerificationFailed(f"verification in {shown} was stopped after {timeout:.0f} s (a hung CUDA/NCCL "
-                                     f"init?): {_last_lines(res.log)}")
-        if res.oom_killed:
-            raise VerificationFailed(f"the verification container ran out of memory: {_last_lines(res.log)}")
-        if not probe_json.is_file():
-            raise VerificationFailed(f"verification in {shown} failed (exit {res.exit_code}): {_last_lines(res.log)}")
-        return schema.load_probe(probe_json, what), res
-
-
-def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python: str, image: str | None,
-                     spec: Spec | None, args_for: Callable[[str], list[str]], on_line: LineSink, *,
-                     gpus: bool, network_mode: str | None, client=None, timeout: float | None = None) -> tuple[dict, dict]:
-    from buildctl import engine
-
-    client = client or engine.connect()
-    if image is None:
-        base = spec.base.image if spec else DEFAULT_BASE_IMAGE
-        image = ensure_verify_image(client, base, python, network_mode=network_mode, on_line=on_line)
-    artifacts.record_use({"image": [image]})  # for invoke clean: this image is in use
-    venv = spec.python.venv if spec else DEFAULT_VENV
-    script = container_script(venv, python, wheel.name, reqs, args_for("/verify/out/probe.json"))
-    probe, res = _probe_in_container(
-        client, image, ["/bin/sh", "-c", script],
-        {f"/verify/in/{wheel.name}": wheel, **probe_inputs("/verify/in"),
-         "/verify/wheelhouse": wheelhouse},
-        shown=image, what=f"probe.json of {wheel.name} (written in a container of {image})", on_line=on_line,
-        gpus=gpus, network_mode=network_mode, timeout=timeout)
-    return probe, {"image": image, "venv": venv, "exit_code": res.exit_code}
 
 
 # --------------------------------------------------------------------------- entry point
@@ -652,7 +356,7 @@ def verify_image(
             # By id, not by name: what runs is what is recorded, even if the tag moves meanwhile. As root, so
             # that the probe can write /verify/out whatever USER the image sets; no shell (distroless images)
             # and no ENTRYPOINT (an image's `python` or launcher script would take the command as arguments).
-            probe, res = _probe_in_container(
+            probe, res = probe_in_container(
                 client, ident, [python, "/verify/in/probe.py",
                                 *probe_args(module, "/verify/out/probe.json", sweep=sweep, sizes=sizes,
                                             iters=iters, warmup=warmup)],
@@ -663,7 +367,7 @@ def verify_image(
             if python in str(e) and _NO_EXECUTABLE.search(str(e)):
                 found = re.search(r'exec: "[^"]*": .*?(?=: unknown|$)', str(e))
                 raise InputError(f"image {image} has no Python at {python} "
-                                 f"({found.group(0)[:200] if found else _last_lines(str(e), 1)[-200:]}); "
+                                 f"({found.group(0)[:200] if found else last_lines(str(e), 1)[-200:]}); "
                                  "fix: give the image's interpreter with --python: a command on its PATH "
                                  "(python3.12) or an absolute path (/opt/conda/bin/python)") from None
             raise

@@ -515,7 +515,7 @@ def test_bundle_source_travels_as_files(tmp_path):
     (src / "a.py").write_text("a")
     (src / "b.py").symlink_to("a.py")
     (src / "leak").symlink_to("/etc/hostname")
-    repro._pack_source(src, tmp_path / "source.tar.gz")
+    repro.writer._pack_source(src, tmp_path / "source.tar.gz")
     with tarfile.open(tmp_path / "source.tar.gz") as tf:
         assert [(m.name, m.type) for m in tf.getmembers()] == [("a.py", tarfile.REGTYPE), ("b.py", tarfile.REGTYPE)]
     archive.extract(tmp_path / "source.tar.gz", tmp_path / "out", what="w", fix="f", caps=repro.SOURCE_CAPS)

@@ -143,7 +143,7 @@ def test_the_compile_container_gets_the_url_as_a_credential_only_with_ccache():
 
 
 def test_the_summary_shows_both_levels():
-    from buildctl.cli import _cache_rows
+    from buildctl.cli_build import _cache_rows
 
     used = {"hits": 8, "misses": 2, **remotecache.stats(STATS, "used", URL)}
     assert _cache_rows(used) == [("  local", "0% hits (0/10)"),

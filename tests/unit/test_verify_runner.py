@@ -1,4 +1,4 @@
-"""runner.py's pieces that need no install: wheel names, platforms, the container script, arguments."""
+"""The verify pieces that need no install: wheel names, platforms, the container script, arguments."""
 
 from __future__ import annotations
 
@@ -8,17 +8,18 @@ from pathlib import Path
 import pytest
 from verify_fixtures import make_spec
 
+from buildctl import wheelfacts
 from buildctl.errors import InputError
-from buildctl.verify import runner
+from buildctl.verify import runner, targets
 
 
 def test_wheel_tags():
-    t = runner.wheel_tags(Path("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"))
+    t = wheelfacts.wheel_tags(Path("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"))
     assert (t["name"], t["version"], t["python"], t["platform"]) == ("torch", "2.13.0+cpu", "3.11",
                                                                       "manylinux_2_28_x86_64")
-    assert runner.wheel_tags(Path("demofw-0.4.0a0-1-cp312-cp312-linux_x86_64.whl"))["python"] == "3.12"
+    assert wheelfacts.wheel_tags(Path("demofw-0.4.0a0-1-cp312-cp312-linux_x86_64.whl"))["python"] == "3.12"
     with pytest.raises(InputError, match="not a wheel file name"):
-        runner.wheel_tags(Path("torch.tar.gz"))
+        wheelfacts.wheel_tags(Path("torch.tar.gz"))
 
 
 def test_manylinux_platforms_cover_the_target_glibc():
@@ -32,8 +33,8 @@ def test_container_script_installs_offline_then_runs_the_probe():
     argv = runner.probe_args("torch", "/verify/out/probe.json", sweep=True, sizes="8:1M", iters=5, warmup=2)
     assert argv == ["--module", "torch", "--out", "/verify/out/probe.json", "--sweep", "--sizes", "8:1M",
                     "--iters", "5", "--warmup", "2"]
-    script = runner.container_script("/opt/venv", "3.11", "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
-                                     ["numpy", "nvidia-ml-py"], argv)
+    script = targets.container_script("/opt/venv", "3.11", "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+                                      ["numpy", "nvidia-ml-py"], argv)
     lines = script.splitlines()
     assert lines[0] == "set -e"
     assert "if [ ! -x /opt/venv/bin/python ]; then python3.11 -m venv /opt/venv; fi" in lines
@@ -46,7 +47,7 @@ def test_container_script_installs_offline_then_runs_the_probe():
 
 
 def test_verify_image_dockerfile():
-    text = runner.verify_image_dockerfile("buildctl/base:bookworm", "3.11")
+    text = targets.verify_image_dockerfile("buildctl/base:bookworm", "3.11")
     assert text.startswith("FROM buildctl/base:bookworm\n")
     assert "apt-get install -y --no-install-recommends python3.11 python3.11-venv ca-certificates" in text
 
@@ -78,7 +79,7 @@ def test_bad_arguments_are_input_errors(tmp_path):
 def test_wheel_requirements_are_judged_for_the_target_python():
     """torch 2.6's `setuptools; python_version >= "3.12"`: pip download on a 3.11 host skips it, and the
     install of a cp313 wheel then fails offline (seen on the real pytorch2.6-cpu-trixie wheel)."""
-    from buildctl.verify.runner import requires_for_python
+    from buildctl.wheelfacts import requires_for_python
 
     reqs = ["filelock", 'setuptools; python_version >= "3.12"', 'optree>=0.13.0; extra == "optree"',
             'sympy==1.13.1; python_version >= "3.9"']

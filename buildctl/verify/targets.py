@@ -1,0 +1,201 @@
+"""Where the probe runs: a fresh venv on this host, or a fresh container of a runtime image.
+
+Either way the wheel under test is installed from the host file and its dependencies from the
+wheelhouse runner.py filled; no network and no index are needed there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from buildctl import artifacts
+from buildctl.errors import InputError, VerificationFailed
+from buildctl.spec import Spec
+from buildctl.verify import probe_inputs, schema
+
+PROBE = Path(__file__).resolve().parent / "probe.py"
+DEFAULT_BASE_IMAGE = "buildctl/base:bookworm"
+DEFAULT_VENV = "/opt/verify-venv"
+
+LineSink = Callable[[str], None]
+
+
+def _find_python(version: str) -> str:
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+        return sys.executable
+    found = shutil.which(f"python{version}")
+    if not found:
+        raise InputError(f"the wheel needs Python {version} and there is no python{version} on this machine; "
+                         f"fix: install python{version}, or verify in a container (drop --host)")
+    return found
+
+
+def _stream(cmd: list[str], on_line: LineSink, env: dict[str, str], timeout: float) -> tuple[int, str]:
+    """Run `cmd`, passing each output line to on_line; killed (with its process group) at `timeout`."""
+    lines: list[str] = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                          bufsize=1, start_new_session=True) as p:
+        expired = threading.Event()
+
+        def kill() -> None:
+            expired.set()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)  # the probe's spawned ranks too
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            assert p.stdout is not None
+            for line in p.stdout:
+                line = line.rstrip("\n")
+                lines.append(line)
+                on_line(line)
+            rc = p.wait()
+        except BaseException:
+            kill()
+            raise
+        finally:
+            timer.cancel()
+    if expired.is_set():
+        lines.append(f"killed after {timeout:.0f} s")
+    return rc, "\n".join(lines)
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def run_on_host(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python: str, args_for: Callable[[str], list[str]],
+                on_line: LineSink, timeout: float) -> tuple[dict, dict]:
+    """Fresh venv in a temp dir, install, probe. (probe JSON, environment facts)."""
+    interpreter = _find_python(python)
+    with tempfile.TemporaryDirectory(prefix="buildctl-verify-") as tmp:
+        venv = Path(tmp) / "venv"
+        env = _clean_env()
+        rc, log = _stream([interpreter, "-m", "venv", str(venv)], on_line, env, 300)
+        if rc != 0:
+            raise VerificationFailed(f"cannot create a venv with {interpreter}: {log.strip()[-300:]}; "
+                                     f"fix: install python{python}-venv")
+        py = str(venv / "bin" / "python")
+        on_line(f"installing {wheel.name} into a fresh venv ({venv})")
+        rc, log = _stream([py, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheelhouse),
+                           "--no-compile", str(wheel), *reqs], on_line, env, 1800)
+        if rc != 0:
+            raise VerificationFailed(f"installing {wheel.name} into a fresh venv failed: "
+                                     f"{last_lines(log)}")
+        out = Path(tmp) / "probe.json"
+        rc, log = _stream([py, str(PROBE), *args_for(str(out))], on_line, env, timeout)
+        if not out.is_file():
+            raise VerificationFailed(f"the probe wrote no report (exit {rc}): {last_lines(log)}")
+        probe = schema.load_probe(out, f"probe.json of {wheel.name} (written in a fresh venv)")
+        return probe, {"python": py, "interpreter": interpreter}
+
+
+def last_lines(log: str, n: int = 3) -> str:
+    lines = [ln.strip() for ln in log.strip().splitlines() if ln.strip()]
+    return " | ".join(lines[-n:])[-600:] or "(no output)"
+
+
+def verify_image_dockerfile(base_image: str, python: str) -> str:
+    return "\n".join([
+        f"FROM {base_image}",
+        "ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1",
+        "# hadolint ignore=DL3008",
+        f"RUN apt-get update && apt-get install -y --no-install-recommends python{python} python{python}-venv "
+        "ca-certificates && rm -rf /var/lib/apt/lists/*",
+        "WORKDIR /verify",
+        "",
+    ])
+
+
+def ensure_verify_image(client, base_image: str, python: str, *, network_mode: str | None,
+                        on_line: LineSink) -> str:
+    """A minimal runtime image (base + python + venv), built once and tagged by its Dockerfile's hash."""
+    from buildctl import engine
+
+    text = verify_image_dockerfile(base_image, python)
+    tag = f"buildctl/verify-runtime:py{python}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    if engine.image_exists(client, tag):
+        return tag
+    on_line(f"building the verification image {tag} from {base_image}")
+    with tempfile.TemporaryDirectory(prefix="buildctl-verify-image-") as ctx:
+        Path(ctx, "Dockerfile").write_text(text)
+        engine.build_image(client, Path(ctx), tag, network_mode=network_mode, on_line=on_line,
+                           labels={"buildctl.role": "verify-runtime"})
+    return tag
+
+
+def container_script(venv: str, python: str, wheel_name: str, reqs: Sequence[str], probe_argv: list[str]) -> str:
+    import shlex
+
+    q = shlex.quote
+    return "\n".join([
+        "set -e",
+        "mkdir -p /verify/out",
+        f'if [ ! -x {q(venv)}/bin/python ]; then python{python} -m venv {q(venv)}; fi',
+        f"echo 'installing {wheel_name} into a fresh container ({venv})'",
+        f"{q(venv)}/bin/python -m pip install -q --no-index --find-links /verify/wheelhouse --no-compile "
+        f"{q('/verify/in/' + wheel_name)} {' '.join(q(r) for r in reqs)}",
+        f"exec {q(venv)}/bin/python /verify/in/probe.py {' '.join(q(a) for a in probe_argv)}",
+    ])
+
+
+def probe_in_container(client, image: str, command: list[str], inputs: dict[str, Path], *, shown: str,
+                        what: str, on_line: LineSink, gpus: bool, network_mode: str | None,
+                        timeout: float | None, user: str | None = None, entrypoint: list[str] | None = None):
+    """Run `command` (which writes /verify/out/probe.json) in a fresh container of `image`, always removed;
+    (probe.json validated by schema.py, the container result). `shown` names the image in messages."""
+    from buildctl import engine
+
+    with tempfile.TemporaryDirectory(prefix="buildctl-verify-out-") as out:
+        res = engine.run_container(
+            client, image, command,
+            env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+            inputs=inputs, outputs={"/verify/out": Path(out)}, user=user, entrypoint=entrypoint,
+            network_mode=network_mode, gpus=gpus, on_line=on_line,
+            shm_size="4g" if gpus else None,  # NCCL's shared-memory transport outgrows Docker's 64 MiB
+            labels={"buildctl.role": "verify"}, timeout=timeout,
+        )
+        probe_json = Path(out) / "probe.json"
+        if res.timed_out:
+            raise VerificationFailed(f"verification in {shown} was stopped after {timeout:.0f} s (a hung CUDA/NCCL "
+                                     f"init?): {last_lines(res.log)}")
+        if res.oom_killed:
+            raise VerificationFailed(f"the verification container ran out of memory: {last_lines(res.log)}")
+        if not probe_json.is_file():
+            raise VerificationFailed(f"verification in {shown} failed (exit {res.exit_code}): {last_lines(res.log)}")
+        return schema.load_probe(probe_json, what), res
+
+
+def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python: str, image: str | None,
+                     spec: Spec | None, args_for: Callable[[str], list[str]], on_line: LineSink, *,
+                     gpus: bool, network_mode: str | None, client=None, timeout: float | None = None) -> tuple[dict, dict]:
+    from buildctl import engine
+
+    client = client or engine.connect()
+    if image is None:
+        base = spec.base.image if spec else DEFAULT_BASE_IMAGE
+        image = ensure_verify_image(client, base, python, network_mode=network_mode, on_line=on_line)
+    artifacts.record_use({"image": [image]})  # for invoke clean: this image is in use
+    venv = spec.python.venv if spec else DEFAULT_VENV
+    script = container_script(venv, python, wheel.name, reqs, args_for("/verify/out/probe.json"))
+    probe, res = probe_in_container(
+        client, image, ["/bin/sh", "-c", script],
+        {f"/verify/in/{wheel.name}": wheel, **probe_inputs("/verify/in"),
+         "/verify/wheelhouse": wheelhouse},
+        shown=image, what=f"probe.json of {wheel.name} (written in a container of {image})", on_line=on_line,
+        gpus=gpus, network_mode=network_mode, timeout=timeout)
+    return probe, {"image": image, "venv": venv, "exit_code": res.exit_code}
