@@ -233,9 +233,9 @@ def test_checksum_mismatch_of_a_prestaged_runfile(ws):
 
 
 def test_oom_kill_of_the_heavy_unit_at_one_job(ws):
-    # CCACHE_DISABLE: a hit in the shared compile cache would skip the compiler, and the kill with it.
+    # No compile cache: a hit would skip the compiler, and the kill with it.
     payload, bundle, data = build_fails(
-        ws, "demo-cpu", "--memory", OOM_MEMORY, "--jobs", "1", "--set", 'build.env.CCACHE_DISABLE="1"',
+        ws, "demo-cpu", "--memory", OOM_MEMORY, "--jobs", "1", "--set", "build.cache=none",
         diag="oom", step="compile")
 
     d = payload["diagnosis"]
