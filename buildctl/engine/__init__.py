@@ -43,9 +43,6 @@ from .objects import (
 from .run import ContainerResult, container_state, remove_container, run_container
 from .signals import terminate_as_interrupt
 
-# The old private name repro.py uses, until its owner switches to base_image_refs.
-_from_refs = base_image_refs
-
 __all__ = [
     "API_TIMEOUT", "CONNECT_TIMEOUT", "KEEP_LABEL", "LABEL", "LABEL_VALUE", "NAMESPACE_LABEL",
     "OWNER_LABEL", "RECIPE_LABEL", "ContainerNameInUse", "ContainerResult", "EngineError", "LineSink",

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import stat
-import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +20,9 @@ from packaging.version import InvalidVersion, Version
 
 from .. import artifacts
 from ..errors import BuildctlError, InputError
+from ..wheelfacts import wheel_metadata
 
 MAX_MANIFEST_BYTES = 16 << 20
-MAX_METADATA_BYTES = 4 << 20
 RECIPE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -96,22 +95,6 @@ def open_plain(path: Path, what: str):
         fh.close()
         raise InputError(f"{path}: {what} is not a plain file; {FIX_ARTIFACT}")
     return fh
-
-
-def wheel_metadata(path: Path, fh=None) -> bytes:
-    """The METADATA of a wheel (the one .dist-info folder at the top), size-limited."""
-    try:
-        with zipfile.ZipFile(fh or path) as zf:
-            names = [i for i in zf.infolist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", i.filename)]
-            if len(names) != 1:
-                raise InputError(f"{path}: a wheel has one .dist-info/METADATA, this has {len(names)}; "
-                                 "fix: rebuild it (invoke build)")
-            if names[0].file_size > MAX_METADATA_BYTES:
-                raise InputError(f"{path}: METADATA is larger than {MAX_METADATA_BYTES >> 20} MiB; "
-                                 "fix: rebuild it (invoke build)")
-            return zf.read(names[0])
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError, ValueError) as e:
-        raise InputError(f"{path}: not a readable wheel (zip: {e}); fix: rebuild it (invoke build)") from None
 
 
 def load_wheels(artifact: Path) -> list[Wheel]:

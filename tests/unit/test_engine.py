@@ -107,7 +107,7 @@ def test_build_exit_137_is_not_reported_as_oom(tmp_path):
     assert "out of memory" not in str(info.value)
 
 
-def test_from_refs_resolves_args_and_skips_stages():
+def test_base_image_refs_resolve_args_and_skip_stages():
     df = """
     ARG BASE=buildctl/base:bookworm
     ARG OTHER

@@ -366,7 +366,7 @@ def test_tampered_prestaged_file_with_restored_mtime_is_caught(tmp_path):
 # ---------------------------------------------------------------------------------------------- never pull
 
 
-def test_from_refs_resolve_unset_args_and_copy_from():
+def test_base_image_refs_resolve_unset_args_and_copy_from():
     """Before: `FROM ${UNSET}alpine` gave no ref (the "$?" placeholder skipped it) and COPY --from=IMAGE was
     not looked at, so the never-pull check passed and the classic builder pulled alpine."""
     assert engine.base_image_refs("FROM ${UNSET}alpine\n", {}) == ["alpine"]
