@@ -127,13 +127,16 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_./+-]*", target) or ".." in target.split("/"):
             raise InputError(f"--target {target!r}: not a ninja output path; fix: a path under build/, "
                              "e.g. caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/Copy.cu.o")
+    view = ui.make_view(as_json)
+    # Verification prints its report through the live view's own console, above the live region (a
+    # second console on the same terminal would print into it); under --json to stderr.
+    console_for_verify = Console(stderr=True) if as_json else getattr(view, "console", None)
     opts = pipeline.BuildOptions(
         jobs=jobs, verify=not settings.no_verify, keep_container=settings.keep_container,
         memory=settings.memory, artifacts_root=settings.artifacts, ca_texts=read_ca_certs(site.get("ca_certs", [])),
-        verify_kwargs={**({"console": Console(stderr=True)} if as_json else {}), **(verify_kwargs or {})},
+        verify_kwargs={**({"console": console_for_verify} if console_for_verify else {}), **(verify_kwargs or {})},
         until=until or None, targets=targets,
     )
-    view = ui.make_view(as_json)
     result = error = reproducibility = None
     try:
         with engine.terminate_as_interrupt():
