@@ -3,12 +3,14 @@ lost connection, an image buildctl will not pull. (A failed step is errors.StepF
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 
 from docker import errors as derr
 
 from ..errors import EngineError, one_line
+from ..secrets import mask_url
 
 NO_SPACE = re.compile(r"no space left on device", re.IGNORECASE)
 CLEAN_FIX = "fix: free space with `invoke clean` (or `docker system prune` / `docker builder prune`)"
@@ -31,11 +33,16 @@ def api_error(e: derr.APIError, doing: str, mask: Callable[[str], str] = lambda 
     return EngineError(f"docker failed while {doing}: {why}")
 
 
-def connection_lost(e: BaseException, doing: str) -> EngineError:
-    """The EngineError for a connection to the engine that broke while `doing` something."""
+def connection_lost(e: BaseException, doing: str, left: str | None = None) -> EngineError:
+    """The EngineError for a connection to the engine that broke while `doing` something; `left`: a
+    container that may still run there (a named build container is removed by the next build of its
+    key, which resumes from the build directory)."""
+    where = mask_url(os.environ.get("DOCKER_HOST", "")) or "the local engine"
+    still = (f"; container {left} may still run there: once it stops, the next `invoke build` of this recipe "
+             "removes it and resumes from the build directory") if left else ""
     return EngineError(
-        f"lost the connection to the Docker engine while {doing}: {one_line(str(e), 200)}; fix: check "
-        "that dockerd is still running (`docker info`) and retry"
+        f"lost the connection to the Docker engine ({where}) while {doing}: {one_line(str(e), 200)}{still}; "
+        "fix: check that the engine answers (`docker info`), then run the same command again"
     )
 
 

@@ -143,7 +143,7 @@ def run_container(
     masker = Masker([*secrets, *secret_values_from_env(env), *(credentials.values() if credentials else ())])
     all_labels = buildctl_labels(labels)
     name = name or f"buildctl-{uuid.uuid4().hex[:12]}"
-    doing = f"running {image}"
+    doing = f"running container {name}" if name else f"running {image}"
     for vol in volumes or {}:
         _ensure_volume(client, vol, all_labels)
 
@@ -152,6 +152,7 @@ def run_container(
     cid: str | None = None
     finished = False
     name_taken = False
+    engine_gone = False
     timer: threading.Timer | None = None
     stopped_by_timeout = threading.Event()
     with terminate_as_interrupt():
@@ -238,7 +239,8 @@ def run_container(
         except derr.APIError as e:
             raise api_error(e, doing, masker) from e
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as e:
-            raise connection_lost(e, doing) from e
+            engine_gone = True  # nothing can be removed there now: the next build of the key removes it
+            raise connection_lost(e, doing, left=name or cid) from e
         except KeyboardInterrupt:
             if on_interrupt is not None and cid:
                 with contextlib.suppress(Exception):
@@ -247,5 +249,5 @@ def run_container(
         finally:
             if timer is not None:
                 timer.cancel()
-            if not (keep and finished) and not name_taken:
+            if not (keep and finished) and not name_taken and not engine_gone:
                 remove_container(client, cid or name)
