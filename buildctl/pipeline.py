@@ -38,7 +38,6 @@ from .stages import (
     Run,
     Verified,
     artifact,
-    failure,
     prepare,
 )
 from .stages import compile as compile_stage
@@ -164,6 +163,8 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                         steps.finish()
                         published = _compile_and_publish(ctx, steps, reached)
         except StepFailed as exc:
+            from .stages import failure  # the repro bundle and diagnosis: loaded only when a step failed
+
             raise failure.build_failed(ctx, exc, steps.failed(exc), reached) from None
         if published.cached:
             for name in ("image", "compile", "wheel"):
@@ -248,6 +249,8 @@ def _verify(ctx: Run, steps: Steps, published: Published,
                                        **ctx.opts.verify_kwargs)
     except VerificationFailed as e:  # built and published, but not what the recipe asks for
         steps.finish("failed")
+        from .stages import failure
+
         return None, failure.verification_failed(published, e)
     except BaseException:
         steps.finish("failed")
