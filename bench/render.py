@@ -34,7 +34,7 @@ def main() -> int:
     t0 = time.perf_counter()
     import yaml
 
-    from buildctl import compat, recipe, render
+    from buildctl import preflight, recipe, render
     import_s = time.perf_counter() - t0
 
     names = [p.stem for p in recipe.list_recipes()]
@@ -44,7 +44,7 @@ def main() -> int:
     def render_pass(out: Path) -> None:
         for name in names:
             spec = recipe.load(name)
-            compat.preflight(spec, source=str(recipe.recipe_path(name)))
+            preflight.preflight(spec, source=str(recipe.recipe_path(name)))
             render.write(render.render(spec), out / name)
 
     def baseline_pass() -> None:

@@ -84,10 +84,10 @@ def render(recipe: str, sets, *, out_dir: str | None, as_json: bool, settings: S
            no_preflight: bool = False) -> None:
     site = site_options(settings)
     spec, _ = load_spec(recipe, sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
-    from . import compat
+    from . import preflight
 
     # Rendering is pure and a placeholder is worth reading; the Dockerfile marks it, and `build` refuses it.
-    for field, problem, fix in compat.placeholders(spec):
+    for field, problem, fix in preflight.placeholders(spec):
         console.print(f"[yellow]warning:[/] {escape(field)}: {escape(problem)}; `invoke build` refuses it until "
                       f"pinned; fix: {escape(fix)}", soft_wrap=True)
     rendered = render_mod.render(spec, ca_texts=read_ca_certs(site.get("ca_certs", [])))

@@ -102,13 +102,13 @@ def _print_partial(result, as_json: bool) -> None:
 @command
 def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=False, verify_kwargs=None,
           until=None, targets=None, check_reproducible=False) -> None:
-    from . import compat, engine, pipeline, ui
+    from . import engine, pipeline, preflight, ui
     from .errors import BuildFailed, NotReproducible, VerificationFailed
 
     site = site_options(settings)
     spec, warnings = load_spec(recipe, sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
     # Even with --no-preflight: no file has the all-zero digest, so the fetch could only fail.
-    compat.refuse_placeholders(spec, source=recipe_source(recipe))
+    preflight.refuse_placeholders(spec, source=recipe_source(recipe))
     jobs = settings.jobs
     if jobs != "auto":
         try:

@@ -89,9 +89,9 @@ def load_spec(recipe: str, sets=None, *, base_image=None, site: dict | None = No
     spec = recipe_mod.load(recipe, overrides, site=site)
     warnings: list[str] = []
     if preflight:
-        from . import compat
+        from . import preflight
 
-        warnings = compat.preflight(spec, source=recipe_source(recipe)) or []
+        warnings = preflight.preflight(spec, source=recipe_source(recipe)) or []
         for w in warnings:
             console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
     return spec, warnings

@@ -12,7 +12,7 @@ DockerRootDir, NCPU, MemTotal, Runtimes) are read too. Missing keys show as unkn
 
 from __future__ import annotations
 
-from buildctl import compat, jobs
+from buildctl import jobs, preflight
 from buildctl.errors import RecipeError
 from buildctl.gpus import NO_DRIVER, GpuReport, inventory
 from buildctl.spec import Spec
@@ -76,8 +76,8 @@ def _recipe_entry(source: str, spec: Spec, engine: dict, engine_facts: dict | No
     build_ok = True
 
     try:
-        compat.refuse_placeholders(spec, source=source)
-        warnings = compat.preflight(spec, source=source)
+        preflight.refuse_placeholders(spec, source=source)
+        warnings = preflight.preflight(spec, source=source)
     except RecipeError as e:
         build_ok = False
         reasons.append(str(e))
@@ -106,7 +106,7 @@ def _recipe_entry(source: str, spec: Spec, engine: dict, engine_facts: dict | No
     if build_ok and not reasons:
         reasons.append("ok")
 
-    gpu_ok, gpu_why = compat.can_run(spec, gpu.gpus, gpu.driver)
+    gpu_ok, gpu_why = preflight.can_run(spec, gpu.gpus, gpu.driver)
     if acc == "cuda" and gpu_ok:
         mode, verify_ok = "gpu", True
         if engine["ok"] and "nvidia" not in engine.get("runtimes", []):

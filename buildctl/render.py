@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import compat, jobs, providers
+from . import jobs, preflight, providers
 from .errors import InputError
 from .recipe import REPO_ROOT, resolved_yaml
 from .secrets import split_credentials
@@ -146,7 +146,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         post_build=[line for f in frags for line in f.post_build],
         cache=spec.build.cache,
         max_jobs=spec.build.max_jobs,
-        placeholders=compat.placeholders(spec),
+        placeholders=preflight.placeholders(spec),
         per_job_mib=per_job,
         reserve_mib=reserve,
         default_source_date_epoch=DEFAULT_SOURCE_DATE_EPOCH,

@@ -3,7 +3,7 @@
 A recipe file is YAML; after `extends:` merging and `--set` overrides it is validated into `Spec`,
 an immutable tree of plain pydantic models that every later stage reads. Unknown keys, wrong types
 and malformed versions are refused here, with the field path; cross-field checks that need the
-compatibility tables live in `compat.preflight`.
+compatibility tables live in `preflight.preflight`.
 """
 
 from __future__ import annotations

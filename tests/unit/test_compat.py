@@ -10,17 +10,16 @@ from buildctl import compat
 from buildctl.compat import (
     arch_runs_on,
     arch_supported,
-    can_run,
     cuda_range_for_archs,
     cudnn_cuda_majors,
     driver_supports,
     min_driver,
-    preflight,
     vcmp,
     vkey,
 )
 from buildctl.errors import RecipeError
 from buildctl.gpus import GpuInfo
+from buildctl.preflight import can_run, placeholders, preflight, refuse_placeholders, torch_version
 from buildctl.spec import Spec
 
 SHA = "a" * 64
@@ -222,12 +221,12 @@ def test_torch_release_pins():
 
 
 def test_torch_version_from_recipe():
-    assert compat.torch_version(spec(BASE)) == "2.5"
+    assert torch_version(spec(BASE)) == "2.5"
     d = copy.deepcopy(BASE)
     d["framework"]["source"]["ref"] = "main"
-    assert compat.torch_version(spec(d)) is None
+    assert torch_version(spec(d)) is None
     d["framework"]["version"] = "2.3.1"
-    assert compat.torch_version(spec(d)) == "2.3"
+    assert torch_version(spec(d)) == "2.3"
 
 
 def test_nvcc_max_gcc():
@@ -497,11 +496,11 @@ def test_placeholder_sha256_refused_for_a_build_only():
     s = spec(d)
     preflight(s, source="recipes/t.yaml")  # render runs preflight and must pass: it marks the placeholder
     with pytest.raises(RecipeError) as ei:
-        compat.refuse_placeholders(s, source="recipes/t.yaml")
+        refuse_placeholders(s, source="recipes/t.yaml")
     e = ei.value
     assert e.field == "toolchain.cuda.runfile.sha256" and "--set toolchain.cuda.runfile.sha256=" in e.fix
-    assert [field for field, _, _ in compat.placeholders(s)] == ["toolchain.cuda.runfile.sha256"]
-    assert compat.placeholders(spec(cuda_recipe())) == []
+    assert [field for field, _, _ in placeholders(s)] == ["toolchain.cuda.runfile.sha256"]
+    assert placeholders(spec(cuda_recipe())) == []
 
 
 def test_preflight_cudnn_pip_too_old_for_cuda13():

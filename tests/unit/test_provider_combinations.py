@@ -4,7 +4,7 @@ The combinations: CUDA (absent, runfile, apt, pip, base-image) x cuDNN (absent, 
 (absent, redist, pip, source, none) x ROCm (absent, present) x Ascend (absent, present), each as a
 recipe file extending the demofw fragment, through the real loader. Each one either
 
-* is refused with a one-line RecipeError, by the loader (schema) or by `compat.preflight`, or
+* is refused with a one-line RecipeError, by the loader (schema) or by `preflight.preflight`, or
 * renders a Dockerfile in which every `FROM x` names the base image or an earlier stage, and every
   `COPY --from=x` an earlier stage.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from buildctl import compat, recipe, render
+from buildctl import preflight, recipe, render
 from buildctl.errors import RecipeError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,7 +128,7 @@ def test_every_provider_combination_renders_a_complete_dockerfile_or_is_refused(
             outcomes["refused at load"].append(path.stem)
             continue
         try:
-            compat.preflight(spec, source=str(path))
+            preflight.preflight(spec, source=str(path))
         except RecipeError as e:
             assert "\n" not in str(e) and "fix:" in str(e), (combo, str(e))
             outcomes["refused at preflight"].append(path.stem)
@@ -151,13 +151,13 @@ def test_nccl_from_source_needs_the_runfile_cuda_stage(tmp_path, cuda):
     path = _recipe(tmp_path, cuda, None, "source", cuda is None, False)
     spec = recipe.load(str(path))
     with pytest.raises(RecipeError, match=r"toolchain\.(nccl\.install|nccl):") as info:
-        compat.preflight(spec, source=str(path))
+        preflight.preflight(spec, source=str(path))
     assert "\n" not in str(info.value) and "fix:" in str(info.value)
 
 
 def test_nccl_from_source_with_the_runfile_renders_its_stage_after_cuda(tmp_path):
     spec = recipe.load(str(_recipe(tmp_path, "runfile", None, "source", False, False)))
-    compat.preflight(spec, source="x")
+    preflight.preflight(spec, source="x")
     df = render.render(spec).files["Dockerfile"]
     assert df.index("AS cuda") < df.index("FROM cuda AS nccl") and stage_references(df, spec.base.image) == []
 
@@ -166,4 +166,4 @@ def test_nccl_from_source_with_the_runfile_renders_its_stage_after_cuda(tmp_path
 def test_ascend_with_a_gpu_toolchain_is_refused(tmp_path, other):
     path = _recipe(tmp_path, "runfile" if other == "cuda" else None, None, None, other == "rocm", True)
     with pytest.raises(RecipeError, match=r"toolchain\.ascend: .*keep one"):
-        compat.preflight(recipe.load(str(path)), source=str(path))
+        preflight.preflight(recipe.load(str(path)), source=str(path))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from buildctl import compat, recipe
+from buildctl import preflight, recipe
 from buildctl.cli import load_spec
 from buildctl.errors import InputError, RecipeError
 from buildctl.spec import Spec
@@ -89,7 +89,7 @@ def test_corpus(name, tmp_path):
     if entry["stage"] == "build":  # it renders (marked); `invoke build` refuses it
         spec, _ = load_spec(str(shown))
         with pytest.raises(RecipeError) as info:
-            compat.refuse_placeholders(spec, source=str(shown))
+            preflight.refuse_placeholders(spec, source=str(shown))
         err = info.value
     else:
         err = load_error(shown)

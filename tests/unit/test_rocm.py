@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from buildctl import compat, recipe, render
+from buildctl import compat, preflight, recipe, render
 from buildctl.errors import RecipeError
 from buildctl.verify import probe_arch
 from buildctl.verify.expectations import Expectations, evaluate, failed, summary_line
@@ -219,7 +219,7 @@ def test_the_binary_is_checked_even_when_the_arch_list_claims_every_target():
 
 def load(name: str, sets: list[str]):
     spec = recipe.load(name, sets)
-    return spec, compat.preflight(spec, source=f"recipes/{name}.yaml")
+    return spec, preflight.preflight(spec, source=f"recipes/{name}.yaml")
 
 
 def test_demo_rocm_passes_preflight_without_warnings():
