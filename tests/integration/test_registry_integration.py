@@ -23,9 +23,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-import requests
 from conftest import TEST_NAMESPACE, remove_namespace_objects
 from docker import errors as derr
+from services import delete_from_registry
 
 from buildctl import registry
 
@@ -34,15 +34,6 @@ pytest_plugins = ["services"]
 
 RUN = uuid.uuid4().hex[:10]
 RECIPE = f"regtest-{RUN}"
-
-
-def _delete(registry_addr: str, name: str, tag: str) -> None:
-    url = f"http://{registry_addr}/v2/{name}/manifests/"
-    head = requests.head(url + tag, timeout=30, headers={
-        "Accept": "application/vnd.docker.distribution.manifest.v2+json"})
-    digest = head.headers.get("Docker-Content-Digest")
-    if head.ok and digest:
-        requests.delete(url + digest, timeout=30).raise_for_status()
 
 
 def _closed_port() -> int:
@@ -78,7 +69,7 @@ def test_an_image_built_on_a_is_pulled_by_b_by_its_key(services, docker_client, 
                 client.images.remove(ref, force=True)
             except derr.NotFound:
                 pass
-        _delete(services.registry, repo.split("/", 1)[1], tag)
+        delete_from_registry(services.registry, repo.split("/", 1)[1], tag)
 
 
 def test_a_registry_that_does_not_answer_costs_a_warning_not_the_build(docker_client, base_image, test_labels):
@@ -144,4 +135,4 @@ def test_engine_b_pulls_the_images_engine_a_built_and_compiles_from_its_objects(
             remove_namespace_objects(client, namespace)
         for target in ("builder", "runtime") if image_key else ():
             repo, tag = registry.remote_ref(services.registry, "demo-cpu", image_key, target)
-            _delete(services.registry, repo.split("/", 1)[1], tag)
+            delete_from_registry(services.registry, repo.split("/", 1)[1], tag)

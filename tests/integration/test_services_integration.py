@@ -23,6 +23,7 @@ import pytest
 import requests
 from docker import errors as derr
 from publish_helpers import make_artifact, make_wheel, sha256
+from services import delete_from_registry
 
 from buildctl import engine
 
@@ -82,17 +83,7 @@ def test_registry_carries_an_image_from_engine_a_to_engine_b(services, docker_cl
                 client.images.remove(ref, force=True)
             except derr.NotFound:
                 pass
-        _delete_from_registry(services.registry, "buildctl-test/smoke", tag)
-
-
-def _delete_from_registry(registry: str, name: str, tag: str) -> None:
-    """Remove the test's manifest (the registry runs with delete enabled), so that tags do not pile up."""
-    url = f"http://{registry}/v2/{name}/manifests/"
-    head = requests.head(url + tag, timeout=30, headers={
-        "Accept": "application/vnd.docker.distribution.manifest.v2+json"})
-    digest = head.headers.get("Docker-Content-Digest")
-    if head.ok and digest:
-        requests.delete(url + digest, timeout=30).raise_for_status()
+        delete_from_registry(services.registry, "buildctl-test/smoke", tag)
 
 
 # ---------------------------------------------------------------------------------------------- index
