@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from conftest import TEST_NAMESPACE, remove_namespace_objects
 from docker import errors as derr
-from services import delete_from_registry
+from registry_helpers import delete_from_registry
 
 from buildctl import registry
 

@@ -23,7 +23,7 @@ import pytest
 import requests
 from docker import errors as derr
 from publish_helpers import make_artifact, make_wheel, sha256
-from services import delete_from_registry
+from registry_helpers import delete_from_registry
 
 from buildctl import engine
 
