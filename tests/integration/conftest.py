@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import uuid
 from collections.abc import Iterator
@@ -114,3 +115,10 @@ def test_labels(docker_client: docker.DockerClient) -> Iterator[dict[str, str]]:
             docker_client.images.remove(img.id, force=True)
         except derr.NotFound:
             pass
+
+
+def default_sigint() -> None:
+    """preexec_fn for a child a test interrupts: SIGINT as in a terminal. A test run started in the
+    background by a shell without job control (`pytest ... &` in a script, many CI wrappers) inherits
+    SIGINT ignored, and Python then never turns it into KeyboardInterrupt: the child runs on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -56,6 +56,7 @@ from pathlib import Path
 import docker
 import jinja2
 import pytest
+from conftest import default_sigint
 from docker import errors as derr
 
 from buildctl import artifacts, cli, engine, pipeline, recipe, resume, stages
@@ -178,7 +179,7 @@ class Workspace:
         return subprocess.Popen([*invoke_cmd(), *self.args(recipe_name, *extra, json_out=json_out)], cwd=self.cwd,
                                 env=self.env(self.artifacts_root(artifacts)), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE if json_out else subprocess.STDOUT, text=True,
-                                start_new_session=True, preexec_fn=_default_sigint)
+                                start_new_session=True, preexec_fn=default_sigint)
 
     def record(self, run: BuildRun) -> None:
         with contextlib.suppress(ValueError):
@@ -187,10 +188,6 @@ class Workspace:
             self.built.add((run.payload["recipe"], run.payload["key"]))
 
 
-def _default_sigint() -> None:
-    """In the child: SIGINT as in a terminal (a shell without job control starts background jobs
-    with SIGINT ignored, and Python then never turns it into KeyboardInterrupt)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def copy_source(dest: Path, origin: Path) -> Path:

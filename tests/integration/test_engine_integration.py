@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import default_sigint
 
 from buildctl import engine
 from buildctl.errors import EngineError
@@ -334,12 +335,6 @@ def _read_until(proc: subprocess.Popen, wanted: str, deadline: float) -> None:
 HANG_GUARD_S = 600
 
 
-def _default_sigint() -> None:
-    """In the child: SIGINT as in a terminal. A test run started in the background by a shell
-    without job control (`pytest ... &` in a script, many CI wrappers) inherits SIGINT ignored, and
-    Python then never turns it into KeyboardInterrupt: the child slept on, and the old
-    `proc.wait(timeout=60)` of the SIGINT case failed in such runs, while it passed run alone."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @integration
@@ -353,7 +348,7 @@ def test_signal_removes_the_container(docker_client, base_image, sig):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_default_sigint,
+        preexec_fn=default_sigint,
     )
     try:
         _read_until(proc, "ready", time.monotonic() + HANG_GUARD_S)

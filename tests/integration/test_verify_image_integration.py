@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import default_sigint
 from verify_fixtures import cpu_probe, make_report
 
 from buildctl import engine
@@ -145,7 +146,7 @@ def test_ctrl_c_removes_the_verify_container(debian_torch, docker_client, tmp_pa
     """Interrupted while the probe runs in the container: exit 130, and the container is gone."""
     p = subprocess.Popen([sys.executable, "-m", "invoke", "verify", "--image", DEBIAN_TORCH, "--json", *SMALL],
                          cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         env=invoke_env(tmp_path))
+                         env=invoke_env(tmp_path), preexec_fn=default_sigint)
     try:
         assert p.stderr is not None
         seen = []
