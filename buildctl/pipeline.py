@@ -149,6 +149,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
             steps.finish()
             if opts.until:
                 with _key_lock(ctx, prepared.key):
+                    reached = prepared = prepare.plan(ctx, prepared)
                     steps.start("image")
                     reached = compile_stage.build_image(ctx, prepared)
                     steps.finish()
@@ -158,6 +159,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                 with _key_lock(ctx, prepared.key):
                     published = _found(ctx, prepared.key, say_why=True)  # built while we waited?
                     if published is None:
+                        reached = prepared = prepare.plan(ctx, prepared)
                         steps.start("image")
                         reached = compile_stage.build_image(ctx, prepared)
                         steps.finish()

@@ -84,7 +84,7 @@ class Prepared:
     rendered: Rendered
     context_dir: Path
     key: str
-    max_jobs: int
+    max_jobs: int  # 0 until planned (prepare.plan), which only a build that compiles needs
     engine_facts: Mapping[str, Any]
     image_key: str = ""  # what the images are made from (registry.image_key): their name in a registry
 

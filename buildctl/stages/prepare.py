@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -28,9 +29,8 @@ def prepare(run: Run, rendered: render.Rendered) -> Prepared:
         base_id = _image_id(run.client, run.spec.base.image)
         key = artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), base_id)
         place_render(context_dir, run.opts.render_root / run.spec.name / key)
-        facts = engine.engine_facts(run.client)
-        return Prepared(rendered, context_dir, key, plan_jobs(run, facts), facts,
-                        registry.image_key(rendered.files, base_id))
+        # MAX_JOBS and the engine's facts wait for `plan`: an unchanged artifact needs neither
+        return Prepared(rendered, context_dir, key, 0, {}, registry.image_key(rendered.files, base_id))
     except BaseException:  # no record to hand on: the pipeline would never remove the folder
         shutil.rmtree(context_dir, ignore_errors=True)
         raise
@@ -43,6 +43,12 @@ def write_context(run: Run, rendered: render.Rendered) -> Path:
     for note in notes:
         run.log(note)
     return render.write(rendered, run.opts.render_root / f".tmp-{run.spec.name}-{uuid.uuid4().hex[:12]}", staged=staged)
+
+
+def plan(run: Run, prepared: Prepared) -> Prepared:
+    """Before anything is built: the engine's facts (for the manifest) and MAX_JOBS within them."""
+    facts = engine.engine_facts(run.client)
+    return dataclasses.replace(prepared, max_jobs=plan_jobs(run, facts), engine_facts=facts)
 
 
 def plan_jobs(run: Run, facts) -> int:
