@@ -113,11 +113,12 @@ def build(c, recipe=None, label=None, set=None, no_preflight=False, json=False, 
               until=until or None, targets=target, check_reproducible=check_reproducible)
 
 
-@task(auto_shortflags=False, help={"recipe": "Check only this recipe (default: all shipped recipes)",
-                                   "json": RECIPE_HELP["json"]})
-def doctor(c, recipe="", json=False):
-    """Check this host: container engine, GPUs and driver, and which recipes it can build and verify."""
-    cli.doctor(recipe or None, as_json=json)
+@settings_task("engines", help={"recipe": "Check only this recipe (default: all shipped recipes)",
+                                "json": RECIPE_HELP["json"]})
+def doctor(c, recipe="", json=False, settings=None):
+    """Check this host: container engine, GPUs and driver, and which recipes it can build and verify
+    (with --engine: on each engine)."""
+    cli.doctor(recipe or None, as_json=json, engines=settings.engines)
 
 
 @task(name="base-image", auto_shortflags=False, help={

@@ -6,6 +6,7 @@ line on stderr, never as a traceback (set BUILDCTL_DEBUG=1 to see one for a bug)
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from invoke.exceptions import Exit
@@ -128,23 +129,33 @@ def matrix(labels) -> None:
 
 
 @command
-def doctor(recipe: str | None, *, as_json: bool) -> None:
+def doctor(recipe: str | None, *, as_json: bool, engines: tuple[str, ...] = ()) -> None:
+    """One report for the engine of DOCKER_HOST; with --engine, one per engine (which recipes each can
+    build and verify), under {"engines": [...]} in --json."""
     from . import doctor as doctor_mod
     from . import engine
+    from .secrets import mask_url
 
-    facts, error = None, None
-    try:
-        facts = engine.engine_facts(engine.connect())
-    except BuildctlError as e:
-        error = str(e)
     paths = [recipe_mod.recipe_path(recipe)] if recipe else recipe_mod.list_recipes()
     specs = [(str(p), recipe_mod.load(str(p))) for p in paths]
-    report = doctor_mod.doctor(specs, engine_facts=facts, engine_error=error)
+    reports = []
+    for url in engines or (None,):
+        facts, error = None, None
+        try:
+            client = engine.connect(environ={**os.environ, "DOCKER_HOST": url} if url else None)
+            facts = engine.engine_facts(client)
+        except BuildctlError as e:
+            error = str(e)
+        report = doctor_mod.doctor(specs, engine_facts=facts, engine_error=error)
+        reports.append({"engine_url": mask_url(url), **report} if url else report)
     if as_json:
-        print_json(report)
+        print_json({"engines": reports} if engines else reports[0])
     else:
-        doctor_mod.print_doctor(report, console=out)
-    if not report["engine"]["ok"]:
+        for report in reports:
+            if engines:
+                out.print(f"[bold]engine {escape(report['engine_url'])}[/]")
+            doctor_mod.print_doctor(report, console=out)
+    if not all(r["engine"]["ok"] for r in reports):
         raise Exit(code=1)
 
 

@@ -57,3 +57,18 @@ def test_three_recipes_over_two_engines_one_failing(tmp_path, services, docker_c
     finally:
         for client in (docker_client, engine_b):
             remove_namespace_objects(client, namespace)
+
+
+def test_doctor_reports_per_engine_and_fails_for_one_that_does_not_answer(services, engine_b):
+    dead = "tcp://127.0.0.1:1"
+    cmd = [str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT), "doctor", "--recipe", "demo-cpu", "--json",
+           "--engine", services.engine_a, "--engine", services.engine_b, "--engine", dead]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    reports = {r["engine_url"]: r for r in json.loads(proc.stdout)["engines"]}
+    assert list(reports) == [services.engine_a, services.engine_b, dead]
+    for url in (services.engine_a, services.engine_b):  # each engine's own facts and verdicts
+        assert reports[url]["engine"]["ok"] and reports[url]["engine"]["cpus"] >= 1
+        [demo] = reports[url]["recipes"]
+        assert demo["name"] == "demo-cpu" and demo["build"]["ok"], demo
+    assert reports[dead]["engine"]["ok"] is False and "unreachable" in reports[dead]["engine"]["error"]
