@@ -98,10 +98,20 @@ def test_build_matrix_and_build_jobs():
     assert build["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
 
     build_step = next(s for s in _steps(build) if "invoke build" in s.get("run", ""))
-    assert build_step["run"].strip() == 'invoke build --recipe "$RECIPE" --json'
+    assert build_step["run"].strip() == ('BUILDCTL_CACHE_URL="${SHARED_CACHE_URL:-${BUILDCTL_JOB_CACHE_URL:-}}" '
+                                         'invoke build --recipe "$RECIPE" --json')
     assert build_step["env"]["RECIPE"] == "${{ matrix.recipe }}"
-    # the shared compile cache, when the repository has a Redis server (empty: the local cache only)
-    assert build_step["env"]["BUILDCTL_CACHE_URL"] == "${{ secrets.BUILDCTL_CACHE_URL }}"
+    # the shared compile cache when the repository has a Redis server, else the job's own Redis
+    assert build_step["env"]["SHARED_CACHE_URL"] == "${{ secrets.BUILDCTL_CACHE_URL }}"
+    names = [s.get("name") for s in _steps(build)]
+    assert names.index("Restore the job's compile cache (actions/cache)") < names.index("Build and verify") \
+        < names.index("Store the job's compile cache (actions/cache)")
+    restore = next(s for s in _steps(build) if s.get("uses") == "actions/cache/restore@v4")
+    save = next(s for s in _steps(build) if s.get("uses") == "actions/cache/save@v4")
+    assert restore["with"]["path"] == save["with"]["path"] == "${{ runner.temp }}/compile-cache"
+    assert restore["with"]["key"] == save["with"]["key"] and "matrix.recipe" in save["with"]["key"]
+    assert restore["with"]["restore-keys"] == "compile-cache-${{ matrix.recipe }}-"
+    assert "cancelled()" in save["if"]
 
     uploads = {s["with"]["path"]: s for s in _steps(build) if s.get("uses") == "actions/upload-artifact@v4"}
     assert set(uploads) == {"artifacts/${{ matrix.recipe }}/**", "artifacts/failures/**"}
@@ -232,3 +242,13 @@ def test_build_job_makes_the_local_base_image_before_the_build(tmp_path):
 def test_build_job_leaves_base_images_it_need_not_make(tmp_path, image, present):
     calls = _run_base_image_step(tmp_path, image, "trixie", present=present)
     assert not [c for c in calls if c.startswith("sudo")], calls
+
+
+@pytest.mark.parametrize("secret, own", [("redis://:pw@cache.internal:6379/0", "false"), ("", "true")])
+def test_the_job_runs_its_own_cache_server_only_without_the_shared_one(tmp_path, secret, own):
+    step = next(s for s in _steps(_load(BUILD)["jobs"]["build"]) if s.get("id") == "compile-cache")
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", "-eo", "pipefail", "-c", step["run"]], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "SHARED_CACHE_URL": secret, "GITHUB_OUTPUT": str(out)})
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text() == f"own={own}\n"
