@@ -3,21 +3,22 @@
 from a fresh artifacts folder with an empty local compile cache and the same server. Both builds run
 in the same run, so a slow or busy machine shows up on both sides of the ratio.
 
-    python bench/sharedcache.py [--recipe demo-cuda13] [--network host] [--ca-cert PEM]
+    python bench/sharedcache.py [--recipe demo-cuda13] [--no-registry] [--network host] [--ca-cert PEM]
 
-Servers: `.ci/services.sh start` (idempotent; left running): redis-server and engine B, a second dockerd.
-Engine A is DOCKER_HOST (default: the local engine).
+Servers: `.ci/services.sh start` (idempotent; left running): redis-server, the registry and engine B, a
+second dockerd. Engine A is DOCKER_HOST (default: the local engine).
 
 1. The source is a copy of examples/demofw with every C++/CUDA file marked with this run's id, so the
    server has nothing for it: A is cold on both cache levels. The recipe is a copy of --recipe under
    its own name, built in a namespace of its own, so its compile-cache volumes are new on both engines.
-2. Image layers are warmed on both engines first, untimed (an image build of the same rendered folder,
-   through the pipeline's own engine.build_image). Moving images between engines is the registry's
-   job (issue 11, item 3), not this bench's: the ratios are about compiling. Engine B gets the base
-   image from A (docker save | load) when it lacks it, also untimed.
-3. A: `invoke build --cache-url` into artifacts folder A. B: the same with DOCKER_HOST=engine B into
-   artifacts folder B. Printed: the wall time of each command, the compile step of each (from the
-   manifests), B/A for both, and each build's local and remote hits. Target: B/A <= 0.3 (whole command).
+2. Image layers are warmed on engine A first, untimed (an image build of the same rendered folder,
+   through the pipeline's own engine.build_image). Engine B gets the base image from A (docker save |
+   load) when it lacks it, also untimed; the builder image it pulls from the registry inside its timed
+   build (A pushed it). With --no-registry, B's layers are warmed untimed instead and B builds its image.
+3. A: `invoke build --cache-url R --registry G` into artifacts folder A. B: the same with
+   DOCKER_HOST=engine B into artifacts folder B. Printed: the wall time of each command, the compile step
+   of each (from the manifests), B/A for both, and each build's local and remote hits. Target: B/A <= 0.3
+   (whole command).
 
 Everything the bench creates on either engine (labelled with its namespace: volumes, images) is removed
 at the end, and so are a base image it loaded into B and the untagged images made from it while it warmed B. Exit 0 when the target PASSes, 1 when it FAILs.
@@ -86,6 +87,8 @@ class Bench:
         self.loaded_base_into_b = False
         self.images_before_b: set[str] = set()
         self.warm_window_b = ("", "")  # UTC, to the second: when B's image layers were made
+        self.outputs: dict[str, str] = {}
+        self.image_key = ""  # the builder image's name in the registry (from A's manifest)
 
     def client(self, which: str):
         from buildctl import engine
@@ -138,10 +141,13 @@ class Bench:
         root = self.work / f"artifacts-{which}"
         env = {**os.environ, "DOCKER_HOST": self.engines[which], "BUILDCTL_ARTIFACTS": str(root),
                "BUILDCTL_NAMESPACE": self.namespace, "BUILDCTL_CACHE_URL": self.svc["BUILDCTL_SVC_REDIS_URL"]}
+        if not self.args.no_registry:
+            env["BUILDCTL_REGISTRY"] = self.svc["BUILDCTL_SVC_REGISTRY"]
         env.pop("BUILDCTL_NO_VERIFY", None)
         cmd = [*invoke_cmd(), "build", "--recipe", str(self.recipe), *self.site, "--no-verify"]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, cwd=self.work, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        self.outputs[which] = proc.stdout + proc.stderr
         seconds = time.perf_counter() - t0
         if proc.returncode != 0:
             sys.stderr.write(f"build on engine {which} failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n"
@@ -157,7 +163,24 @@ class Bench:
         with contextlib.closing(client):
             return bool(client.volumes.list(filters={"name": pipeline.volume_names(self.spec(), "0", self.namespace)[1]}))
 
+    def delete_from_registry(self) -> None:
+        import requests
+
+        from buildctl import registry
+
+        if self.args.no_registry or not self.image_key:
+            return
+        for target in ("builder", "runtime"):
+            repo, tag = registry.remote_ref(self.svc["BUILDCTL_SVC_REGISTRY"], self.name, self.image_key, target)
+            url = f"http://{repo.split('/', 1)[0]}/v2/{repo.split('/', 1)[1]}/manifests/"
+            with contextlib.suppress(Exception):
+                head = requests.head(url + tag, timeout=30, headers={
+                    "Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+                if head.ok and head.headers.get("Docker-Content-Digest"):
+                    requests.delete(url + head.headers["Docker-Content-Digest"], timeout=30)
+
     def cleanup(self) -> None:
+        self.delete_from_registry()
         for which in ("A", "B"):
             try:
                 client = self.client(which)
@@ -206,6 +229,8 @@ def fmt(manifest: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--recipe", default="demo-cuda13", help="demo-cuda13 (default) or demo-cpu")
+    ap.add_argument("--no-registry", action="store_true",
+                    help="B builds its own image from warm layers instead of pulling A's from the registry")
     ap.add_argument("--network", default=os.environ.get("BUILDCTL_NETWORK", "host"))
     ap.add_argument("--ca-cert", default=os.environ.get("BUILDCTL_CA_CERT", "/etc/ssl/certs/ca-certificates.crt"))
     args = ap.parse_args()
@@ -219,7 +244,7 @@ def main() -> int:
         print(f"engine A {b.engines['A']}, engine B {b.engines['B']}, redis {svc['BUILDCTL_SVC_REDIS_URL'].rpartition('@')[2]}",
               flush=True)
         b.base_on_b()
-        for which in ("A", "B"):
+        for which in ("A",) if not args.no_registry else ("A", "B"):
             print(f"warming the image layers on engine {which} (untimed) ...", flush=True)
             print(f"  {b.warm_layers(which):.1f} s", flush=True)
             if b.cache_volume_exists(which):  # never: the namespace is new; would make "empty" a lie
@@ -227,11 +252,16 @@ def main() -> int:
 
         print("A: cold build on engine A (empty local cache, nothing on the server for this source) ...", flush=True)
         a_s, a, _ = b.build("A")
+        b.image_key = (a.get("runtime") or {}).get("image_key", "")
         print(f"  {a_s:.1f} s: {fmt(a)}", flush=True)
-        print("B: engine B, fresh artifacts folder, empty local cache, the same server ...", flush=True)
+        print("B: engine B, fresh artifacts folder, empty local cache, the same server"
+              + ("" if args.no_registry else ", the image from the registry") + " ...", flush=True)
         b_s, bm, _ = b.build("B")
         print(f"  {b_s:.1f} s: {fmt(bm)}", flush=True)
         assert a["key"] == bm["key"], (a["key"], bm["key"])
+        if not args.no_registry:
+            pulled = f"builder image {b.image_key} pulled from registry" in b.outputs["B"]
+            print(f"  builder image pulled from the registry: {'yes' if pulled else 'NO (built on B)'}", flush=True)
 
         ratio = b_s / a_s
         ca, cb = a["durations_s"].get("compile"), bm["durations_s"].get("compile")
@@ -240,8 +270,9 @@ def main() -> int:
               f"{'PASS' if ratio <= TARGET else 'FAIL'})")
         if ca and cb:
             print(f"B/A compile step:  {cb:.1f} / {ca:.1f} s = {cb / ca:.2f}")
-        print("image layers were warm on both engines (untimed); B built its own image from them: image "
-              "sharing through a registry is not measured here")
+        print("image layers were warm on both engines (untimed); B built its own image from them"
+              if args.no_registry else
+              "A's image layers were warm (untimed); B pulled the builder image from the registry within its time")
         return 0 if ratio <= TARGET else 1
     finally:
         b.cleanup()

@@ -77,6 +77,19 @@ def engine_capacity(url: str) -> tuple[fanout.EngineCapacity | None, str | None]
                                  verifies), None
 
 
+def last_manifest(root: Path, recipe: str) -> dict | None:
+    """The newest manifest of `recipe` in the artifacts folder (its compile time sizes the plan); None
+    when there is none or it does not read as JSON."""
+    manifests = sorted((root / recipe).glob("*/manifest.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in manifests[:1]:
+        try:
+            data = json.loads(path.read_text()[: 8 << 20])
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+    return None
+
+
 def child_env(chosen: settings.Settings, engine_url: str) -> dict[str, str]:
     """This command's settings as the child build's BUILDCTL_* variables, and its engine."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDCTL_") or k == "BUILDCTL_NAMESPACE"}
@@ -175,7 +188,8 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
     if not capacities:
         raise EngineError("no engine answered; fix: check each --engine with `DOCKER_HOST=URL docker info`")
     by_name = {spec.name: (arg, spec) for arg, spec in specs}
-    work = [fanout.Job(spec.name, spec.accelerator, fanout.cost(spec.framework.name, spec.accelerator))
+    work = [fanout.Job(spec.name, spec.accelerator,
+                       fanout.cost(spec.framework.name, spec.accelerator, last_manifest(chosen.artifacts, spec.name)))
             for _, spec in specs]
     placements = fanout.plan(work, capacities)
     outcomes = {p.job.recipe: Outcome(p.job.recipe, p.engine, p.verify_on) for p in placements}

@@ -1,5 +1,7 @@
 """multibuild's pure parts: what a child build gets from this command's settings (no engine)."""
 
+import os
+
 from buildctl import multibuild
 from buildctl.settings import Settings
 
@@ -22,3 +24,15 @@ def test_outcomes_print_as_json_with_where_each_build_ran(capsys):
     multibuild.print_outcomes([ok, bad], as_json=True, out=None)
     out = capsys.readouterr().out
     assert '"ok": false' in out and '"engine": "ssh://b"' in out and '"verified_on": null' in out
+
+
+def test_the_plan_costs_a_recipe_by_its_last_compile(tmp_path):
+    old, new = tmp_path / "demo-cpu" / "k1", tmp_path / "demo-cpu" / "k2"
+    for folder, seconds in ((old, 999.0), (new, 30.0)):
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text(f'{{"durations_s": {{"compile": {seconds}}}, "max_jobs": 2}}')
+    os.utime(old / "manifest.json", (1, 1))
+    assert multibuild.last_manifest(tmp_path, "demo-cpu")["durations_s"]["compile"] == 30.0
+    assert multibuild.last_manifest(tmp_path, "never-built") is None
+    (new / "manifest.json").write_text("{not json")
+    assert multibuild.last_manifest(tmp_path, "demo-cpu") is None
