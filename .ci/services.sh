@@ -5,7 +5,8 @@
 #   engine B over ssh   a local sshd (openssh-server) on 127.0.0.1:<port> with keys made here; the
 #              Host alias <name>-engine-b lives in /etc/ssh/ssh_config.d/<name>.conf while it runs, and
 #              the ssh session's DOCKER_HOST is engine B (sshd SetEnv): ssh://<name>-engine-b
-#   redis      redis-server on 127.0.0.1:<port> with a password, no persistence
+#   redis      redis-server on 127.0.0.1:<port> with a password; an append-only file in the state folder,
+#              so a stopped server (a session's end) comes back with its objects: a long bench resumes
 #   registry   Debian's docker-registry on 127.0.0.1:<port> (engines trust 127.0.0.0/8 over plain HTTP)
 #   index      pypiserver (from the venv's test extras) on 127.0.0.1:<port>; uploads need the
 #              password made here; a fresh (empty) package folder each time it starts
@@ -246,7 +247,7 @@ start_redis() {
   (umask 077; printf 'requirepass %s\n' "$password" >"$STATE/redis.conf")
   say "starting redis-server on 127.0.0.1:$REDIS_PORT (log $log)"
   start_bg redis "$log" redis-server "$STATE/redis.conf" --bind 127.0.0.1 --port "$REDIS_PORT" \
-    --save '' --appendonly no --dir "$STATE/redis" --daemonize no --logfile ''
+    --save '' --appendonly yes --appendfsync everysec --dir "$STATE/redis" --daemonize no --logfile ''
   wait_for "redis" "$log" redis_ping "$password"
 }
 
