@@ -14,6 +14,7 @@ from typing import Literal
 
 from docker import errors as derr
 
+from .engine import image_exists, one_line
 from .errors import EngineError
 
 LOCAL_ONLY_REPOSITORY = "buildctl/base"  # `invoke base-image` tags buildctl/base:<distro>
@@ -50,21 +51,6 @@ def refusal(ref: str, policy: str, distro: str | None = None) -> str:
     return f"base image {ref} is not in the engine, and {why}; {_fixes(ref, distro)}"
 
 
-def _present(client, ref: str) -> bool:
-    try:
-        client.images.get(ref)
-        return True
-    except derr.ImageNotFound:
-        return False
-    except derr.APIError as e:
-        raise EngineError(f"looking up image {ref}: {_one_line(str(e))}; fix: check the engine (`docker info`)") from e
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def pull(client, ref: str, distro: str | None = None, on_line: Callable[[str], None] | None = None) -> None:
     """Pull `ref`, its progress to `on_line`; a failure (no registry reachable, no such image) is one line."""
     error = None
@@ -77,7 +63,7 @@ def pull(client, ref: str, distro: str | None = None, on_line: Callable[[str], N
     except (derr.APIError, derr.DockerException) as e:
         error = getattr(e, "explanation", None) or str(e)
     if error is not None:
-        raise EngineError(f"the pull of base image {ref} failed ({_one_line(error)}); {_fixes(ref, distro)}")
+        raise EngineError(f"the pull of base image {ref} failed ({one_line(error, 200)}); {_fixes(ref, distro)}")
 
 
 def ensure_images(client, refs: Iterable[str], policy: str | None, *, distro: str | None = None,
@@ -86,7 +72,7 @@ def ensure_images(client, refs: Iterable[str], policy: str | None, *, distro: st
     policy = policy or "missing"
     pulled = []
     for ref in dict.fromkeys(refs):
-        action = decide(ref, policy, _present(client, ref))
+        action = decide(ref, policy, image_exists(client, ref))
         if action == "refuse":
             raise EngineError(refusal(ref, policy, distro))
         if action == "pull":

@@ -140,18 +140,10 @@ class Shared:
 
     def fetch(self, target: str, local_tag: str) -> str | None:
         """The image pulled and tagged `local_tag`; None when it is to be built here: the registry lacks
-        it, `--pull never` (local images only), or the engine has it already (`missing`: the build is
-        a layer-cache hit)."""
+        it, or `--pull never` (local images only). Whether the engine has it already is the caller's to
+        ask (`--pull missing`)."""
         if self.pull == "never":
             return None
-        if self.pull == "missing":
-            try:
-                self.client.images.get(local_tag)
-                return None
-            except derr.ImageNotFound:
-                pass
-            except (derr.APIError, requests.exceptions.RequestException):
-                return None
         return fetch(self.client, self.registry, self.recipe, self.image_key, target, local_tag, self.on_line)
 
     def share(self, target: str, local_tag: str) -> bool:

@@ -23,7 +23,9 @@ def build_image(run: Run, prepared: Prepared) -> ImageBuilt:
     spec = run.spec
     tag = image_tag(spec.name, prepared.key, run.namespace)
     shared = registry.Shared.of(spec, run.client, prepared.image_key, run.log)
-    image_id = shared.fetch("builder", tag) if shared else None
+    # `--pull missing` and the engine has the image: building it again is a layer-cache hit, not a pull
+    pull = shared and (shared.pull == "always" or not engine.image_exists(run.client, tag))
+    image_id = shared.fetch("builder", tag) if pull else None
     if image_id is None:
         image_id = engine.build_image(run.client, prepared.context_dir, tag, target="builder",
                                       buildargs=proxy_env(spec), network_mode=engine.network_mode_for(spec.site.network),
