@@ -30,12 +30,10 @@ from rich.text import Text
 
 from . import engine, fanout, settings
 from .errors import BuildctlError, EngineError, InputError
-from .secrets import mask_url
 from .spec import Spec
 from .ui import strip_controls
 
 REPO = Path(__file__).resolve().parent.parent
-LOCAL = "local"  # the engine of DOCKER_HOST (or the default socket) when no --engine is given
 
 
 @dataclass
@@ -63,7 +61,7 @@ class Outcome:
 
 def engine_capacity(url: str) -> tuple[fanout.EngineCapacity | None, str | None]:
     """An engine's cores, memory and GPU runtime; or why it cannot be used (one line)."""
-    name = mask_url(url) if url else LOCAL
+    name = engine.display_name(url)
     try:
         client = engine.connect(environ={**os.environ, "DOCKER_HOST": url} if url else None)
         try:

@@ -22,7 +22,7 @@ from .connection import (
     explain_connect_error,
 )
 from .dockerfile import base_image_refs
-from .failures import ContainerNameInUse, api_error, connection_lost, one_line, pull_hint
+from .failures import ContainerNameInUse, api_error, connection_lost, display_name, one_line, pull_hint
 from .lines import LineSink
 from .objects import (
     KEEP_LABEL,
@@ -47,7 +47,7 @@ __all__ = [
     "API_TIMEOUT", "CONNECT_TIMEOUT", "KEEP_LABEL", "LABEL", "LABEL_VALUE", "NAMESPACE_LABEL",
     "OWNER_LABEL", "RECIPE_LABEL", "ContainerNameInUse", "ContainerResult", "EngineError", "LineSink",
     "StepFailed", "api_error", "base_image_refs", "build_image", "buildctl_labels", "connect",
-    "connection_lost", "container_state", "engine_facts", "engine_on_this_machine", "explain_connect_error",
+    "connection_lost", "container_state", "display_name", "engine_facts", "engine_on_this_machine", "explain_connect_error",
     "image_exists", "list_buildctl_containers", "list_buildctl_volumes", "network_mode_for", "one_line",
     "process_owner", "process_start", "pull_hint", "remove_container", "remove_volume", "run_container",
     "terminate_as_interrupt",

@@ -33,11 +33,21 @@ def api_error(e: derr.APIError, doing: str, mask: Callable[[str], str] = lambda 
     return EngineError(f"docker failed while {doing}: {why}")
 
 
+LOCAL = "local"  # how the engine of an unset DOCKER_HOST (the default socket) is named
+
+
+def display_name(url: str | None = None) -> str:
+    """An engine as bundles, messages and the multi-build table name it: its URL (default DOCKER_HOST)
+    with any login masked, or `local`."""
+    url = os.environ.get("DOCKER_HOST", "") if url is None else url
+    return mask_url(url) if url else LOCAL
+
+
 def connection_lost(e: BaseException, doing: str, left: str | None = None) -> EngineError:
     """The EngineError for a connection to the engine that broke while `doing` something; `left`: a
     container that may still run there (a named build container is removed by the next build of its
     key, which resumes from the build directory)."""
-    where = mask_url(os.environ.get("DOCKER_HOST", "")) or "the local engine"
+    where = display_name()
     still = (f"; container {left} may still run there: once it stops, the next `invoke build` of this recipe "
              "removes it and resumes from the build directory") if left else ""
     return EngineError(

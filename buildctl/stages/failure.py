@@ -3,12 +3,9 @@ repro bundle; VerificationFailed with its report and diagnosis (also written as 
 
 from __future__ import annotations
 
-import os
-
 from .. import artifacts, diagnose, engine, repro
 from ..errors import BuildFailed, StepFailed, VerificationFailed
 from ..render import Rendered
-from ..secrets import mask_url
 from . import BUILD_COMMAND, ImageBuilt, Prepared, Published, Run
 from .compile import container_env, mounts
 
@@ -39,7 +36,7 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
         command=list(BUILD_COMMAND) if exc.step == "compile" else None, env=container_env(run, max_jobs),
         volumes=mounts(run, prepared.key) if prepared else {}, network=engine.network_mode_for(run.spec.site.network),
         memory=run.opts.memory, secrets=run.secrets, namespace=run.namespace, root=run.opts.artifacts_root,
-        engine_name=mask_url(os.environ.get("DOCKER_HOST", "")) or "local",
+        engine_name=engine.display_name(),
     )
     first = diagnose.first_error(log)
     lines = [f"build of {run.spec.name} failed in step {step} (exit {exc.returncode})"]
