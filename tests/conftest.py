@@ -3,8 +3,8 @@
 tests/unit: no engine at all (tests/unit/conftest.py points DOCKER_HOST at a socket that does not exist).
 tests/integration: the real engine and real servers (tests/integration/conftest.py); never skipped.
 A test file directly in tests/ stops the run (pytest would not collect it). The helper modules both
-import (verify_fixtures, hostile_zips, publish_helpers) live here, importable through pyproject's
-`pythonpath = ["tests"]`.
+import (verify_fixtures, hostile_zips, publish_helpers, demofw_helpers, repro_helpers) live here,
+importable through pyproject's `pythonpath = ["tests"]`.
 
 * BUILDCTL_NAMESPACE: set for the whole session (and the commands it runs) to a namespace of its
   own, so the builds of the tests never share a build directory, a compile cache or an image tag
@@ -35,3 +35,15 @@ def pytest_configure(config: pytest.Config) -> None:
             f"tests/{stray[0].name} is directly in tests/, where pytest does not look; fix: git mv it to "
             "tests/unit/ (no Docker engine at all) or tests/integration/ (the real engine or servers)"
         )
+
+
+# The publish tests' folders (tests/unit/test_publish.py, tests/integration/test_publish_integration.py).
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """An artifacts root, as BUILDCTL_ARTIFACTS names one."""
+    return tmp_path / "artifacts"
+
+
+@pytest.fixture
+def wheel_dir(tmp_path: Path) -> Path:
+    return tmp_path / "wheels"

@@ -14,49 +14,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import zipfile
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-DEMOFW = REPO / "examples" / "demofw"
+from demofw_helpers import clean_env, copy_demofw, make_venv, run_cmd
 
 BUILD_DEPS = ["setuptools>=70.1", "wheel", "cmake>=3.18", "ninja", "numpy"]
-
-
-
-def _clean_env(**extra: str) -> dict:
-    """The host environment without build switches that would leak into setup.py."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("BUILD_", "USE_", "CMAKE_", "TORCH_", "NCCL_", "PYTORCH_", "CUDA"))
-           and k not in ("DEBUG", "REL_WITH_DEB_INFO", "MAX_JOBS", "VIRTUAL_ENV", "PYTHONPATH")}
-    env.update(extra)
-    return env
-
-
-def _run(cmd, cwd=None, env=None, check=True, timeout=600) -> subprocess.CompletedProcess:
-    p = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=timeout)
-    if check and p.returncode != 0:
-        raise AssertionError(f"{cmd} exited {p.returncode}:\n{p.stdout[-6000:]}")
-    return p
-
-
-def _venv(path: Path, packages: list[str]) -> Path:
-    _run([sys.executable, "-m", "venv", path])
-    py = path / "bin" / "python"
-    if packages:
-        _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", *packages], timeout=900)
-    return py
-
-
-def _copy_source(dst: Path) -> Path:
-    shutil.copytree(DEMOFW, dst, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__",
-                                                               "_C*.so", "version.py"))
-    return dst
 
 
 # ---- a real CPU build --------------------------------------------------------------------------------
@@ -65,11 +28,11 @@ def _copy_source(dst: Path) -> Path:
 def cpu_build(tmp_path_factory):
     assert shutil.which("c++") or shutil.which("g++"), "no C++ compiler on this host; fix: apt-get install g++"
     root = tmp_path_factory.mktemp("demofw-cpu")
-    py = _venv(root / "venv", BUILD_DEPS)
-    src = _copy_source(root / "src")
-    env = _clean_env(USE_CUDA="0", USE_HEAVY_UNIT="0", USE_CCACHE="0", MAX_JOBS="2",
+    py = make_venv(root / "venv", BUILD_DEPS)
+    src = copy_demofw(root / "src")
+    env = clean_env(USE_CUDA="0", USE_HEAVY_UNIT="0", USE_CCACHE="0", MAX_JOBS="2",
                      PATH=f"{root / 'venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
-    cold = _run([py, "setup.py", "bdist_wheel"], cwd=src, env=env)
+    cold = run_cmd([py, "setup.py", "bdist_wheel"], cwd=src, env=env)
     return {"root": root, "py": py, "src": src, "env": env, "cold": cold}
 
 
@@ -85,7 +48,7 @@ def test_cpu_build_cold(cpu_build):
 
 def test_cpu_rebuild_compiles_nothing_and_takes_build_version(cpu_build):
     env = dict(cpu_build["env"], PYTORCH_BUILD_VERSION="0.9.1", PYTORCH_BUILD_NUMBER="2")
-    warm = _run([cpu_build["py"], "setup.py", "bdist_wheel"], cwd=cpu_build["src"], env=env)
+    warm = run_cmd([cpu_build["py"], "setup.py", "bdist_wheel"], cwd=cpu_build["src"], env=env)
     assert "Reusing the CMake cache" in warm.stdout
     assert "Building CXX object" not in warm.stdout
     assert list((cpu_build["src"] / "dist").glob("demofw-0.9.1.post2-*.whl"))
@@ -94,7 +57,7 @@ def test_cpu_rebuild_compiles_nothing_and_takes_build_version(cpu_build):
 
 def test_pip_wheel_no_build_isolation(cpu_build):
     out = cpu_build["root"] / "wheelhouse"
-    _run([cpu_build["py"], "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", out, "."],
+    run_cmd([cpu_build["py"], "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", out, "."],
          cwd=cpu_build["src"], env=cpu_build["env"])
     assert list(out.glob("demofw-*.whl"))
 
@@ -125,9 +88,9 @@ def test_wheel_in_fresh_venv_without_numpy(cpu_build, tmp_path):
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
     assert "demofw/version.py" in names and any(re.match(r"demofw/_C\..*\.so$", n) for n in names)
-    py = _venv(tmp_path / "venv", [])
-    _run([py, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", wheel])
-    p = _run([py, "-c", _PROBE], cwd=tmp_path, env=_clean_env())
+    py = make_venv(tmp_path / "venv", [])
+    run_cmd([py, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", wheel])
+    p = run_cmd([py, "-c", _PROBE], cwd=tmp_path, env=clean_env())
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["version"] == r["v.version"]
     assert r["cuda"] is None and r["hip"] is None and r["debug"] is False
@@ -160,12 +123,12 @@ assert np.isclose(demofw.std(x), x.std()) and demofw.argmax(x) == x.argmax()
 print("ok")
 """
     env = dict(cpu_build["env"], PYTHONPATH=str(cpu_build["src"]))
-    assert _run([cpu_build["py"], "-c", code], cwd=cpu_build["root"], env=env).stdout.strip().endswith("ok")
+    assert run_cmd([cpu_build["py"], "-c", code], cwd=cpu_build["root"], env=env).stdout.strip().endswith("ok")
 
 
 def test_python_without_numpy_fails_configure(cpu_build, tmp_path):
-    py = _venv(tmp_path / "venv", ["setuptools>=70.1", "wheel", "cmake>=3.18", "ninja"])
-    src = _copy_source(tmp_path / "src")
-    p = _run([py, "setup.py", "bdist_wheel", "--cmake-only"], cwd=src, env=_clean_env(USE_CUDA="0"), check=False)
+    py = make_venv(tmp_path / "venv", ["setuptools>=70.1", "wheel", "cmake>=3.18", "ninja"])
+    src = copy_demofw(tmp_path / "src")
+    p = run_cmd([py, "setup.py", "bdist_wheel", "--cmake-only"], cwd=src, env=clean_env(USE_CUDA="0"), check=False)
     assert p.returncode != 0
     assert "Could NOT find Python" in p.stdout and "NumPy" in p.stdout

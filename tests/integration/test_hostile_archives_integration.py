@@ -8,38 +8,20 @@ need an image build.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
+from repro_helpers import INVOKE, REPO, one_line_exit_2, run_repro
 
 from buildctl import archive, engine
 from buildctl.engine import transfer
 from buildctl.errors import InputError
 
-REPO = Path(__file__).resolve().parents[2]
-INVOKE = Path(sys.executable).parent / "invoke"  # the venv's own entry point, as a user runs it
 BASE_IMAGE = "buildctl/base:bookworm"
 
 integration = pytest.mark.integration
-
-
-def _run_repro(target: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(INVOKE), "repro", str(target), *extra], cwd=REPO, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "BUILDCTL_DEBUG": "", "COLUMNS": "80", **(env or {})})
-
-
-def _one_line_exit_2(proc: subprocess.CompletedProcess, *parts: str) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: bundle "), proc.stderr
-    assert proc.stdout == "" and "Traceback" not in proc.stderr
-    for part in parts:
-        assert part in lines[0], lines[0]
-    return lines[0]
 
 
 @integration
@@ -86,7 +68,7 @@ def test_bundle_from_an_unset_arg_image_is_refused_without_pulling(tmp_path, doc
     data = json.loads((bundle / "bundle.json").read_text())
     data["command"] = ["true"]
     (bundle / "bundle.json").write_text(json.dumps(data))
-    _one_line_exit_2(_run_repro(bundle), f"takes the image {absent}, which is not in the engine, and buildctl never pulls")
+    one_line_exit_2(run_repro(bundle), f"takes the image {absent}, which is not in the engine, and buildctl never pulls")
 
 
 WHEELLESS_BUILDER = f"""FROM {BASE_IMAGE} AS builder
@@ -103,7 +85,7 @@ def test_wheel_step_bundle_replays_and_shell_shows_its_summary_first(tmp_path, d
     name = f"hostile-wheel-{uuid.uuid4().hex[:8]}"
     bundle = _image_bundle(tmp_path, name, WHEELLESS_BUILDER)
     try:
-        proc = _run_repro(bundle, "--json")
+        proc = run_repro(bundle, "--json")
         assert proc.returncode == 1, proc.stderr
         out = json.loads(proc.stdout)
         assert out["reproduced"] is True and out["step"] == "wheel" and out["exit_code"] == 1, out

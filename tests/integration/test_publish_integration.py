@@ -132,16 +132,6 @@ def test_published_demo_cpu_installs_with_pip_from_a_folder_and_from_pypiserver(
 # ---------------------------------------------------------------------------------------------- pip on the host
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    return tmp_path / "artifacts"
-
-
-@pytest.fixture
-def wheel_dir(tmp_path: Path) -> Path:
-    return tmp_path / "wheels"
-
-
 def test_pip_installs_from_the_served_folder(tmp_path, store, wheel_dir):
     """What a team does: serve the folder with any web server, point pip at /simple/."""
     art = make_artifact(store, "demo-cpu", "k", make_wheel(wheel_dir, "bctl-demo", "1.0", body="VALUE = 7\n"))

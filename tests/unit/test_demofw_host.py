@@ -9,38 +9,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from demofw_helpers import DEMOFW, REPO, clean_env, copy_demofw, run_cmd
 
-REPO = Path(__file__).resolve().parents[2]
-DEMOFW = REPO / "examples" / "demofw"
 RUNFILE_DIR = REPO / "tests" / "fixtures" / "fake-cuda-runfile"
-
-
-def _clean_env(**extra: str) -> dict:
-    """The host environment without build switches that would leak into setup.py."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("BUILD_", "USE_", "CMAKE_", "TORCH_", "NCCL_", "PYTORCH_", "CUDA"))
-           and k not in ("DEBUG", "REL_WITH_DEB_INFO", "MAX_JOBS", "VIRTUAL_ENV", "PYTHONPATH")}
-    env.update(extra)
-    return env
-
-
-def _run(cmd, cwd=None, env=None, check=True, timeout=600) -> subprocess.CompletedProcess:
-    p = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=timeout)
-    if check and p.returncode != 0:
-        raise AssertionError(f"{cmd} exited {p.returncode}:\n{p.stdout[-6000:]}")
-    return p
-
-
-def _copy_source(dst: Path) -> Path:
-    shutil.copytree(DEMOFW, dst, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__",
-                                                               "_C*.so", "version.py"))
-    return dst
 
 
 # ---- setup.py contract, without compiling ---------------------------------------------------------
@@ -51,7 +26,7 @@ _PRELUDE = f"import sys; sys.path.insert(0, {str(DEMOFW)!r})\n"
 def _helper(tmp_path: Path, code: str, **env: str) -> str:
     """Run `code` with examples/demofw's tools/ importable, from an empty directory."""
     script = _PRELUDE + code
-    return _run([sys.executable, "-c", script], cwd=tmp_path, env=_clean_env(**env)).stdout.strip()
+    return run_cmd([sys.executable, "-c", script], cwd=tmp_path, env=clean_env(**env)).stdout.strip()
 
 
 @pytest.mark.parametrize(("env", "expected"), [
@@ -108,7 +83,7 @@ def test_env_forwarding_to_cmake(tmp_path):
 
 def test_cmake_install_prefix_in_env_is_refused(tmp_path):
     script = _PRELUDE + _CAPTURE_ARGS.replace("sys.argv[1]", repr(str(tmp_path / "build")))
-    p = _run([sys.executable, "-c", script], cwd=tmp_path, env=_clean_env(CMAKE_INSTALL_PREFIX="/x"), check=False)
+    p = run_cmd([sys.executable, "-c", script], cwd=tmp_path, env=clean_env(CMAKE_INSTALL_PREFIX="/x"), check=False)
     assert p.returncode == 1
     assert "CMAKE_INSTALL_PREFIX should not be specified" in p.stdout
 
@@ -123,16 +98,16 @@ def test_version_from_env(tmp_path, env, expected):
 
 
 def test_version_from_version_txt(tmp_path):
-    src = _copy_source(tmp_path / "src")  # not a git checkout: no +git suffix
+    src = copy_demofw(tmp_path / "src")  # not a git checkout: no +git suffix
     code = f"from tools.generate_demofw_version import get_version; print(get_version({str(src)!r}))"
-    out = _run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(src)!r})\n" + code],
-               cwd=tmp_path, env=_clean_env(GIT_DIR=str(tmp_path / "no-git"))).stdout.strip()
+    out = run_cmd([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(src)!r})\n" + code],
+               cwd=tmp_path, env=clean_env(GIT_DIR=str(tmp_path / "no-git"))).stdout.strip()
     assert out == (DEMOFW / "version.txt").read_text().strip()
 
 
 def test_build_version_without_number_fails(tmp_path):
     script = _PRELUDE + "from tools.generate_demofw_version import get_version; get_version()"
-    p = _run([sys.executable, "-c", script], cwd=tmp_path, env=_clean_env(PYTORCH_BUILD_VERSION="1.0"), check=False)
+    p = run_cmd([sys.executable, "-c", script], cwd=tmp_path, env=clean_env(PYTORCH_BUILD_VERSION="1.0"), check=False)
     assert p.returncode != 0 and "PYTORCH_BUILD_NUMBER must be set" in p.stdout
 
 
@@ -140,14 +115,14 @@ def test_build_version_without_number_fails(tmp_path):
 
 @pytest.fixture
 def runfile(tmp_path):
-    out = _run(["sh", RUNFILE_DIR / "make_runfile.sh", "12.1.1", tmp_path]).stdout.strip().splitlines()[-1]
+    out = run_cmd(["sh", RUNFILE_DIR / "make_runfile.sh", "12.1.1", tmp_path]).stdout.strip().splitlines()[-1]
     path = Path(out)
     assert path.name == "cuda_12.1.1_530.30.02_linux.run"
     return path
 
 
 def _runfile_env(tmp_path, **extra):
-    return _clean_env(FAKE_CUDA_INSTALLER_LOG=str(tmp_path / "cuda-installer.log"), **extra)
+    return clean_env(FAKE_CUDA_INSTALLER_LOG=str(tmp_path / "cuda-installer.log"), **extra)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -159,31 +134,31 @@ def _runfile_env(tmp_path, **extra):
     (["--silent", "--toolkit", "--toolkitpath=relative/dir"], "must be an absolute path"),
 ])
 def test_runfile_refusals(runfile, tmp_path, args, message):
-    p = _run(["sh", runfile, *args], env=_runfile_env(tmp_path), check=False)
+    p = run_cmd(["sh", runfile, *args], env=_runfile_env(tmp_path), check=False)
     assert p.returncode == 1
     assert message in p.stdout
 
 
 def test_runfile_installs_toolkit_and_nvcc_version(runfile, tmp_path):
     dest = tmp_path / "cuda-12.1"
-    _run(["sh", runfile, "--silent", "--toolkit", "--override", f"--toolkitpath={dest}", "--no-opengl-libs",
+    run_cmd(["sh", runfile, "--silent", "--toolkit", "--override", f"--toolkitpath={dest}", "--no-opengl-libs",
           "--no-man-page", "--no-drm", f"--tmpdir={tmp_path}"], env=_runfile_env(tmp_path))
     for rel in ("bin/nvcc", "include/cuda.h", "include/cuda_runtime_api.h", "lib64/libcudart_static.a",
                 "version.json"):
         assert (dest / rel).exists(), rel
-    v = _run([dest / "bin" / "nvcc", "--version"], env=_clean_env()).stdout
+    v = run_cmd([dest / "bin" / "nvcc", "--version"], env=clean_env()).stdout
     assert "Cuda compilation tools, release 12.1, V12.1.105" in v
     assert "#define CUDA_VERSION 12010" in (dest / "include" / "cuda.h").read_text()
     assert not [p for p in tmp_path.glob("cuda-installer.*") if p.is_dir()], "scratch dir removed"
     # no real nvcc to delegate to: a clear nvcc-style failure
-    p = _run([dest / "bin" / "nvcc", "-c", "x.cu"], env=_clean_env(FAKE_CUDA_REAL_NVCC=""), check=False)
+    p = run_cmd([dest / "bin" / "nvcc", "-c", "x.cu"], env=clean_env(FAKE_CUDA_REAL_NVCC=""), check=False)
     if "no real nvcc" in p.stdout:
         assert p.returncode == 1
     # delegation: every other argument goes to the real nvcc
     fake_real = tmp_path / "real-nvcc"
     fake_real.write_text('#!/bin/sh\necho "real nvcc called with: $*"\n')
     fake_real.chmod(0o755)
-    p = _run([dest / "bin" / "nvcc", "-c", "k.cu", "-o", "k.o"], env=_clean_env(FAKE_CUDA_REAL_NVCC=str(fake_real)))
+    p = run_cmd([dest / "bin" / "nvcc", "-c", "k.cu", "-o", "k.o"], env=clean_env(FAKE_CUDA_REAL_NVCC=str(fake_real)))
     assert p.stdout.strip() == "real nvcc called with: -c k.cu -o k.o"
 
 
@@ -194,10 +169,10 @@ def test_runfile_compiler_check_without_override(runfile, tmp_path):
     gcc.write_text("#!/bin/sh\necho 99.1.0\n")
     gcc.chmod(0o755)
     env = _runfile_env(tmp_path, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
-    p = _run(["sh", runfile, "--silent", "--toolkit", f"--toolkitpath={tmp_path / 'c'}"], env=env, check=False)
+    p = run_cmd(["sh", runfile, "--silent", "--toolkit", f"--toolkitpath={tmp_path / 'c'}"], env=env, check=False)
     assert p.returncode == 1 and "Failed to verify gcc version" in p.stdout
     assert "unsupported compiler version: 99.1.0" in (tmp_path / "cuda-installer.log").read_text()
-    _run(["sh", runfile, "--silent", "--toolkit", "--override", f"--toolkitpath={tmp_path / 'c'}"], env=env)
+    run_cmd(["sh", runfile, "--silent", "--toolkit", "--override", f"--toolkitpath={tmp_path / 'c'}"], env=env)
     assert (tmp_path / "c" / "bin" / "nvcc").exists()
 
 
@@ -205,5 +180,5 @@ def test_runfile_is_posix_sh(runfile):
     dash = shutil.which("dash")
     if dash is None:
         pytest.skip("no dash to check POSIX sh syntax")
-    _run([dash, "-n", runfile])
-    _run([dash, "-n", RUNFILE_DIR / "make_runfile.sh"])
+    run_cmd([dash, "-n", runfile])
+    run_cmd([dash, "-n", RUNFILE_DIR / "make_runfile.sh"])

@@ -24,20 +24,18 @@ import hashlib
 import io
 import json
 import os
-import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from repro_helpers import one_line_exit_2, run_repro
 
 from buildctl import archive, downloads, engine, repro
 from buildctl.engine import transfer
 from buildctl.errors import InputError
 from buildctl.spec import Download
 
-REPO = Path(__file__).resolve().parents[2]
-INVOKE = Path(sys.executable).parent / "invoke"  # the venv's own entry point, as a user runs it
 # CVE-2025-4517 and relatives were fixed in 3.11.13, 3.12.11 and 3.13.4 (python/cpython#135034).
 STDLIB_FILTER_BYPASSABLE = (
     sys.version_info < (3, 11, 13)
@@ -455,21 +453,6 @@ BUNDLE_CASES = {
 }
 
 
-def _run_repro(target: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(INVOKE), "repro", str(target), *extra], cwd=REPO, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "BUILDCTL_DEBUG": "", "COLUMNS": "80", **(env or {})})
-
-
-def _one_line_exit_2(proc: subprocess.CompletedProcess, *parts: str) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: bundle "), proc.stderr
-    assert proc.stdout == "" and "Traceback" not in proc.stderr
-    for part in parts:
-        assert part in lines[0], lines[0]
-    return lines[0]
-
-
 @pytest.mark.parametrize("case", sorted(BUNDLE_CASES))
 def test_hostile_bundle_json_is_refused_by_invoke_repro(case, tmp_path):
     """`invoke repro` on an edited bundle.json: exit 2, one line on stderr, nothing run, no summary.
@@ -479,7 +462,7 @@ def test_hostile_bundle_json_is_refused_by_invoke_repro(case, tmp_path):
     data = json.loads((bundle / "bundle.json").read_text())
     _hostile(data, case)
     (bundle / "bundle.json").write_text(json.dumps(data))
-    line = _one_line_exit_2(_run_repro(bundle, "--shell"), f"bundle {bundle}: bundle.json", BUNDLE_CASES[case][0],
+    line = one_line_exit_2(run_repro(bundle, "--shell"), f"bundle {bundle}: bundle.json", BUNDLE_CASES[case][0],
                             "fix: use a bundle written by `invoke build`, unchanged")
     assert "\x1b" not in line
 
@@ -492,8 +475,8 @@ def test_packed_bundle_with_cve_2025_4517_is_refused_by_invoke_repro(tmp_path):
     bundle = tmp_path / "bundle.tar.gz"
     bundle.write_bytes(_tar(cve_2025_4517(len(str(old_dest))), gz=True))
     assert bundle.stat().st_size < 2048
-    proc = _run_repro(bundle, env={"TMPDIR": str(sandbox)})
-    _one_line_exit_2(proc, f"bundle {bundle}: member 'a': a symbolic link", "fix: use a bundle written by")
+    proc = run_repro(bundle, env={"TMPDIR": str(sandbox)})
+    one_line_exit_2(proc, f"bundle {bundle}: member 'a': a symbolic link", "fix: use a bundle written by")
     assert _outside_changed(sandbox, set()) == []  # nothing unpacked left in TMPDIR either
 
 
@@ -504,7 +487,7 @@ def test_bundle_with_a_symlinked_context_is_refused(tmp_path):
     (tmp_path / "elsewhere").mkdir()
     os.rename(bundle / "context", tmp_path / "elsewhere" / "context")
     (bundle / "context").symlink_to(tmp_path / "elsewhere" / "context")
-    _one_line_exit_2(_run_repro(bundle), "context is a symbolic link")
+    one_line_exit_2(run_repro(bundle), "context is a symbolic link")
 
 
 def test_bundle_source_travels_as_files(tmp_path):

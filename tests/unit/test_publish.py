@@ -30,16 +30,6 @@ def links(page: str) -> list[dict[str, str]]:
     return [dict(re.findall(r'([\w-]+)="([^"]*)"', attrs)) for attrs in re.findall(r"<a ([^>]*)>", page)]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    return tmp_path / "artifacts"
-
-
-@pytest.fixture
-def wheel_dir(tmp_path: Path) -> Path:
-    return tmp_path / "wheels"
-
-
 def test_folder_index_has_pep503_pages_with_hashes(tmp_path, store, wheel_dir):
     a = make_artifact(store, "demo-cpu", "k1", make_wheel(wheel_dir / "a", "Bctl.Demo_Pkg", "1.0"))
     b = make_artifact(store, "other", "k2", make_wheel(wheel_dir / "b", "zz-other", "2.0", requires_python=None))
