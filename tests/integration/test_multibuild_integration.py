@@ -1,6 +1,7 @@
 """`invoke build` of several recipes over two real engines (A, and B of .ci/services.sh).
 
-demo-cpu, a Debug variant and a recipe whose patch does not apply, with `--engine A --engine B`: the
+demo-cpu, a Debug variant and a recipe whose patch does not apply, with `--engine A --engine
+ssh://B` (engine B through the local sshd, as a team reaches a build machine): the
 plan spreads them over both engines, the two good builds publish and verify into the one local
 artifacts folder, the broken one fails on its engine with a repro bundle that names that engine, and
 its failure stops neither other build. The command exits 1 and its JSON says which build ran where.
@@ -32,7 +33,7 @@ def test_three_recipes_over_two_engines_one_failing(tmp_path, services, docker_c
     cmd = [str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT), "build", "--json",
            "--recipe", "demo-cpu", "--recipe", str(FIXTURES / "fanout-debug.yaml"),
            "--recipe", str(FIXTURES / "fanout-broken.yaml"),
-           "--engine", services.engine_a, "--engine", services.engine_b,
+           "--engine", services.engine_a, "--engine", services.engine_b_ssh,
            "--network", NETWORK, "--ca-cert", CA_BUNDLE]
     env = {**os.environ, "BUILDCTL_ARTIFACTS": str(root), "BUILDCTL_NAMESPACE": namespace, "COLUMNS": "200"}
     try:
@@ -42,7 +43,7 @@ def test_three_recipes_over_two_engines_one_failing(tmp_path, services, docker_c
         result = json.loads(proc.stdout)
         builds = {b["recipe"]: b for b in result["builds"]}
         assert result["ok"] is False and set(builds) == {"demo-cpu", "fanout-debug", "fanout-broken"}
-        assert {b["engine"] for b in builds.values()} == {services.engine_a, services.engine_b}  # both engines used
+        assert {b["engine"] for b in builds.values()} == {services.engine_a, services.engine_b_ssh}  # both used
         for name in ("demo-cpu", "fanout-debug"):  # built, published and verified, into the one store
             assert builds[name]["ok"], builds[name]
             artifact = Path(builds[name]["artifact"])
