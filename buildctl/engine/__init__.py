@@ -47,8 +47,9 @@ __all__ = [
     "API_TIMEOUT", "CONNECT_TIMEOUT", "KEEP_LABEL", "LABEL", "LABEL_VALUE", "NAMESPACE_LABEL",
     "OWNER_LABEL", "RECIPE_LABEL", "ContainerNameInUse", "ContainerResult", "EngineError", "LineSink",
     "StepFailed", "api_error", "base_image_refs", "build_image", "buildctl_labels", "connect",
-    "connection_lost", "container_state", "display_name", "engine_facts", "engine_on_this_machine", "explain_connect_error",
-    "image_exists", "list_buildctl_containers", "list_buildctl_volumes", "network_mode_for", "one_line",
+    "connection_lost", "container_state", "display_name", "engine_facts", "engine_on_this_machine",
+    "explain_connect_error", "image_exists", "list_buildctl_containers", "list_buildctl_volumes",
+    "network_mode_for", "one_line",
     "process_owner", "process_start", "pull_hint", "remove_container", "remove_volume", "run_container",
     "terminate_as_interrupt",
 ]
