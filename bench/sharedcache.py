@@ -56,14 +56,11 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+from build import invoke_cmd  # noqa: E402  (bench/build.py: the venv's invoke, as a user runs it)
 
 TARGET = 0.3
 HEARTBEAT_S = 10
-
-
-def invoke_cmd() -> list[str]:
-    exe = Path(sys.executable).with_name("invoke")
-    return [*([str(exe)] if exe.exists() else [sys.executable, "-m", "invoke"]), "-r", str(REPO)]
 
 
 def services_env() -> dict[str, str]:

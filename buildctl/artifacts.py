@@ -110,15 +110,19 @@ def lookup(recipe: str, key: str, root: Path | None = None) -> Path | None:
     return d
 
 
-def latest(recipe: str, root: Path | None = None) -> Path | None:
-    """The most recently published artifact of a recipe (a use, as for lookup)."""
+def newest(recipe: str, root: Path | None = None) -> Path | None:
+    """The most recently published artifact of a recipe, or None (not counted as a use)."""
     base = (root or artifacts_root()) / recipe
     found = [p for p in base.glob("*/manifest.json")] if base.is_dir() else []
-    if not found:
-        return None
-    newest = max(found, key=lambda p: p.stat().st_mtime).parent
-    record_use({"artifact": [f"{recipe}/{newest.name}"]}, root)
-    return newest
+    return max(found, key=lambda p: p.stat().st_mtime).parent if found else None
+
+
+def latest(recipe: str, root: Path | None = None) -> Path | None:
+    """The most recently published artifact of a recipe (a use, as for lookup)."""
+    found = newest(recipe, root)
+    if found is not None:
+        record_use({"artifact": [f"{recipe}/{found.name}"]}, root)
+    return found
 
 
 # Last use, for `invoke clean`: one empty stamp file per object under <root>/.last-use/<kind>/, its

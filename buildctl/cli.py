@@ -6,7 +6,6 @@ line on stderr, never as a traceback (set BUILDCTL_DEBUG=1 to see one for a bug)
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from invoke.exceptions import Exit
@@ -134,7 +133,6 @@ def doctor(recipe: str | None, *, as_json: bool, engines: tuple[str, ...] = ()) 
     build and verify), under {"engines": [...]} in --json."""
     from . import doctor as doctor_mod
     from . import engine
-    from .secrets import mask_url
 
     paths = [recipe_mod.recipe_path(recipe)] if recipe else recipe_mod.list_recipes()
     specs = [(str(p), recipe_mod.load(str(p))) for p in paths]
@@ -142,12 +140,11 @@ def doctor(recipe: str | None, *, as_json: bool, engines: tuple[str, ...] = ()) 
     for url in engines or (None,):
         facts, error = None, None
         try:
-            client = engine.connect(environ={**os.environ, "DOCKER_HOST": url} if url else None)
-            facts = engine.engine_facts(client)
+            facts = engine.facts_at(url)
         except BuildctlError as e:
             error = str(e)
         report = doctor_mod.doctor(specs, engine_facts=facts, engine_error=error)
-        reports.append({"engine_url": mask_url(url), **report} if url else report)
+        reports.append({"engine_url": engine.display_name(url), **report} if url else report)
     if as_json:
         print_json({"engines": reports} if engines else reports[0])
     else:

@@ -28,7 +28,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from . import engine, fanout, settings
+from . import artifacts, engine, fanout, settings
 from .errors import BuildctlError, EngineError, InputError
 from .spec import Spec
 from .ui import strip_controls
@@ -63,11 +63,7 @@ def engine_capacity(url: str) -> tuple[fanout.EngineCapacity | None, str | None]
     """An engine's cores, memory and GPU runtime; or why it cannot be used (one line)."""
     name = engine.display_name(url)
     try:
-        client = engine.connect(environ={**os.environ, "DOCKER_HOST": url} if url else None)
-        try:
-            facts = engine.engine_facts(client)
-        finally:
-            client.close()
+        facts = engine.facts_at(url or None)
     except BuildctlError as e:
         return None, f"{name}: {str(e).splitlines()[0]}"
     verifies = frozenset({"cpu", "ascend", "rocm"} | ({"cuda"} if facts.get("nvidia_runtime") else set()))
@@ -77,15 +73,13 @@ def engine_capacity(url: str) -> tuple[fanout.EngineCapacity | None, str | None]
 
 def last_manifest(root: Path, recipe: str) -> dict | None:
     """The newest manifest of `recipe` in the artifacts folder (its compile time sizes the plan); None
-    when there is none or it does not read as JSON."""
-    manifests = sorted((root / recipe).glob("*/manifest.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for path in manifests[:1]:
-        try:
-            data = json.loads(path.read_text()[: 8 << 20])
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
-    return None
+    when there is none or it does not read as JSON. Reading it for the plan is not a use (invoke clean)."""
+    newest = artifacts.newest(recipe, root)
+    try:
+        data = json.loads((newest / "manifest.json").read_text()[: 8 << 20]) if newest else None
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def child_env(chosen: settings.Settings, engine_url: str) -> dict[str, str]:

@@ -20,6 +20,7 @@ from .connection import (
     engine_facts,
     engine_on_this_machine,
     explain_connect_error,
+    facts_at,
 )
 from .dockerfile import base_image_refs
 from .failures import ContainerNameInUse, api_error, connection_lost, display_name, one_line, pull_hint
@@ -48,7 +49,7 @@ __all__ = [
     "OWNER_LABEL", "RECIPE_LABEL", "ContainerNameInUse", "ContainerResult", "EngineError", "LineSink",
     "StepFailed", "api_error", "base_image_refs", "build_image", "buildctl_labels", "connect",
     "connection_lost", "container_state", "display_name", "engine_facts", "engine_on_this_machine",
-    "explain_connect_error", "image_exists", "list_buildctl_containers", "list_buildctl_volumes",
+    "explain_connect_error", "facts_at", "image_exists", "list_buildctl_containers", "list_buildctl_volumes",
     "network_mode_for", "one_line",
     "process_owner", "process_start", "pull_hint", "remove_container", "remove_volume", "run_container",
     "terminate_as_interrupt",

@@ -186,6 +186,15 @@ def engine_on_this_machine(client: docker.DockerClient) -> bool:
     return host in ("localhost", "127.0.0.1", "::1")
 
 
+def facts_at(url: str | None) -> dict[str, Any]:
+    """engine_facts of the engine at `url` (None: DOCKER_HOST's), over a connection of its own."""
+    client = connect(environ={**os.environ, "DOCKER_HOST": url} if url else None)
+    try:
+        return engine_facts(client)
+    finally:
+        client.close()
+
+
 def engine_facts(client: docker.DockerClient) -> dict[str, Any]:
     """Facts about the engine for manifests and diagnostics."""
     try:
