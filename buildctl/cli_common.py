@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import recipe as recipe_mod
-from . import remotecache
+from . import remotecache, settings, urls
 from .errors import BuildctlError, InputError
 from .settings import Settings
 from .ui import strip_controls
@@ -56,9 +56,20 @@ def env_value(value: Any, var: str, default: Any = None) -> Any:
     return os.environ.get(var, default)
 
 
+# The site settings that are URLs, checked here so that a refusal names the flag and variable it came
+# from (the recipe's own site: URLs are checked by the schema, spec.Url).
+URL_SETTINGS = ("pip_index_url", "apt_mirror", "http_proxy", "https_proxy")
+
+
 def site_options(chosen: Settings) -> dict:
     """The corporate / air-gapped settings that were set (flags over BUILDCTL_* variables), for `site:`."""
     site = chosen.site()
+    for name in URL_SETTINGS:
+        if site.get(name):
+            flag = settings.flag_name(name).replace("_", "-")
+            why = urls.problem(site[name])
+            if why:
+                raise InputError(f"--{flag} [{settings.env_name(name)}] (value not shown): {why}")
     if site.get("cache_url"):
         remotecache.check_url(site["cache_url"])
     return site

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from . import settings
 from .errors import RecipeError
 from .spec import PATTERN_HINTS, Spec
+from .urls import mask_text
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -338,7 +339,10 @@ def _error_from_validation(exc: ValidationError, loc: Located, fallback: str) ->
         problem = f"{err['input']!r} is a number, not a string"
     elif err["type"] == "string_pattern_mismatch":
         what = "key" if key_error else "value"
-        problem = f"malformed {what} {str(err.get('input'))[:60]!r}"
+        shown = str(err.get("input"))
+        # a login in a malformed value may be of a shape no mask finds (a password holding '#', a space)
+        problem = (f"malformed {what} (not shown: it may hold a login)" if "@" in shown
+                   else f"malformed {what} {mask_text(shown)[:60]!r}")
     if where.startswith("--set"):
         line = None
     return RecipeError(where, ".".join(path), problem, hint, line or None)

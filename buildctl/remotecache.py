@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from . import urls
 from .errors import InputError
 from .secrets import mask_url
 
@@ -29,17 +30,16 @@ def problem(url: str) -> str | None:
         return "no redis:// in front"
     if any(c.isspace() or c in "'\"`$;|&<>\\" for c in url):
         return "white space or shell characters in it"
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return "its port is not a number from 1 to 65535"
+    why = urls.problem(url)
+    if why:  # "<problem>; fix: <fix>": a fix of its own
+        return why
+    parts = urlsplit(url)
     if parts.scheme != "redis":
         return f"scheme {parts.scheme or '(none)'}: ccache's remote storage speaks redis:// only"
     host = parts.hostname or ""
     if not _HOST.fullmatch(host) and not _IPV6.fullmatch(host):
         return "no host name"
-    if port == 0:
+    if parts.port == 0:
         return "its port is not a number from 1 to 65535"
     if parts.path not in ("", "/") and not re.fullmatch(r"/\d{1,5}", parts.path):
         return "the path is not a database number (/0)"
@@ -51,19 +51,31 @@ def problem(url: str) -> str | None:
 def check_url(url: str, option: str = "--cache-url") -> str:
     """`url` when it is a usable Redis URL; else a one-line InputError, with the password masked."""
     why = problem(url)
-    if why:  # without a scheme, mask_url cannot tell a password from a host name: not shown at all
-        shown = mask_url(url) if "://" in url else "(value not shown)"
-        raise InputError(f"{option} {shown}: not a Redis URL ({why}); fix: {_FORM}, "
-                         "e.g. redis://:PASSWORD@cache.example:6379/0")
+    if why:  # the URL is never shown: a misread one masks badly, and it holds a password
+        raise InputError(f"{option} (value not shown): {refusal(why)}")
     return url
+
+
+def refusal(why: str) -> str:
+    """`problem`'s answer as "<problem>; fix: <fix>"."""
+    if "; fix: " in why:
+        return why
+    return f"not a Redis URL ({why}); fix: {_FORM}, e.g. redis://:PASSWORD@cache.example:6379/0"
 
 
 def ccache_url(url: str) -> str:
-    """`url` in ccache's form: a password without a user name is `redis://PASSWORD@host` there
-    (`redis://:PASSWORD@host` would send `AUTH "" PASSWORD`, which Redis refuses)."""
-    if url.startswith("redis://:"):
-        return "redis://" + url[len("redis://:"):]
-    return url
+    """`url` in ccache's form. ccache percent-decodes the login, then splits it at its first ':'
+    (USER:PASSWORD, else PASSWORD alone; an empty USER sends no AUTH at all). So a password without a
+    user is `redis://PASSWORD@host` there, and one holding ':' (raw or %3A) needs a user: Redis 6's
+    `default` user is what a bare password authenticates as (`AUTH default PASSWORD`)."""
+    parts = urls.split(url)
+    if parts.userinfo is None or parts.user:
+        return url
+    rest = url.partition("@")[2]
+    password = parts.userinfo.partition(":")[2]
+    if ":" in (parts.password or ""):
+        return f"redis://default:{password}@{rest}"
+    return f"redis://{password}@{rest}"
 
 
 def runtime_env(url: str | None) -> tuple[tuple[str, str], ...]:

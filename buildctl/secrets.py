@@ -27,49 +27,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit
 
-MASK = "***"
+from . import urls
 
-# Shorter literals would mask common words and numbers everywhere; such "secrets" are not secret anyway.
-MIN_SECRET_LEN = 4
-
-# URL userinfo in free text: scheme://USERINFO@host. ssh-like schemes keep a bare user name (git@…),
-# every other scheme loses the whole userinfo, since tokens are often passed as the user name.
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\s/?#@'\"`<>]+)@")
-_SSH_SCHEMES = ("ssh://", "git+ssh://", "ssh+git://", "sftp://")
-
-# Query parameters whose values are credentials (case-insensitive).
-_TOKEN_PARAMS = (
-    "token",
-    "access_token",
-    "id_token",
-    "refresh_token",
-    "private_token",
-    "auth",
-    "auth_token",
-    "password",
-    "passwd",
-    "pwd",
-    "secret",
-    "client_secret",
-    "api_key",
-    "apikey",
-    "key",
-    "sig",
-    "signature",
-    "x-amz-signature",
-    "x-amz-credential",
-    "x-amz-security-token",
-    "x-goog-signature",
-    "x-goog-credential",
-    "jwt",
-    "session_token",
-)
-_TOKEN_QUERY = re.compile(
-    r"(?P<lead>[?&;](?:" + "|".join(re.escape(p) for p in _TOKEN_PARAMS) + r")=)(?P<value>[^&#\s'\"`<>]+)",
-    re.IGNORECASE,
-)
+MASK = urls.MASK
+MIN_SECRET_LEN = urls.MIN_SECRET_LEN
 
 # Environment variables whose value is a secret by name.
 _SECRET_ENV_NAME = re.compile(
@@ -89,27 +51,10 @@ _URL_ENV_NAMES = (
     "CONDA_CHANNEL",
 )
 
-
-def _userinfo_repl(m: re.Match[str]) -> str:
-    scheme, userinfo = m.group("scheme"), m.group("userinfo")
-    if userinfo == MASK:
-        return m.group(0)
-    if scheme.lower() in _SSH_SCHEMES and ":" not in userinfo:
-        return m.group(0)
-    return f"{scheme}{MASK}@"
-
-
-def _mask_shapes(text: str) -> str:
-    if "://" in text:
-        text = _USERINFO.sub(_userinfo_repl, text)
-    if "=" in text:
-        text = _TOKEN_QUERY.sub(lambda m: m.group("lead") + MASK, text)
-    return text
-
-
-def mask_url(url: str) -> str:
-    """The URL with its userinfo and credential query parameters replaced by `***` (to show it)."""
-    return _mask_shapes(url)
+# One parse of a URL for every use (buildctl/urls.py): shown, stripped, its secret values.
+mask_url = urls.mask
+strip_credentials = urls.strip
+url_secrets = urls.secrets
 
 
 def mask_data(data: Any, masker: Masker | None = None) -> Any:
@@ -122,54 +67,6 @@ def mask_data(data: Any, masker: Masker | None = None) -> Any:
     if isinstance(data, (list, tuple)):
         return [mask_data(v, masker) for v in data]
     return data
-
-
-def _is_token_param(param: str) -> bool:
-    return param.split("=", 1)[0].lower() in _TOKEN_PARAMS
-
-
-def strip_credentials(url: str) -> str:
-    """The URL without its userinfo and credential query parameters (to use it: apt, pip and git get
-    this form, and so do rendered files); everything else as written."""
-    if "://" not in url:
-        return url
-    scheme, _, rest = url.partition("://")
-    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    netloc, tail = rest[:end], rest[end:]
-    userinfo, at, host = netloc.rpartition("@")
-    if at and (":" in userinfo or f"{scheme.lower()}://" not in _SSH_SCHEMES):
-        netloc = host
-    path, hashmark, fragment = tail.partition("#")
-    path, question, query = path.partition("?")
-    if question:
-        kept = [p for p in re.split(r"[&;]", query) if p and not _is_token_param(p)]
-        query = "&".join(kept)
-        question = "?" if kept else ""
-    return f"{scheme}://{netloc}{path}{question}{query}{hashmark}{fragment}"
-
-
-def url_secrets(url: str) -> set[str]:
-    """The secret parts of one URL: password, user name (when it may be a token), token parameters."""
-    out: set[str] = set()
-    if not url or "://" not in url:
-        return out
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return out
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo = netloc.rsplit("@", 1)[0]
-        user, _, password = userinfo.partition(":")
-        if password:
-            out.update({password, unquote(password), userinfo})
-        elif user and parts.scheme.lower() + "://" not in _SSH_SCHEMES:
-            # A bare user name on http(s) is usually a token (https://<token>@github.com/…).
-            out.update({user, unquote(user)})
-    for m in _TOKEN_QUERY.finditer("?" + parts.query if parts.query else ""):
-        value = m.group("value")
-        out.update({value, unquote(value)})
-    return {s for s in out if len(s) >= MIN_SECRET_LEN}
 
 
 def _secret_values(values: Iterable[str]) -> tuple[str, ...]:
@@ -197,7 +94,7 @@ class Masker:
             return text
         if self._pattern is not None:
             text = self._pattern.sub(MASK, text)
-        return _mask_shapes(text)
+        return urls.mask_text(text)
 
     def extend(self, more: Iterable[str]) -> Masker:
         return Masker((*self.secrets, *more))
@@ -343,16 +240,14 @@ def split_credentials(spec: S) -> tuple[S, Credentials]:
 
 def _apt_auth(mirror: str) -> str:
     """apt_auth.conf(5) for a mirror URL with credentials: protocol given, so plain http matches too."""
-    parts = urlsplit(mirror)
-    userinfo = parts.netloc.rpartition("@")[0]
-    user, _, password = (unquote(p) for p in userinfo.partition(":"))
-    host = parts.netloc.rpartition("@")[2]
+    url = urls.split(mirror)
+    user, password = url.user, url.password or ""
     if any(c.isspace() for c in user + password):
         from .errors import InputError
 
         raise InputError(f"apt mirror {mask_url(mirror)}: apt cannot take a login with white space; "
                          "fix: use a token without spaces")
-    return f"machine {parts.scheme}://{host}{parts.path.rstrip('/')} login {user} password {password}\n"
+    return f"machine {url.scheme}://{url.host}{url.path.rstrip('/')} login {user} password {password}\n"
 
 
 class SecretServer:

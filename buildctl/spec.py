@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from . import urls
 from .settings import extend_site
 
 # The fix shown when a value does not match its type's pattern, kept with the pattern: recipe.py looks
@@ -56,8 +57,19 @@ Name = Annotated[str, matching(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$",
                                "use only letters, digits and ._+- (starting with a letter or digit)")]
 GitRef = Annotated[str, matching(r"^[A-Za-z0-9][A-Za-z0-9._/+-]*$",
                                  "use only letters, digits and ._/+- (a tag, branch or commit)")]
+
+
+def _read_alike(url: str) -> str:
+    """A URL every tool reads the same way (buildctl/urls.py: a login with '#' is a host name to pip)."""
+    why = urls.problem(url)
+    if why:
+        raise ValueError(why)
+    return url
+
+
 Url = Annotated[str, matching(r"^(https?|file)://[^\s'\"`$;|&<>\\]+$",
-                              "use an http(s):// or file:// URL without quotes, spaces or shell characters")]
+                              "use an http(s):// or file:// URL without quotes, spaces or shell characters"),
+                AfterValidator(_read_alike)]
 ImageRef = Annotated[str, matching(r"^[a-z0-9][a-z0-9._/:@-]*$",
                                    "use an image reference like ubuntu:22.04 or registry/name:tag (lowercase, no spaces)")]
 CudaArch = Annotated[str, matching(r"^\d{1,2}\.\d[af]?(\+PTX)?$",
@@ -392,12 +404,11 @@ class Site(Model):
     @field_validator("cache_url")
     @classmethod
     def _redis_url(cls, v: str | None) -> str | None:
-        from .remotecache import problem
+        from .remotecache import problem, refusal
 
         why = v and problem(v)
         if why:  # the value is not quoted: it holds a password
-            raise ValueError(f"site.cache_url is not a Redis URL ({why}); fix: "
-                             "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]")
+            raise ValueError(refusal(why))
         return v
 
 

@@ -50,7 +50,7 @@ def publish(to: str, *, recipe: str | None = None, artifact_dirs: Iterable[str] 
                          "(an index server's upload URL) [BUILDCTL_PUBLISH_TO]")
     scheme = urlsplit(to).scheme.lower() if "://" in to else ""
     if scheme and scheme not in ("http", "https"):
-        raise InputError(f"--to {mask_url(to)}: {scheme}:// is not a destination; fix: a folder path, or an "
+        raise InputError(f"--to (value not shown): {scheme}:// is not a destination; fix: a folder path, or an "
                          "http(s):// upload URL")
     wheels = check_selection([w for d in select_artifacts(recipe, artifact_dirs, root) for w in load_wheels(d)])
     if scheme:

@@ -14,6 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
+from .. import urls
 from ..errors import InputError
 from ..secrets import Masker, mask_url, secret_values_from_env, url_secrets
 from .wheels import PublishError, Wheel, conflict
@@ -54,19 +55,20 @@ class Server:
 
     @staticmethod
     def from_url(url: str, environ: Mapping[str, str]) -> Server:
+        # (the URL is never quoted: one that tools misread masks badly, and it may hold a password)
+        why = urls.problem(url)
+        if why:
+            raise InputError(f"--to (value not shown): {why}")
         parts = urlsplit(url)
         if not parts.hostname:
-            raise InputError(f"--to {mask_url(url)}: names no host; fix: http://HOST:PORT/ (pypiserver) or "
+            raise InputError("--to (value not shown): names no host; fix: http://HOST:PORT/ (pypiserver) or "
                              "http://HOST:PORT/USER/INDEX/ (devpi)")
         netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-        try:
-            port = parts.port
-        except ValueError:
-            raise InputError(f"--to {mask_url(url)}: the port is not a number; fix: http://HOST:PORT/") from None
-        netloc += f":{port}" if port else ""
+        netloc += f":{parts.port}" if parts.port else ""
         path = parts.path if parts.path.endswith("/") else parts.path + "/"
         clean = urlunsplit((parts.scheme, netloc, path, "", ""))
-        username, password = unquote(parts.username or "") or None, unquote(parts.password or "") or None
+        login = urls.split(url)
+        username, password = login.user or None, login.password or None
         if username is None:
             username = environ.get("BUILDCTL_PUBLISH_USERNAME") or None
             password = environ.get("BUILDCTL_PUBLISH_PASSWORD") or None

@@ -44,7 +44,7 @@ def test_a_bad_url_is_one_line_with_the_password_masked(url, why):
     with pytest.raises(InputError) as e:
         remotecache.check_url(url)
     message = str(e.value)
-    assert "\n" not in message and why in message and "fix: redis://" in message, message
+    assert "\n" not in message and why in message and "fix: " in message, message
     assert PASSWORD not in message
 
 
@@ -53,7 +53,8 @@ def test_the_cli_refuses_a_bad_url_in_one_line():
     proc = subprocess.run([sys.executable, "-m", "invoke", "render", "--recipe", "demo-cpu", "--cache-url",
                            f"https://:{PASSWORD}@cache.example"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.count("\n") == 1 and "--cache-url https://***@cache.example: not a Redis URL" in proc.stderr
+    # (the value is never shown: a URL that tools misread masks badly, issue 20)
+    assert proc.stderr.count("\n") == 1 and "--cache-url (value not shown): not a Redis URL" in proc.stderr
     assert PASSWORD not in proc.stdout + proc.stderr
 
 
