@@ -8,7 +8,7 @@ rendered, keyed or written), and reads the local and remote hit counts back for 
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from . import urls
 from .errors import InputError
@@ -33,6 +33,9 @@ def problem(url: str) -> str | None:
     why = urls.problem(url)
     if why:  # "<problem>; fix: <fix>": a fix of its own
         return why
+    user, colon, _ = (urls.split(url).userinfo or "").partition(":")
+    if colon and ":" in unquote(user):
+        return "a user name holding ':' (ccache splits the login at its first ':', even a %3A)"
     parts = urlsplit(url)
     if parts.scheme != "redis":
         return f"scheme {parts.scheme or '(none)'}: ccache's remote storage speaks redis:// only"
@@ -68,12 +71,15 @@ def ccache_url(url: str) -> str:
     (USER:PASSWORD, else PASSWORD alone; an empty USER sends no AUTH at all). So a password without a
     user is `redis://PASSWORD@host` there, and one holding ':' (raw or %3A) needs a user: Redis 6's
     `default` user is what a bare password authenticates as (`AUTH default PASSWORD`)."""
-    parts = urls.split(url)
-    if parts.userinfo is None or parts.user:
+    login = urls.split(url).userinfo
+    if login is None:
         return url
+    user, colon, password = login.partition(":")
+    if colon and user:  # USER:PASSWORD, as ccache reads it
+        return url
+    password = password if colon else user  # :PASSWORD, or a bare PASSWORD (ccache's own form)
     rest = url.partition("@")[2]
-    password = parts.userinfo.partition(":")[2]
-    if ":" in (parts.password or ""):
+    if ":" in unquote(password):
         return f"redis://default:{password}@{rest}"
     return f"redis://{password}@{rest}"
 

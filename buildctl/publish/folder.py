@@ -12,6 +12,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 from packaging.metadata import parse_email
 
@@ -85,7 +86,8 @@ def project_page(project: str, files_dir: Path) -> str:
         metadata = meta_path.read_bytes()
         requires_python = parse_email(metadata)[0].get("requires_python")
         meta_sha = hashlib.sha256(metadata).hexdigest()
-        href = f"../../files/{project}/{wheel.name}#sha256={artifacts.sha256_of(wheel)}"
+        # percent-encoded as RFC 3986 paths want: pip reads the href as a URL, not as a file name
+        href = f"../../files/{quote(project)}/{quote(wheel.name)}#sha256={artifacts.sha256_of(wheel)}"
         attrs = [f'href="{html.escape(href)}"']
         if requires_python:
             attrs.append(f'data-requires-python="{html.escape(requires_python)}"')
@@ -98,7 +100,7 @@ def project_page(project: str, files_dir: Path) -> str:
 def root_page(files_root: Path) -> str:
     projects = sorted(d.name for d in files_root.iterdir() if d.is_dir() and any(d.glob("*.whl"))) \
         if files_root.is_dir() else []
-    links = "".join(f'<a href="{html.escape(p)}/">{html.escape(p)}</a><br>\n' for p in projects)
+    links = "".join(f'<a href="{html.escape(quote(p))}/">{html.escape(p)}</a><br>\n' for p in projects)
     return PAGE_HEAD.format(title="Simple index") + links + PAGE_TAIL
 
 
@@ -106,8 +108,9 @@ def publish_to_folder(wheels: list[Wheel], index: Path) -> list[dict]:
     if index.exists() and not index.is_dir():
         raise InputError(f"--to {index}: is a file, not a folder; fix: give a folder for the index")
     try:
-        index.mkdir(parents=True, exist_ok=True)
-        index.chmod(index.stat().st_mode | 0o755)
+        if not index.is_dir():  # made here: readable by a web server; a folder of the user's keeps its mode
+            index.mkdir(parents=True)
+            index.chmod(0o755)
     except OSError as e:
         raise InputError(f"--to {index}: cannot make the index folder ({e.strerror}); fix: give a writable "
                          "folder") from None

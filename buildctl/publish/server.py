@@ -67,8 +67,8 @@ class Server:
         netloc += f":{parts.port}" if parts.port else ""
         path = parts.path if parts.path.endswith("/") else parts.path + "/"
         clean = urlunsplit((parts.scheme, netloc, path, "", ""))
-        login = urls.split(url)
-        username, password = login.user or None, login.password or None
+        login = urls.split(url)  # a login in the URL wins, an empty user name with a password too
+        username, password = (login.user, login.password or "") if login.userinfo is not None else (None, None)
         if username is None:
             username = environ.get("BUILDCTL_PUBLISH_USERNAME") or None
             password = environ.get("BUILDCTL_PUBLISH_PASSWORD") or None

@@ -24,6 +24,9 @@ from ..wheelfacts import wheel_metadata
 
 MAX_MANIFEST_BYTES = 16 << 20
 RECIPE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# PEP 427's file name: name-version[-build]-python-abi-platform.whl, each part escaped to letters, digits,
+# '_' and '.' (a version may hold '+' and '!'): a '#', '%' or space would break the index's hrefs
+PEP427_NAME = re.compile(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.+!]+(-[0-9][A-Za-z0-9_.]*)?(-[A-Za-z0-9_.]+){3}\.whl")
 
 
 class PublishError(BuildctlError):
@@ -123,6 +126,9 @@ def load_wheels(artifact: Path) -> list[Wheel]:
         if "/" in file or "\\" in file or file.startswith(".") or "\0" in file:
             raise InputError(f"{manifest_path}: wheel file {file!r} is not a plain file name in the artifact "
                              f"folder; {FIX_ARTIFACT}")
+        if not PEP427_NAME.fullmatch(file):
+            raise InputError(f"{manifest_path}: {file!r} is not a wheel file name (PEP 427: name-version"
+                             f"[-build]-python-abi-platform.whl of letters, digits, '_' and '.'); {FIX_ARTIFACT}")
         try:
             name, version, _build, _tags = parse_wheel_filename(file)
         except (InvalidWheelFilename, InvalidVersion) as e:

@@ -47,7 +47,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import docker
 import pytest
@@ -285,19 +285,30 @@ def bare_repo(root: Path) -> Path:
 
 
 class Tokens:
-    """One set of credentials for the four servers: token values and the Basic headers they make."""
+    """One set of credentials for the four servers: token values and the Basic headers they make.
+
+    Each password holds every character a URL login must carry percent-encoded, and ':' (issue 20: a
+    password with '#', '?' or '/' was neither stripped nor masked); the URLs carry it encoded, as
+    pip, apt, git and curl expect, and each tool must decode it to be let in. Its '%' is followed by
+    'x': git 2.39 decodes a proxy's login twice, so '%' and two hex digits would reach git's proxy as
+    another byte (docs/security.md, Limits)."""
 
     USERS = {"proxy": "px", "apt": "aptuser", "git": "gituser", "pip": "pipuser"}
 
     def __init__(self, tag: str):
-        self.values = {k: f"{k}{tag}{uuid.uuid4().hex}" for k in self.USERS}
+        self.values = {k: f"{k}{tag}{h[:16]}:#?/@%x{h[16:]}" for k in self.USERS for h in [uuid.uuid4().hex]}
+
+    def encoded(self, kind: str) -> str:
+        return quote(self.values[kind], safe="")
 
     def header(self, kind: str) -> str:
         return basic(self.USERS[kind], self.values[kind])
 
     def needles(self) -> list[bytes]:
-        """The token bytes, and the base64 of each user:token (what a stored Basic header would hold)."""
-        out = [v.encode() for v in self.values.values()]
+        """The token bytes raw and percent-encoded, each half of them (a tool that split one at a URL
+        character would write a half), and the base64 of each user:token (a stored Basic header)."""
+        out = [v.encode() for v in self.values.values()] + [self.encoded(k).encode() for k in self.USERS]
+        out += [half.encode() for v in self.values.values() for half in (v[:20], v[-16:])]
         return out + [self.header(k).split()[1].encode() for k in self.USERS]
 
 
@@ -324,13 +335,13 @@ def servers(tmp: Path, marker: str, tokens: list[Tokens]) -> Iterator[dict[str, 
 
 
 def site_args(t: Tokens, srv: dict[str, Server]) -> list[str]:
-    proxy = f"http://px:{t.values['proxy']}@127.0.0.1:{srv['proxy'].port}/"
+    proxy = f"http://px:{t.encoded('proxy')}@127.0.0.1:{srv['proxy'].port}/"
     # (no verification: it needs no network and no credentials, and the classic builder has built
     # every stage of the Dockerfile, the runtime image's included, for the builder already)
     return ["--no-verify", "--network", "host", "--ca-cert", CA_BUNDLE, "--http-proxy", proxy, "--https-proxy", proxy,
-            "--apt-mirror", f"http://aptuser:{t.values['apt']}@127.0.0.1:{srv['apt'].port}/debian",
-            "--pip-index-url", f"http://pipuser:{t.values['pip']}@127.0.0.1:{srv['pip'].port}/simple",
-            "--set", f"framework.source.git=http://gituser:{t.values['git']}@127.0.0.1:{srv['git'].port}/demofw.git"]
+            "--apt-mirror", f"http://aptuser:{t.encoded('apt')}@127.0.0.1:{srv['apt'].port}/debian",
+            "--pip-index-url", f"http://pipuser:{t.encoded('pip')}@127.0.0.1:{srv['pip'].port}/simple",
+            "--set", f"framework.source.git=http://gituser:{t.encoded('git')}@127.0.0.1:{srv['git'].port}/demofw.git"]
 
 
 def run_build(recipe_file: Path, args: list[str], cwd: Path, artifacts: Path) -> subprocess.CompletedProcess:

@@ -10,6 +10,8 @@
 * With the server's port closed, a build succeeds and says so in exactly one warning line.
 * A server killed after the compile started (a private redis-server, not the session's): the build
   succeeds with the local cache, and the manifest and the summary count the failed lookups.
+* A password holding every character a URL login must percent-encode, and ':': the build script's
+  probe and ccache both authenticate (the server holds objects afterwards).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pytest
 from conftest import TEST_NAMESPACE, remove_namespace_objects
@@ -119,29 +121,66 @@ def test_engine_b_reuses_a_compile_through_redis_and_a_dead_server_only_warns(
                 assert password.encode() not in f.read_bytes(), f
 
 
+# Every character a URL login must carry percent-encoded, and ':' (ccache splits the login at its first
+# ':' after decoding it: a bare password holding one authenticated as USER:PASSWORD before issue 20).
+HOSTILE_PASSWORD = f"pw:{TEST_NAMESPACE}#?/@%x"
+
+
 @pytest.fixture
 def private_redis(tmp_path):
-    """A redis-server of this test's own (the test kills it; the session's server stays up)."""
+    """A redis-server of this test's own, its password HOSTILE_PASSWORD (a test may kill it; the session's
+    server stays up): (process, URL, port)."""
     exe = shutil.which("redis-server") or "/usr/bin/redis-server"
     port = _closed_port()
-    password = f"pw-{TEST_NAMESPACE}"
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--requirepass", password, "--dir", str(tmp_path)],
+    conf = tmp_path / "redis.conf"  # the password in a file, not on a command line
+    conf.write_text(f'requirepass "{HOSTILE_PASSWORD}"\n')
+    proc = subprocess.Popen([exe, str(conf), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:  # its own word that it listens, not a sleep
         if "Ready to accept connections" in line:
             break
     else:
         pytest.fail(f"redis-server on port {port} did not start: exit {proc.wait()}")
-    yield proc, f"redis://:{password}@127.0.0.1:{port}/0"
+    yield proc, f"redis://:{quote(HOSTILE_PASSWORD, safe='')}@127.0.0.1:{port}/0", port
     proc.kill()
     proc.wait()
+
+
+def _dbsize(port: int) -> int:
+    """DBSIZE of the private server, asked with its password (RESP over a plain socket)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        replies = sock.makefile("rb")
+        for command in (["AUTH", HOSTILE_PASSWORD], ["DBSIZE"]):
+            sock.sendall(f"*{len(command)}\r\n".encode() + b"".join(
+                f"${len(a.encode())}\r\n{a}\r\n".encode() for a in command))
+            reply = replies.readline()
+            assert reply[:1] in (b"+", b":"), reply
+    return int(reply[1:])
+
+
+def test_a_password_holding_url_characters_authenticates(tmp_path, base_image, namespaces, private_redis):
+    """`redis://:<password with : # ? / @ %, percent-encoded>@host`: the build script's probe and ccache
+    itself authenticate (the server holds the objects afterwards), and the password is found nowhere."""
+    _, url, port = private_redis
+    src = tmp_path / "demofw"
+    shutil.copytree(DEMOFW, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.so"))
+    proc, manifest = _build(tmp_path, tmp_path / "root", namespaces[0], src, "--cache-url", url)
+    remote = manifest["compile_cache"]["remote"]
+    assert remote["state"] == "used" and remote["errors"] == 0 and remote["timeouts"] == 0, remote
+    assert remote["hits"] + remote["misses"] > 0 and _dbsize(port) > 0, remote  # ccache stored its objects
+    assert remote["url"] == f"redis://***@127.0.0.1:{port}/0"
+    for needle in (HOSTILE_PASSWORD, quote(HOSTILE_PASSWORD, safe="")):
+        assert needle not in proc.stdout + proc.stderr
+        for f in (tmp_path / "root").rglob("*"):
+            if f.is_file():
+                assert needle.encode() not in f.read_bytes(), f
 
 
 def test_redis_killed_mid_build_costs_lookups_not_the_build(tmp_path, base_image, services, namespaces, private_redis):
     """The server dies after the compile started: ccache counts the failed lookups, the build goes on with
     the local cache and succeeds, and the summary says how many lookups failed."""
-    server, url = private_redis
+    server, url, _ = private_redis
     src = tmp_path / "demofw"
     shutil.copytree(DEMOFW, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.so"))
     marker = TEST_NAMESPACE.replace("-", "_") + "_killed"
@@ -171,4 +210,4 @@ def test_redis_killed_mid_build_costs_lookups_not_the_build(tmp_path, base_image
     assert failed > 0, remote
     assert f"{failed} failed lookups" in output  # the summary's row
     assert manifest["wheels"][0]["sha256"]
-    assert url.rpartition("@")[0].split(":")[-1] not in output  # the password
+    assert HOSTILE_PASSWORD not in output and quote(HOSTILE_PASSWORD, safe="") not in output

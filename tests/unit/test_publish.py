@@ -54,6 +54,29 @@ def test_folder_index_has_pep503_pages_with_hashes(tmp_path, store, wheel_dir):
     assert sha256(wheel) == json.loads((a / "manifest.json").read_text())["wheels"][0]["sha256"]
 
 
+def test_hrefs_are_percent_encoded_as_pip_reads_them(tmp_path, store, wheel_dir):
+    """A local version's '+' (every torch wheel of a stack: 2.6.0+cpu) is %2B in the href, as PyPI and
+    download.pytorch.org write it; pip decodes it back to the file's name (issue 20, item 12)."""
+    art = make_artifact(store, "demo-cpu", "k1", make_wheel(wheel_dir, "bctl-demo", "1.0+cpu"))
+    index = tmp_path / "index"
+    publish.publish(str(index), artifact_dirs=[str(art)], root=store)
+    [link] = links((index / "simple" / "bctl-demo" / "index.html").read_text())
+    assert link["href"].startswith("../../files/bctl-demo/bctl_demo-1.0%2Bcpu-py3-none-any.whl#sha256=")
+    assert (index / "files" / "bctl-demo" / "bctl_demo-1.0+cpu-py3-none-any.whl").is_file()
+
+
+def test_a_folder_of_the_users_keeps_its_mode(tmp_path, store, wheel_dir):
+    """`publish --to DIR` of a 0700 folder left it 0755 (issue 20, item 13); a folder it makes is 0755."""
+    art = make_artifact(store, "demo-cpu", "k1", make_wheel(wheel_dir, "bctl-demo", "1.0"))
+    private, made = tmp_path / "private", tmp_path / "made" / "index"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    publish.publish(str(private), artifact_dirs=[str(art)], root=store)
+    publish.publish(str(made), artifact_dirs=[str(art)], root=store)
+    assert private.stat().st_mode & 0o777 == 0o700
+    assert made.stat().st_mode & 0o777 == 0o755
+
+
 def test_publishing_again_changes_nothing(tmp_path, store, wheel_dir):
     art = make_artifact(store, "demo-cpu", "k1", make_wheel(wheel_dir, "bctl-demo", "1.0"))
     index = tmp_path / "index"
@@ -177,6 +200,15 @@ def not_a_wheel_name(art: Path, outside: Path) -> str:
     return "is not a wheel file name"
 
 
+def url_characters_in_a_tag(art: Path, outside: Path) -> str:
+    """A platform tag holding '#' (issue 20, item 12): packaging parses it, but the index's href would end
+    at the '#' and pip would fetch another file."""
+    wheel = next(art.glob("*.whl"))
+    wheel.rename(art / "bctl_demo-1.0-py3-none-linux#x86_64.whl")
+    _set_manifest(art, file="bctl_demo-1.0-py3-none-linux#x86_64.whl")
+    return "is not a wheel file name (PEP 427"
+
+
 def not_json(art: Path, outside: Path) -> str:
     (art / "manifest.json").write_text("{nope")
     return "not JSON"
@@ -190,7 +222,7 @@ def not_a_zip(art: Path, outside: Path) -> str:
 
 
 HOSTILE = [tampered_wheel, escaping_name, symlinked_wheel, symlinked_manifest, fifo_wheel, metadata_disagrees,
-           markup_in_requires_python, not_a_wheel_name, not_json, not_a_zip]
+           markup_in_requires_python, not_a_wheel_name, url_characters_in_a_tag, not_json, not_a_zip]
 
 
 @pytest.mark.parametrize("make_hostile", HOSTILE, ids=[f.__name__ for f in HOSTILE])

@@ -1,0 +1,283 @@
+"""A hostile corpus of URL logins, for every URL option (issue 20, items 1, 2 and 9).
+
+Each password holds one character a URL login must carry percent-encoded (`#`, `?`, `/`, `@`, a `%`
+that starts no escape), or one it may carry as it is (`:`), between two random pieces; logins come
+as user:password, :password (no user), a bare token and user: (no password), on a host name and on an
+IPv6 host. Every option is given each login twice:
+
+* as written (unencoded): pip, curl and apt read `https://ci:tok#en@pypi.corp/simple` as the host
+  `ci`, so such a URL is refused, in one line, with the fix, and with no byte of the password in the
+  message (before the fix it was accepted, and the password reached pip.conf, recipe.resolved.yaml,
+  the manifest and the proxy variables of the compile container);
+* percent-encoded: accepted, and no byte of it (raw, encoded or decoded, nor either piece) in any
+  rendered file, the shown recipe, the manifest, a repro bundle, the container's variables or a
+  masked log line; the tools get the real URL at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import yaml
+from publish_helpers import assembled_artifact
+
+from buildctl import pipeline, recipe, render, repro, secrets, stages
+from buildctl.errors import InputError, RecipeError
+from buildctl.publish.server import Server, masker_for
+from buildctl.stages.compile import container_env
+
+REPO = Path(__file__).resolve().parents[2]
+MUST_ENCODE = "#?/@"
+
+
+def _piece() -> str:
+    return "k" + uuid.uuid4().hex[:7]
+
+
+# name: (left piece, hostile part, right piece); the password is their concatenation
+SHAPES = {name: (_piece(), part, _piece()) for name, part in [
+    ("hash", "#"), ("question", "?"), ("slash", "/"), ("at", "@"), ("colon", ":"), ("bad-escape", "%zz"),
+    ("mixed", ":#?/@%")]}
+LOGINS = ("user:password", ":password", "token", "token:")
+HOSTS = ("pypi.corp.example:8443", "[fd00::5]:3128")
+
+
+def password(shape: str) -> str:
+    return "".join(SHAPES[shape])
+
+
+def needles(shape: str) -> list[str]:
+    """What must never be written or shown: the password raw, encoded, and each random piece."""
+    left, _, right = SHAPES[shape]
+    return [password(shape), quote(password(shape), safe=""), left, right]
+
+
+def login(form: str, secret: str) -> str:
+    return {"user:password": f"ci:{secret}", ":password": f":{secret}", "token": secret,
+            "token:": f"{secret}:"}[form]
+
+
+def url(scheme: str, form: str, host: str, shape: str, *, encoded: bool, path: str = "/simple") -> str:
+    secret = quote(password(shape), safe="") if encoded else password(shape)
+    return f"{scheme}://{login(form, secret)}@{host}{path}"
+
+
+def refused_as_written(form: str, shape: str) -> bool:
+    """Whether the unencoded login is one tools would misread (the rule, stated independently)."""
+    written = login(form, password(shape))
+    return bool(set(written) & set(MUST_ENCODE)) or bool(re.search(r"%(?![0-9A-Fa-f]{2})", written))
+
+
+def leaks(text: str, shape: str) -> list[str]:
+    return [n for n in needles(shape) if n in text]
+
+
+CASES = [(form, host, shape) for form in LOGINS for host in HOSTS for shape in SHAPES]
+SITE_OPTIONS = {"pip_index_url": "https", "apt_mirror": "http", "http_proxy": "http", "https_proxy": "http"}
+
+
+def _site(option: str, value: str) -> dict:
+    return {option: [value] if option == "pip_extra_index_urls" else value}
+
+
+# ---------------------------------------------------------------------------------------- site options
+
+
+@pytest.mark.parametrize("option", [*SITE_OPTIONS, "pip_extra_index_urls"])
+@pytest.mark.parametrize(("form", "host", "shape"), CASES)
+def test_site_url_as_written(option, form, host, shape):
+    value = url(SITE_OPTIONS.get(option, "https"), form, host, shape, encoded=False)
+    if not refused_as_written(form, shape):
+        spec = recipe.load("demo-cpu", site=_site(option, value))
+        assert leaks(json.dumps(recipe.masked_dump(spec)), shape) == []
+        return
+    with pytest.raises(RecipeError) as e:
+        recipe.load("demo-cpu", site=_site(option, value))
+    message = str(e.value)
+    assert "\n" not in message and "fix: " in message and f"site.{option}" in message, message
+    assert leaks(message, shape) == []
+
+
+@pytest.mark.parametrize("option", [*SITE_OPTIONS, "pip_extra_index_urls"])
+@pytest.mark.parametrize(("form", "host", "shape"), CASES)
+def test_site_url_encoded_is_written_and_shown_nowhere(option, form, host, shape, tmp_path):
+    value = url(SITE_OPTIONS.get(option, "https"), form, host, shape, encoded=True)
+    spec = recipe.load("demo-cpu", site=_site(option, value))
+    files = render.render(spec).files
+    assert {name: leaks(text, shape) for name, text in files.items() if leaks(text, shape)} == {}
+    assert leaks(json.dumps(recipe.masked_dump(spec)) + recipe.resolved_yaml(spec), shape) == []
+    run = stages.Run.of(spec, pipeline.BuildOptions(render_root=tmp_path / "build"))
+    assert leaks(json.dumps([container_env(run, 2), pipeline.proxy_env(spec)]), shape) == []
+    # what the tools get at run time: the URL as given, and every form of the password is masked
+    creds = secrets.split_credentials(spec)[1]
+    real = [v for _, v in creds.env] + [creds.apt_auth]
+    assert any(value in v or password(shape) in v for v in real), creds
+    masker = secrets.Masker(creds.values())
+    assert leaks(masker(f"pip: Looking in indexes: {value}\napt: {password(shape)}"), shape) == []
+
+
+def test_a_manifest_and_a_bundle_of_encoded_logins_carry_none(tmp_path):
+    """Every shape at once in every site option and the framework's git URL: manifest, artifact, bundle."""
+    site = {"pip_index_url": url("https", "user:password", HOSTS[0], "mixed", encoded=True),
+            "http_proxy": url("http", ":password", HOSTS[1], "hash", encoded=True, path="/"),
+            "https_proxy": url("http", "token", HOSTS[0], "question", encoded=True, path="/"),
+            "apt_mirror": url("http", "user:password", HOSTS[0], "at", encoded=True, path="/debian")}
+    data = recipe.load("demo-cpu", site=site).model_dump(mode="json")
+    data["framework"]["source"] = {"git": url("https", "token:", HOSTS[0], "slash", encoded=True, path="/d.git"),
+                                   "ref": "main"}
+    spec = type(recipe.load("demo-cpu")).model_validate(data)
+    shapes = ["mixed", "hash", "question", "at", "slash"]
+    staging, manifest = assembled_artifact(spec, tmp_path, "demofw-0.1.0-cp311-cp311-linux_x86_64.whl",
+                                           "gcc=12.2.0\nsource_commit=abc\n")
+    texts = {"manifest": json.dumps(manifest)}
+    texts |= {str(p.relative_to(staging)): p.read_text(errors="replace") for p in staging.rglob("*") if p.is_file()}
+    rendered = render.render(spec)
+    context = render.write(rendered, tmp_path / "build" / spec.name)
+    run = stages.Run.of(spec, pipeline.BuildOptions(render_root=tmp_path / "build"))
+    bundle = repro.write_bundle(
+        spec=spec, rendered=rendered, context_dir=context, step="source", exit_code=128,
+        log=f"fatal: unable to access '{data['framework']['source']['git']}'", diagnosis=None,
+        image_id="sha256:img", command=list(pipeline.BUILD_COMMAND), env=container_env(run, 2),
+        volumes={"w": "/work"}, network="host", memory=None, secrets=run.secrets, root=tmp_path / "artifacts")
+    texts |= {f"bundle/{p.relative_to(bundle)}": p.read_text(errors="replace") for p in bundle.rglob("*")
+              if p.is_file()}
+    found = {name: [n for s in shapes for n in leaks(text, s)] for name, text in texts.items()}
+    assert {k: v for k, v in found.items() if v} == {}
+    assert manifest["source"]["git"] == f"https://***@{HOSTS[0]}/d.git"
+
+
+# ---------------------------------------------------------------------------------------- recipe fields
+
+
+def _recipe_with(tmp_path: Path, field: str, value: str) -> Path:
+    """A recipe extending demo-cpu with `value` at `field` (a framework source or a patch download)."""
+    body = {"extends": str(REPO / "recipes" / "demo-cpu.yaml")}
+    if field == "framework.source.git":
+        body["framework"] = {"source": {"git": value, "ref": "main", "path": None}}
+    elif field == "framework.source.tarball.url":
+        body["framework"] = {"source": {"tarball": {"url": value, "sha256": "ab" * 32}, "path": None}}
+    else:
+        body["framework"] = {"patches": [{"download": {"url": value, "sha256": "cd" * 32}}]}
+    path = tmp_path / "hostile.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+@pytest.mark.parametrize("field", ["framework.source.git", "framework.source.tarball.url",
+                                   "framework.patches.0.download.url"])
+@pytest.mark.parametrize(("form", "shape"), [(f, s) for f in LOGINS for s in SHAPES])
+def test_recipe_url_fields(field, form, shape, tmp_path):
+    path_part = "/o/demofw.git" if field.endswith("git") else "/files/x.tar.gz"
+    raw = url("https", form, HOSTS[0], shape, encoded=False, path=path_part)
+    if refused_as_written(form, shape):
+        with pytest.raises(RecipeError) as e:
+            recipe.load(str(_recipe_with(tmp_path, field, raw)))
+        message = str(e.value)
+        assert "\n" not in message and "fix: " in message and field.rsplit(".", 1)[0] in message, message
+        assert leaks(message, shape) == []
+    encoded = url("https", form, HOSTS[0], shape, encoded=True, path=path_part)
+    spec = recipe.load(str(_recipe_with(tmp_path, field, encoded)))
+    files = render.render(spec).files
+    assert {name: leaks(text, shape) for name, text in files.items() if leaks(text, shape)} == {}
+    assert leaks(json.dumps(recipe.masked_dump(spec)), shape) == []
+    # the fetch and git helpers get the real URL through the URL map
+    assert encoded in dict(secrets.split_credentials(spec)[1].urls).values()
+
+
+def test_build_env_values_holding_misread_urls_are_stripped_and_handed_over():
+    """build.env is free text, not a URL field: a misread URL in it is not refused, but stripped by shape
+    in what is rendered and handed to the build as written."""
+    for shape in ("hash", "question", "slash", "at"):
+        value = f"--extra {url('https', 'user:password', HOSTS[0], shape, encoded=False)} --more"
+        spec = recipe.load("demo-cpu", [f"build.env.EXTRA_ARGS={json.dumps(value)}"])
+        files = render.render(spec).files
+        assert leaks(files["build.sh"], shape) == [], shape
+        assert dict(secrets.split_credentials(spec)[1].env)["EXTRA_ARGS"] == value
+
+
+# ---------------------------------------------------------------------------------------- other consumers
+
+
+@pytest.mark.parametrize(("form", "shape"), [(f, s) for f in LOGINS for s in SHAPES])
+def test_redis_cache_url(form, shape):
+    from buildctl import remotecache
+
+    raw = url("redis", form, "cache.example:6379", shape, encoded=False, path="/0")
+    if refused_as_written(form, shape):
+        with pytest.raises(InputError) as e:
+            remotecache.check_url(raw)
+        assert "\n" not in str(e.value) and leaks(str(e.value), shape) == []
+    encoded = url("redis", form, "cache.example:6379", shape, encoded=True, path="/0")
+    if form == "token:" and ":" in password(shape):  # a user name ccache cannot take, encoded or not
+        with pytest.raises(InputError) as e:
+            remotecache.check_url(encoded)
+        assert "user name holding ':'" in str(e.value) and leaks(str(e.value), shape) == []
+        return
+    remotecache.check_url(encoded)
+    handed = remotecache.ccache_url(encoded)
+    # ccache percent-decodes the login, then splits it at its first ':' (USER:PASSWORD, else PASSWORD)
+    userinfo = handed.partition("://")[2].rpartition("@")[0]
+    user, colon, secret = _ccache_split(userinfo)
+    expected_user, expected_password = {"user:password": ("ci", password(shape)), ":password": (None, password(shape)),
+                                        "token": (None, password(shape)), "token:": (password(shape), "")}[form]
+    if form in (":password", "token") and ":" in password(shape):
+        expected_user = "default"
+    assert (user, secret) == (expected_user, expected_password), handed
+    assert remotecache.stats({}, "used", encoded)["remote"]["url"] == "redis://***@cache.example:6379/0"
+
+
+def _ccache_split(userinfo: str) -> tuple[str | None, str, str]:
+    from urllib.parse import unquote
+
+    decoded = unquote(userinfo)
+    left, colon, right = decoded.partition(":")
+    return (left, colon, right) if colon else (None, "", left)
+
+
+@pytest.mark.parametrize(("form", "host", "shape"), CASES)
+def test_publish_server_url(form, host, shape):
+    raw = url("http", form, host, shape, encoded=False, path="/")
+    if refused_as_written(form, shape):
+        with pytest.raises(InputError) as e:
+            Server.from_url(raw, {})
+        assert "\n" not in str(e.value) and leaks(str(e.value), shape) == []
+    encoded = url("http", form, host, shape, encoded=True, path="/")
+    server = Server.from_url(encoded, {})
+    assert leaks(server.url, shape) == []
+    if form in ("user:password", ":password"):
+        assert server.password == password(shape)  # twine gets it decoded
+    masker = masker_for(encoded, server, {})
+    assert leaks(masker(f"upload to {encoded} failed for {password(shape)}"), shape) == []
+
+
+# ---------------------------------------------------------------------------------------- the CLI
+
+
+@pytest.mark.parametrize("flag", ["--pip-index-url", "--apt-mirror", "--http-proxy", "--https-proxy", "--cache-url"])
+def test_the_cli_refuses_a_misread_url_in_one_line_and_writes_nothing(flag, tmp_path):
+    scheme = "redis" if flag == "--cache-url" else "http"
+    value = url(scheme, "user:password", HOSTS[0], "mixed", encoded=False, path="/0" if scheme == "redis" else "/")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "invoke", "render", "--recipe", "demo-cpu", flag, value,
+                           "--out", str(out), "--json"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and flag in proc.stderr and "fix: " in proc.stderr, proc.stderr
+    assert leaks(proc.stdout + proc.stderr, "mixed") == []
+    assert not out.exists()
+
+
+def test_the_cli_json_of_an_encoded_login_carries_none(tmp_path):
+    value = url("https", "user:password", HOSTS[1], "mixed", encoded=True)
+    proc = subprocess.run([sys.executable, "-m", "invoke", "render", "--recipe", "demo-cpu", "--pip-index-url", value,
+                           "--out", str(tmp_path / "out"), "--json"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert leaks(proc.stdout + proc.stderr, "mixed") == []
+    assert [p for p in (tmp_path / "out").rglob("*") if p.is_file() and leaks(p.read_text(errors="replace"), "mixed")] == []
