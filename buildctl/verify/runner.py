@@ -220,14 +220,12 @@ def verify_wheel(
     if host:
         probe, environment = run_on_host(wheel, wheelhouse, install, python, args_for, on_line, timeout)
     else:
-        gpus = False
-        if cuda:
-            from buildctl import gpus as host_gpus
+        from buildctl import engine
 
-            gpus = bool(host_gpus.inventory().gpus)
+        client = client or engine.connect()
         probe, environment = run_in_container(wheel, wheelhouse, install, python, image, spec, args_for,
-                                              on_line, gpus=gpus, network_mode=network_mode, client=client,
-                                              timeout=timeout)
+                                              on_line, gpus=cuda and engine_gives_gpus(client),
+                                              network_mode=network_mode, client=client, timeout=timeout)
     environment["seconds"] = round(time.monotonic() - t0, 1)
 
     exp = Expectations.from_spec(spec) if spec is not None else Expectations.from_wheel_name(wheel.name)
@@ -238,6 +236,15 @@ def verify_wheel(
         spec=_spec_facts(spec),
     )
     return _publish(report, out_dir, json_out, console)
+
+
+def engine_gives_gpus(client) -> bool:
+    """Whether containers of the engine that runs the verification get GPUs (--gpus all): that engine's
+    own fact, its NVIDIA runtime (`docker info` Runtimes), for a local engine as for a remote one; never
+    this host's NVML, which says nothing of an engine elsewhere nor of the runtime here."""
+    from buildctl import engine
+
+    return bool(engine.engine_facts(client).get("nvidia_runtime"))
 
 
 def _spec_facts(spec: Spec | None) -> dict | None:
@@ -346,9 +353,7 @@ def verify_image(
     def on_line(line: str) -> None:
         console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
 
-    from buildctl import gpus as host_gpus
-
-    gpus = bool(host_gpus.inventory().gpus)  # the image may hold a CUDA build: give it the GPUs there are
+    gpus = engine_gives_gpus(client)  # the image may hold a CUDA build: give it the GPUs its engine has
     console.print(f"[bold]verify[/] {escape(image)} ({escape(ident[:19])}, {escape(python)}, fresh container)")
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-empty-") as empty:
         t0 = time.monotonic()
