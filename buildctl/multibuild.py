@@ -33,8 +33,6 @@ from .errors import BuildctlError, EngineError, InputError
 from .spec import Spec
 from .ui import strip_controls
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 @dataclass
 class Outcome:
@@ -102,7 +100,7 @@ def child_env(chosen: settings.Settings, engine_url: str) -> dict[str, str]:
 
 
 def _invoke(*args: str) -> list[str]:
-    return [sys.executable, "-m", "invoke", "-r", str(REPO), *args]
+    return [sys.executable, "-m", "invoke", "-r", str(settings.checkout()), *args]
 
 
 def verification_engine(placement: fanout.Placement, chosen: settings.Settings) -> str | None:

@@ -29,6 +29,18 @@ from .errors import InputError
 SITE, RECIPE, BUILD, CLEAN, ENV_ONLY = "site", "recipe", "build", "clean", "env-only"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PullPolicy = Literal["missing", "always", "never"]
+CHECKOUT_FILES = ("templates", "recipes", "tasks.py")  # beside the package in a checkout, not in a wheel
+
+
+def checkout() -> Path:
+    """The checkout buildctl runs from (its templates, recipes and tasks.py). A regular install (`pip
+    install .`, not -e) copies only the package: refused in one line rather than half working."""
+    missing = [name for name in CHECKOUT_FILES if not (REPO_ROOT / name).exists()]
+    if missing:
+        raise InputError(f"buildctl is installed without its checkout: {', '.join(missing)} are not beside "
+                         f"{REPO_ROOT / 'buildctl'}; fix: install it editable from a checkout "
+                         "(pip install -e CHECKOUT) and run invoke there")
+    return REPO_ROOT
 
 
 def option(default: Any, help: str, *, group: str, env: str | None = None, flag: str | None = None,
