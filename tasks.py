@@ -35,8 +35,9 @@ def settings_task(*groups_or_names, help=None, iterable=(), **task_kwargs):
             if isinstance(f.default, tuple):
                 lists.append(flag)
                 default = None
-            else:  # "" or False: not given, so the variable or the field's default applies
-                default = f.default if isinstance(f.default, (bool, str)) else ""
+            else:  # "" or False: not given, so the variable or the field's default applies; a value
+                # given, even the field's default (--jobs auto), wins over the variable
+                default = f.default if isinstance(f.default, bool) else ""
             flags[flag] = settings.help_text(name)
             params.append(inspect.Parameter(flag, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
 

@@ -111,9 +111,10 @@ def lookup(recipe: str, key: str, root: Path | None = None) -> Path | None:
 
 
 def newest(recipe: str, root: Path | None = None) -> Path | None:
-    """The most recently published artifact of a recipe, or None (not counted as a use)."""
+    """The most recently published artifact of a recipe, or None (not counted as a use). Never a staging
+    folder (.tmp-*, which holds a manifest before it is published): pathlib's `*` matches dot-names."""
     base = (root or artifacts_root()) / recipe
-    found = [p for p in base.glob("*/manifest.json")] if base.is_dir() else []
+    found = [p for p in base.glob("*/manifest.json") if not p.parent.name.startswith(".")] if base.is_dir() else []
     return max(found, key=lambda p: p.stat().st_mtime).parent if found else None
 
 

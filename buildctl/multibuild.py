@@ -33,8 +33,6 @@ from .errors import BuildctlError, EngineError, InputError
 from .spec import Spec
 from .ui import strip_controls
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 @dataclass
 class Outcome:
@@ -83,10 +81,13 @@ def last_manifest(root: Path, recipe: str) -> dict | None:
 
 
 def child_env(chosen: settings.Settings, engine_url: str) -> dict[str, str]:
-    """This command's settings as the child build's BUILDCTL_* variables, and its engine."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDCTL_") or k == "BUILDCTL_NAMESPACE"}
-    for name in settings.fields(settings.SITE, settings.RECIPE, settings.BUILD, "artifacts", "recipes_dir"):
-        if name == "engines":
+    """This command's settings as the child build's BUILDCTL_* variables, and its engine. The settings'
+    variables are replaced by what this command chose (its flags over them); every other variable
+    (BUILDCTL_CACHE, BUILDCTL_DEBUG, ...) passes as it is."""
+    replaced = {settings.env_name(name) for name in settings.Settings.model_fields}
+    env = {k: v for k, v in os.environ.items() if k not in replaced}
+    for name in settings.Settings.model_fields:
+        if name == "engines":  # a child builds on its one engine
             continue
         value = getattr(chosen, name)
         if value in (None, "", (), False):
@@ -99,21 +100,34 @@ def child_env(chosen: settings.Settings, engine_url: str) -> dict[str, str]:
 
 
 def _invoke(*args: str) -> list[str]:
-    return [sys.executable, "-m", "invoke", "-r", str(REPO), *args]
+    return [sys.executable, "-m", "invoke", "-r", str(settings.checkout()), *args]
+
+
+def verification_engine(placement: fanout.Placement, chosen: settings.Settings) -> str | None:
+    """The engine the placement's wheel is verified on; None with --no-verify (nowhere)."""
+    return None if chosen.no_verify else placement.verify_on
+
+
+def child_commands(placement: fanout.Placement, recipe: str, sets: list[str],
+                   chosen: settings.Settings) -> tuple[list[str], list[str] | None]:
+    """The child build's command, and the verification's on another engine (None: the build verifies
+    itself, or nothing is verified: --no-verify, which the build gets in BUILDCTL_NO_VERIFY)."""
+    where = verification_engine(placement, chosen)
+    elsewhere = where not in (None, placement.engine)
+    sets_args = [a for s in sets for a in ("--set", s)]
+    build = _invoke("build", "--recipe", recipe, *sets_args, "--json", *(["--no-verify"] if elsewhere else []))
+    return build, (_invoke("verify", "--recipe", recipe, *sets_args, "--json") if elsewhere else None)
 
 
 def run_one(placement: fanout.Placement, recipe: str, sets: list[str], urls: dict[str, str],
             chosen: settings.Settings, outcome: Outcome, changed: Callable[[], None]) -> None:
     """The placement's build (and, elsewhere, its verification) as child commands; fills `outcome`."""
-    verify_elsewhere = placement.verify_on not in (None, placement.engine)
-    sets_args = [a for s in sets for a in ("--set", s)]
-    cmd = _invoke("build", "--recipe", recipe, *sets_args, "--json", *(["--no-verify"] if verify_elsewhere else []))
+    cmd, verify_cmd = child_commands(placement, recipe, sets, chosen)
     outcome.started = time.monotonic()
     payload = _child(cmd, child_env(chosen, urls[placement.engine]), outcome, changed)
-    if payload is not None and payload.get("ok") and verify_elsewhere:
+    if payload is not None and payload.get("ok") and verify_cmd is not None:
         outcome.step = f"verify on {placement.verify_on}"
         changed()
-        verify_cmd = _invoke("verify", "--recipe", recipe, *sets_args, "--json")
         verified = _child(verify_cmd, child_env(chosen, urls[placement.verify_on]), outcome, changed)
         if verified is None or not verified.get("ok", verified.get("passed", False)):
             payload = {**payload, "ok": False,
@@ -184,7 +198,7 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
                        fanout.cost(spec.framework.name, spec.accelerator, last_manifest(chosen.artifacts, spec.name)))
             for _, spec in specs]
     placements = fanout.plan(work, capacities)
-    outcomes = {p.job.recipe: Outcome(p.job.recipe, p.engine, p.verify_on) for p in placements}
+    outcomes = {p.job.recipe: Outcome(p.job.recipe, p.engine, verification_engine(p, chosen)) for p in placements}
     ordered = [outcomes[p.job.recipe] for p in placements]
     lock = threading.Lock()
     live = Live(table(ordered), console=err, refresh_per_second=2, transient=False) if err.is_terminal and not as_json \
@@ -232,23 +246,33 @@ def print_outcomes(outcomes: list[Outcome], *, as_json: bool, out: Console) -> N
             out.print(Text(f"{o.recipe} on {o.engine}: {o.error}" + (f" (repro bundle: {o.bundle})" if o.bundle else "")))
 
 
+def select(recipes: list[str], labels: list[str]) -> list[str]:
+    """The recipes --recipe names and those --label selects, each once: a recipe is the file it resolves
+    to, however it was named (a name from recipes/ or a path). A --label no recipe has is an InputError."""
+    from . import recipe as recipe_mod
+
+    chosen: dict[Path, str] = {}
+    for arg in recipes:
+        chosen.setdefault(recipe_mod.recipe_path(arg).resolve(), arg)
+    if labels:
+        labelled = [path for path in recipe_mod.list_recipes()
+                    if set(labels) & set(recipe_mod.load(str(path)).labels)]
+        if not labelled:
+            raise InputError(f"--label {','.join(labels)}: no recipe has it; fix: see `invoke recipes` for labels")
+        for path in labelled:
+            chosen.setdefault(path.resolve(), str(path))
+    return list(chosen.values())
+
+
 def build_many(recipes: list[str], labels: list[str], sets, *, settings: settings.Settings, no_preflight: bool,
                as_json: bool, until: str, targets, check_reproducible: bool) -> None:
     """`invoke build` with several --recipe, a --label or several --engine."""
     from . import cli
-    from . import recipe as recipe_mod
 
     if until or targets or check_reproducible:
         raise InputError("--until, --target and --check-reproducible take one recipe on one engine; "
                          "fix: build that recipe on its own")
-    chosen = list(dict.fromkeys(recipes))
-    if labels:
-        for path in recipe_mod.list_recipes():
-            spec = recipe_mod.load(str(path))
-            if set(labels) & set(spec.labels) and spec.name not in chosen:
-                chosen.append(str(path))
-        if len(chosen) == len(recipes):
-            raise InputError(f"--label {','.join(labels)}: no recipe has it; fix: see `invoke recipes` for labels")
+    chosen = select(recipes, labels)
     if not chosen:
         raise InputError("--recipe is required; fix: give a name from `invoke recipes`, or --label L")
     specs, names = [], set()

@@ -26,8 +26,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def recipes_dir() -> Path:
-    """Where recipe names are looked up (BUILDCTL_RECIPES_DIR, default recipes/ of the repository)."""
-    return settings.current().recipes_dir
+    """Where recipe names are looked up (BUILDCTL_RECIPES_DIR, default recipes/ of the checkout)."""
+    chosen = settings.current().recipes_dir
+    return chosen if chosen != settings.REPO_ROOT / "recipes" else settings.checkout() / "recipes"
 
 _CORE_TAGS = {
     "tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq")

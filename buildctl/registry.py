@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,12 @@ import requests
 from .errors import InputError
 
 LineSink = Callable[[str], None]
+# What a pull or push can raise: APIError from the engine, DockerException before any request (a credsStore
+# or credHelpers helper that is missing or fails), requests' errors when the engine connection drops.
+FAILURES = (derr.DockerException, requests.exceptions.RequestException)
+# docker-py also warns (two lines on stderr) of the missing helper that its DockerException then names.
+warnings.filterwarnings("ignore", message=r".* not installed or not available in PATH", category=UserWarning,
+                        module=r"docker\.credentials")
 KEYED_FILES_EXCLUDED = ("recipe.resolved.yaml",)  # the resolved recipe names the source; the image does not use it
 
 _REGISTRY = re.compile(r"(?P<host>[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9a-fA-F:]+\])(:(?P<port>\d{1,5}))?"
@@ -82,7 +89,7 @@ def fetch(client: docker.DockerClient, registry: str, recipe: str, key: str, tar
     except derr.NotFound:
         on_line(f"buildctl: registry {registry}: no {target} image {key} yet; building it here")
         return None
-    except (derr.APIError, requests.exceptions.RequestException) as e:
+    except FAILURES as e:
         err = str(getattr(e, "explanation", None) or e).splitlines()[0][:300]
     if err:
         if "not found" in err or "manifest unknown" in err:
@@ -104,12 +111,12 @@ def share(client: docker.DockerClient, registry: str, recipe: str, key: str, tar
     try:
         client.images.get(local_tag).tag(repo, tag=tag)
         err = _stream_error(client.images.push(repo, tag=tag, stream=True, decode=True))
-    except (derr.APIError, requests.exceptions.RequestException) as e:
+    except FAILURES as e:
         err = str(getattr(e, "explanation", None) or e).splitlines()[0][:300]
     finally:
         try:  # the registry's name for it is not needed locally: the local tag stays
             client.images.remove(f"{repo}:{tag}", noprune=True)
-        except (derr.APIError, requests.exceptions.RequestException):
+        except FAILURES:
             pass
     if err:
         on_line(f"buildctl: warning: registry {registry}: push of the {target} image failed ({err}); "

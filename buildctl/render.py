@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import jobs, preflight, providers
+from . import jobs, preflight, providers, settings
 from .errors import InputError
 from .recipe import REPO_ROOT, resolved_yaml
 from .secrets import split_credentials
@@ -97,6 +97,7 @@ def _site_files(spec: Spec, ca_texts: dict[str, str]) -> dict[str, str]:
 
 def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
     """Render the Dockerfile, the build script, the verify probe and the resolved recipe."""
+    settings.checkout()  # the templates are the checkout's
     shown = resolved_yaml(spec)  # credentials masked as ***, so a reader sees where they were
     spec, _ = split_credentials(spec)
     frags = providers.fragments(spec, _render_stage)

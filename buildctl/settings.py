@@ -29,6 +29,18 @@ from .errors import InputError
 SITE, RECIPE, BUILD, CLEAN, ENV_ONLY = "site", "recipe", "build", "clean", "env-only"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PullPolicy = Literal["missing", "always", "never"]
+CHECKOUT_FILES = ("templates", "recipes", "tasks.py")  # beside the package in a checkout, not in a wheel
+
+
+def checkout() -> Path:
+    """The checkout buildctl runs from (its templates, recipes and tasks.py). A regular install (`pip
+    install .`, not -e) copies only the package: refused in one line rather than half working."""
+    missing = [name for name in CHECKOUT_FILES if not (REPO_ROOT / name).exists()]
+    if missing:
+        raise InputError(f"buildctl is installed without its checkout: {', '.join(missing)} are not beside "
+                         f"{REPO_ROOT / 'buildctl'}; fix: install it editable from a checkout "
+                         "(pip install -e CHECKOUT) and run invoke there")
+    return REPO_ROOT
 
 
 def option(default: Any, help: str, *, group: str, env: str | None = None, flag: str | None = None,
@@ -120,23 +132,31 @@ class Settings(BaseSettings):
 
     @classmethod
     def from_cli(cls, task: str = "TASK", **given: Any) -> Settings:
-        """Settings from the task's parameters (by flag name) over the environment. A parameter left at its
-        default ("", None, False, the field's default) leaves the variable, then the default, in force."""
+        """Settings from the task's parameters (by flag name) over the environment. A parameter not given
+        (None, "", [], False: tasks.py gives every option such a default) leaves the variable, then the
+        default, in force; a value given wins, even one equal to the default (`--jobs auto`)."""
         by_flag = {flag_name(name): name for name in cls.model_fields}
         values = {}
         for key, value in given.items():
-            name = by_flag.get(key, key)
-            if value in (None, "", [], (), False) or value == cls.model_fields[name].default:
+            if value in (None, "", [], (), False):
                 continue
-            values[name] = tuple(value) if isinstance(value, list) else value
-        try:
-            return cls(**values)
-        except ValidationError as e:
-            first = e.errors()[0]
-            name = _field_of(str(first["loc"][0]) if first["loc"] else "")
-            # The value is not quoted: it may hold a password.
-            raise InputError(f"--{flag_name(name).replace('_', '-')} [{env_name(name)}]: {first['msg']}; "
-                             f"fix: see `invoke {task} --help`") from None
+            values[by_flag.get(key, key)] = tuple(value) if isinstance(value, list) else value
+        return _validated(values, task, flags=set(given))
+
+
+def _validated(values: dict[str, Any], task: str | None = None, flags: set[str] = frozenset()) -> Settings:
+    """Settings(**values) over the environment; a bad value is one InputError line, in every command: it names
+    the flag and its variable when the task (`task`) takes that flag (`flags`), else the variable alone."""
+    try:
+        return Settings(**values)
+    except ValidationError as e:
+        first = e.errors()[0]
+        name = _field_of(str(first["loc"][0]) if first["loc"] else "")
+        # The value is not quoted: it may hold a password.
+        if task is None or flag_name(name) not in flags:
+            raise InputError(f"{env_name(name)}: {first['msg']}; fix: correct or unset {env_name(name)}") from None
+        raise InputError(f"--{flag_name(name).replace('_', '-')} [{env_name(name)}]: {first['msg']}; "
+                         f"fix: see `invoke {task} --help`") from None
 
 
 def _field_of(key: str) -> str:
@@ -179,8 +199,8 @@ _current: ContextVar[Settings | None] = ContextVar("buildctl_settings", default=
 
 
 def current() -> Settings:
-    """The running command's settings; else the environment's, read now."""
-    return _current.get() or Settings()
+    """The running command's settings; else the environment's, read now (a bad variable: InputError)."""
+    return _current.get() or _validated({})
 
 
 @contextlib.contextmanager

@@ -9,13 +9,16 @@ Each differing member gets the kinds of difference found, in this order:
   content     anything else: other bytes, a member only one wheel has, permissions, compression
 A wheel pair whose files differ while no member does (the zip's own comment or layout) gets one line
 for "(archive)", so a difference is never reported without a line that names it.
+Members are read in chunks, never whole (a CUDA wheel's libraries are GBs): memory stays a few MiB.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import zipfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,17 +114,18 @@ def _member_differences(za: zipfile.ZipFile, zb: zipfile.ZipFile, build_paths) -
             continue
         a, b = infos_a[name], infos_b[name]
         found: dict[str, str] = {}
-        data_a, data_b = za.read(a), zb.read(b)
-        if data_a != data_b:
-            found.update(classify_bytes(data_a, data_b, build_paths))
+        differ_at = _first_difference_at(_chunks(za, a), _chunks(zb, b))
+        if differ_at is not None:
+            found.update(_classify(_summary(_chunks(za, a), build_paths), _summary(_chunks(zb, b), build_paths),
+                                   build_paths, _difference_text(a.file_size, b.file_size, differ_at)))
             if name.endswith(".dist-info/RECORD") and "content" in found:
-                found["content"] = "the recorded hashes of " + ", ".join(record_lines_differing(data_a, data_b))
+                found["content"] = "the recorded hashes of " + ", ".join(record_lines_differing(za.read(a), zb.read(b)))
         if a.date_time != b.date_time:
             found.setdefault("timestamps", f"zip date {_date(a.date_time)} vs {_date(b.date_time)}")
         i, j = order_a.index(name), position_b[name]
         if i != j:
             found["ordering"] = f"member #{i + 1} vs #{j + 1}"
-        meta = _metadata_difference(a, b, same_bytes=data_a == data_b)
+        meta = _metadata_difference(a, b, same_bytes=differ_at is None)
         if meta and "content" not in found:
             found["content"] = meta
         elif meta:
@@ -132,31 +136,160 @@ def _member_differences(za: zipfile.ZipFile, zb: zipfile.ZipFile, build_paths) -
     return out
 
 
-def classify_bytes(a: bytes, b: bytes, build_paths=()) -> dict[str, str]:
-    """{kind: how} for two different byte strings of one member: paths, timestamps and/or content."""
+# --------------------------------------------------------------------------- members read in chunks
+
+# A member is read CHUNK bytes at a time, never whole: a CUDA wheel's libraries are GBs. The patterns are
+# found across chunk boundaries by holding back, at each boundary, as many bytes as a match can span.
+CHUNK = 256 << 10
+_DATES_SPAN = 64  # the longest embedded date _DATES matches (a run of fractional digits aside)
+_NVCC_SPAN = 21  # _GLOBAL__N__ + 8 hex + _
+MAX_DATES_KEPT = 10_000  # embedded dates kept per member to name the first that differs; all are hashed
+
+
+def _chunks(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[bytes]:
+    with z.open(info) as f:
+        while chunk := f.read(CHUNK):
+            yield chunk
+
+
+def _first_difference_at(a: Iterable[bytes], b: Iterable[bytes]) -> int | None:
+    """Where two byte streams first differ (the shorter one's length when it is the other's start); None
+    when they are the same bytes."""
+    offset, rest_a, rest_b = 0, b"", b""
+    it_a, it_b = iter(a), iter(b)
+    while True:
+        if not rest_a:
+            rest_a = next(it_a, b"")
+        if not rest_b:
+            rest_b = next(it_b, b"")
+        if not rest_a or not rest_b:
+            return None if not rest_a and not rest_b else offset
+        n = min(len(rest_a), len(rest_b))
+        if rest_a[:n] != rest_b[:n]:
+            return offset + next(i for i in range(n) if rest_a[i] != rest_b[i])
+        offset, rest_a, rest_b = offset + n, rest_a[n:], rest_b[n:]
+
+
+def _difference_text(size_a: int, size_b: int, at: int) -> str:
+    return f"{size_a} vs {size_b} bytes, first difference at byte {at}"
+
+
+def _replacing(chunks: Iterable[bytes], old: bytes, new: bytes, seen: list[int]) -> Iterator[bytes]:
+    """`chunks` with every `old` replaced by `new` as bytes.replace would (leftmost, not overlapping);
+    seen[0] counts them."""
+    keep, carry = len(old) - 1, b""
+    for chunk in chunks:
+        buf, pos, out = carry + chunk, 0, []
+        while (at := buf.find(old, pos)) != -1:
+            out += [buf[pos:at], new]
+            seen[0], pos = seen[0] + 1, at + len(old)
+        cut = max(pos, len(buf) - keep)  # a match starting after `cut` would end in the next chunk
+        out.append(buf[pos:cut])
+        carry = buf[cut:]
+        yield b"".join(out)
+    yield carry
+
+
+def _finding(chunks: Iterable[bytes], pattern: re.Pattern, span: int, found: Callable[[bytes], None],
+             sub: bytes | None = None, literal: bytes = b"") -> Iterator[bytes]:
+    """`chunks` with each match of `pattern` passed to `found` (and replaced by `sub`, when given), as
+    pattern.finditer over the whole stream would: a match is taken once `span` bytes follow it.
+    `literal`: bytes every match contains (a chunk without them is not searched)."""
+    carry = b""
+    for chunk in chunks:
+        buf = carry + chunk
+        final = len(buf) - span  # a match ending by here cannot grow with the next chunk
+        pos, cut, out = 0, None, []
+        for m in pattern.finditer(buf) if literal in buf else ():
+            if m.end() > final:
+                cut = m.start()
+                break
+            found(m.group(1) if pattern.groups else m.group(0))
+            out += [buf[pos:m.start()], m.group(0) if sub is None else sub]
+            pos = m.end()
+        cut = max(pos, final) if cut is None else cut
+        out.append(buf[pos:cut])
+        carry = buf[cut:]
+        yield b"".join(out)
+    for m in pattern.finditer(carry):  # the end of the stream: nothing follows
+        found(m.group(1) if pattern.groups else m.group(0))
+    yield carry if sub is None else pattern.sub(sub, carry)
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """What classifying a member needs of its bytes, gathered in one pass."""
+
+    path_counts: tuple[int, ...]  # occurrences of each build path, longest first (a longer one replaced first)
+    nvcc_hashes: tuple[bytes, ...]  # nvcc's anonymous-namespace hashes, in order
+    dates: tuple[bytes, ...]  # the first MAX_DATES_KEPT embedded dates (of the bytes with the paths replaced)
+    dates_digest: str  # of every embedded date, in order
+    without_paths: str  # sha256 of the bytes with each build path as <build>
+    without_dates: str  # sha256 of those bytes with each date as <date> too
+
+
+def _longest_first(build_paths) -> list[str]:
+    return sorted(set(build_paths), key=len, reverse=True)  # one may contain the other
+
+
+def _summary(chunks: Iterable[bytes], build_paths) -> _Summary:
+    nvcc: list[bytes] = []
+    stream = _finding(chunks, _NVCC_ANONYMOUS, _NVCC_SPAN, nvcc.append, literal=b"_GLOBAL__N__")
+    counts = []
+    for p in _longest_first(build_paths):
+        counts.append([0])
+        stream = _replacing(stream, p.encode(), b"<build>", counts[-1])
+    dates: list[bytes] = []
+    all_dates = hashlib.sha256()
+
+    def date(d: bytes) -> None:
+        all_dates.update(d + b"\0")
+        if len(dates) < MAX_DATES_KEPT:
+            dates.append(d)
+
+    without_paths, without_dates = hashlib.sha256(), hashlib.sha256()
+
+    def hashed(chunks: Iterable[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            without_paths.update(chunk)
+            yield chunk
+
+    for chunk in _finding(hashed(stream), _DATES, _DATES_SPAN, date, b"<date>"):
+        without_dates.update(chunk)
+    return _Summary(tuple(c[0] for c in counts), tuple(nvcc), tuple(dates), all_dates.hexdigest(),
+                    without_paths.hexdigest(), without_dates.hexdigest())
+
+
+def _first_pair(xs, ys) -> tuple[bytes | None, bytes | None]:
+    """The first position where two sequences differ: (x, y), None where one has ended."""
+    return next(((x, y) for x, y in itertools.zip_longest(xs, ys) if x != y), (None, None))
+
+
+def _classify(a: _Summary, b: _Summary, build_paths, content: str) -> dict[str, str]:
+    """{kind: how} for two members whose bytes differ; `content`: how, should nothing else explain it."""
     found: dict[str, str] = {}
-    embedded, rest_a, rest_b = [], a, b
-    for p in sorted(set(build_paths), key=len, reverse=True):  # the longer first: one may contain the other
-        na, nb = rest_a.count(p.encode()), rest_b.count(p.encode())
-        if na or nb:
-            embedded.append((p, na, nb))
-        rest_a, rest_b = rest_a.replace(p.encode(), b"\0"), rest_b.replace(p.encode(), b"\0")
+    embedded = [(p, na, nb) for p, na, nb in zip(_longest_first(build_paths), a.path_counts, b.path_counts, strict=True)
+                if na or nb]
     if embedded:
         found["paths"] = "embeds " + ", ".join(f"{p} ({na}x first, {nb}x second)" for p, na, nb in embedded)
-    else:
-        hashes_a, hashes_b = _NVCC_ANONYMOUS.findall(a), _NVCC_ANONYMOUS.findall(b)
-        if set(hashes_a) != set(hashes_b):
-            x, y = next((x, y) for x, y in zip(hashes_a, hashes_b, strict=False) if x != y)
-            found["paths"] = (f"nvcc's anonymous-namespace names hash the source file's path: _GLOBAL__N__{x.decode()} "
-                              f"vs _GLOBAL__N__{y.decode()}")
-    norm_a, norm_b = _without_paths(a, build_paths), _without_paths(b, build_paths)
-    dates_a, dates_b = _DATES.findall(norm_a), _DATES.findall(norm_b)
-    if dates_a != dates_b and _DATES.sub(b"<date>", norm_a) == _DATES.sub(b"<date>", norm_b):
-        x, y = next(((x, y) for x, y in zip(dates_a, dates_b, strict=False) if x != y), (b"", b""))
-        found["timestamps"] = f"embedded date {x.decode(errors='replace')!r} vs {y.decode(errors='replace')!r}"
-    elif norm_a != norm_b and "paths" not in found:
-        found["content"] = _first_difference(a, b)
+    elif set(a.nvcc_hashes) != set(b.nvcc_hashes):
+        x, y = _first_pair(a.nvcc_hashes, b.nvcc_hashes)
+        name = lambda h: f"_GLOBAL__N__{h.decode()}" if h is not None else "(none)"  # noqa: E731
+        found["paths"] = f"nvcc's anonymous-namespace names hash the source file's path: {name(x)} vs {name(y)}"
+    if a.dates_digest != b.dates_digest and a.without_dates == b.without_dates:
+        x, y = _first_pair(a.dates, b.dates)
+        x, y = (d.decode(errors="replace") if d is not None else "" for d in (x, y))
+        found["timestamps"] = f"embedded date {x!r} vs {y!r}"
+    elif a.without_paths != b.without_paths and "paths" not in found:
+        found["content"] = content
     return found
+
+
+def classify_bytes(a: bytes, b: bytes, build_paths=()) -> dict[str, str]:
+    """{kind: how} for two different byte strings of one member: paths, timestamps and/or content."""
+    at = _first_difference_at([a], [b])
+    return _classify(_summary([a], build_paths), _summary([b], build_paths), build_paths,
+                     _difference_text(len(a), len(b), min(len(a), len(b)) if at is None else at))
 
 
 def record_lines_differing(a: bytes, b: bytes) -> list[str]:
@@ -165,17 +298,6 @@ def record_lines_differing(a: bytes, b: bytes) -> list[str]:
         return {line.split(",", 1)[0]: line for line in data.decode(errors="replace").splitlines() if line}
     la, lb = lines(a), lines(b)
     return sorted(n for n in la.keys() | lb.keys() if la.get(n) != lb.get(n))
-
-
-def _without_paths(data: bytes, build_paths) -> bytes:
-    for p in sorted(set(build_paths), key=len, reverse=True):  # the longer first: one may contain the other
-        data = data.replace(p.encode(), b"<build>")
-    return data
-
-
-def _first_difference(a: bytes, b: bytes) -> str:
-    at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    return f"{len(a)} vs {len(b)} bytes, first difference at byte {at}"
 
 
 def _metadata_difference(a: zipfile.ZipInfo, b: zipfile.ZipInfo, *, same_bytes: bool) -> str:

@@ -9,12 +9,10 @@ in: the target needs no network and no index, and the exact wheel under test is 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,84 +33,18 @@ from buildctl.verify import report as rep
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
 from buildctl.verify.targets import (
     DEFAULT_BASE_IMAGE,
-    LineSink,
     last_lines,
     probe_in_container,
     run_in_container,
     run_on_host,
 )
-from buildctl.wheelfacts import is_cuda_wheel, requires_for_python, wheel_requires, wheel_tags
+from buildctl.verify.wheelhouse import DISTRO_GLIBC, host_glibc, manylinux_platforms, prepare_wheelhouse
+from buildctl.wheelfacts import is_cuda_wheel, wheel_requires, wheel_tags
 
-# glibc of each distro's own Python, for the wheelhouse's manylinux tags.
-DISTRO_GLIBC = {"bookworm": (2, 36), "trixie": (2, 41), "jammy": (2, 35), "noble": (2, 39)}
 # Installed next to the wheel when they can be had; the probe degrades gracefully without them.
 OPTIONAL_TOOLS = ("nvidia-ml-py",)
 CUDA_TOOLS = ("nvidia-cuda-cuobjdump",)  # cuobjdump for the arch coverage (nvidia/cu13/bin)
 MODULES = {"pytorch": "torch", "torch": "torch", "demofw": "demofw"}
-
-
-# --------------------------------------------------------------------------- platforms
-
-
-def manylinux_platforms(glibc: tuple[int, int], machine: str) -> list[str]:
-    plats = [f"manylinux_2_{m}_{machine}" for m in range(glibc[1], 4, -1)] if glibc[0] == 2 else []
-    legacy = {"manylinux2014": 17, "manylinux2010": 12, "manylinux1": 5}
-    plats += [f"{k}_{machine}" for k, m in legacy.items() if glibc >= (2, m)]
-    return plats + [f"linux_{machine}"]
-
-
-def host_glibc() -> tuple[int, int]:
-    lib, ver = platform.libc_ver()
-    m = re.match(r"(\d+)\.(\d+)", ver or "")
-    return (int(m.group(1)), int(m.group(2))) if lib == "glibc" and m else (2, 17)
-
-
-# --------------------------------------------------------------------------- wheelhouse
-
-
-def _pip_download(dest: Path, reqs: Sequence[str], python: str, plats: Sequence[str],
-                  on_line: LineSink) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--dest", str(dest),
-           "--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
-    for p in plats:
-        cmd += ["--platform", p]
-    cmd += list(reqs)
-    on_line(f"pip download {' '.join(reqs)}")
-    return subprocess.run(cmd, capture_output=True, text=True)
-
-
-def prepare_wheelhouse(wheel: Path, requirements: Sequence[str], optional: Sequence[str], python: str,
-                       plats: Sequence[str], cache_dir: Path, on_line: LineSink) -> tuple[Path, list[str]]:
-    """A directory with every wheel that installing `wheel` + `requirements` needs, except `wheel`
-    itself (two different builds can share a file name); and the optional requirements it holds."""
-    # pip download judges markers by the interpreter it runs on, not --python-version: name the
-    # wheel's own requirements that hold for the target Python (torch: setuptools on >= 3.12).
-    own = requires_for_python(wheel_requires(wheel), python)
-    key_src = json.dumps({"requires": wheel_requires(wheel), "reqs": sorted([*own, *requirements]),
-                          "optional": sorted(optional), "python": python, "platforms": list(plats)},
-                         sort_keys=True)
-    wh = cache_dir / "wheelhouse" / hashlib.sha256(key_src.encode()).hexdigest()[:16]
-    done = wh / ".complete.json"
-    if done.is_file():
-        return wh, json.loads(done.read_text())["optional"]
-    wh.mkdir(parents=True, exist_ok=True)
-    r = _pip_download(wh, [str(wheel), *own, *requirements], python, plats, on_line)
-    if r.returncode != 0:
-        tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
-        raise VerificationFailed(f"cannot fetch the dependencies of {wheel.name} for Python {python}: "
-                                 f"{' '.join(tail)}; fix: check pip's index and proxy settings (pip config list)")
-    have = []
-    for req in optional:
-        r = _pip_download(wh, [req], python, plats, on_line)
-        if r.returncode == 0:
-            have.append(req)
-        else:
-            on_line(f"optional {req} not available ({(r.stderr or '').strip().splitlines()[-1:]}); going on")
-    copied = wh / wheel.name
-    if copied.exists():
-        copied.unlink()
-    done.write_text(json.dumps({"optional": have}))
-    return wh, have
 
 
 # --------------------------------------------------------------------------- probe invocation
@@ -220,14 +152,12 @@ def verify_wheel(
     if host:
         probe, environment = run_on_host(wheel, wheelhouse, install, python, args_for, on_line, timeout)
     else:
-        gpus = False
-        if cuda:
-            from buildctl import gpus as host_gpus
+        from buildctl import engine
 
-            gpus = bool(host_gpus.inventory().gpus)
+        client = client or engine.connect()
         probe, environment = run_in_container(wheel, wheelhouse, install, python, image, spec, args_for,
-                                              on_line, gpus=gpus, network_mode=network_mode, client=client,
-                                              timeout=timeout)
+                                              on_line, gpus=cuda and engine_gives_gpus(client),
+                                              network_mode=network_mode, client=client, timeout=timeout)
     environment["seconds"] = round(time.monotonic() - t0, 1)
 
     exp = Expectations.from_spec(spec) if spec is not None else Expectations.from_wheel_name(wheel.name)
@@ -238,6 +168,15 @@ def verify_wheel(
         spec=_spec_facts(spec),
     )
     return _publish(report, out_dir, json_out, console)
+
+
+def engine_gives_gpus(client) -> bool:
+    """Whether containers of the engine that runs the verification get GPUs (--gpus all): that engine's
+    own fact, its NVIDIA runtime (`docker info` Runtimes), for a local engine as for a remote one; never
+    this host's NVML, which says nothing of an engine elsewhere nor of the runtime here."""
+    from buildctl import engine
+
+    return bool(engine.engine_facts(client).get("nvidia_runtime"))
 
 
 def _spec_facts(spec: Spec | None) -> dict | None:
@@ -346,9 +285,7 @@ def verify_image(
     def on_line(line: str) -> None:
         console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
 
-    from buildctl import gpus as host_gpus
-
-    gpus = bool(host_gpus.inventory().gpus)  # the image may hold a CUDA build: give it the GPUs there are
+    gpus = engine_gives_gpus(client)  # the image may hold a CUDA build: give it the GPUs its engine has
     console.print(f"[bold]verify[/] {escape(image)} ({escape(ident[:19])}, {escape(python)}, fresh container)")
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-empty-") as empty:
         t0 = time.monotonic()

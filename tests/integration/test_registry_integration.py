@@ -86,6 +86,32 @@ def test_a_registry_that_does_not_answer_costs_a_warning_not_the_build(docker_cl
     assert all("\n" not in line for line in lines)
 
 
+def test_a_credential_helper_that_is_not_installed_costs_a_warning_not_the_build(
+        docker_client, base_image, tmp_path, monkeypatch):
+    """A Docker config naming a credsStore whose docker-credential-* helper is absent (a config copied from
+    Docker Desktop): docker-py raises DockerException before any request; each way is one warning line."""
+    from buildctl import engine
+
+    (tmp_path / "config.json").write_text('{"credsStore": "buildctl-test-not-installed"}')
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    client = engine.connect()  # docker-py reads the config when the client is made
+    where = f"127.0.0.1:{_closed_port()}/ci"
+    local = f"buildctl-test/{RECIPE}:creds"
+    docker_client.images.get(base_image).tag(local)
+    lines: list[str] = []
+    try:
+        assert registry.fetch(client, where, RECIPE, "2" * 16, "builder", "x:y", lines.append) is None
+        assert registry.share(client, where, RECIPE, "2" * 16, "builder", local, lines.append) is False
+        repo, tag = registry.remote_ref(where, RECIPE, "2" * 16, "builder")
+        with pytest.raises(derr.ImageNotFound):  # the registry's name for it is not left behind
+            docker_client.images.get(f"{repo}:{tag}")
+    finally:
+        docker_client.images.remove(local)
+        client.close()
+    assert len(lines) == 2 and all(line.startswith(f"buildctl: warning: registry {where}:") for line in lines), lines
+    assert all("docker-credential-buildctl-test-not-installed not installed" in line for line in lines), lines
+
+
 ROOT = Path(__file__).resolve().parents[2]
 CA_BUNDLE = os.environ.get("BUILDCTL_TEST_CA_CERT", "/etc/ssl/certs/ca-certificates.crt")
 NETWORK = os.environ.get("BUILDCTL_TEST_NETWORK", "host")

@@ -164,3 +164,21 @@ def test_ctrl_c_removes_the_verify_container(debian_torch, docker_client, tmp_pa
     assert "interrupted" in rest
     assert containers_of(docker_client, debian_torch) == []
     assert not (tmp_path / "artifacts").exists()
+
+
+def test_gpus_are_the_engines_fact_not_this_hosts(docker_client, base_image, tmp_path, monkeypatch):
+    """A host whose NVML sees a GPU (simulated: this machine has none) and an engine without the NVIDIA
+    runtime (this one: `docker info` lists no nvidia): the verification container asks for no GPU and
+    runs (here to say the base image has no Python). Before, the GPU request went to the engine, which
+    refused to start the container (could not select device driver "" with capabilities: [[gpu]])."""
+    from buildctl import gpus
+    from buildctl.errors import InputError
+    from buildctl.verify import runner
+
+    assert "nvidia" not in (docker_client.info().get("Runtimes") or {})
+    monkeypatch.setattr(gpus, "inventory", lambda: gpus.GpuReport(
+        "550.54.15", "12.4", [gpus.GpuInfo(0, "NVIDIA H100 80GB HBM3", "9.0", 80 << 30)]))
+    with pytest.raises(InputError, match=f"image {base_image} has no Python at python3 "):
+        runner.verify_image(base_image, out_dir=tmp_path / "report", sweep=False, client=docker_client)
+    assert docker_client.containers.list(all=True, filters={  # the engine is shared: only verify containers
+        "ancestor": docker_client.images.get(base_image).id, "label": "buildctl.role=verify"}) == []

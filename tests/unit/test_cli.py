@@ -201,3 +201,35 @@ def test_recipes_table_at_80_columns_keeps_one_line_per_recipe():
     for r in rows:
         assert f"{r['name']}: {r['description']}" in flat
     assert max(len(r["description"]) for r in rows) > 80  # long enough to have wrapped a cell before
+
+
+def test_a_regular_install_without_the_checkout_is_refused_in_one_line(tmp_path):
+    """`pip install .` (not -e) puts only the buildctl package in site-packages (pyproject: packages
+    buildctl*; checked with `pip wheel`: buildctl/ and its dist-info, nothing else), without templates/,
+    recipes/ or tasks.py. Used so (here that layout, beside the venv's dependencies), buildctl said there
+    were no recipes and rendered as 'internal error: TemplateNotFound'; now one line, exit 2, with the fix.
+    (Suspected in issue 20, proved.)"""
+    import shutil
+    import sysconfig
+
+    site = tmp_path / "site-packages"
+    tracked = subprocess.run(["git", "ls-files", "buildctl"], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.split()
+    for name in tracked:
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, site / name)
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{sysconfig.get_paths()['purelib']}",
+           "BUILDCTL_DEBUG": "", "COLUMNS": "300"}
+    fix = ("error: buildctl is installed without its checkout: templates, recipes, tasks.py are not beside "
+           f"{site / 'buildctl'}; fix: install it editable from a checkout (pip install -e CHECKOUT) and run "
+           "invoke there")
+    for call in ("cli.recipes(as_json=True)",
+                 f"cli.render({str(REPO / 'recipes' / 'demo-cpu.yaml')!r}, [], out_dir={str(tmp_path / 'r')!r}, "
+                 "as_json=True, settings=Settings())"):
+        # -S: not the venv's site-packages, whose editable install would win over PYTHONPATH
+        script = ("import buildctl.cli as cli\nfrom buildctl.settings import Settings\nfrom invoke import Exit\n"
+                  f"try:\n    {call}\nexcept Exit as e:\n    raise SystemExit(e.code)")
+        proc = subprocess.run([sys.executable, "-S", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert (proc.returncode, proc.stdout, proc.stderr.splitlines()) == (2, "", [fix]), call
+    assert not (tmp_path / "r").exists()

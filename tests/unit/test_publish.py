@@ -115,6 +115,22 @@ def test_selection_latest_of_a_recipe_or_of_every_recipe(store, wheel_dir):
         publish.select_artifacts("../../etc", [], store)
 
 
+def test_a_build_staging_its_artifact_is_never_the_latest(store, wheel_dir):
+    """A build between writing its manifest and publishing (or one killed there) leaves .tmp-<key>-*/ with a
+    manifest newer than every artifact: `publish --recipe` and `verify --recipe` take the published one."""
+    from buildctl import artifacts
+
+    published = make_artifact(store, "demo-cpu", "k1", make_wheel(wheel_dir / "a", "bctl-demo", "1.0"))
+    os.utime(published / "manifest.json", (1, 1))
+    with artifacts.staging("demo-cpu", "k2", store) as staging:
+        (staging / "manifest.json").write_text((published / "manifest.json").read_text())
+        assert staging.name.startswith(".tmp-k2-")
+        assert artifacts.newest("demo-cpu", store) == published
+        assert artifacts.latest("demo-cpu", store) == published
+        assert publish.select_artifacts("demo-cpu", [], store) == [published]
+        assert publish.select_artifacts(None, [], store) == [published]
+
+
 # ---------------------------------------------------------------------------------------------- hostile
 
 

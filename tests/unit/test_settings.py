@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -33,9 +34,9 @@ def test_flag_wins_over_variable_which_wins_over_default(clean_env):
     clean_env.setenv("BUILDCTL_JOBS", "4")
     clean_env.setenv("BUILDCTL_NO_PROXY", "env.example")
     assert Settings.from_cli(pip_index_url="https://flag.example/simple").pip_index_url == "https://flag.example/simple"
-    chosen = Settings.from_cli(pip_index_url="", jobs="auto", proxy_exclude="", memory="")
+    chosen = Settings.from_cli(pip_index_url="", jobs="", proxy_exclude="", memory="")
     assert chosen.pip_index_url == "https://env.example/simple"  # a flag left empty leaves the variable
-    assert chosen.jobs == "4"  # --jobs auto is the default: the variable applies, as before
+    assert chosen.jobs == "4"  # --jobs not given: the variable applies
     assert chosen.no_proxy == "env.example"  # --proxy-exclude's variable keeps its name, BUILDCTL_NO_PROXY
     assert chosen.memory is None and chosen.pull is None and chosen.artifacts == Path("artifacts")
     assert Settings.from_cli(jobs="8").jobs == "8"
@@ -68,7 +69,7 @@ def test_bad_value_is_one_line_naming_flag_and_variable_without_the_value(clean_
     assert str(info.value).startswith("--pull [BUILDCTL_PULL]: ") and "'missing', 'always' or 'never'" in str(info.value)
     clean_env.setenv("BUILDCTL_NO_VERIFY", f"maybe-{PASSWORD}")
     with pytest.raises(InputError) as info:
-        Settings.from_cli()
+        Settings.from_cli("build", no_verify=False)  # a task that takes --no-verify, not given
     message = str(info.value)
     assert message.startswith("--no-verify [BUILDCTL_NO_VERIFY]: ") and "\n" not in message
     assert PASSWORD not in message
@@ -147,6 +148,32 @@ def test_a_bad_variable_ends_the_task_in_one_line_exit_2():
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == ["error: --pull [BUILDCTL_PULL]: Input should be 'missing', 'always' or "
                                         "'never'; fix: see `invoke render --help`"]
+
+
+def test_jobs_auto_given_wins_over_the_variable(clean_env):
+    """`--jobs auto` is a value given: it overrides BUILDCTL_JOBS even though it is also the default."""
+    clean_env.setenv("BUILDCTL_JOBS", "4")
+    assert Settings.from_cli("build", jobs="auto").jobs == "auto"
+    assert Settings.from_cli("build", jobs="").jobs == "4"  # --jobs not given (tasks.py's default): the variable
+    # tasks.py gives the option a "not given" default, so invoke hands "auto" only when the user typed it
+    import tasks
+
+    assert inspect.signature(tasks.build.body).parameters["jobs"].default == ""
+
+
+@pytest.mark.parametrize("command", [["recipes"], ["matrix"], ["clean", "--dry-run"], ["build", "--recipe", "demo-cpu"]])
+def test_a_bad_variable_is_one_line_exit_2_in_every_command(command, tmp_path):
+    """Also in the commands that have no such flag (BUILDCTL_PULL in `invoke recipes`): one line, exit 2,
+    naming the variable and the fix, never "internal error"."""
+    proc = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *command], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "BUILDCTL_PULL": "sometimes", "BUILDCTL_DEBUG": "", "COLUMNS": "300"})
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+    takes_flag = command[0] == "build"
+    assert proc.stderr.splitlines() == [
+        "error: " + ("--pull [BUILDCTL_PULL]" if takes_flag else "BUILDCTL_PULL")
+        + ": Input should be 'missing', 'always' or 'never'; fix: "
+        + ("see `invoke build --help`" if takes_flag else "correct or unset BUILDCTL_PULL")]
 
 
 def test_registry_is_a_site_option_checked_where_it_is_given(clean_env):

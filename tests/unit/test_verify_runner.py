@@ -10,7 +10,7 @@ from verify_fixtures import make_spec
 
 from buildctl import wheelfacts
 from buildctl.errors import InputError
-from buildctl.verify import runner, targets
+from buildctl.verify import runner, targets, wheelhouse
 
 
 def test_wheel_tags():
@@ -23,7 +23,7 @@ def test_wheel_tags():
 
 
 def test_manylinux_platforms_cover_the_target_glibc():
-    plats = runner.manylinux_platforms((2, 36), "x86_64")
+    plats = wheelhouse.manylinux_platforms((2, 36), "x86_64")
     assert plats[0] == "manylinux_2_36_x86_64" and "manylinux_2_17_x86_64" in plats
     assert {"manylinux2014_x86_64", "manylinux1_x86_64", "linux_x86_64"} <= set(plats)
     assert "manylinux_2_37_x86_64" not in plats
@@ -85,3 +85,35 @@ def test_wheel_requirements_are_judged_for_the_target_python():
             'sympy==1.13.1; python_version >= "3.9"']
     assert requires_for_python(reqs, "3.13") == ["filelock", "setuptools", "sympy==1.13.1"]
     assert requires_for_python(reqs, "3.11") == ["filelock", "sympy==1.13.1"]
+
+
+def test_two_verifications_filling_one_wheelhouse_at_once(tmp_path):
+    """Two verifications of one key at once (two builds, two `invoke verify`): the second starts while
+    the first's pip is writing a wheel into the folder it fills (a truncated copy there). The second
+    gets a complete wheelhouse of sound wheels, and so does the first (suspected in issue 20, proved:
+    both filled one folder, so the second took the first's half-written wheel for a download of its
+    own). Real pip, on local wheels: no index."""
+    import zipfile
+
+    from publish_helpers import make_wheel
+
+    wheel = make_wheel(tmp_path / "build", "bctl-demo", "1.0")
+    tool = make_wheel(tmp_path / "tools", "bctl-tool", "2.0")  # an optional requirement, as nvidia-ml-py
+    plats = wheelhouse.manylinux_platforms((2, 36), "x86_64")
+    cache = tmp_path / "cache"
+    second: list = []
+
+    def first_on_line(line: str) -> None:
+        if line != f"pip download {tool}" or second:
+            return
+        [filling] = [d for d in cache.rglob("*") if d.is_dir() and not (d / ".complete.json").exists()
+                     and d.name != "wheelhouse"]  # the folder the first fills, wherever that is
+        (filling / tool.name).write_bytes(tool.read_bytes()[:200])  # pip half-way through writing it
+        second.append(wheelhouse.prepare_wheelhouse(wheel, [], [str(tool)], "3.11", plats, cache, lambda _: None))
+
+    first = wheelhouse.prepare_wheelhouse(wheel, [], [str(tool)], "3.11", plats, cache, first_on_line)
+    for wh, have in (second[0], first):
+        assert have == [str(tool)] and sorted(p.name for p in wh.iterdir()) == [".complete.json", tool.name]
+        with zipfile.ZipFile(wh / tool.name) as z:
+            assert z.testzip() is None
+    assert [p.name for p in cache.joinpath("wheelhouse").iterdir()] == [first[0].name]  # no staging left

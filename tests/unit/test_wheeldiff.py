@@ -26,7 +26,7 @@ def compare(tmp_path, a: dict, b: dict):
     """Two wheels of one name (one per build) made from `a` and `b`'s arguments to wheel(), compared."""
     paths = []
     for sub, kw in (("a", a), ("b", b)):
-        (tmp_path / sub).mkdir()
+        (tmp_path / sub).mkdir(parents=True)
         paths.append(wheel(tmp_path / sub / "pkg-1.0-py3-none-any.whl", **kw))
     return wheeldiff.compare(*paths, build_paths=(FIRST, SECOND))
 
@@ -138,3 +138,65 @@ def test_nvcc_anonymous_namespace_hashes_are_a_build_path(tmp_path):
     assert d.kinds == ("paths",)
     assert d.detail == ("nvcc's anonymous-namespace names hash the source file's path: _GLOBAL__N__2d94f17e "
                         "vs _GLOBAL__N__70f1f35a")
+
+
+def test_nvcc_hashes_where_one_list_is_the_start_of_the_other(tmp_path):
+    """One build has one more anonymous namespace than the other (the same first hash): named, not a
+    StopIteration (which ended --check-reproducible as an internal error)."""
+    ns = lambda h: b"_ZN3dfw4cuda43_GLOBAL__N__" + h + b"_10_kernels_cu_cb64d34b5checkE\0"  # noqa: E731
+    d = only(compare(tmp_path, {"files": {**FILES, "pkg/_C.so": b"\x7fELF\0" + ns(b"2d94f17e")}},
+                     {"files": {**FILES, "pkg/_C.so": b"\x7fELF\0" + ns(b"2d94f17e") + ns(b"70f1f35a")}}))
+    assert d.kinds == ("paths",)
+    assert d.detail == ("nvcc's anonymous-namespace names hash the source file's path: (none) "
+                        "vs _GLOBAL__N__70f1f35a")
+
+
+BIG = 8 << 20  # a member of a CUDA wheel is easily 1-2 GB; 8 MiB shows the memory it takes
+
+
+def big_member(marker: bytes) -> bytes:
+    half = b"\0" * (BIG // 2)
+    return half + b"BUILD_DIR=" + marker + b"\0" + half
+
+
+def test_big_members_are_compared_in_chunks_not_in_memory(tmp_path):
+    """Two wheels with an 8 MiB member embedding each build's path (and one the same in both): compared
+    and classified in less memory than half a member (suspected in issue 20 and proved: the members were
+    read whole, and copied, 6x their size at the peak)."""
+    import tracemalloc
+
+    same = {**FILES, "pkg/libbig.so": big_member(b"same")}
+    paths = [wheel(tmp_path / f"{n}.whl", {**same, "pkg/libpath.so": big_member(p.encode())})
+             for n, p in (("a", FIRST), ("b", SECOND))]
+    tracemalloc.start()
+    try:
+        result = wheeldiff.compare(*paths, build_paths=(FIRST, SECOND))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [(d.member, d.kinds) for d in result.differences] == [("(file name)", ("content",)),
+                                                                 ("pkg/libpath.so", ("paths",))]
+    assert peak < BIG // 2, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_chunk_boundaries_change_nothing(tmp_path, monkeypatch):
+    """Build paths, dates and nvcc hashes split across the reads are found as in one piece."""
+    so = lambda p, t, h: (b"\x7fELF\0" + p.encode() + b"\0built " + t + b"\0_GLOBAL__N__" + h  # noqa: E731
+                          + b"_x\0" + p.encode() + b"\0")
+    cases = [({"files": {**FILES, "pkg/_C.so": so(FIRST, b"2026-12-01T10:00:00", b"2d94f17e")}},
+              {"files": {**FILES, "pkg/_C.so": so(SECOND, b"2026-12-01T10:05:00", b"2d94f17e")}}),
+             ({"files": {**FILES, "pkg/_C.so": so("", b"Dec  1 2026", b"2d94f17e")}},
+              {"files": {**FILES, "pkg/_C.so": so("", b"Dec  1 2026", b"70f1f35a")}})]
+    details = []
+    for n, (a, b) in enumerate(cases):
+        whole = only(compare(tmp_path / f"{n}-whole", a, b))
+        for size in (1, 3, 7, 16):
+            monkeypatch.setattr(wheeldiff, "CHUNK", size)
+            assert only(compare(tmp_path / f"{n}-{size}", a, b)) == whole
+        monkeypatch.undo()
+        details.append((whole.kinds, whole.detail))
+    assert details == [
+        (("paths", "timestamps"), "embeds /rebuild/work/src (0x first, 2x second), /work/src (2x first, 0x second); "
+                                  "embedded date '2026-12-01T10:00:00' vs '2026-12-01T10:05:00'"),
+        (("paths",), "nvcc's anonymous-namespace names hash the source file's path: _GLOBAL__N__2d94f17e "
+                     "vs _GLOBAL__N__70f1f35a")]
