@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Bench: the live ETA replayed on a real build's .ninja_log. Starts nothing.
+
+    python bench/eta.py ACTUAL --prior PRIOR [--json]
+
+ACTUAL and PRIOR are artifact folders (their ninja_log.txt) or .ninja_log files: ACTUAL's steps are
+replayed in the order they ended (a resumed build's runs end to end) and, after each, the estimate of
+the time left is compared with the time that really was left:
+
+* cost-weighted (buildctl/eta.py, what the live view shows when the recipe, or one of the same
+  framework and version, was built before): each step weighted by its duration in PRIOR;
+* step rate over the last 600 s (what the live view showed before), for comparison.
+
+Error = (estimated left - really left) / really left, at 10, 25, 50, 75 and 90 % of the build's wall
+time, and the largest |error| over every step from 10 % to 90 %. Goal: within +-10 % from 10 % of
+the build on (past 90 % a few seconds' miss is a large share of what is left). The baseline is the
+same build's own clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from buildctl import eta  # noqa: E402
+
+GOAL = 0.10
+CHECKPOINTS = (0.10, 0.25, 0.50, 0.75, 0.90)
+WINDOW_S = 600.0
+
+
+def read_log(path: Path) -> str:
+    return (path / "ninja_log.txt").read_text() if path.is_dir() else path.read_text()
+
+
+def step_rate_rows(rows: list[tuple[float, float, float]], total_steps: int) -> list[tuple[float, float, float]]:
+    """The old estimate on the same events: steps left over the step rate of the last WINDOW_S."""
+    out, times = [], [t for t, _, _ in rows]
+    for i, (t, _, really) in enumerate(rows):
+        lo = next(j for j, tj in enumerate(times) if tj >= t - WINDOW_S)
+        span, steps = t - (times[lo - 1] if lo else 0.0), i + 1 - lo
+        rate = steps / span if span > 0 else 0.0
+        out.append((t, (total_steps - i - 1) / rate if rate else float("inf"), really))
+    return out
+
+
+def score(rows: list[tuple[float, float, float]]) -> dict:
+    finish = rows[-1][0] + rows[-1][2]
+    at = {}
+    for f in CHECKPOINTS:
+        t, left, really = min(rows, key=lambda r: abs(r[0] - f * finish))
+        at[f"{f:.0%}"] = (left - really) / really if really else 0.0
+    window = [(left - really) / really for t, left, really in rows if 0.10 * finish <= t <= 0.90 * finish and really]
+    worst = max(window, key=abs) if window else 0.0
+    return {"at": at, "worst_10_90": worst, "ok": abs(worst) <= GOAL}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("actual", type=Path)
+    ap.add_argument("--prior", type=Path, required=True)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    actual, prior = read_log(a.actual), eta.ninja_costs(read_log(a.prior))
+    rows = eta.replay(actual, prior)
+    results = {"cost-weighted": score(rows), "step rate (600 s)": score(step_rate_rows(rows, len(rows)))}
+    finish = rows[-1][0] + rows[-1][2]
+    if a.json:
+        print(json.dumps({"steps": len(rows), "wall_s": finish, "prior_steps": len(prior), **results}, indent=1))
+    else:
+        print(f"{a.actual}: {len(rows)} steps, {finish / 3600:.2f} h of ninja; prior {a.prior}: {len(prior)} steps")
+        print(f"{'ETA':<20}" + "".join(f"{f:>8.0%}" for f in CHECKPOINTS)
+              + "   worst 10-90 %")
+        for name, r in results.items():
+            mark = ("PASS" if r["ok"] else "FAIL") if name == "cost-weighted" else ""
+            print(f"{name:<20}" + "".join(f"{v:>+8.0%}" for v in r["at"].values())
+                  + f"   {r['worst_10_90']:+.0%}" + (f"   goal +-{GOAL:.0%}: {mark}" if mark else ""))
+    return 0 if results["cost-weighted"]["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
