@@ -102,11 +102,8 @@ def build(c, recipe=None, label=None, set=None, no_preflight=False, json=False, 
     """Build a recipe's wheel from source in a container, publish it to artifacts/, verify it."""
     recipes = list(recipe or [])
     if len(recipes) > 1 or label or len(settings.engines) > 1:
-        from buildctl import multibuild
-
-        cli.command(multibuild.build_many)(recipes, label or [], set, settings=settings, no_preflight=no_preflight,
-                                           as_json=json, until=until, targets=target,
-                                           check_reproducible=check_reproducible)
+        cli.command(cli.build_several)(recipes, label or [], set, settings=settings, no_preflight=no_preflight,
+                                 as_json=json, until=until, targets=target, check_reproducible=check_reproducible)
         return
     if settings.engines:  # one engine named: this build's DOCKER_HOST
         os.environ["DOCKER_HOST"] = settings.engines[0]

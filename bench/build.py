@@ -46,6 +46,8 @@ import time
 import uuid
 from pathlib import Path
 
+from buildctl.build import engine_names
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -116,17 +118,16 @@ class Bench:
     # -- engine state ------------------------------------------------------------------------------
     @property
     def cache_volume(self) -> str:
-        """As the pipeline names it (pipeline.volume_names)."""
-        from buildctl import pipeline, recipe
+        """As the pipeline names it (engine_names.volume_names)."""
+        from buildctl import recipe
 
         spec = recipe.load(str(self.recipe))
-        return pipeline.volume_names(spec, self.key or "0", self.namespace)[1]
+        return engine_names.volume_names(spec, self.key or "0", self.namespace)[1]
 
     @property
     def work_volume(self) -> str:
-        from buildctl import pipeline
 
-        return pipeline.work_volume_name(self.name, self.key, self.namespace)
+        return engine_names.work_volume_name(self.name, self.key, self.namespace)
 
     @staticmethod
     def volume_exists(name: str) -> bool:
@@ -140,11 +141,10 @@ class Bench:
         subprocess.run(["docker", "image", "tag", self.base, self.bench_base], check=True)
 
     def cleanup(self) -> None:
-        from buildctl import pipeline
 
         for key in self.keys:
-            self.remove_volume(pipeline.work_volume_name(self.name, key, self.namespace))
-            subprocess.run(["docker", "image", "rm", pipeline.image_tag(self.name, key, self.namespace)],
+            self.remove_volume(engine_names.work_volume_name(self.name, key, self.namespace))
+            subprocess.run(["docker", "image", "rm", engine_names.image_tag(self.name, key, self.namespace)],
                            capture_output=True)
         self.remove_volume(self.cache_volume)
         # untag only: the base image keeps its own tag

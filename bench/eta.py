@@ -7,7 +7,7 @@ ACTUAL and PRIOR are artifact folders (their ninja_log.txt) or .ninja_log files:
 replayed in the order they ended (a resumed build's runs end to end) and, after each, the estimate of
 the time left is compared with the time that really was left:
 
-* cost-weighted (buildctl/eta.py, what the live view shows when the recipe, or one of the same
+* cost-weighted (buildctl/build/eta.py, what the live view shows when the recipe, or one of the same
   framework and version, was built before): each step weighted by its duration in PRIOR;
 * step rate over the last 600 s (what the live view showed before), for comparison.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from buildctl import eta  # noqa: E402
+from buildctl.build import eta  # noqa: E402
 
 GOAL = 0.10
 CHECKPOINTS = (0.10, 0.25, 0.50, 0.75, 0.90)

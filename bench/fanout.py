@@ -70,7 +70,8 @@ def main() -> int:
         recipes.append(path)
     namespaces = {"seq": f"bench-fan-{run_id}-seq", "fan": f"bench-fan-{run_id}-fan", "warm": f"bench-fan-{run_id}-warm"}
     loaded_base = False
-    from buildctl import cli, engine, recipe, render
+    from buildctl import engine, recipe, render
+    from buildctl.cli import common
 
     def client(which: str):
         return engine.connect(environ={**os.environ, "DOCKER_HOST": engines[which]})
@@ -93,7 +94,7 @@ def main() -> int:
             t0 = time.perf_counter()
             with contextlib.closing(client(which)) as c:
                 for spec in specs:
-                    ctx = render.write(render.render(spec, ca_texts=cli.read_ca_certs([args.ca_cert])),
+                    ctx = render.write(render.render(spec, ca_texts=common.read_ca_certs([args.ca_cert])),
                                        work / f"warm-{which}-{spec.name}")
                     engine.build_image(c, ctx, f"buildctl/{spec.name}:warm", target="builder",
                                        network_mode=None if args.network == "default" else args.network,

@@ -14,7 +14,7 @@ It prints, each against its goal (PASS/FAIL per line, exit 1 if any goal fails):
 * core-time busy compiling: the summed duration of every ninja step over the ninja runs' spans x
   MAX_JOBS (runs are split where .ninja_log's clock restarts, i.e. at a resume). Goal >= 90 %;
 * peak memory of the build container against what the MAX_JOBS rule budgets (jobs x per-job
-  memory, buildctl/jobs.py). Goal: measured <= budget;
+  memory, buildctl/recipe/parallel_jobs.py). Goal: measured <= budget;
 * warm/cold: the one-file-edit rebuild's wall time over the cold build's. Goal <= 0.1;
 * work lost to an interrupt: compiler core-seconds in flight when the build was stopped (they
   are done again after the resume). Goal <= 120 s;
@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from buildctl import jobs  # noqa: E402
+from buildctl.recipe import parallel_jobs  # noqa: E402
 
 GOALS = {"busy_share": 0.90, "warm_cold": 0.10, "lost_s": 120.0, "overhead_share": 0.02}
 # Stages that are the framework's own work or the toolchain's download; the rest is buildctl's.
@@ -94,11 +94,11 @@ def measure(artifact: Path, warm: Path | None, interrupt: Path | None) -> list[d
                  "text": f"{share:.1%} of {max_jobs} cores over {span / 3600:.2f} h of ninja ({steps} steps in "
                          f"{len(runs)} run(s), {busy / 3600:.2f} core-hours)"})
     peak = manifest.get("peak_memory_bytes")
-    budget = max_jobs * jobs.PER_JOB_BYTES[manifest.get("accelerator", "cpu")]
+    budget = max_jobs * parallel_jobs.PER_JOB_BYTES[manifest.get("accelerator", "cpu")]
     if peak:
         rows.append({"name": "peak memory", "value": peak / budget, "goal": "<= budget", "ok": peak <= budget,
                      "text": f"{peak / 2**30:.2f} GiB measured, {budget / 2**30:.2f} GiB budgeted by the MAX_JOBS "
-                             f"rule ({max_jobs} jobs x {jobs.PER_JOB_BYTES[manifest.get('accelerator', 'cpu')] / 2**30:.1f} GiB)"})
+                             f"rule ({max_jobs} jobs x {parallel_jobs.PER_JOB_BYTES[manifest.get('accelerator', 'cpu')] / 2**30:.1f} GiB)"})
     if warm is not None:
         wm, _ = load(warm)
         wd = wm.get("durations_s") or {}

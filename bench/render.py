@@ -34,7 +34,8 @@ def main() -> int:
     t0 = time.perf_counter()
     import yaml
 
-    from buildctl import preflight, recipe, render
+    from buildctl import recipe, render
+    from buildctl.recipe import preflight
     import_s = time.perf_counter() - t0
 
     names = [p.stem for p in recipe.list_recipes()]

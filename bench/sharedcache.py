@@ -59,6 +59,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 from build import invoke_cmd  # noqa: E402  (bench/build.py: the venv's invoke, as a user runs it)
 
+from buildctl.build import engine_names  # noqa: E402
+
 TARGET = 0.3
 HEARTBEAT_S = 10
 
@@ -185,10 +187,11 @@ class Bench:
         self.state.save()
 
     def warm_layers(self, which: str) -> float:
-        from buildctl import cli, engine, render
+        from buildctl import engine, render
+        from buildctl.cli import common
 
         spec = self.spec()
-        ctx = render.write(render.render(spec, ca_texts=cli.read_ca_certs(spec.site.ca_certs)),
+        ctx = render.write(render.render(spec, ca_texts=common.read_ca_certs(spec.site.ca_certs)),
                            self.work / f"warm-{which}")
         client = self.client(which)
         t0, started = time.perf_counter(), _utc_now()
@@ -263,16 +266,15 @@ class Bench:
         return "".join(p.read_text(errors="replace") for p in sorted(self.work.glob(f"build-{which}-*.log")))
 
     def cache_volume_exists(self, which: str) -> bool:
-        from buildctl import pipeline
 
         client = self.client(which)
         with contextlib.closing(client):
-            return bool(client.volumes.list(filters={"name": pipeline.volume_names(self.spec(), "0", self.namespace)[1]}))
+            return bool(client.volumes.list(filters={"name": engine_names.volume_names(self.spec(), "0", self.namespace)[1]}))
 
     def delete_from_registry(self) -> None:
         import requests
 
-        from buildctl import registry
+        from buildctl.engine import registry
 
         if self.args.no_registry or not self.state.data["image_key"]:
             return

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import InputError
+from buildctl.errors import InputError
 
 MAX_DEPTH = 64  # folders below the destination
 MAX_NAME = 4096  # characters in a member name

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .diagnose import Diagnosis
-    from .verify.report import Report
+    from buildctl.failure.diagnose import Diagnosis
+    from buildctl.verify.report import Report
 
 
 class BuildctlError(Exception):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from . import urls
+from buildctl import urls
 
 MASK = urls.MASK
 MIN_SECRET_LEN = urls.MIN_SECRET_LEN
@@ -55,6 +55,16 @@ _URL_ENV_NAMES = (
 mask_url = urls.mask
 strip_credentials = urls.strip
 url_secrets = urls.secrets
+
+
+def proxy_env(spec) -> dict[str, str]:
+    """Proxy variables for build args and the container's config: without credentials (a proxy's
+    password reaches the build with the other credentials, secrets.Credentials)."""
+    site = spec.site
+    env = {"HTTP_PROXY": site.http_proxy, "HTTPS_PROXY": site.https_proxy, "NO_PROXY": site.no_proxy}
+    env = {k: strip_credentials(v) for k, v in env.items() if v}
+    # Docker leaves its predefined proxy build args (upper and lower case) out of the image history.
+    return {**env, **{k.lower(): v for k, v in env.items()}}
 
 
 def mask_data(data: Any, masker: Masker | None = None) -> Any:
@@ -243,7 +253,7 @@ def _apt_auth(mirror: str) -> str:
     url = urls.split(mirror)
     user, password = url.user, url.password or ""
     if any(c.isspace() for c in user + password):
-        from .errors import InputError
+        from buildctl.errors import InputError
 
         raise InputError(f"apt mirror {mask_url(mirror)}: apt cannot take a login with white space; "
                          "fix: use a token without spaces")

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field, ValidationError, create_model, field_vali
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from .errors import InputError
+from buildctl.errors import InputError
 
 SITE, RECIPE, BUILD, CLEAN, ENV_ONLY = "site", "recipe", "build", "clean", "env-only"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +106,7 @@ class Settings(BaseSettings):
     @field_validator("registry")
     @classmethod
     def _registry_address(cls, v: str | None) -> str | None:
-        from .registry import check
+        from buildctl.engine.registry import check
 
         return check(v) if v else v
 
@@ -119,7 +119,7 @@ class Settings(BaseSettings):
         return v
 
     def __repr_args__(self):
-        from .secrets import mask
+        from buildctl.secrets import mask
 
         # A proxy or an index URL may carry a password: settings are shown masked, like the spec.
         for name, value in super().__repr_args__():

@@ -22,6 +22,8 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from buildctl.build import stages
+
 
 def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
@@ -88,10 +90,10 @@ def serve_folder(folder: Path) -> Iterator[str]:
 def assembled_artifact(spec, tmp_path: Path, wheel: str, versions: str = "") -> tuple[Path, dict]:
     """(folder, manifest) of the artifact the publish stage assembles from a compile that left the
     file `wheel` (its bytes a stand-in) and versions.txt; manifest.json written as publishing does."""
-    from buildctl import pipeline, render, stages
-    from buildctl.stages import artifact
+    from buildctl import render
+    from buildctl.build.stages import artifact
 
-    run = stages.Run.of(spec, pipeline.BuildOptions(render_root=tmp_path / "build"))
+    run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
     prepared = stages.Prepared(render.render(spec), tmp_path / "context", "0123456789abcdef", 2, {})
     out, folder = tmp_path / "out", tmp_path / "artifact"
     out.mkdir()

@@ -12,7 +12,7 @@ import copy
 import json
 from pathlib import Path
 
-from buildctl.spec import Spec
+from buildctl.recipe.schema import Spec
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import Expectations, evaluate, verdict
 

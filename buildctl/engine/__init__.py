@@ -11,9 +11,8 @@ lines (streamed output), failures (the errors and their one-line messages). This
 public API: `from buildctl import engine; engine.run_container(...)`.
 """
 
-from ..errors import EngineError, StepFailed
-from .build import build_image
-from .connection import (
+from buildctl.engine.build import build_image
+from buildctl.engine.connection import (
     API_TIMEOUT,
     CONNECT_TIMEOUT,
     connect,
@@ -22,10 +21,17 @@ from .connection import (
     explain_connect_error,
     facts_at,
 )
-from .dockerfile import base_image_refs
-from .failures import ContainerNameInUse, api_error, connection_lost, display_name, one_line, pull_hint
-from .lines import LineSink
-from .objects import (
+from buildctl.engine.dockerfile import base_image_refs
+from buildctl.engine.failures import (
+    ContainerNameInUse,
+    api_error,
+    connection_lost,
+    display_name,
+    one_line,
+    pull_hint,
+)
+from buildctl.engine.lines import LineSink
+from buildctl.engine.objects import (
     KEEP_LABEL,
     LABEL,
     LABEL_VALUE,
@@ -41,8 +47,9 @@ from .objects import (
     process_start,
     remove_volume,
 )
-from .run import ContainerResult, container_state, remove_container, run_container
-from .signals import terminate_as_interrupt
+from buildctl.engine.run import ContainerResult, container_state, remove_container, run_container
+from buildctl.engine.signals import terminate_as_interrupt
+from buildctl.errors import EngineError, StepFailed
 
 __all__ = [
     "API_TIMEOUT", "CONNECT_TIMEOUT", "KEEP_LABEL", "LABEL", "LABEL_VALUE", "NAMESPACE_LABEL",

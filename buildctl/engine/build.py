@@ -14,14 +14,14 @@ import docker
 import requests
 from docker import errors as derr
 
-from ..errors import EngineError, StepFailed
-from ..secrets import Credentials, Masker, SecretServer, url_secrets
-from .connection import engine_on_this_machine
-from .dockerfile import base_image_refs
-from .failures import CLEAN_FIX, NO_SPACE, api_error, connection_lost, one_line, pull_hint
-from .lines import LineSink, LineSplitter, StepLog
-from .objects import buildctl_labels, image_exists, network_mode_for
-from .signals import terminate_as_interrupt
+from buildctl.engine.connection import engine_on_this_machine
+from buildctl.engine.dockerfile import base_image_refs
+from buildctl.engine.failures import CLEAN_FIX, NO_SPACE, api_error, connection_lost, one_line, pull_hint
+from buildctl.engine.lines import LineSink, LineSplitter, StepLog
+from buildctl.engine.objects import buildctl_labels, image_exists, network_mode_for
+from buildctl.engine.signals import terminate_as_interrupt
+from buildctl.errors import EngineError, StepFailed
+from buildctl.secrets import Credentials, Masker, SecretServer, url_secrets
 
 
 def build_image(

@@ -14,10 +14,10 @@ import docker
 import requests
 from docker import errors as derr
 
-from ..errors import EngineError
-from ..secrets import mask_url
-from .failures import api_error, connection_lost, one_line
-from .ssh import SshBridge
+from buildctl.engine.failures import api_error, connection_lost, one_line
+from buildctl.engine.ssh import SshBridge
+from buildctl.errors import EngineError
+from buildctl.secrets import mask_url
 
 CONNECT_TIMEOUT = 20  # seconds to reach the engine at all
 API_TIMEOUT = 600  # seconds for one ordinary API call (a big put_archive included); streams have none

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from ..errors import EngineError
-from .failures import one_line
+from buildctl.engine.failures import one_line
+from buildctl.errors import EngineError
 
 _VAR = re.compile(r"\$\{(\w+)(?:(:?[-+?])([^}]*))?\}|\$(\w+)")
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from docker import errors as derr
 
-from ..errors import EngineError, one_line
-from ..secrets import mask_url
+from buildctl.errors import EngineError, one_line
+from buildctl.secrets import mask_url
 
 NO_SPACE = re.compile(r"no space left on device", re.IGNORECASE)
 CLEAN_FIX = "fix: free space with `invoke clean` (or `docker system prune` / `docker builder prune`)"

@@ -12,8 +12,8 @@ from typing import Any
 import docker
 from docker import errors as derr
 
-from ..errors import EngineError
-from .failures import api_error
+from buildctl.engine.failures import api_error
+from buildctl.errors import EngineError
 
 LABEL = "buildctl"
 LABEL_VALUE = "1"
@@ -22,7 +22,7 @@ LABEL_VALUE = "1"
 OWNER_LABEL = "buildctl.owner"
 KEEP_LABEL = "buildctl.keep"
 # The recipe an object was made for, and the namespace of the build (see artifacts.namespace).
-RECIPE_LABEL = "buildctl.recipe"
+RECIPE_LABEL = "buildctl.recipe.loader"
 NAMESPACE_LABEL = "buildctl.namespace"
 
 

@@ -22,13 +22,20 @@ import requests
 from docker import errors as derr
 from docker.types import DeviceRequest
 
-from ..errors import EngineError
-from ..secrets import Credentials, Masker, secret_values_from_env
-from .failures import NO_SPACE, ContainerNameInUse, api_error, connection_lost, one_line, pull_hint
-from .lines import LineSink, LineSplitter, StepLog
-from .objects import KEEP_LABEL, OWNER_LABEL, buildctl_labels, network_mode_for, process_owner
-from .signals import signals_deferred, terminate_as_interrupt
-from .transfer import get_output, owner_of, put_credentials, put_input
+from buildctl.engine.failures import (
+    NO_SPACE,
+    ContainerNameInUse,
+    api_error,
+    connection_lost,
+    one_line,
+    pull_hint,
+)
+from buildctl.engine.lines import LineSink, LineSplitter, StepLog
+from buildctl.engine.objects import KEEP_LABEL, OWNER_LABEL, buildctl_labels, network_mode_for, process_owner
+from buildctl.engine.signals import signals_deferred, terminate_as_interrupt
+from buildctl.engine.transfer import get_output, owner_of, put_credentials, put_input
+from buildctl.errors import EngineError
+from buildctl.secrets import Credentials, Masker, secret_values_from_env
 
 log = logging.getLogger(__name__)
 

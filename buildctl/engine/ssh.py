@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import threading
 
-from ..errors import EngineError
+from buildctl.errors import EngineError
 
 
 class SshBridge:

@@ -17,10 +17,10 @@ from typing import Any
 import docker
 from docker import errors as derr
 
-from .. import archive
-from ..errors import EngineError
-from ..secrets import Credentials
-from .failures import one_line
+from buildctl import archive
+from buildctl.engine.failures import one_line
+from buildctl.errors import EngineError
+from buildctl.secrets import Credentials
 
 # Outputs copied out of a container: a wheel is GBs (PyTorch with CUDA: 1-3 GB), the rest is small.
 OUTPUT_CAPS = archive.Caps(total_bytes=32 << 30, members=10_000, file_bytes=16 << 30)

@@ -22,13 +22,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from buildctl import artifacts
-from buildctl.artifacts import sha256_of
-from buildctl.compat import PYTHON_BY_DISTRO
 from buildctl.errors import InputError, VerificationFailed
-from buildctl.spec import Spec
+from buildctl.in_container import probe_inputs
+from buildctl.recipe.compat import PYTHON_BY_DISTRO
+from buildctl.recipe.schema import Spec
+from buildctl.store import artifacts
+from buildctl.store.artifacts import sha256_of
+from buildctl.store.wheel_facts import is_cuda_wheel, wheel_requires, wheel_tags
 from buildctl.ui import strip_controls
-from buildctl.verify import probe_inputs
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
 from buildctl.verify.targets import (
@@ -39,7 +40,6 @@ from buildctl.verify.targets import (
     run_on_host,
 )
 from buildctl.verify.wheelhouse import DISTRO_GLIBC, host_glibc, manylinux_platforms, prepare_wheelhouse
-from buildctl.wheelfacts import is_cuda_wheel, wheel_requires, wheel_tags
 
 # Installed next to the wheel when they can be had; the probe degrades gracefully without them.
 OPTIONAL_TOOLS = ("nvidia-ml-py",)
@@ -113,7 +113,7 @@ def verify_wheel(
         raise InputError(f"{wheel.name} needs Python {python} and the default verification image "
                          f"({DEFAULT_BASE_IMAGE}) has Python {PYTHON_BY_DISTRO['bookworm']}; fix: --recipe with a "
                          f"matching base, or --host with python{python} installed")
-    from buildctl.verify.probe_sweep import parse_sizes
+    from buildctl.in_container.probe_sweep import parse_sizes
 
     try:
         parse_sizes(sizes)
@@ -258,8 +258,8 @@ def verify_image(
     """
     from buildctl import engine
     from buildctl.engine import EngineError
+    from buildctl.in_container.probe_sweep import parse_sizes
     from buildctl.verify.expectations import merge
-    from buildctl.verify.probe_sweep import parse_sizes
 
     if not IMAGE_REF.fullmatch(image or ""):
         raise InputError(f"--image {ascii(str(image)[:100])[1:-1]}: not an image reference; fix: give a local image as "

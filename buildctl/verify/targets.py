@@ -18,12 +18,12 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from buildctl import artifacts
 from buildctl.errors import InputError, VerificationFailed
-from buildctl.spec import Spec
-from buildctl.verify import probe_inputs, schema
+from buildctl.in_container import PROBE, probe_inputs
+from buildctl.recipe.schema import Spec
+from buildctl.store import artifacts
+from buildctl.verify import schema
 
-PROBE = Path(__file__).resolve().parent / "probe.py"
 DEFAULT_BASE_IMAGE = "buildctl/base:bookworm"
 DEFAULT_VENV = "/opt/verify-venv"
 

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from buildctl.errors import VerificationFailed
+from buildctl.store.wheel_facts import requires_for_python, wheel_requires
 from buildctl.verify.targets import LineSink
-from buildctl.wheelfacts import requires_for_python, wheel_requires
 
 # glibc of each distro's own Python, for the wheelhouse's manylinux tags.
 DISTRO_GLIBC = {"bookworm": (2, 36), "trixie": (2, 41), "jammy": (2, 35), "noble": (2, 39)}

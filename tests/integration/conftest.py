@@ -29,8 +29,9 @@ import docker
 import pytest
 from docker import errors as derr
 
-from buildctl import baseimage, engine
+from buildctl import engine
 from buildctl.errors import BuildctlError
+from buildctl.host import base_images
 
 BASE_DISTRO = "bookworm"
 TEST_NAMESPACE = os.environ["BUILDCTL_NAMESPACE"]  # tests/conftest.py set it, for the whole session
@@ -84,15 +85,15 @@ def base_image(docker_client: docker.DockerClient) -> str:
     def show(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    baseimage.ensure_base_image(docker_client, BASE_DISTRO, on_line=show)
-    return baseimage.default_tag(BASE_DISTRO)
+    base_images.ensure_base_image(docker_client, BASE_DISTRO, on_line=show)
+    return base_images.default_tag(BASE_DISTRO)
 
 
 @pytest.fixture(scope="session")
 def trixie_base_image(docker_client: docker.DockerClient) -> str:
     """Tag of the trixie base image; made (debootstrap, a few minutes) only if the engine lacks it."""
-    baseimage.ensure_base_image(docker_client, "trixie", on_line=lambda line: print(line, file=sys.stderr, flush=True))
-    return baseimage.default_tag("trixie")
+    base_images.ensure_base_image(docker_client, "trixie", on_line=lambda line: print(line, file=sys.stderr, flush=True))
+    return base_images.default_tag("trixie")
 
 
 @pytest.fixture(scope="session")

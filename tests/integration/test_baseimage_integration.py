@@ -1,4 +1,4 @@
-"""buildctl.baseimage against the real engine: the session's base image, and import of a (fake) debootstrap.
+"""buildctl.host.base_images against the real engine: the session's base image, and import of a (fake) debootstrap.
 
 Mirror choice, the debootstrap command line and its errors (no engine) are in tests/unit/test_baseimage.py."""
 
@@ -10,8 +10,9 @@ import tarfile
 
 import pytest
 
-from buildctl import baseimage, engine
-from buildctl.baseimage import BaseImageError
+from buildctl import engine
+from buildctl.host import base_images
+from buildctl.host.base_images import BaseImageError
 
 integration = pytest.mark.integration
 
@@ -40,14 +41,14 @@ def test_ensure_base_image_reuses_the_existing_tag(docker_client, base_image, mo
     def must_not_run(*a, **k):
         raise AssertionError("make_base_image called although the image exists")
 
-    monkeypatch.setattr(baseimage, "make_base_image", must_not_run)
-    image_id = baseimage.ensure_base_image(docker_client, "bookworm")
+    monkeypatch.setattr(base_images, "make_base_image", must_not_run)
+    image_id = base_images.ensure_base_image(docker_client, "bookworm")
     assert image_id == docker_client.api.inspect_image(base_image)["Id"]
 
 
 @integration
 def test_cli_reports_the_existing_image(base_image, capsys):
-    assert baseimage.main(["bookworm"]) == 0
+    assert base_images.main(["bookworm"]) == 0
     assert capsys.readouterr().out.strip().startswith(f"{base_image} sha256:")
 
 
@@ -73,8 +74,8 @@ def fake_debootstrap(monkeypatch, tmp_path):
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_ARGS", str(tmp_path / "args"))
-    monkeypatch.setattr(baseimage, "_SBIN", ())
-    monkeypatch.setattr(baseimage, "_is_root", lambda: True)
+    monkeypatch.setattr(base_images, "_SBIN", ())
+    monkeypatch.setattr(base_images, "_is_root", lambda: True)
     work = tmp_path / "work"
     work.mkdir()
     return tmp_path / "args", work
@@ -107,7 +108,7 @@ def test_make_base_image_runs_debootstrap_and_imports(docker_client, fake_deboot
     args_file, work = fake_debootstrap
     tag = f"buildctl-test/base:{test_labels['buildctl.test']}"
     lines: list[str] = []
-    image_id = baseimage.make_base_image(
+    image_id = base_images.make_base_image(
         docker_client,
         "trixie",
         mirror="http://mirror.example/debian/",
@@ -148,7 +149,7 @@ def test_failed_debootstrap_is_one_line_and_cleans_up(
     monkeypatch.setenv("FAKE_FAIL", "1")
     tag = f"buildctl-test/base-fail:{test_labels['buildctl.test']}"
     with pytest.raises(BaseImageError) as info:
-        baseimage.make_base_image(
+        base_images.make_base_image(
             docker_client, "bookworm", mirror="http://mirror.example/debian", tag=tag, tmpdir=work
         )
     msg = str(info.value)

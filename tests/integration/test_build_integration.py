@@ -59,8 +59,11 @@ import pytest
 from conftest import default_sigint
 from docker import errors as derr
 
-from buildctl import artifacts, cli, engine, pipeline, recipe, resume, stages
-from buildctl.stages import prepare
+from buildctl import engine, recipe
+from buildctl.build import engine_names, resume, stages
+from buildctl.build.stages import prepare
+from buildctl.cli import common
+from buildctl.store import artifacts
 from buildctl.verify import report as rep
 
 pytestmark = pytest.mark.integration
@@ -213,11 +216,11 @@ def namespace() -> str:
 
 
 def work_volume(recipe_name: str, key: str) -> str:
-    return pipeline.work_volume_name(recipe_name, key, namespace())
+    return engine_names.work_volume_name(recipe_name, key, namespace())
 
 
 def tag(recipe_name: str, key: str, target: str = "builder") -> str:
-    return pipeline.image_tag(recipe_name, key, namespace(), target)
+    return engine_names.image_tag(recipe_name, key, namespace(), target)
 
 
 def containers_on_volume(client: docker.DockerClient, volume: str) -> list:
@@ -264,7 +267,7 @@ def ws(tmp_path_factory, docker_client, base_image) -> Iterator[Workspace]:
     w = Workspace(tmp_path_factory.mktemp("build-integration"))
     yield w
     leftovers = [c.name for c in docker_client.containers.list(all=True, filters={"label": "buildctl=1"})
-                 if any(c.labels.get("buildctl.recipe") == r for r, _ in w.built)
+                 if any(c.labels.get("buildctl.recipe.loader") == r for r, _ in w.built)
                  and any(m.get("Name") == work_volume(r, k) for m in c.attrs.get("Mounts", []) for r, k in w.built)]
     for recipe_name, key in sorted(w.built):
         _remove_volume(docker_client, work_volume(recipe_name, key), before_volumes)
@@ -296,7 +299,7 @@ def note_cache_volume(w: Workspace, recipe_file: str, key: str) -> None:
     """Remember the compile-cache volume of a test-only recipe's build, for the clean-up (named by
     the pipeline itself; removed only when it did not exist before the module ran)."""
     spec = recipe.load(recipe_file)
-    w.cache_volumes.add(pipeline.volume_names(spec, key, namespace())[1])
+    w.cache_volumes.add(engine_names.volume_names(spec, key, namespace())[1])
 
 
 # ---------------------------------------------------------------------------------------------- builds
@@ -350,8 +353,8 @@ def runfile_build(ws, stand_in_runfile) -> BuildRun:
     can only pass without downloading. The stand-in's nvcc delegates compilation to the real CUDA 13
     nvcc from PyPI (FAKE_CUDA_REAL_NVCC), installed into the build venv with the same pins as
     demo-cuda13."""
-    from buildctl import providers
-    from buildctl.providers import cuda as cuda_provider
+    from buildctl.render import providers
+    from buildctl.render.providers import cuda as cuda_provider
 
     name = f"itest-runfile-{SESSION}"
     ws.unique_recipes.add(name)
@@ -423,7 +426,7 @@ def test_manifest_records_what_was_built(request, ws, build: BuildRun, docker_cl
     # the spec hash is over the resolved recipe without site settings: loading it again gives it
     spec_path = build.args[build.args.index("--recipe") + 1]
     sets = [build.args[i + 1] for i, a in enumerate(build.args) if a == "--set"]
-    assert m["spec_sha256"] == pipeline.spec_hash(recipe.load(spec_path, sets))
+    assert m["spec_sha256"] == recipe.spec_hash(recipe.load(spec_path, sets))
     assert m["build_type"] == "Release"
     assert m["cuda_arch"] == exp["cuda_arch"]
     assert m["framework"] == "demofw"
@@ -548,11 +551,11 @@ def test_changed_source_file_rebuilds_with_compile_cache_hits(ws, demo_cpu, tmp_
 
 def test_key_covers_what_changes_the_output_and_nothing_else(ws, tmp_path, base_image):
     """Keys as `invoke build` computes them (fetch stage only: no image, no container)."""
-    ca = cli.read_ca_certs([CA_BUNDLE])
+    ca = common.read_ca_certs([CA_BUNDLE])
 
     def key(sets=(), site=None, ca_texts=None) -> str:
         spec = recipe.load("demo-cpu", [f"framework.source.path={ws.src}", *sets], site=site)
-        opts = pipeline.BuildOptions(render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts",
+        opts = stages.BuildOptions(render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts",
                                      ca_texts=ca_texts or {})
         run = stages.Run.of(spec, opts, client=engine.connect())
         prepared = prepare.prepare(run, prepare.render_files(run))
@@ -652,7 +655,7 @@ def test_interrupted_build_leaves_no_container_and_no_artifact(ws, demo_cpu, doc
                        time.monotonic() + 60, "the compile container")
         assert len(running) == 1
         container = running[0]
-        assert container.labels.get("buildctl") == "1" and container.labels.get("buildctl.recipe") == "demo-cpu"
+        assert container.labels.get("buildctl") == "1" and container.labels.get("buildctl.recipe.loader") == "demo-cpu"
         if how == "SIGTERM":
             os.kill(proc.pid, signal.SIGTERM)
         else:
@@ -669,7 +672,7 @@ def test_interrupted_build_leaves_no_container_and_no_artifact(ws, demo_cpu, doc
     with pytest.raises(derr.NotFound):
         docker_client.containers.get(container.id)
     assert containers_on_volume(docker_client, volume) == []
-    assert [c.name for c in engine.list_buildctl_containers(docker_client, {"buildctl.recipe": "demo-cpu"})
+    assert [c.name for c in engine.list_buildctl_containers(docker_client, {"buildctl.recipe.loader": "demo-cpu"})
             if c.id == container.id] == []
     assert not (root / "demo-cpu" / key).exists()
     assert sorted(p.name for p in root.rglob(".tmp-*")) == []

@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 from docker import errors as derr
 
-from buildctl import artifacts, engine, housekeeping
+from buildctl import engine
+from buildctl.host import clean
+from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration
 DAY = 86400
@@ -95,7 +97,7 @@ def test_clean_volumes_by_last_use(docker_client, own, tmp_path):
     fresh = _volume(docker_client, own, f"buildctl-cleantest-norecord-{tag}")
     _stamp(root, "volume", daily, 1)
     _stamp(root, "volume", stale, 10)
-    report = housekeeping.clean(older_than_days=7, root=root, labels=own, images=False,
+    report = clean.clean(older_than_days=7, root=root, labels=own, images=False,
                                 containers=False, client=docker_client)
     assert {r["name"] for r in report["removed"]} == {stale}
     assert report["freed"]["volume"]["count"] == 1
@@ -117,11 +119,11 @@ def test_clean_touches_only_its_namespace_and_labels(docker_client, own, tmp_pat
     try:
         for v in (mine, theirs_ns, someone):
             _stamp(root, "volume", v, 30)
-        report = housekeeping.clean(older_than_days=0, root=root, namespace="mine", labels=own,
+        report = clean.clean(older_than_days=0, root=root, namespace="mine", labels=own,
                                     images=False, containers=False, client=docker_client)
         assert {r["name"] for r in report["removed"]} == {mine}
         assert _exists_volume(docker_client, theirs_ns) and _exists_volume(docker_client, someone)
-        report = housekeeping.clean(older_than_days=0, root=root, labels=own, images=False,
+        report = clean.clean(older_than_days=0, root=root, labels=own, images=False,
                                     containers=False, client=docker_client)
         assert {r["name"] for r in report["removed"]} == {theirs_ns}
         assert _exists_volume(docker_client, someone)
@@ -138,7 +140,7 @@ def test_orphan_containers_go_and_live_ones_stay(docker_client, base_image, own,
     orphan_exited = _container(docker_client, base_image, own, owner=None, start=False)
     live = _container(docker_client, base_image, own, owner=engine.process_owner(), start=True)
     kept = _container(docker_client, base_image, own, owner=_dead_owner(), start=False, keep=True)
-    report = housekeeping.clean(root=root, labels=own, images=False, caches=False, client=docker_client)
+    report = clean.clean(root=root, labels=own, images=False, caches=False, client=docker_client)
     removed = {r["name"]: r["reason"] for r in report["removed"]}
     names = {cid: docker_client.api.inspect_container(cid)["Name"].lstrip("/") for cid in (live, kept)}
     assert len(removed) == 2 and all(r.startswith("orphan: ") for r in removed.values()), removed
@@ -148,7 +150,7 @@ def test_orphan_containers_go_and_live_ones_stay(docker_client, base_image, own,
     assert names[live] not in removed and names[kept] not in removed
     # the kept one is aged like anything else: unused (first seen just now) is not old enough yet
     _stamp(root, "container", kept, 3)
-    report = housekeeping.clean(older_than_days=2, root=root, labels=own, images=False, caches=False,
+    report = clean.clean(older_than_days=2, root=root, labels=own, images=False, caches=False,
                                 client=docker_client)
     assert [r["name"] for r in report["removed"]] == [names[kept]]
     assert _exists_container(docker_client, live)
@@ -175,7 +177,7 @@ def test_images_by_last_use_untagged_are_orphans_and_in_use_ones_stay(docker_cli
     _stamp(root, "image", old, 10)
     _stamp(root, "image", f"{tag}:rebuilt", 1)
     _stamp(root, "image", f"{tag}:busy", 10)
-    report = housekeeping.clean(older_than_days=7, root=root, labels=own, caches=False,
+    report = clean.clean(older_than_days=7, root=root, labels=own, caches=False,
                                 containers=False, client=docker_client)
     removed = {r["name"]: r["reason"] for r in report["removed"]}
     assert removed.keys() == {f"{tag}:stale", replaced[:19]}, removed

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from buildctl import cli, engine, pipeline, recipe, ui
+from buildctl import engine, recipe, ui
+from buildctl.build import pipeline, stages
+from buildctl.cli import common
 
 pytestmark = pytest.mark.integration
 
@@ -36,8 +38,8 @@ def test_release_and_debug_of_one_recipe_at_once_publish_their_own_files(tmp_pat
                                                                           test_labels):
     src = tmp_path / "demofw"
     shutil.copytree(DEMOFW, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.so"))
-    ca = cli.read_ca_certs([CA_BUNDLE])
-    opts = pipeline.BuildOptions(verify=False, render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts",
+    ca = common.read_ca_certs([CA_BUNDLE])
+    opts = stages.BuildOptions(verify=False, render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts",
                                  ca_texts=ca)
     specs = {t: recipe.load("demo-cpu", [f"framework.source.path={src}", f"build.type={t}"],
                             site={"network": NETWORK, "ca_certs": [CA_BUNDLE]}) for t in BUILD_TYPES}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from docker import errors as derr
 
-from buildctl import pull
+from buildctl.engine import pull
 from buildctl.errors import EngineError
 
 ROOT = Path(__file__).resolve().parents[2]

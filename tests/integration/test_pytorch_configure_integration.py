@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from docker import errors as derr
 
-from buildctl import baseimage
+from buildctl.host import base_images
 
 pytestmark = pytest.mark.integration
 
@@ -34,8 +34,8 @@ NETWORK = os.environ.get("BUILDCTL_TEST_NETWORK", "host")
 
 @pytest.fixture(scope="module")
 def trixie_base(docker_client) -> str:
-    baseimage.ensure_base_image(docker_client, "trixie", on_line=lambda line: print(line, file=sys.stderr))
-    return baseimage.default_tag("trixie")
+    base_images.ensure_base_image(docker_client, "trixie", on_line=lambda line: print(line, file=sys.stderr))
+    return base_images.default_tag("trixie")
 
 
 def test_pytorch_cpu_recipe_configures_for_real(docker_client, trixie_base, tmp_path):

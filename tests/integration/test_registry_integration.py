@@ -27,7 +27,7 @@ from conftest import TEST_NAMESPACE, remove_namespace_objects
 from docker import errors as derr
 from registry_helpers import delete_from_registry
 
-from buildctl import registry
+from buildctl.engine import registry
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["services"]

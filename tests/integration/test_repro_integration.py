@@ -43,7 +43,7 @@ import pytest
 import yaml
 from docker import errors as derr
 
-from buildctl import repro
+from buildctl.failure import repro
 
 pytestmark = pytest.mark.integration
 

@@ -37,7 +37,9 @@ from pathlib import Path
 import pytest
 from docker import errors as derr
 
-from buildctl import artifacts, engine, pipeline
+from buildctl import engine
+from buildctl.build import engine_names
+from buildctl.store import artifacts
 from buildctl.verify import report as rep
 
 pytestmark = pytest.mark.integration
@@ -117,12 +119,12 @@ def ws(tmp_path_factory, docker_client, trixie_base_image) -> Iterator[Workspace
     w = Workspace(tmp_path_factory.mktemp("rocm"))
     yield w
     for key in set(w.keys):
-        vol = pipeline.work_volume_name("demo-rocm", key, artifacts.namespace())  # the session's namespace
+        vol = engine_names.work_volume_name("demo-rocm", key, artifacts.namespace())  # the session's namespace
         if vol not in before:
             with contextlib.suppress(derr.NotFound, derr.APIError):
                 docker_client.api.remove_volume(vol)
-        for tag in (pipeline.image_tag("demo-rocm", key, artifacts.namespace()),
-                    pipeline.image_tag("demo-rocm", key, artifacts.namespace(), "runtime")):
+        for tag in (engine_names.image_tag("demo-rocm", key, artifacts.namespace()),
+                    engine_names.image_tag("demo-rocm", key, artifacts.namespace(), "runtime")):
             with contextlib.suppress(derr.NotFound, derr.APIError):
                 docker_client.images.remove(tag)  # not forced: a layer other tags use stays
 
@@ -205,7 +207,7 @@ def test_the_wheel_works_in_a_fresh_runtime_container(demo_rocm, docker_client, 
              "    'reason': c.unavailable_reason(), 'arch': c.get_arch_list(), 'rccl': list(c.nccl.version()),\n"
              "    'config': demofw.__config__.show()}))\n")
     script = f"set -e; python -m pip install -q --no-index --no-deps --no-compile /in/{wheel.name}; cd /tmp; python -c \"$PROBE\""
-    runtime = pipeline.image_tag("demo-rocm", demo_rocm.payload["key"], artifacts.namespace(), "runtime")
+    runtime = engine_names.image_tag("demo-rocm", demo_rocm.payload["key"], artifacts.namespace(), "runtime")
     res = engine.run_container(docker_client, runtime,
                                ["/bin/sh", "-c", script], env={"PROBE": probe},
                                inputs={f"/in/{wheel.name}": wheel}, network_mode="none", labels=test_labels)

@@ -54,7 +54,8 @@ import pytest
 import yaml
 from docker import errors as derr
 
-from buildctl import engine, pipeline, recipe, secrets
+from buildctl import engine, recipe, secrets
+from buildctl.build import engine_names
 
 pytestmark = pytest.mark.integration
 
@@ -439,7 +440,7 @@ def test_credentials_are_used_and_found_nowhere(tmp_path, docker_client, base_im
                                           "--set", "build.env.CMAKE_GENERATOR=buildctl-no-such-generator"],
                             cwd, artifacts)
             runs.append(bad)
-            kept = engine.list_buildctl_containers(docker_client, {"buildctl.recipe": name})
+            kept = engine.list_buildctl_containers(docker_client, {"buildctl.recipe.loader": name})
         assert bad.returncode == 1 and payload(bad).get("bundle"), bad.stderr[-6000:]
 
         # -- every credential was used
@@ -487,20 +488,20 @@ def test_credentials_are_used_and_found_nowhere(tmp_path, docker_client, base_im
         scan.stream("filesystem of the kept container", docker_client.api.export(kept[0].id))
         spec = recipe.load(str(recipe_file))
         failed_volumes = json.loads((bundle / "bundle.json").read_text())["volumes"]
-        works = [pipeline.volume_names(spec, result["key"], os.environ["BUILDCTL_NAMESPACE"])[0],
+        works = [engine_names.volume_names(spec, result["key"], os.environ["BUILDCTL_NAMESPACE"])[0],
                  next(v for v, path in failed_volumes.items() if path == "/work")]
         for work in works:
             grep = engine.run_container(
                 docker_client, base_image, ["bash", "-c", 'grep -rlaF -f /dev/stdin /work <<<"$NEEDLES" || true'],
                 env={"NEEDLES": "\n".join(n.decode() for n in scan.needles)}, volumes={work: "/work"},
-                network_mode="none", labels={"buildctl.recipe": name})
+                network_mode="none", labels={"buildctl.recipe.loader": name})
             assert grep.exit_code == 0 and grep.log.strip() == "", f"{work}: {grep.log}"
             assert "/work/src/.git" in engine.run_container(  # the volume was scanned: it holds the clone
                 docker_client, base_image, ["ls", "-d", "/work/src/.git"], volumes={work: "/work"},
-                network_mode="none", labels={"buildctl.recipe": name}).log
+                network_mode="none", labels={"buildctl.recipe.loader": name}).log
         assert scan.found == []
     finally:
-        for c in engine.list_buildctl_containers(docker_client, {"buildctl.recipe": name}):
+        for c in engine.list_buildctl_containers(docker_client, {"buildctl.recipe.loader": name}):
             with contextlib.suppress(derr.APIError):
                 c.remove(force=True, v=True)
         cleanup(docker_client, name, runs, started, volumes_before)

@@ -171,8 +171,8 @@ def test_gpus_are_the_engines_fact_not_this_hosts(docker_client, base_image, tmp
     runtime (this one: `docker info` lists no nvidia): the verification container asks for no GPU and
     runs (here to say the base image has no Python). Before, the GPU request went to the engine, which
     refused to start the container (could not select device driver "" with capabilities: [[gpu]])."""
-    from buildctl import gpus
     from buildctl.errors import InputError
+    from buildctl.host import gpus
     from buildctl.verify import runner
 
     assert "nvidia" not in (docker_client.info().get("Runtimes") or {})

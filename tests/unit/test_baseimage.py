@@ -1,4 +1,4 @@
-"""buildctl.baseimage: mirror choice, debootstrap command line and errors (no engine).
+"""buildctl.host.base_images: mirror choice, debootstrap command line and errors (no engine).
 
 The import into the real engine is in tests/integration/test_baseimage_integration.py."""
 
@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from buildctl import baseimage
-from buildctl.baseimage import BaseImageError
+from buildctl.host import base_images
+from buildctl.host.base_images import BaseImageError
 
 # ---------------------------------------------------------------------------------------------- mirror
 
@@ -25,8 +25,8 @@ def test_default_mirror_from_one_line_sources(tmp_path):
             """
         )
     )
-    assert baseimage.default_mirror("bookworm", tmp_path) == "http://mirror.corp.example/debian"
-    assert baseimage.default_mirror("noble", tmp_path) == baseimage.UBUNTU_MIRROR
+    assert base_images.default_mirror("bookworm", tmp_path) == "http://mirror.corp.example/debian"
+    assert base_images.default_mirror("noble", tmp_path) == base_images.UBUNTU_MIRROR
 
 
 def test_default_mirror_from_deb822_sources(tmp_path):
@@ -55,21 +55,21 @@ def test_default_mirror_from_deb822_sources(tmp_path):
     )
     (d / "other.list").write_text("deb https://nodesource.example/node_20.x nodistro main\n")
     (d / "ignored.list.disabled").write_text("deb http://ignored.example/debian bookworm main\n")
-    uris = baseimage.host_apt_uris(tmp_path)
+    uris = base_images.host_apt_uris(tmp_path)
     assert uris == [  # apt's order: sources.list.d by file name
         "http://snapshot.debian.org/archive/debian/20250520T000000Z",
         "http://second.example/debian",
         "https://nodesource.example/node_20.x",
     ]
     assert (
-        baseimage.default_mirror("trixie", tmp_path)
+        base_images.default_mirror("trixie", tmp_path)
         == "http://snapshot.debian.org/archive/debian/20250520T000000Z"
     )
 
 
 def test_default_mirror_falls_back(tmp_path):
     (tmp_path / "sources.list").write_text("deb http://archive.ubuntu.com/ubuntu jammy main\n")
-    assert baseimage.default_mirror("bookworm", tmp_path) == "http://deb.debian.org/debian"
+    assert base_images.default_mirror("bookworm", tmp_path) == "http://deb.debian.org/debian"
 
 
 # ---------------------------------------------------------------------------------------------- command
@@ -77,31 +77,31 @@ def test_default_mirror_falls_back(tmp_path):
 
 def test_missing_debootstrap_is_explained(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(baseimage, "_SBIN", ())
+    monkeypatch.setattr(base_images, "_SBIN", ())
     with pytest.raises(BaseImageError, match="apt-get install debootstrap"):
-        baseimage.debootstrap_command("bookworm", tmp_path / "root", "http://m/debian")
+        base_images.debootstrap_command("bookworm", tmp_path / "root", "http://m/debian")
 
 
 def test_not_root_is_explained(monkeypatch, tmp_path):
-    monkeypatch.setattr(baseimage, "_find_debootstrap", lambda: "/usr/sbin/debootstrap")
-    monkeypatch.setattr(baseimage, "_is_root", lambda: False)
+    monkeypatch.setattr(base_images, "_find_debootstrap", lambda: "/usr/sbin/debootstrap")
+    monkeypatch.setattr(base_images, "_is_root", lambda: False)
     with pytest.raises(BaseImageError, match="needs root") as info:
-        baseimage.debootstrap_command("bookworm", tmp_path / "root", "http://m/debian")
+        base_images.debootstrap_command("bookworm", tmp_path / "root", "http://m/debian")
     assert "\n" not in str(info.value)
 
 
 def test_ubuntu_needs_its_keyring_or_the_flag(monkeypatch, tmp_path):
-    monkeypatch.setattr(baseimage, "_find_debootstrap", lambda: "/usr/sbin/debootstrap")
-    monkeypatch.setattr(baseimage, "_is_root", lambda: True)
-    monkeypatch.setattr(baseimage, "UBUNTU_KEYRING", str(tmp_path / "absent.gpg"))
+    monkeypatch.setattr(base_images, "_find_debootstrap", lambda: "/usr/sbin/debootstrap")
+    monkeypatch.setattr(base_images, "_is_root", lambda: True)
+    monkeypatch.setattr(base_images, "UBUNTU_KEYRING", str(tmp_path / "absent.gpg"))
     scripts = tmp_path / "scripts"
     scripts.mkdir()
     (scripts / "gutsy").write_text("# ubuntu family script\n")
-    monkeypatch.setattr(baseimage, "SCRIPTS_DIR", str(scripts))
+    monkeypatch.setattr(base_images, "SCRIPTS_DIR", str(scripts))
     with pytest.raises(BaseImageError, match="ubuntu-keyring"):
-        baseimage.debootstrap_command("noble", tmp_path / "root", baseimage.UBUNTU_MIRROR)
-    cmd = baseimage.debootstrap_command(
-        "noble", tmp_path / "root", baseimage.UBUNTU_MIRROR, no_check_gpg=True
+        base_images.debootstrap_command("noble", tmp_path / "root", base_images.UBUNTU_MIRROR)
+    cmd = base_images.debootstrap_command(
+        "noble", tmp_path / "root", base_images.UBUNTU_MIRROR, no_check_gpg=True
     )
     assert cmd == [
         "/usr/sbin/debootstrap",
@@ -109,20 +109,20 @@ def test_ubuntu_needs_its_keyring_or_the_flag(monkeypatch, tmp_path):
         "--no-check-gpg",
         "noble",
         str(tmp_path / "root"),
-        baseimage.UBUNTU_MIRROR,
+        base_images.UBUNTU_MIRROR,
         str(scripts / "gutsy"),  # an older debootstrap without a noble script
     ]
 
 
 def test_debian_command_line(monkeypatch, tmp_path):
-    monkeypatch.setattr(baseimage, "_find_debootstrap", lambda: "/usr/sbin/debootstrap")
-    monkeypatch.setattr(baseimage, "_is_root", lambda: True)
-    monkeypatch.setattr(baseimage, "DEBIAN_KEYRING", __file__)
+    monkeypatch.setattr(base_images, "_find_debootstrap", lambda: "/usr/sbin/debootstrap")
+    monkeypatch.setattr(base_images, "_is_root", lambda: True)
+    monkeypatch.setattr(base_images, "DEBIAN_KEYRING", __file__)
     scripts = tmp_path / "scripts"
     scripts.mkdir()
     (scripts / "bookworm").write_text("")
-    monkeypatch.setattr(baseimage, "SCRIPTS_DIR", str(scripts))
-    cmd = baseimage.debootstrap_command("bookworm", tmp_path / "r", "http://m/debian")
+    monkeypatch.setattr(base_images, "SCRIPTS_DIR", str(scripts))
+    cmd = base_images.debootstrap_command("bookworm", tmp_path / "r", "http://m/debian")
     assert cmd == [
         "/usr/sbin/debootstrap",
         "--variant=minbase",
@@ -134,5 +134,5 @@ def test_debian_command_line(monkeypatch, tmp_path):
 
 def test_mirror_with_credentials_is_refused():
     with pytest.raises(BaseImageError, match="credentials") as info:
-        baseimage.make_base_image(None, "bookworm", mirror="http://u:hunter22@m.example/debian")
+        base_images.make_base_image(None, "bookworm", mirror="http://u:hunter22@m.example/debian")
     assert "hunter22" not in str(info.value)

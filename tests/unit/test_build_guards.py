@@ -16,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from buildctl import artifacts, engine, pipeline, recipe, render
+from buildctl import engine, recipe, render
+from buildctl.build import engine_names
+from buildctl.build.stages import compile as compile_stage
 from buildctl.errors import InputError, RecipeError
-from buildctl.spec import RESERVED_BUILD_ENV
+from buildctl.recipe.schema import RESERVED_BUILD_ENV
+from buildctl.store import artifacts
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "templates" / "build.sh.j2"
@@ -153,7 +156,7 @@ def test_key_lock_says_who_holds_it_and_gives_up_after_the_timeout(tmp_path):
 def test_key_lock_held_by_another_process_is_named(tmp_path):
     child = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys; from pathlib import Path; from buildctl import artifacts\n"
+         "import sys; from pathlib import Path; from buildctl.store import artifacts\n"
          "with artifacts.key_lock('demo-cpu', 'k' * 16, Path(sys.argv[1])):\n"
          "    print('held', flush=True); sys.stdin.readline()\n", str(tmp_path)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
@@ -176,9 +179,9 @@ def test_namespace_default_root_keeps_todays_names(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert artifacts.namespace(Path("artifacts")) == artifacts.namespace(tmp_path / "artifacts") == "default"
     spec = recipe.load("demo-cpu")
-    assert pipeline.volume_names(spec, "0" * 16, "default")[0] == f"buildctl-work-demo-cpu-{'0' * 16}"
-    assert pipeline.image_tag("demo-cpu", "0" * 16, "default") == f"buildctl/demo-cpu:{'0' * 16}"
-    assert pipeline.image_tag("demo-cpu", "0" * 16, "default", "runtime") == f"buildctl/demo-cpu:runtime-{'0' * 16}"
+    assert engine_names.volume_names(spec, "0" * 16, "default")[0] == f"buildctl-work-demo-cpu-{'0' * 16}"
+    assert engine_names.image_tag("demo-cpu", "0" * 16, "default") == f"buildctl/demo-cpu:{'0' * 16}"
+    assert engine_names.image_tag("demo-cpu", "0" * 16, "default", "runtime") == f"buildctl/demo-cpu:runtime-{'0' * 16}"
 
 
 def test_namespace_of_another_root_is_its_own(tmp_path, monkeypatch):
@@ -189,10 +192,10 @@ def test_namespace_of_another_root_is_its_own(tmp_path, monkeypatch):
     assert re.fullmatch(r"artifacts-[0-9a-f]{8}", a) and re.fullmatch(r"team-builds-[0-9a-f]{8}", b)
     assert artifacts.namespace(tmp_path / "ci" / "artifacts") == a  # stable
     spec = recipe.load("demo-cpu")
-    work, cache = pipeline.volume_names(spec, "0" * 16, a)
+    work, cache = engine_names.volume_names(spec, "0" * 16, a)
     assert work == f"buildctl-work-{a}-demo-cpu-{'0' * 16}" and cache.startswith(f"buildctl-cache-{a}-ccache-")
-    assert pipeline.image_tag("demo-cpu", "0" * 16, a) == f"buildctl/demo-cpu:{a}-{'0' * 16}"
-    assert pipeline.compile_container_name("demo-cpu", "0" * 16, a) == f"buildctl-compile-{a}-demo-cpu-{'0' * 16}"
+    assert engine_names.image_tag("demo-cpu", "0" * 16, a) == f"buildctl/demo-cpu:{a}-{'0' * 16}"
+    assert engine_names.compile_container_name("demo-cpu", "0" * 16, a) == f"buildctl-compile-{a}-demo-cpu-{'0' * 16}"
 
 
 def test_explicit_namespace_wins_and_is_validated(tmp_path, monkeypatch):
@@ -231,4 +234,4 @@ OOM_LOG = "g++: fatal error: Killed signal terminated program cc1plus\n"
     (_result(137, timed_out=True), OOM_LOG, 0, 8, False),  # a timeout is never retried
 ])
 def test_retry_with_fewer_jobs_only_for_memory(result, log, attempt, jobs, retry):
-    assert pipeline.retry_with_fewer_jobs(result, log, attempt, jobs) is retry
+    assert compile_stage.retry_with_fewer_jobs(result, log, attempt, jobs) is retry

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from buildctl import artifacts, engine, housekeeping
+from buildctl import engine
+from buildctl.host import clean
+from buildctl.store import artifacts
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = 86400
@@ -60,7 +62,7 @@ def test_symlink_in_the_root_is_never_followed(tmp_path):
     root.mkdir()
     precious = make_artifact(shared, "demo", "old", age_days=100)
     (root / "team").symlink_to("../shared")
-    report = housekeeping.clean(older_than_days=0, root=root, **FILES_ONLY)
+    report = clean.clean(older_than_days=0, root=root, **FILES_ONLY)
     assert report["removed"] == [] and precious.is_dir() and (precious / "x.whl").read_bytes()
     assert report["symlinks_left_alone"] == ["team"] and (root / "team").is_symlink()
 
@@ -75,7 +77,7 @@ def test_symlinks_below_the_root_are_left_alone_and_links_inside_an_artifact_onl
     (a / "to-outside").symlink_to(outside)
     (root / "demo" / "linked").symlink_to(outside)
     used(root, "artifact", "demo/k1", 10)
-    report = housekeeping.clean(older_than_days=1, root=root, **FILES_ONLY)
+    report = clean.clean(older_than_days=1, root=root, **FILES_ONLY)
     assert names(report) == {"demo/k1"} and not a.exists()
     assert (outside / "keep.txt").read_text() == "mine" and (root / "demo" / "linked").is_symlink()
     assert report["symlinks_left_alone"] == ["demo/linked"]
@@ -91,7 +93,7 @@ def test_age_is_last_use_not_creation(tmp_path):
     assert artifacts.lookup("demo", "daily", root) == daily  # a build found it: a use, now
     used(root, "artifact", "demo/daily", 1)
     used(root, "artifact", "demo/stale", 10)
-    report = housekeeping.clean(older_than_days=7, root=root, **FILES_ONLY)
+    report = clean.clean(older_than_days=7, root=root, **FILES_ONLY)
     assert names(report) == {"demo/stale"} and daily.is_dir() and not stale.exists()
     assert report["removed"][0]["reason"].startswith("not used for 10.0 days")
     assert report["freed"] == {"artifact": {"count": 1, "bytes": 1000 + len(json.dumps({"recipe": "demo",
@@ -119,11 +121,11 @@ def test_without_a_record_an_object_counts_as_used_when_first_seen(tmp_path):
     A dry run writes no stamp either."""
     root = tmp_path / "artifacts"
     make_artifact(root, "demo", "k", age_days=100)
-    assert housekeeping.clean(older_than_days=7, root=root, dry_run=True, **FILES_ONLY)["removed"] == []
+    assert clean.clean(older_than_days=7, root=root, dry_run=True, **FILES_ONLY)["removed"] == []
     assert artifacts.last_use("artifact", "demo/k", root) is None
-    assert housekeeping.clean(older_than_days=7, root=root, **FILES_ONLY)["removed"] == []
+    assert clean.clean(older_than_days=7, root=root, **FILES_ONLY)["removed"] == []
     assert artifacts.last_use("artifact", "demo/k", root) is not None
-    assert names(housekeeping.clean(older_than_days=0, root=root, **FILES_ONLY)) == {"demo/k"}
+    assert names(clean.clean(older_than_days=0, root=root, **FILES_ONLY)) == {"demo/k"}
 
 
 def test_stale_staging_folders_go_unless_their_build_runs(tmp_path):
@@ -141,7 +143,7 @@ def test_stale_staging_folders_go_unless_their_build_runs(tmp_path):
     for d in (killed, running, bundle):
         _age(d, 1)
     with artifacts.key_lock("demo", "bbbb", root):
-        report = housekeeping.clean(root=root, **FILES_ONLY)  # no age given: orphans only
+        report = clean.clean(root=root, **FILES_ONLY)  # no age given: orphans only
     assert names(report) == {"demo/.tmp-aaaa-x1y2z3", "failures/.tmp-bundle-abc"}
     assert not killed.exists() and not bundle.exists() and running.is_dir() and fresh.is_dir()
     assert all(r["reason"].startswith("orphan: staging folder untouched for 24.0 h") for r in report["removed"])
@@ -153,7 +155,7 @@ def test_an_artifact_whose_build_holds_the_lock_is_not_removed(tmp_path):
     a = make_artifact(root, "demo", "busy")
     used(root, "artifact", "demo/busy", 30)
     with artifacts.key_lock("demo", "busy", root):
-        report = housekeeping.clean(older_than_days=7, root=root, **FILES_ONLY)
+        report = clean.clean(older_than_days=7, root=root, **FILES_ONLY)
     assert report["removed"] == [] and a.is_dir()
     assert report["failed"] == [{"kind": "artifact", "name": "demo/busy",
                                  "error": "a build of this key is running (its lock is held)"}]
@@ -164,9 +166,9 @@ def test_keep_bytes_removes_the_least_recently_used_first(tmp_path):
     for key, days in (("a", 3), ("b", 2), ("c", 1)):
         make_artifact(root, "demo", key, size=10_000)
         used(root, "artifact", f"demo/{key}", days)
-    report = housekeeping.clean(keep_bytes=25_000, root=root, **FILES_ONLY)
+    report = clean.clean(keep_bytes=25_000, root=root, **FILES_ONLY)
     assert [r["name"] for r in report["removed"]] == ["demo/a"]
-    report = housekeeping.clean(keep_bytes=0, root=root, dry_run=True, **FILES_ONLY)
+    report = clean.clean(keep_bytes=0, root=root, dry_run=True, **FILES_ONLY)
     assert [r["name"] for r in report["removed"]] == ["demo/b", "demo/c"] and (root / "demo" / "b").is_dir()
 
 
@@ -176,7 +178,7 @@ def test_bundles_are_aged_too(tmp_path):
     b.mkdir(parents=True)
     (b / "bundle.json").write_text("{}")
     used(root, "bundle", "failures/demo-20250101-000000", 40)
-    assert names(housekeeping.clean(older_than_days=30, root=root, **FILES_ONLY)) == {"failures/demo-20250101-000000"}
+    assert names(clean.clean(older_than_days=30, root=root, **FILES_ONLY)) == {"failures/demo-20250101-000000"}
 
 
 def test_the_last_use_store_stays_in_the_root(tmp_path):
@@ -197,13 +199,13 @@ def test_owner_labels_tell_a_gone_process():
     """host:pid:start: gone when no such pid runs, or the pid runs but started at another time (reuse)."""
     me = engine.process_owner()
     host, pid, start = me.rsplit(":", 2)
-    assert housekeeping._owner_gone(me) is False
-    assert housekeeping._owner_gone(f"{host}:{pid}:{int(start) + 1}") is True
+    assert clean._owner_gone(me) is False
+    assert clean._owner_gone(f"{host}:{pid}:{int(start) + 1}") is True
     p = subprocess.Popen(["true"])
     p.wait()
-    assert housekeeping._owner_gone(f"{host}:{p.pid}:1") is True
-    assert housekeeping._owner_gone(f"another-host:{p.pid}:1") is None
-    assert housekeeping._owner_gone(None) is None and housekeeping._owner_gone("junk") is None
+    assert clean._owner_gone(f"{host}:{p.pid}:1") is True
+    assert clean._owner_gone(f"another-host:{p.pid}:1") is None
+    assert clean._owner_gone(None) is None and clean._owner_gone("junk") is None
 
 
 def test_cli_clean_files_only_says_what_it_freed(tmp_path):
@@ -239,5 +241,5 @@ def test_a_root_that_is_itself_a_symlink_is_used_as_the_root(tmp_path, layout):
     make_artifact(real, "demo", "k")
     used(real, "artifact", "demo/k", 10)
     (tmp_path / "artifacts").symlink_to(real)
-    report = housekeeping.clean(older_than_days=1, root=tmp_path / "artifacts", **FILES_ONLY)
+    report = clean.clean(older_than_days=1, root=tmp_path / "artifacts", **FILES_ONLY)
     assert names(report) == {"demo/k"}

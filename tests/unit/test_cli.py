@@ -15,7 +15,7 @@ import pytest
 
 from buildctl import recipe
 from buildctl import render as render_mod
-from buildctl.cli import load_spec
+from buildctl.cli.common import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = ("recipes", "show", "render", "matrix", "build")

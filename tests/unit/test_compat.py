@@ -1,4 +1,4 @@
-"""Unit tests for buildctl.compat: every table rule, preflight refusals and warnings, can_run."""
+"""Unit tests for buildctl.recipe.compat: every table rule, preflight refusals and warnings, can_run."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import copy
 
 import pytest
 
-from buildctl import compat
-from buildctl.compat import (
+from buildctl.errors import RecipeError
+from buildctl.host.gpus import GpuInfo
+from buildctl.recipe import compat
+from buildctl.recipe.compat import (
     arch_runs_on,
     arch_supported,
     cuda_range_for_archs,
@@ -17,10 +19,8 @@ from buildctl.compat import (
     vcmp,
     vkey,
 )
-from buildctl.errors import RecipeError
-from buildctl.gpus import GpuInfo
-from buildctl.preflight import can_run, placeholders, preflight, refuse_placeholders, torch_version
-from buildctl.spec import Spec
+from buildctl.recipe.preflight import can_run, placeholders, preflight, refuse_placeholders, torch_version
+from buildctl.recipe.schema import Spec
 
 SHA = "a" * 64
 

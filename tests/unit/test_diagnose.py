@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from buildctl.diagnose import SIGNATURES, Diagnosis, diagnose, first_error, render_diagnosis
+from buildctl.failure.diagnose import SIGNATURES, Diagnosis, diagnose, first_error, render_diagnosis
 
 NINJA_NOISE = "\n".join(
     f"[{i}/6236] Building CXX object caffe2/CMakeFiles/torch_cpu.dir/x{i}.cpp.o" for i in range(4500, 4530)

@@ -1,4 +1,4 @@
-"""buildctl.gpus (NVML inventory) and buildctl.doctor (the pure report + its rendering)."""
+"""buildctl.host.gpus (NVML inventory) and buildctl.host.doctor (the pure report + its rendering)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import types
 
 from rich.console import Console
 
-from buildctl import gpus
-from buildctl.doctor import doctor, print_doctor
-from buildctl.gpus import GpuInfo, GpuReport, decode_cuda_driver_version, inventory
-from buildctl.spec import Spec
+from buildctl.host import gpus
+from buildctl.host.doctor import doctor, print_doctor
+from buildctl.host.gpus import GpuInfo, GpuReport, decode_cuda_driver_version, inventory
+from buildctl.recipe.schema import Spec
 
 GiB = 1024**3
 SHA = "a" * 64

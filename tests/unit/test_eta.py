@@ -1,11 +1,11 @@
-"""The cost-weighted ETA (buildctl/eta.py) on synthetic .ninja_logs: the shape of PyTorch's build (cheap
+"""The cost-weighted ETA (buildctl/build/eta.py) on synthetic .ninja_logs: the shape of PyTorch's build (cheap
 steps first, big kernels last) on two parallel jobs, the prior another machine's run of it."""
 
 from __future__ import annotations
 
 import random
 
-from buildctl import eta
+from buildctl.build import eta
 
 
 def ninja_log(costs: list[float], jobs: int = 2) -> str:

@@ -31,10 +31,12 @@ from pathlib import Path
 import pytest
 from repro_helpers import one_line_exit_2, run_repro
 
-from buildctl import archive, downloads, engine, repro
+from buildctl import archive, engine
 from buildctl.engine import transfer
 from buildctl.errors import InputError
-from buildctl.spec import Download
+from buildctl.failure import repro
+from buildctl.recipe.schema import Download
+from buildctl.store import downloads
 
 # CVE-2025-4517 and relatives were fixed in 3.11.13, 3.12.11 and 3.13.4 (python/cpython#135034).
 STDLIB_FILTER_BYPASSABLE = (
@@ -381,8 +383,8 @@ def test_base_image_refs_resolve_unset_args_and_copy_from():
 
 def _valid_bundle(root: Path) -> Path:
     """A bundle as `invoke build` writes it: write_bundle on the real demo-cpu recipe, rendered (pure)."""
-    from buildctl.cli import load_spec
-    from buildctl.render import render
+    from buildctl.cli.common import load_spec
+    from buildctl.render.rendering import render
 
     spec, _ = load_spec("demo-cpu", [], preflight=False)
     rendered = render(spec)

@@ -20,7 +20,7 @@ from rich.console import Console
 from verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_report, multi_gpu_probe
 
 from buildctl.errors import InputError
-from buildctl.verify import diff, schema
+from buildctl.verify import compare, schema
 from buildctl.verify import report as rep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,7 +168,7 @@ def test_the_checks_section_passes_unchanged():
 def test_the_probe_writes_what_the_host_accepts(tmp_path):
     """A broken build's matmul gives NaN, and JSON has no NaN: the probe writes null (the check fails on
     its own `ok`); strings beyond the host's caps are cut by the probe, not refused by the host."""
-    from buildctl.verify import probe as probe_mod
+    from buildctl.in_container import probe as probe_mod
 
     raw = {**cpu_probe(), "checks": {"numerics": {"state": "failed", "reason": "matmul", "cases": [
         {"name": "matmul", "ok": False, "max_abs_err": float("nan"), "scale": float("inf"), "ms": 1.0}]}},
@@ -272,7 +272,7 @@ def test_diff_shows_markup_in_paths_fields_and_values_as_text(tmp_path):
         (path / "manifest.json").write_text(json.dumps({"recipe": "[/r]", "wheels": [{"file": "[x].whl"}]}))
         rep.write_json(make_report(p, cuda_spec()), path / "report.json")
     console = Console(record=True, width=250)
-    diff.print_diff(diff.diff_paths(a, b), console, show_all=True)
+    compare.print_diff(compare.diff_paths(a, b), console, show_all=True)
     out = console.export_text()
     for s in (f"A {a}", f"B {b}", "[/KEY]", "[bold]v", "[/r]", "[x].whl", "A: NCCL [/opt/venv/lib/libnccl.so.2]"):
         assert s in out, s
@@ -297,7 +297,7 @@ def test_malformed_report_json_is_refused_by_diff_and_load(tmp_path, case_id, mu
     mutate(d)
     path = tmp_path / "report.json"
     path.write_text(json.dumps(d))
-    for call in (lambda: rep.load_report(path), lambda: diff.diff_paths(path, path)):
+    for call in (lambda: rep.load_report(path), lambda: compare.diff_paths(path, path)):
         with pytest.raises(InputError) as e:
             call()
         msg = str(e.value)
@@ -330,7 +330,7 @@ def test_every_section_the_probe_writes_has_a_model():
     dicts it starts a report with (a normal run and the crash path)."""
     import ast
 
-    from buildctl.verify import probe as probe_mod
+    from buildctl.in_container import probe as probe_mod
 
     tree = ast.parse(Path(probe_mod.__file__).read_text())
     written: set[str] = set()

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from hostile_zips import DIST_INFO, MiB, many_members_zip, wheel, zeros_member_wheel
 
-from buildctl import wheelfacts
 from buildctl.errors import InputError
+from buildctl.store import wheel_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,7 @@ def test_metadata_zip_bomb_is_refused_with_bounded_memory(tmp_path):
     took 2.1 GB RSS through `invoke verify --host`. Now refused from the declared size, a few MiB at most."""
     bomb = zeros_member_wheel(tmp_path, f"{DIST_INFO}/METADATA", 256 * MiB)
     assert bomb.stat().st_size < MiB
-    raised, peak = _peak_mib(lambda: wheelfacts.wheel_requires(bomb))
+    raised, peak = _peak_mib(lambda: wheel_facts.wheel_requires(bomb))
     assert isinstance(raised, InputError), raised
     assert "METADATA unpacks to 268435456 bytes" in str(raised) and "zip bomb" in str(raised)
     assert peak < 8, f"{peak:.0f} MiB"
@@ -51,14 +51,14 @@ def test_a_wheel_that_unpacks_a_thousand_times_its_size_is_refused(tmp_path):
     `pip install --target` of the same wheel at 1 GiB wrote 1.1 GB; 64 MB of such a wheel fills 64 GB."""
     bomb = zeros_member_wheel(tmp_path, "demofw/blob.bin", 1100 * MiB)
     with pytest.raises(InputError, match=r"unpacks to 1100 MiB from 1\.\d MiB .*zip bomb"):
-        wheelfacts.wheel_requires(bomb)
+        wheel_facts.wheel_requires(bomb)
 
 
 def test_a_wheel_with_too_many_members_is_refused_before_they_are_parsed(tmp_path):
     """250,001 members in a 23 MB file. The old code's ZipFile() parsed every entry first: 119 MiB and 24 s
     here (a 1 GB directory: gigabytes). Now the count is read from the end record and refused first."""
     many = many_members_zip(tmp_path, 250_000)
-    raised, peak = _peak_mib(lambda: wheelfacts.wheel_requires(many))
+    raised, peak = _peak_mib(lambda: wheel_facts.wheel_requires(many))
     assert isinstance(raised, InputError) and "250001 members" in str(raised), raised
     assert peak < 8, f"{peak:.0f} MiB"
 
@@ -72,7 +72,7 @@ def test_files_that_are_not_zips_are_refused(tmp_path, content, words):
     path = tmp_path / "demofw-0.1.0-cp311-cp311-linux_x86_64.whl"
     path.write_bytes(content)
     with pytest.raises(InputError, match=words):
-        wheelfacts.wheel_requires(path)
+        wheel_facts.wheel_requires(path)
 
 
 def test_a_wheel_without_metadata_is_refused(tmp_path):
@@ -87,16 +87,16 @@ def test_a_wheel_without_metadata_is_refused(tmp_path):
         for n, data in keep.items():
             z.writestr(n, data)
     with pytest.raises(InputError, match="0 .dist-info/METADATA files"):
-        wheelfacts.wheel_requires(w)
+        wheel_facts.wheel_requires(w)
 
 
 def test_requirements_are_read_with_packaging(tmp_path):
     w = wheel(tmp_path, "")
-    assert wheelfacts.wheel_requires(w) == []
-    assert wheelfacts.wheel_tags(w) == {"name": "demofw", "version": "0.1.0", "python_tag": "cp311", "abi": "cp311",
+    assert wheel_facts.wheel_requires(w) == []
+    assert wheel_facts.wheel_tags(w) == {"name": "demofw", "version": "0.1.0", "python_tag": "cp311", "abi": "cp311",
                                         "platform": "linux_x86_64", "python": "3.11"}
-    assert wheelfacts.is_cuda_wheel(w, None, ["nvidia_nccl_cu12>=2.20; platform_system == 'Linux'"])
-    assert not wheelfacts.is_cuda_wheel(w, None, ["numpy"])
+    assert wheel_facts.is_cuda_wheel(w, None, ["nvidia_nccl_cu12>=2.20; platform_system == 'Linux'"])
+    assert not wheel_facts.is_cuda_wheel(w, None, ["numpy"])
 
 
 def test_metadata_through_an_open_handle_is_the_same_as_by_path(tmp_path):
@@ -104,15 +104,15 @@ def test_metadata_through_an_open_handle_is_the_same_as_by_path(tmp_path):
     w = wheel(tmp_path, "")
     with open(w, "rb") as fh:
         fh.read()  # where a hash leaves it
-        through_handle = wheelfacts.wheel_metadata(w, fh)
-    assert through_handle == wheelfacts.wheel_metadata(w)
+        through_handle = wheel_facts.wheel_metadata(w, fh)
+    assert through_handle == wheel_facts.wheel_metadata(w)
     assert b"Name: demofw" in through_handle
 
 
 def test_markup_in_a_wheel_file_name_is_refused_as_a_name():
     """The old wheel_tags split on '-' and accepted 'x[bold]-1.0-cp311-...whl', printed as markup."""
     with pytest.raises(InputError, match="is not a wheel file name"):
-        wheelfacts.wheel_tags(Path("x[bold]-1.0-cp311-cp311-linux_x86_64.whl"))
+        wheel_facts.wheel_tags(Path("x[bold]-1.0-cp311-cp311-linux_x86_64.whl"))
 
 
 @pytest.mark.parametrize("extra", [[], ["--host"]], ids=["container", "host"])

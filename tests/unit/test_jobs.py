@@ -1,4 +1,4 @@
-"""buildctl.jobs: the MAX_JOBS rule and where cpus/memory come from."""
+"""buildctl.recipe.parallel_jobs: the MAX_JOBS rule and where cpus/memory come from."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from buildctl import jobs
-from buildctl.jobs import GiB, engine_resources, host_resources, max_jobs
+from buildctl.recipe import parallel_jobs
+from buildctl.recipe.parallel_jobs import GiB, engine_resources, host_resources, max_jobs
 
 
 @pytest.mark.parametrize(
@@ -49,9 +49,9 @@ def test_bad_setting():
 
 
 def test_constants_match_docs():
-    assert jobs.RESERVE_BYTES == 2 * GiB
-    assert jobs.PER_JOB_BYTES["cpu"] == int(2.5 * GiB)
-    assert jobs.PER_JOB_BYTES["cuda"] == jobs.PER_JOB_BYTES["rocm"] == 5 * GiB
+    assert parallel_jobs.RESERVE_BYTES == 2 * GiB
+    assert parallel_jobs.PER_JOB_BYTES["cpu"] == int(2.5 * GiB)
+    assert parallel_jobs.PER_JOB_BYTES["cuda"] == parallel_jobs.PER_JOB_BYTES["rocm"] == 5 * GiB
 
 
 def test_engine_resources_both_key_styles():
@@ -95,7 +95,7 @@ def test_host_resources_cgroup_v1_unlimited(tmp_path):
     _write(tmp_path, "sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n")
     r = host_resources(tmp_path)
     assert r.mem_bytes == GiB and "MemTotal" in r.source
-    assert jobs.cgroup_cpu_limit(tmp_path) is None
+    assert parallel_jobs.cgroup_cpu_limit(tmp_path) is None
 
 
 def test_host_resources_cgroup_v1_limited(tmp_path):
@@ -104,6 +104,6 @@ def test_host_resources_cgroup_v1_limited(tmp_path):
     _write(tmp_path, "sys/fs/cgroup/memory/memory.limit_in_bytes", str(4 * GiB))
     _write(tmp_path, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "150000")
     _write(tmp_path, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000")
-    assert jobs.cgroup_mem_limit(tmp_path) == 4 * GiB
-    assert jobs.cgroup_cpu_limit(tmp_path) == 1.5
+    assert parallel_jobs.cgroup_mem_limit(tmp_path) == 4 * GiB
+    assert parallel_jobs.cgroup_cpu_limit(tmp_path) == 1.5
     assert host_resources(tmp_path).cpus <= 2

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from buildctl import fanout, multibuild, recipe
+from buildctl import recipe
 from buildctl.errors import InputError
+from buildctl.scaleout import multibuild, plan
 from buildctl.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,10 +61,10 @@ def test_child_builds_keep_the_variables_that_are_not_settings(monkeypatch):
 
 def gpu_placement():
     """A CUDA recipe built on a CPU engine, its verification planned on the GPU engine."""
-    job = fanout.Job("demo-cuda13", "cuda", 120.0)
-    engines = [fanout.EngineCapacity("ssh://cpu-box", 8, 32 << 30, frozenset({"cpu"})),
-               fanout.EngineCapacity("tcp://gpu-box:2376", 2, 8 << 30, frozenset({"cpu", "cuda"}))]
-    [placement] = fanout.plan([job], engines)
+    job = plan.Job("demo-cuda13", "cuda", 120.0)
+    engines = [plan.EngineCapacity("ssh://cpu-box", 8, 32 << 30, frozenset({"cpu"})),
+               plan.EngineCapacity("tcp://gpu-box:2376", 2, 8 << 30, frozenset({"cpu", "cuda"}))]
+    [placement] = plan.plan([job], engines)
     assert (placement.engine, placement.verify_on) == ("ssh://cpu-box", "tcp://gpu-box:2376")
     return placement
 

@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from buildctl import preflight, recipe, render
+from buildctl import recipe, render
 from buildctl.errors import RecipeError
+from buildctl.recipe import preflight
 
 ROOT = Path(__file__).resolve().parents[2]
 FRAGMENT = ROOT / "recipes" / "fragments" / "demofw.yaml"

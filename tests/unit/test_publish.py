@@ -19,8 +19,9 @@ import pytest
 from invoke.exceptions import Exit
 from publish_helpers import make_artifact, make_wheel, sha256
 
-from buildctl import cli, publish
+from buildctl import cli
 from buildctl.errors import InputError
+from buildctl.store import publish
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,7 +119,7 @@ def test_selection_latest_of_a_recipe_or_of_every_recipe(store, wheel_dir):
 def test_a_build_staging_its_artifact_is_never_the_latest(store, wheel_dir):
     """A build between writing its manifest and publishing (or one killed there) leaves .tmp-<key>-*/ with a
     manifest newer than every artifact: `publish --recipe` and `verify --recipe` take the published one."""
-    from buildctl import artifacts
+    from buildctl.store import artifacts
 
     published = make_artifact(store, "demo-cpu", "k1", make_wheel(wheel_dir / "a", "bctl-demo", "1.0"))
     os.utime(published / "manifest.json", (1, 1))

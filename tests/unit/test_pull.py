@@ -1,4 +1,4 @@
-"""buildctl/pull.py: Docker's --pull missing|always|never for the base image, decided without an engine
+"""buildctl/engine/pull.py: Docker's --pull missing|always|never for the base image, decided without an engine
 (a fake client stands in for the Docker client; tests/integration/test_pull_integration.py drives the real one)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from docker import errors as derr
 
-from buildctl import pull
+from buildctl.engine import pull
 from buildctl.errors import EngineError
 
 REGISTRY = "nvidia/cuda:12.8.1-devel-ubuntu22.04"

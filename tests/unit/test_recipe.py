@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from buildctl import preflight, recipe
-from buildctl.cli import load_spec
+from buildctl import recipe
+from buildctl.cli.common import load_spec
 from buildctl.errors import InputError, RecipeError
-from buildctl.spec import Spec
+from buildctl.recipe import loader, preflight
+from buildctl.recipe.schema import Spec
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "corpus"
@@ -324,7 +325,7 @@ def test_paths_in_errors_are_relative_to_the_working_directory():
     ("build.features={USE_MKLDNN: false}", ["build", "features"], {"USE_MKLDNN": False}),
 ])
 def test_set_parsing(item, path, value):
-    assert recipe._parse_override(item) == (path, value)
+    assert loader._parse_override(item) == (path, value)
 
 
 @pytest.mark.parametrize(("item", "expect"), [
@@ -337,7 +338,7 @@ def test_set_parsing(item, path, value):
 ])
 def test_set_parse_errors(item, expect):
     with pytest.raises(RecipeError) as info:
-        recipe._parse_override(item)
+        loader._parse_override(item)
     assert expect in str(info.value)
     assert info.value.line is None
 
@@ -440,7 +441,7 @@ def test_masked_dump_hides_credentials():
 
 def test_resolved_yaml_round_trips():
     spec = recipe.load("cuda12.1-nccl2.18")
-    from buildctl.spec import Spec
+    from buildctl.recipe.schema import Spec
 
     assert Spec.model_validate(yaml.safe_load(recipe.resolved_yaml(spec))) == spec
 
@@ -455,7 +456,7 @@ def test_docs_name_every_field():
     """Every field of every section of the schema is documented."""
     from pydantic import BaseModel
 
-    from buildctl import spec as spec_mod
+    from buildctl.recipe import schema as spec_mod
 
     text = DOC.read_text()
     models = [m for m in vars(spec_mod).values()
@@ -526,7 +527,7 @@ def test_every_pattern_of_the_spec_has_its_hint():
     """Hints were chosen by matching the start of each regex in recipe.py, so a changed pattern silently
     lost its hint, and python.constraints (pattern '...==...') got the generic 'use only letters, digits and
     ._+- (pattern ^...$)'. Now each pattern is declared with its hint (spec.matching)."""
-    from buildctl import spec as spec_mod
+    from buildctl.recipe import schema as spec_mod
 
     patterns = _patterns(Spec, set())
     assert len(patterns) >= 17
@@ -534,6 +535,6 @@ def test_every_pattern_of_the_spec_has_its_hint():
     assert not missing, f"declare these with spec.matching(pattern, hint): {missing}"
     for pattern in patterns:
         err = {"type": "string_pattern_mismatch", "loc": ("x",), "input": "?", "ctx": {"pattern": pattern}}
-        assert recipe._hint_for(err) == spec_mod.PATTERN_HINTS[pattern]
+        assert loader._hint_for(err) == spec_mod.PATTERN_HINTS[pattern]
     err = load_error("cuda12.1-nccl2.18", ["python.constraints=[nvidia-cublas-cu12>=12]"])
     assert "python.constraints.0: malformed value" in str(err) and "fix: write a pin like " in str(err)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from buildctl import registry
+from buildctl.engine import registry
 from buildctl.errors import InputError
 
 

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from buildctl import artifacts, pipeline, recipe, remotecache, render, secrets, stages
+from buildctl import recipe, render, secrets
+from buildctl.build import compile_cache, stages
+from buildctl.build.stages import artifact
+from buildctl.build.stages.compile import compile_credentials, container_env
 from buildctl.errors import InputError, RecipeError
-from buildctl.stages.compile import compile_credentials, container_env
+from buildctl.store import artifacts
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cr3t-Passw0rd"
@@ -24,7 +27,7 @@ URL = f"redis://:{PASSWORD}@cache.example:6379/0"
     f"redis://{PASSWORD}@cache.example/", "redis://[::1]:6379",
 ])
 def test_redis_urls_pass(url):
-    assert remotecache.check_url(url) == url
+    assert compile_cache.check_url(url) == url
 
 
 @pytest.mark.parametrize(("url", "why"), [
@@ -42,7 +45,7 @@ def test_redis_urls_pass(url):
 ])
 def test_a_bad_url_is_one_line_with_the_password_masked(url, why):
     with pytest.raises(InputError) as e:
-        remotecache.check_url(url)
+        compile_cache.check_url(url)
     message = str(e.value)
     assert "\n" not in message and why in message and "fix: " in message, message
     assert PASSWORD not in message
@@ -67,15 +70,15 @@ def test_a_recipe_site_url_is_checked_without_quoting_it():
 def test_ccache_takes_a_bare_password():
     """ccache sends `AUTH USER PASSWORD` for USER:PASSWORD@ and `AUTH PASSWORD` for PASSWORD@; the usual
     `redis://:PASSWORD@` would send an empty user name, which Redis refuses."""
-    assert remotecache.ccache_url(URL) == f"redis://{PASSWORD}@cache.example:6379/0"
-    assert remotecache.ccache_url("redis://ci:pw-1234@h") == "redis://ci:pw-1234@h"
-    assert remotecache.ccache_url("redis://h:1") == "redis://h:1"
-    assert remotecache.runtime_env(None) == ()
-    assert remotecache.runtime_env(URL) == (("BUILDCTL_CACHE_URL", f"redis://{PASSWORD}@cache.example:6379/0"),)
+    assert compile_cache.ccache_url(URL) == f"redis://{PASSWORD}@cache.example:6379/0"
+    assert compile_cache.ccache_url("redis://ci:pw-1234@h") == "redis://ci:pw-1234@h"
+    assert compile_cache.ccache_url("redis://h:1") == "redis://h:1"
+    assert compile_cache.runtime_env(None) == ()
+    assert compile_cache.runtime_env(URL) == (("BUILDCTL_CACHE_URL", f"redis://{PASSWORD}@cache.example:6379/0"),)
 
 
 def test_the_password_is_masked_in_both_forms():
-    for form in (URL, remotecache.ccache_url(URL)):
+    for form in (URL, compile_cache.ccache_url(URL)):
         assert PASSWORD not in secrets.mask(f"ccache remote {form} failed")
         assert secrets.mask_url(form) == "redis://***@cache.example:6379/0"
     spec = recipe.load("demo-cpu", site={"cache_url": URL})
@@ -88,21 +91,21 @@ STATS = {"direct_cache_hit": 7, "preprocessed_cache_hit": 1, "cache_miss": 2, "l
 
 
 def test_stats_local_and_remote():
-    out = remotecache.stats(STATS, "used\n", URL)
+    out = compile_cache.stats(STATS, "used\n", URL)
     assert out["local_hits"] == 0 and out["local_misses"] == 10 and out["local_hit_rate"] == 0.0
     assert out["remote"] == {"url": "redis://***@cache.example:6379/0", "state": "used", "hits": 8, "misses": 2,
                              "hit_rate": 0.8, "errors": 0, "timeouts": 1}
 
 
 def test_stats_without_a_server_and_with_an_unreachable_one():
-    assert "remote" not in remotecache.stats(STATS, "", None)
-    out = remotecache.stats(STATS, "unreachable cache.example:6379 did not answer (Connection refused)\n", URL)
+    assert "remote" not in compile_cache.stats(STATS, "", None)
+    out = compile_cache.stats(STATS, "unreachable cache.example:6379 did not answer (Connection refused)\n", URL)
     assert out["remote"] == {"url": "redis://***@cache.example:6379/0", "state": "unreachable",
                              "reason": "cache.example:6379 did not answer (Connection refused)"}
 
 
 def test_the_state_line_from_the_container_is_one_bounded_line():
-    out = remotecache.stats(STATS, "unreachable " + "x" * 5000 + "\nused\n", URL)
+    out = compile_cache.stats(STATS, "unreachable " + "x" * 5000 + "\nused\n", URL)
     assert out["remote"]["state"] == "unreachable" and len(out["remote"]["reason"]) < 200
     assert "hits" not in out["remote"]
 
@@ -110,7 +113,7 @@ def test_the_state_line_from_the_container_is_one_bounded_line():
 def test_pipeline_reads_the_build_scripts_files(tmp_path):
     (tmp_path / "cache-stats.txt").write_text("".join(f"{k}\t{v}\n" for k, v in STATS.items()))
     (tmp_path / "cache-remote.txt").write_text("used\n")
-    out = pipeline._cache_stats(tmp_path, URL)
+    out = artifact._cache_stats(tmp_path, URL)
     assert (out["hits"], out["misses"], out["hit_rate"]) == (8, 2, 0.8)
     assert out["remote"]["hits"] == 8 and PASSWORD not in str(out)
 
@@ -133,22 +136,22 @@ def test_the_url_is_not_rendered_and_not_keyed():
 
 def test_the_compile_container_gets_the_url_as_a_credential_only_with_ccache():
     spec = recipe.load("demo-cpu", site={"cache_url": URL})
-    run = stages.Run.of(spec, pipeline.BuildOptions())
+    run = stages.Run.of(spec, stages.BuildOptions())
     creds = compile_credentials(run)
-    assert ("BUILDCTL_CACHE_URL", remotecache.ccache_url(URL)) in creds.env
+    assert ("BUILDCTL_CACHE_URL", compile_cache.ccache_url(URL)) in creds.env
     assert PASSWORD in creds.values() and PASSWORD in run.secrets
     assert "BUILDCTL_CACHE_URL" not in str(container_env(run, 4))  # the container's config: no URL
     sccache = stages.Run.of(recipe.load("demo-cpu", ["build.cache=sccache"], site={"cache_url": URL}),
-                            pipeline.BuildOptions())
+                            stages.BuildOptions())
     assert "BUILDCTL_CACHE_URL" not in dict(compile_credentials(sccache).env)
 
 
 def test_the_summary_shows_both_levels():
-    from buildctl.cli_build import _cache_rows
+    from buildctl.cli.build import _cache_rows
 
-    used = {"hits": 8, "misses": 2, **remotecache.stats(STATS, "used", URL)}
+    used = {"hits": 8, "misses": 2, **compile_cache.stats(STATS, "used", URL)}
     assert _cache_rows(used) == [("  local", "0% hits (0/10)"),
                                  ("  shared", "80% hits (8/10) at redis://***@cache.example:6379/0, 1 failed lookups")]
-    dead = remotecache.stats(STATS, "unreachable cache.example:6379 did not answer (Connection refused)", URL)
+    dead = compile_cache.stats(STATS, "unreachable cache.example:6379 did not answer (Connection refused)", URL)
     assert _cache_rows(dead)[1] == ("  shared", "not used: cache.example:6379 did not answer (Connection refused)")
     assert _cache_rows({"hits": 1, "misses": 0}) == []

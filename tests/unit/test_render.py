@@ -17,8 +17,9 @@ import yaml
 
 from buildctl import recipe
 from buildctl import render as render_mod
-from buildctl.cli import load_spec
+from buildctl.cli.common import load_spec
 from buildctl.errors import RecipeError
+from buildctl.render import rendering
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "corpus"
@@ -266,14 +267,14 @@ def test_folder_is_self_contained(rendered, name):
 
 def test_strict_undefined():
     with pytest.raises(jinja2.UndefinedError):
-        render_mod._env.from_string("x {{ missing }} y").render()
+        rendering._env.from_string("x {{ missing }} y").render()
     with pytest.raises(jinja2.UndefinedError):
-        render_mod._env.from_string("{{ spec.nothing_here }}").render(spec=recipe.load("demo-cpu"))
+        rendering._env.from_string("{{ spec.nothing_here }}").render(spec=recipe.load("demo-cpu"))
     spec = recipe.load("demo-cpu")
     for template in ("Dockerfile.j2", "build.sh.j2"):
         with pytest.raises(jinja2.UndefinedError):
-            render_mod._env.get_template(template).render(spec=spec)  # the rest of the context is missing
-    assert isinstance(render_mod._env.undefined, type) and issubclass(render_mod._env.undefined, jinja2.StrictUndefined)
+            rendering._env.get_template(template).render(spec=spec)  # the rest of the context is missing
+    assert isinstance(rendering._env.undefined, type) and issubclass(rendering._env.undefined, jinja2.StrictUndefined)
 
 
 # --- quoting and injection ----------------------------------------------------------------------

@@ -70,11 +70,12 @@ def test_nvcc_names_its_temporary_files_after_the_object_from_cuda_12_4():
 
 
 def _outcome(differences=()):
-    from buildctl import reproducible, wheeldiff
+    from buildctl.build import rebuild_check
+    from buildctl.store import wheel_diff
 
     sha_b = "a" * 64 if not differences else "b" * 64
-    comparison = wheeldiff.WheelComparison("w.whl", "w.whl", "a" * 64, sha_b, tuple(differences))
-    return reproducible.Check("demo-cpu", "k", 315532800, {"seconds": 36.4, "cached": False, "wheel": "A/w.whl"},
+    comparison = wheel_diff.WheelComparison("w.whl", "w.whl", "a" * 64, sha_b, tuple(differences))
+    return rebuild_check.Check("demo-cpu", "k", 315532800, {"seconds": 36.4, "cached": False, "wheel": "A/w.whl"},
                               {"seconds": 92.9, "wheel": "build/.until/demo-cpu/k/wheel/w.whl"}, comparison,
                               "2026-12-01T10:00:00+00:00")
 
@@ -82,11 +83,12 @@ def _outcome(differences=()):
 def test_what_people_and_the_manifest_see():
     from rich.console import Console
 
-    from buildctl import reproducible, wheeldiff
+    from buildctl.build import rebuild_check
+    from buildctl.store import wheel_diff
 
     same = _outcome()
     console = Console(record=True, width=200)
-    console.print(reproducible.table(same))
+    console.print(rebuild_check.table(same))
     assert f"Reproducible: both builds made the same wheel, sha256 {'a' * 64}" in " ".join(console.export_text().split())
     record = same.to_dict()
     assert record["identical"] is True and record["source_date_epoch"] == 315532800
@@ -94,9 +96,9 @@ def test_what_people_and_the_manifest_see():
                                       "build_dir": "/rebuild/work/src", "compile_cache": "off"}
 
     hostile = "pkg/\x1b[31mred\x1b]0;title\x07.py"  # member names come from the build: no terminal controls
-    differ = _outcome([wheeldiff.MemberDifference(hostile, ("content",), "only in the second wheel")])
+    differ = _outcome([wheel_diff.MemberDifference(hostile, ("content",), "only in the second wheel")])
     console = Console(record=True, width=200)
-    console.print(reproducible.table(differ))
+    console.print(rebuild_check.table(differ))
     text = " ".join(console.export_text().split())
     assert "Not reproducible: the wheels differ (aaaaaaaaaaaa vs bbbbbbbbbbbb)" in text
     assert "pkg/red.py" in text and "\x1b" not in text and "\x07" not in text

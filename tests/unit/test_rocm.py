@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from buildctl import compat, preflight, recipe, render
+from buildctl import recipe, render
 from buildctl.errors import RecipeError
-from buildctl.verify import probe_arch
+from buildctl.in_container import probe_arch
+from buildctl.recipe import compat, preflight
 from buildctl.verify.expectations import Expectations, evaluate, failed, summary_line
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,11 +24,14 @@ from pathlib import Path
 import pytest
 from publish_helpers import assembled_artifact
 
-from buildctl import artifacts, pipeline, recipe, render, repro, secrets, stages
+from buildctl import recipe, render, secrets
+from buildctl.build import stages
+from buildctl.build.stages.compile import container_env
 from buildctl.engine import build as engine_build
 from buildctl.errors import EngineError
-from buildctl.spec import Spec
-from buildctl.stages.compile import container_env
+from buildctl.failure import repro
+from buildctl.recipe.schema import Spec
+from buildctl.store import artifacts
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
@@ -115,7 +118,7 @@ def test_artifact_key_does_not_depend_on_credentials():
     plain = cuda_spec(tokens("a")).model_dump(mode="json", exclude_defaults=True)
     plain["framework"]["source"]["git"] = "https://git.corp.example/pytorch.git"
     assert key(cuda_spec(tokens("a"))) == key(cuda_spec(tokens("b")))
-    assert pipeline.spec_hash(cuda_spec(tokens("a"))) == pipeline.spec_hash(cuda_spec(tokens("b")))
+    assert recipe.spec_hash(cuda_spec(tokens("a"))) == recipe.spec_hash(cuda_spec(tokens("b")))
     assert artifacts.source_digest(render.render(cuda_spec(tokens("a"))).spec) == \
         artifacts.source_digest(Spec.model_validate(plain))
 
@@ -145,21 +148,21 @@ def test_manifest_carries_no_credentials(tmp_path):
 def test_container_env_and_build_args_carry_no_credentials(tmp_path):
     t = tokens("a")
     spec = cuda_spec(t)
-    run = stages.Run.of(spec, pipeline.BuildOptions(render_root=tmp_path / "build"))
-    assert leaks(json.dumps([container_env(run, 4), pipeline.proxy_env(spec)]), t) == []
+    run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
+    assert leaks(json.dumps([container_env(run, 4), secrets.proxy_env(spec)]), t) == []
     # the proxies themselves still reach the build, without their credentials
-    assert pipeline.proxy_env(spec)["https_proxy"] == "http://proxy.corp.example:3128"
+    assert secrets.proxy_env(spec)["https_proxy"] == "http://proxy.corp.example:3128"
 
 
 def test_repro_bundle_carries_no_credentials(tmp_path, hostile):
     spec, t = hostile
     rendered = render.render(spec)
     context = render.write(rendered, tmp_path / "build" / spec.name)
-    run = stages.Run.of(spec, pipeline.BuildOptions(render_root=tmp_path / "build"))
+    run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
     log = f"fatal: unable to access '{spec.framework.source.git or spec.toolchain.ascend.torch_npu.git}'"
     bundle = repro.write_bundle(
         spec=spec, rendered=rendered, context_dir=context, step="compile", exit_code=128, log=log, diagnosis=None,
-        image_id="sha256:img", command=list(pipeline.BUILD_COMMAND), env=container_env(run, 2), volumes={"w": "/work"},
+        image_id="sha256:img", command=list(render.BUILD_COMMAND), env=container_env(run, 2), volumes={"w": "/work"},
         network="host", memory=None, secrets=run.secrets, root=tmp_path / "artifacts")
     found = {str(p.relative_to(bundle)): leaks(p.read_text(errors="replace"), t)
              for p in bundle.rglob("*") if p.is_file()}

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from buildctl import artifacts, recipe
-from buildctl.cli import load_spec
+from buildctl import recipe
+from buildctl.cli.common import load_spec
 from buildctl.errors import InputError
 from buildctl.settings import SITE, Settings, current, env_name, fields, flag_name, using
+from buildctl.store import artifacts
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cr3t-proxy-pass"
@@ -122,7 +123,7 @@ def test_a_site_option_added_to_settings_reaches_help_variable_and_spec(tmp_path
             str | None, settings.option(None, "Registry mirror for base images", group=settings.SITE)))
         from invoke import Collection, Program
         import tasks
-        from buildctl.cli import load_spec
+        from buildctl.cli.common import load_spec
         Program(namespace=Collection.from_module(tasks)).run(["invoke", "build", "--help"], exit=False)
         chosen = settings.Settings.from_cli()
         spec, _ = load_spec("demo-cpu", site=chosen.site(), preflight=False)

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 from publish_helpers import assembled_artifact
 
-from buildctl import pipeline, recipe, render, repro, stages
+from buildctl import recipe, render
+from buildctl.build import pipeline, stages
+from buildctl.build.stages import artifact
 from buildctl.errors import InputError
-from buildctl.stages import artifact
+from buildctl.failure import repro
 
 FAILURES = Path(__file__).resolve().parents[1] / "fixtures" / "failures"
 
@@ -96,7 +98,7 @@ def test_a_build_finds_an_older_artifact_of_its_key_outdated_and_builds_it_again
     (root / "demo-cpu").mkdir(parents=True)
     folder = folder.rename(root / "demo-cpu" / manifest["key"])
     lines: list[str] = []
-    run = stages.Run.of(recipe.load("demo-cpu"), pipeline.BuildOptions(artifacts_root=root), stages.BuildLog(lines.append))
+    run = stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(artifacts_root=root), stages.BuildLog(lines.append))
     assert pipeline._found(run, manifest["key"]).artifact == folder
     old = {k: v for k, v in manifest.items() if k not in ("runtime", "downloads")}
     (folder / "manifest.json").write_text(json.dumps(old))

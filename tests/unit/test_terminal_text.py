@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from buildctl import cli, diagnose, stages, ui
+from buildctl import cli, ui
+from buildctl.build import stages
 from buildctl.errors import BuildFailed
+from buildctl.failure import diagnose
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = ("make \x1b]0;owned\x07title \x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\ "

@@ -28,10 +28,12 @@ import pytest
 import yaml
 from publish_helpers import assembled_artifact
 
-from buildctl import pipeline, recipe, render, repro, secrets, stages
+from buildctl import recipe, render, secrets
+from buildctl.build import stages
+from buildctl.build.stages.compile import container_env
 from buildctl.errors import InputError, RecipeError
-from buildctl.publish.server import Server, masker_for
-from buildctl.stages.compile import container_env
+from buildctl.failure import repro
+from buildctl.store.publish.server import Server, masker_for
 
 REPO = Path(__file__).resolve().parents[2]
 MUST_ENCODE = "#?/@"
@@ -113,8 +115,8 @@ def test_site_url_encoded_is_written_and_shown_nowhere(option, form, host, shape
     files = render.render(spec).files
     assert {name: leaks(text, shape) for name, text in files.items() if leaks(text, shape)} == {}
     assert leaks(json.dumps(recipe.masked_dump(spec)) + recipe.resolved_yaml(spec), shape) == []
-    run = stages.Run.of(spec, pipeline.BuildOptions(render_root=tmp_path / "build"))
-    assert leaks(json.dumps([container_env(run, 2), pipeline.proxy_env(spec)]), shape) == []
+    run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
+    assert leaks(json.dumps([container_env(run, 2), secrets.proxy_env(spec)]), shape) == []
     # what the tools get at run time: the URL as given, and every form of the password is masked
     creds = secrets.split_credentials(spec)[1]
     real = [v for _, v in creds.env] + [creds.apt_auth]
@@ -140,11 +142,11 @@ def test_a_manifest_and_a_bundle_of_encoded_logins_carry_none(tmp_path):
     texts |= {str(p.relative_to(staging)): p.read_text(errors="replace") for p in staging.rglob("*") if p.is_file()}
     rendered = render.render(spec)
     context = render.write(rendered, tmp_path / "build" / spec.name)
-    run = stages.Run.of(spec, pipeline.BuildOptions(render_root=tmp_path / "build"))
+    run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
     bundle = repro.write_bundle(
         spec=spec, rendered=rendered, context_dir=context, step="source", exit_code=128,
         log=f"fatal: unable to access '{data['framework']['source']['git']}'", diagnosis=None,
-        image_id="sha256:img", command=list(pipeline.BUILD_COMMAND), env=container_env(run, 2),
+        image_id="sha256:img", command=list(render.BUILD_COMMAND), env=container_env(run, 2),
         volumes={"w": "/work"}, network="host", memory=None, secrets=run.secrets, root=tmp_path / "artifacts")
     texts |= {f"bundle/{p.relative_to(bundle)}": p.read_text(errors="replace") for p in bundle.rglob("*")
               if p.is_file()}
@@ -207,21 +209,21 @@ def test_build_env_values_holding_misread_urls_are_stripped_and_handed_over():
 
 @pytest.mark.parametrize(("form", "shape"), [(f, s) for f in LOGINS for s in SHAPES])
 def test_redis_cache_url(form, shape):
-    from buildctl import remotecache
+    from buildctl.build import compile_cache
 
     raw = url("redis", form, "cache.example:6379", shape, encoded=False, path="/0")
     if refused_as_written(form, shape):
         with pytest.raises(InputError) as e:
-            remotecache.check_url(raw)
+            compile_cache.check_url(raw)
         assert "\n" not in str(e.value) and leaks(str(e.value), shape) == []
     encoded = url("redis", form, "cache.example:6379", shape, encoded=True, path="/0")
     if form == "token:" and ":" in password(shape):  # a user name ccache cannot take, encoded or not
         with pytest.raises(InputError) as e:
-            remotecache.check_url(encoded)
+            compile_cache.check_url(encoded)
         assert "user name holding ':'" in str(e.value) and leaks(str(e.value), shape) == []
         return
-    remotecache.check_url(encoded)
-    handed = remotecache.ccache_url(encoded)
+    compile_cache.check_url(encoded)
+    handed = compile_cache.ccache_url(encoded)
     # ccache percent-decodes the login, then splits it at its first ':' (USER:PASSWORD, else PASSWORD)
     userinfo = handed.partition("://")[2].rpartition("@")[0]
     user, colon, secret = _ccache_split(userinfo)
@@ -230,7 +232,7 @@ def test_redis_cache_url(form, shape):
     if form in (":password", "token") and ":" in password(shape):
         expected_user = "default"
     assert (user, secret) == (expected_user, expected_password), handed
-    assert remotecache.stats({}, "used", encoded)["remote"]["url"] == "redis://***@cache.example:6379/0"
+    assert compile_cache.stats({}, "used", encoded)["remote"]["url"] == "redis://***@cache.example:6379/0"
 
 
 def _ccache_split(userinfo: str) -> tuple[str | None, str, str]:

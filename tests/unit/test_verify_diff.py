@@ -9,7 +9,7 @@ from rich.console import Console
 from verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_report
 
 from buildctl.errors import InputError
-from buildctl.verify import diff
+from buildctl.verify import compare
 from buildctl.verify import report as rep
 
 
@@ -30,7 +30,7 @@ def test_diff_of_two_artifacts(tmp_path):
     b = artifact(tmp_path / "b", h200_probe(),
                  {"recipe": "cuda13", "key": "bbb", "toolchain": {"cuda": "13.0", "gcc": "12.2"}, "wheels": [{"file": "b.whl"}]},
                  cuda_spec())
-    result = diff.diff_paths(a, b)
+    result = compare.diff_paths(a, b)
     json.dumps(result)  # plain data
     m = rows(result, "manifest")
     assert not m["recipe"]["same"] and m["toolchain.gcc"]["same"] and not m["toolchain.cuda"]["same"]
@@ -49,7 +49,7 @@ def test_diff_of_two_artifacts(tmp_path):
     assert result["differences"] > 0
 
     console = Console(record=True, width=160)
-    diff.print_diff(result, console)
+    compare.print_diff(result, console)
     out = console.export_text()
     assert "__config__ build settings" in out and "USE_CUDA" in out and "NOT comparable" in out
     assert "sm_90" in out
@@ -60,29 +60,29 @@ def test_diff_of_two_reports_of_the_same_build(tmp_path):
     second = cpu_probe()
     second["sweep"]["headline"]["latency_us"] = second["sweep"]["headline"]["latency_us"] * 2
     rep.write_json(make_report(second), tmp_path / "two.json")
-    result = diff.diff_paths(tmp_path / "one.json", tmp_path / "two.json")
+    result = compare.diff_paths(tmp_path / "one.json", tmp_path / "two.json")
     assert result["differences"] == 0 and result["manifest"] == []
     assert result["latency"]["comparable"] is True
     lr = {r["field"]: r for r in result["latency"]["rows"]}
     assert lr["latency_us"]["ratio_b_over_a"] == 2.0
     console = Console(record=True, width=160)
-    diff.print_diff(result, console)
+    compare.print_diff(result, console)
     assert "all identical" in console.export_text()
 
 
 def test_report_file_beside_a_manifest_picks_up_the_manifest(tmp_path):
     a = artifact(tmp_path / "a", cpu_probe(), {"recipe": "cpu", "key": "k1"})
     b = artifact(tmp_path / "b", cpu_probe(), {"recipe": "cpu", "key": "k2"})
-    result = diff.diff_paths(a / "report.json", b)
+    result = compare.diff_paths(a / "report.json", b)
     assert rows(result, "manifest")["key"]["b"] == "k2"
 
 
 def test_diff_refuses_what_it_cannot_read(tmp_path):
     with pytest.raises(InputError, match="no such file"):
-        diff.diff_paths(tmp_path / "nope", tmp_path / "nope2")
+        compare.diff_paths(tmp_path / "nope", tmp_path / "nope2")
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="neither manifest.json nor report.json"):
-        diff.diff_paths(tmp_path / "empty", tmp_path / "empty")
+        compare.diff_paths(tmp_path / "empty", tmp_path / "empty")
     (tmp_path / "bad.json").write_text("[1, 2]")
     with pytest.raises(InputError, match="not a manifest or report"):
-        diff.diff_paths(tmp_path / "bad.json", tmp_path / "bad.json")
+        compare.diff_paths(tmp_path / "bad.json", tmp_path / "bad.json")

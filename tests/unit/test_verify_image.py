@@ -16,7 +16,7 @@ from rich.console import Console
 from verify_fixtures import cpu_probe, debian_probe, make_report, make_spec
 
 from buildctl.errors import InputError
-from buildctl.verify import diff, runner
+from buildctl.verify import compare, runner
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import ABSENT, Expectations, evaluate, merge, parse_expect, verdict
 
@@ -145,7 +145,7 @@ def test_a_report_names_exactly_one_thing_it_verified(tmp_path, mutate, words):
 def test_diff_of_debian_torch_against_a_pypi_wheel_is_readable(tmp_path):
     rep.write_json(image_report(), tmp_path / "debian.json")
     rep.write_json(make_report(cpu_probe()), tmp_path / "pypi.json")
-    result = diff.diff_paths(tmp_path / "debian.json", tmp_path / "pypi.json")
+    result = compare.diff_paths(tmp_path / "debian.json", tmp_path / "pypi.json")
     json.dumps(result)
     rows = {s: {r["field"]: r for r in result[s]} for s in ("verified", "versions", "cpu", "build_settings")}
     assert (rows["verified"]["verified"]["a"], rows["verified"]["verified"]["b"]) == ("image", "wheel")
@@ -159,7 +159,7 @@ def test_diff_of_debian_torch_against_a_pypi_wheel_is_readable(tmp_path):
     assert (rows["build_settings"]["BUILD_TYPE"]["a"], rows["build_settings"]["BUILD_TYPE"]["b"]) == \
         ("RelWithDebInfo", "Release")
     console = Console(record=True, width=220)
-    diff.print_diff(result, console)
+    compare.print_diff(result, console)
     out = console.export_text()
     for words in ("verified (", "image", IMAGE, "2.6.0+debian", "2.13.0+cpu", "CPU and BLAS", "BLAS (build)",
                   "generic", "mkl", "reference BLAS (netlib)", "only here: ", "-gsplit-dwarf", "RelWithDebInfo",
@@ -170,7 +170,7 @@ def test_diff_of_debian_torch_against_a_pypi_wheel_is_readable(tmp_path):
 def test_diff_of_the_same_image_twice_counts_no_difference(tmp_path):
     rep.write_json(image_report(), tmp_path / "one.json")
     rep.write_json(image_report(), tmp_path / "two.json")
-    result = diff.diff_paths(tmp_path / "one.json", tmp_path / "two.json")
+    result = compare.diff_paths(tmp_path / "one.json", tmp_path / "two.json")
     assert result["differences"] == 0 and all(r["same"] for r in result["cpu"])
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from verify_fixtures import cpu_probe, h200_probe
 
-from buildctl.verify import PROBE_FILES, probe, probe_arch, probe_facts, probe_sweep
+from buildctl.in_container import PROBE_FILES, probe, probe_arch, probe_facts, probe_sweep
 
 PROBE = Path(probe.__file__)
 

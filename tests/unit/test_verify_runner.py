@@ -8,18 +8,18 @@ from pathlib import Path
 import pytest
 from verify_fixtures import make_spec
 
-from buildctl import wheelfacts
 from buildctl.errors import InputError
+from buildctl.store import wheel_facts
 from buildctl.verify import runner, targets, wheelhouse
 
 
 def test_wheel_tags():
-    t = wheelfacts.wheel_tags(Path("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"))
+    t = wheel_facts.wheel_tags(Path("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"))
     assert (t["name"], t["version"], t["python"], t["platform"]) == ("torch", "2.13.0+cpu", "3.11",
                                                                       "manylinux_2_28_x86_64")
-    assert wheelfacts.wheel_tags(Path("demofw-0.4.0a0-1-cp312-cp312-linux_x86_64.whl"))["python"] == "3.12"
+    assert wheel_facts.wheel_tags(Path("demofw-0.4.0a0-1-cp312-cp312-linux_x86_64.whl"))["python"] == "3.12"
     with pytest.raises(InputError, match="not a wheel file name"):
-        wheelfacts.wheel_tags(Path("torch.tar.gz"))
+        wheel_facts.wheel_tags(Path("torch.tar.gz"))
 
 
 def test_manylinux_platforms_cover_the_target_glibc():
@@ -79,7 +79,7 @@ def test_bad_arguments_are_input_errors(tmp_path):
 def test_wheel_requirements_are_judged_for_the_target_python():
     """torch 2.6's `setuptools; python_version >= "3.12"`: pip download on a 3.11 host skips it, and the
     install of a cp313 wheel then fails offline (seen on the real pytorch2.6-cpu-trixie wheel)."""
-    from buildctl.wheelfacts import requires_for_python
+    from buildctl.store.wheel_facts import requires_for_python
 
     reqs = ["filelock", 'setuptools; python_version >= "3.12"', 'optree>=0.13.0; extra == "optree"',
             'sympy==1.13.1; python_version >= "3.9"']

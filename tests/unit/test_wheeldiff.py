@@ -1,9 +1,9 @@
-"""Comparing two builds' wheels (buildctl/wheeldiff.py): each differing member named once, with the kind
+"""Comparing two builds' wheels (buildctl/store/wheel_diff.py): each differing member named once, with the kind
 of difference (paths, timestamps, ordering, content) and how. Pure: no engine."""
 
 import zipfile
 
-from buildctl import wheeldiff
+from buildctl.store import wheel_diff
 
 FIRST, SECOND = "/work/src", "/rebuild/work/src"  # the two build folders of --check-reproducible
 DATE = (1980, 1, 1, 0, 0, 0)
@@ -28,7 +28,7 @@ def compare(tmp_path, a: dict, b: dict):
     for sub, kw in (("a", a), ("b", b)):
         (tmp_path / sub).mkdir(parents=True)
         paths.append(wheel(tmp_path / sub / "pkg-1.0-py3-none-any.whl", **kw))
-    return wheeldiff.compare(*paths, build_paths=(FIRST, SECOND))
+    return wheel_diff.compare(*paths, build_paths=(FIRST, SECOND))
 
 
 def only(result):
@@ -112,7 +112,7 @@ def test_record_names_the_hashes_that_moved(tmp_path):
 
 def test_a_difference_outside_every_member_still_gets_a_line(tmp_path):
     d = only(compare(tmp_path, {}, {"comment": b"built on host-7"}))
-    assert (d.member, d.kinds) == (wheeldiff.ARCHIVE, ("content",))
+    assert (d.member, d.kinds) == (wheel_diff.ARCHIVE, ("content",))
 
 
 def test_the_reason_is_one_line_naming_members_and_kinds(tmp_path):
@@ -170,7 +170,7 @@ def test_big_members_are_compared_in_chunks_not_in_memory(tmp_path):
              for n, p in (("a", FIRST), ("b", SECOND))]
     tracemalloc.start()
     try:
-        result = wheeldiff.compare(*paths, build_paths=(FIRST, SECOND))
+        result = wheel_diff.compare(*paths, build_paths=(FIRST, SECOND))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -191,7 +191,7 @@ def test_chunk_boundaries_change_nothing(tmp_path, monkeypatch):
     for n, (a, b) in enumerate(cases):
         whole = only(compare(tmp_path / f"{n}-whole", a, b))
         for size in (1, 3, 7, 16):
-            monkeypatch.setattr(wheeldiff, "CHUNK", size)
+            monkeypatch.setattr(wheel_diff, "CHUNK", size)
             assert only(compare(tmp_path / f"{n}-{size}", a, b)) == whole
         monkeypatch.undo()
         details.append((whole.kinds, whole.detail))

@@ -1,4 +1,4 @@
-"""The wheel normaliser (buildctl/wheelnorm.py), which runs in the build container after bdist_wheel:
+"""The wheel normaliser (buildctl/in_container/wheelnorm.py), which runs in the build container after bdist_wheel:
 the same files give the same bytes, whatever order, dates and permissions the packer used. Pure: no engine."""
 
 import base64
@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from buildctl import wheelnorm
+from buildctl.in_container import wheelnorm
 
 FILES = {
     "pkg/__init__.py": b"from .version import __version__\n",

@@ -9,9 +9,16 @@ The modules: expected (what a wheel should be), matching (reading the probe: ver
 evaluation (the checks).
 """
 
-from .evaluation import Check, evaluate, failed, framework_check_results, gpu_checks, summary_line
-from .expected import EXPECT_HELP, EXPECT_KEYS, Expectations, merge, parse_expect
-from .matching import (
+from buildctl.verify.expectations.evaluation import (
+    Check,
+    evaluate,
+    failed,
+    framework_check_results,
+    gpu_checks,
+    summary_line,
+)
+from buildctl.verify.expectations.expected import EXPECT_HELP, EXPECT_KEYS, Expectations, merge, parse_expect
+from buildctl.verify.expectations.matching import (
     ABSENT,
     binary_arch_to_cuda_arch,
     gpu_runs_on,

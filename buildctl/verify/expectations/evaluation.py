@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from buildctl import compat
-
-from .expected import Expectations
-from .matching import (
+from buildctl.recipe import compat
+from buildctl.verify.expectations.expected import Expectations
+from buildctl.verify.expectations.matching import (
     ABSENT,
     flag_value,
     format_arch_set,

@@ -6,7 +6,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .matching import ABSENT, flag_value, normalize_arch_list
+from buildctl.verify.expectations.matching import ABSENT, flag_value, normalize_arch_list
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Expectations:
 
     @classmethod
     def from_spec(cls, spec) -> Expectations:
-        """Derive from a resolved `buildctl.spec.Spec`; `spec.verify.expect.*` wins where set."""
+        """Derive from a resolved `buildctl.recipe.schema.Spec`; `spec.verify.expect.*` wins where set."""
         tc, build, exp = spec.toolchain, spec.build, spec.verify.expect
         acc = spec.accelerator
         src: dict[str, str] = {}
@@ -141,7 +141,7 @@ def _expected_value(key: str, value: str) -> Any:
     from packaging.version import InvalidVersion, Version
     from pydantic import TypeAdapter, ValidationError
 
-    from buildctl import spec as spec_mod
+    from buildctl.recipe import schema as spec_mod
 
     try:
         if key == "version":

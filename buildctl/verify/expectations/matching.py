@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from buildctl import compat
+from buildctl.recipe import compat
 
 # "Expected absent": a CPU build must not carry CUDA, NCCL, cuDNN or device code.
 ABSENT = "absent"

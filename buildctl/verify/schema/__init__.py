@@ -17,10 +17,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from buildctl.errors import InputError
-
-from .fields import MAX_JSON_BYTES, MAX_STR, MAX_TEXT, StrictModel
-from .probe_json import Probe
-from .report_json import ReportModel
+from buildctl.verify.schema.fields import MAX_JSON_BYTES, MAX_STR, MAX_TEXT, StrictModel
+from buildctl.verify.schema.probe_json import Probe
+from buildctl.verify.schema.report_json import ReportModel
 
 __all__ = ["MAX_JSON_BYTES", "MAX_STR", "MAX_TEXT", "Probe", "ReportModel", "load_probe", "read_json",
            "validate_probe", "validate_report"]

@@ -6,7 +6,18 @@ from typing import Annotated
 
 from pydantic import Field
 
-from .fields import MAX_ITEMS, Int, Key, LongText, Num, Scalar, ScalarOrList, Str, StrictModel, StrList
+from buildctl.verify.schema.fields import (
+    MAX_ITEMS,
+    Int,
+    Key,
+    LongText,
+    Num,
+    Scalar,
+    ScalarOrList,
+    Str,
+    StrictModel,
+    StrList,
+)
 
 
 class PythonFacts(StrictModel):

@@ -9,8 +9,8 @@ from pydantic import (
     model_validator,
 )
 
-from .fields import MAX_ITEMS, Int, Key, Scalar, Str, StrictModel, StrList
-from .probe_json import Probe
+from buildctl.verify.schema.fields import MAX_ITEMS, Int, Key, Scalar, Str, StrictModel, StrList
+from buildctl.verify.schema.probe_json import Probe
 
 
 class WheelFacts(StrictModel):

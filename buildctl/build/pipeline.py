@@ -1,0 +1,251 @@
+"""`invoke build`: recipe → rendered folder → image → compile in a container → wheel → artifact → verify.
+
+The stages (buildctl/build/stages/) are functions that take the record before them and return the next:
+
+    fetch → Prepared → image → ImageBuilt → compile → Compiled → publish → Published → verify → Verified
+
+This module runs them in order, owns the step names and their clock (the build script's step lines
+move it during the compile), and tells the view what started and finished. A failing step leaves a
+repro bundle with a diagnosis and raises BuildFailed; Ctrl-C/SIGTERM removes the build container and
+leaves no partial artifact (the staging folder is deleted, the published folder appears only by rename).
+
+Each build renders into a folder of its own (build/.tmp-<recipe>-*), computes the key from exactly
+those files and builds its images from that folder, so two builds of one recipe started together
+never build from each other's files; a copy is left in build/<recipe>/<key>/ to look at. The engine
+objects it creates (image tags, volumes, the compile container) are named in the namespace of its
+artifacts root (artifacts.namespace), so two roots never share a build directory.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from buildctl.store import artifacts
+from buildctl import engine
+from buildctl.errors import StepFailed, VerificationFailed
+from buildctl.recipe.schema import Spec
+from buildctl.build.stages import BuildLog, BuildOptions, ImageBuilt, Published, Run, Verified, artifact, prepare
+from buildctl.build.stages import compile as compile_stage
+from buildctl.build.stages import verify as verify_stage
+from buildctl.build.engine_names import compile_container_name, image_tag, rebuild_volume_name, volume_names, work_volume_name
+from buildctl.secrets import proxy_env
+from buildctl.recipe.loader import spec_hash
+from buildctl.ui import View
+
+if TYPE_CHECKING:
+    from buildctl.verify.report import Report
+
+__all__ = ["BUILD_COMMAND", "BuildOptions", "BuildResult", "PartialResult", "run", "verify_artifact"]
+
+# A build waits for another build of its key at most this much longer than that build may compile.
+LOCK_SLACK_S = 2 * 3600
+# The build script announces its steps (templates/build.sh.j2 `step`).
+STEP_MARKER = re.compile(r"^buildctl: step (source|configure|compile|wheel)$")
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    recipe: str
+    key: str
+    artifact: Path
+    manifest: dict
+    cached: bool
+    report: Report | None = None  # the passing verification report
+    verify_error: VerificationFailed | None = None  # the wheel is built but not what was asked (its report inside)
+
+
+@dataclass(frozen=True)
+class PartialResult:
+    """What `invoke build --until STEP` produced: the step's outputs, kept in out_dir."""
+
+    recipe: str
+    key: str
+    until: str
+    out_dir: Path
+    volume: str  # the build-dir volume a full build resumes from
+
+
+class Steps:
+    """Which step runs and how long each took: started and finished by the pipeline, moved during
+    the compile by the build script's step lines, reported to the view."""
+
+    def __init__(self, view: View) -> None:
+        self.view = view
+        self.current: str | None = None
+        self.durations: dict[str, float] = {}
+        self._since = 0.0
+
+    def start(self, name: str) -> None:
+        if name == self.current:
+            return  # announced twice (the pipeline, then the script's step line): one step, one clock
+        self.finish()
+        self.current, self._since = name, time.monotonic()
+        self.view.step_started(name)
+
+    def finish(self, status: str = "ok") -> None:
+        if self.current is None:
+            return
+        name, self.current = self.current, None
+        self.durations[name] = round(time.monotonic() - self._since, 2)
+        self.view.step_finished(name, self.durations[name], status)
+
+    def skip(self, name: str, status: str) -> None:
+        self.view.step_finished(name, None, status)
+
+    def line(self, text: str) -> None:
+        m = STEP_MARKER.match(text)
+        if m:
+            self.start(m.group(1))
+
+    def failed(self, exc: StepFailed) -> str:
+        """Mark the running step failed; the step a failure is reported in (for a compile: the
+        script's own step, e.g. configure)."""
+        step = self.current if exc.step == "compile" and self.current else exc.step
+        if self.current is None:
+            self.current, self._since = exc.step, time.monotonic()
+        self.finish("failed")
+        return step
+
+
+def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResult:
+    """Build (or find) the artifact of `spec`; verify it unless told not to."""
+    t0 = time.monotonic()
+    steps = Steps(view)
+
+    def on_line(line: str) -> None:
+        steps.line(line)
+        view.line(line)
+
+    steps.start("fetch")
+    ctx = Run.of(spec, opts, BuildLog(on_line), engine.connect())
+    reached = rendered = prepare.render_files(ctx)
+    prepared = None
+    try:
+        try:
+            reached = prepared = prepare.prepare(ctx, rendered)
+            steps.finish()
+            if opts.until:
+                with _key_lock(ctx, prepared.key):
+                    reached = prepared = prepare.plan(ctx, prepared)
+                    steps.start("image")
+                    reached = compile_stage.build_image(ctx, prepared)
+                    steps.finish()
+                    return _build_until(ctx, steps, reached)
+            published = _found(ctx, prepared.key)
+            if published is None:
+                with _key_lock(ctx, prepared.key):
+                    published = _found(ctx, prepared.key, say_why=True)  # built while we waited?
+                    if published is None:
+                        reached = prepared = prepare.plan(ctx, prepared)
+                        steps.start("image")
+                        reached = compile_stage.build_image(ctx, prepared)
+                        steps.finish()
+                        published = _compile_and_publish(ctx, steps, reached)
+        except StepFailed as exc:
+            from buildctl.build.stages import failure  # the repro bundle and diagnosis: loaded only when a step failed
+
+            raise failure.build_failed(ctx, exc, steps.failed(exc), reached) from None
+        if published.cached:
+            for name in ("image", "compile", "wheel"):
+                steps.skip(name, "cached")
+        verified, verify_error = _verify(ctx, steps, published, prepared.context_dir) if opts.verify else (None, None)
+    finally:
+        if prepared is not None:  # this build's private render folder
+            shutil.rmtree(prepared.context_dir, ignore_errors=True)
+    view.finished(round(time.monotonic() - t0, 2))
+    return BuildResult(spec.name, published.key, published.artifact, dict(published.manifest), published.cached,
+                       verified.report if verified else None, verify_error)
+
+
+def _key_lock(ctx: Run, key: str):
+    """One build of a key at a time; the wait is at most the recipe's build.timeout + LOCK_SLACK_S."""
+    opts = ctx.opts
+    timeout = opts.lock_timeout if opts.lock_timeout is not None else ctx.spec.build.timeout_s + LOCK_SLACK_S
+    return artifacts.key_lock(ctx.spec.name, key, opts.artifacts_root, timeout=timeout, on_wait=ctx.log)
+
+
+def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
+    """The artifact of this key, published before; None also for one that records no runtime image
+    context (an older buildctl's): it is built again, so later stages find what they read."""
+    found = artifacts.lookup(ctx.spec.name, key, ctx.opts.artifacts_root)
+    if found is None:
+        return None
+    published = artifact.found(ctx.spec.name, key, found)
+    if "runtime" not in published.manifest:
+        if say_why:
+            ctx.log(f"buildctl: {found} records no runtime image context (an older buildctl built it); "
+                    "building it again")
+        return None
+    return published
+
+
+def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published:
+    spec, opts, key = ctx.spec, ctx.opts, built.prepared.key
+    artifacts.record_use({"image": [built.image_id], "volume": list(compile_stage.mounts(ctx, key))},
+                         opts.artifacts_root)  # invoke clean
+    with artifacts.staging(spec.name, key, opts.artifacts_root) as staging:
+        out_dir = Path(tempfile.mkdtemp(prefix="buildctl-out-"))
+        try:
+            steps.start("source")  # then configure, compile, wheel, from the script's step lines
+            compiled = compile_stage.compile(ctx, built, out_dir)
+            steps.finish()
+            steps.start("publish")
+            manifest = artifact.assemble(ctx, compiled, staging, dict(steps.durations))
+        finally:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        published = artifact.publish(ctx, compiled, staging, manifest)
+        steps.finish()
+    return published
+
+
+def _build_until(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
+    """Run the build script up to opts.until in the key's build directory; keep what it produced."""
+    spec, opts, key = ctx.spec, ctx.opts, built.prepared.key
+    # outside the render folder, and per key: two --until builds of one recipe never share it
+    out_dir = opts.render_root / ".until" / spec.name / key / opts.until
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    steps.start("source")
+    compile_stage.compile(ctx, built, out_dir)
+    steps.finish()
+    (out_dir / "build.log").write_text(ctx.log.text() + "\n")
+    work, _ = volume_names(spec, key, ctx.namespace)
+    return PartialResult(spec.name, key, opts.until, out_dir, work)
+
+
+def _verify(ctx: Run, steps: Steps, published: Published,
+            context_dir: Path) -> tuple[Verified | None, VerificationFailed | None]:
+    """The stored report of an unchanged artifact, else a verification in a fresh container; a
+    failed one is diagnosed (the wheel is published all the same)."""
+    stored = verify_stage.stored_report(published) if published.cached else None
+    if stored is not None:  # a no-op starts no container: the artifact passed verification already
+        steps.skip("verify", "cached")
+        return Verified(stored, cached=True), None
+    steps.start("verify")
+    try:
+        verified = verify_stage.verify(ctx.spec, published, client=ctx.client, context_dir=context_dir,
+                                       on_line=ctx.log, secrets=ctx.secrets, namespace=ctx.namespace,
+                                       **ctx.opts.verify_kwargs)
+    except VerificationFailed as e:  # built and published, but not what the recipe asks for
+        steps.finish("failed")
+        from buildctl.build.stages import failure
+
+        return None, failure.verification_failed(published, e)
+    except BaseException:
+        steps.finish("failed")
+        raise
+    steps.finish()
+    return verified, None
+
+
+def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, **verify_kwargs) -> Report:
+    """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
+    records (the runtime image's context)."""
+    published = artifact.found(spec.name, artifact_dir.name, artifact_dir)
+    return verify_stage.verify(spec, published, on_line=on_line, **verify_kwargs).report

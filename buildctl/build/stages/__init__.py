@@ -1,0 +1,120 @@
+"""The build's stages and the frozen records they hand each other (docs/architecture.md).
+
+    spec ─fetch→ Prepared ─image→ ImageBuilt ─compile→ Compiled ─publish→ Published ─verify→ Verified
+
+Each stage is a function of a Run (what the whole build shares: the spec, the options, the engine,
+the log) and the record before it; it returns the next record and changes none. A stage that
+fails raises errors.StepFailed; the pipeline turns that into BuildFailed (stages.failure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from buildctl.store import artifacts
+from buildctl.render.rendering import Rendered
+from buildctl.secrets import Credentials, secret_values_from_env_and_site, split_credentials
+from buildctl.recipe.schema import Spec
+
+if TYPE_CHECKING:
+    from buildctl.verify.report import Report
+
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    jobs: str | int = "auto"
+    verify: bool = True
+    keep_container: bool = False
+    memory: str | None = None  # container memory limit, e.g. "2g" (shared CI hosts; OOM repro)
+    render_root: Path = Path("build")
+    artifacts_root: Path | None = None
+    ca_texts: Mapping[str, str] = field(default_factory=dict)
+    verify_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    until: str | None = None  # configure | compile | wheel: stop after that step, publish nothing
+    targets: tuple[str, ...] = ()  # with until=compile: build only these ninja outputs (a sample)
+    lock_timeout: float | None = None  # seconds; None: the recipe's build.timeout + LOCK_SLACK_S
+    # --check-reproducible's second build (reproducible.py): a fresh build directory mounted here, no compile cache
+    rebuild_dir: str | None = None
+
+
+class BuildLog:
+    """The build's log as it streams: every line kept (build.log, the repro bundle) and passed on."""
+
+    def __init__(self, on_line: Callable[[str], None] = lambda line: None) -> None:
+        self.lines: list[str] = []
+        self._on_line = on_line
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(line)
+        self._on_line(line)
+
+    def text(self, start: int = 0) -> str:
+        return "\n".join(self.lines[start:])
+
+
+@dataclass(frozen=True)
+class Run:
+    """What every stage of one build shares."""
+
+    spec: Spec
+    opts: BuildOptions
+    log: BuildLog
+    client: Any  # the engine (docker.DockerClient)
+    credentials: Credentials  # what the build needs at run time and nothing may record
+    secrets: frozenset[str]  # values masked in every log, layer and file the build writes
+    namespace: str  # the artifacts root's engine-object namespace (artifacts.namespace)
+
+    @classmethod
+    def of(cls, spec: Spec, opts: BuildOptions, log: BuildLog | None = None, client: Any = None) -> Run:
+        credentials = split_credentials(spec)[1]
+        secrets = frozenset(secret_values_from_env_and_site(spec.site) | credentials.values())
+        return cls(spec, opts, log or BuildLog(), client, credentials, secrets, artifacts.namespace(opts.artifacts_root))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """fetch: the rendered files in this build's private folder (the images are built from exactly
+    the files the key is computed from), the artifact key, and the parallel jobs to compile with."""
+
+    rendered: Rendered
+    context_dir: Path
+    key: str
+    max_jobs: int  # 0 until planned (prepare.plan), which only a build that compiles needs
+    engine_facts: Mapping[str, Any]
+    image_key: str = ""  # what the images are made from (registry.image_key): their name in a registry
+
+
+@dataclass(frozen=True)
+class ImageBuilt:
+    prepared: Prepared
+    image_id: str  # the builder image
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The build script ran to its end; its outputs (wheel, versions, cache stats) are in out_dir."""
+
+    image: ImageBuilt
+    out_dir: Path
+    max_jobs: int  # as the compile finished: halved once when memory killed the first attempt
+
+
+@dataclass(frozen=True)
+class Published:
+    """The artifact folder: the wheel, build.log, manifest.json and the runtime image's context."""
+
+    recipe: str
+    key: str
+    artifact: Path
+    manifest: Mapping[str, Any]
+    cached: bool  # found published already: nothing was built
+
+
+@dataclass(frozen=True)
+class Verified:
+    report: Report  # passing
+    cached: bool  # the stored report of an unchanged artifact: no container ran

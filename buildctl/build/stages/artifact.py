@@ -1,0 +1,197 @@
+"""publish: the artifact folder, written in a staging folder and renamed into place.
+
+manifest.json records what later stages read instead of the recipe: the runtime image's context
+(context/, the rendered files without downloads), the runtime requirements and the download list.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+from buildctl import __version__, render
+from buildctl.store import artifacts
+from buildctl.build import compile_cache, resume
+from buildctl.errors import InputError, StepFailed
+from buildctl.recipe.loader import masked_dump
+from buildctl.secrets import mask_url
+from buildctl.recipe.schema import Spec
+from buildctl.build.stages import Compiled, Published, Run
+from buildctl.recipe.loader import spec_hash
+
+CONTEXT_DIR = "context"  # in the artifact: the rendered files the runtime image is built from
+
+
+def runtime_section(rendered: render.Rendered, image_key: str = "") -> dict:
+    """What verification needs of the build: the runtime image's context, its name in a registry
+    (the image key) and pip requirements."""
+    return {"context": CONTEXT_DIR, "target": "runtime", "image_key": image_key,
+            "requirements": [p for f in rendered.fragments for p in f.pip_runtime]}
+
+
+def download_list(rendered: render.Rendered) -> list[dict]:
+    return [{"stage": stage, "name": d.name, "sha256": d.sha256, "url": mask_url(d.url)}
+            for stage, d in rendered.downloads]
+
+
+def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, float]) -> dict:
+    """The wheel, build.log, the runtime context and the manifest in `staging`; the manifest."""
+    out_dir, prepared = compiled.out_dir, compiled.image.prepared
+    wheels = sorted(out_dir.glob("*.whl"))
+    if not wheels:
+        raise StepFailed("wheel", 1, run.log.text(), detail="the build produced no wheel")
+    versions = _parse_kv(out_dir / "versions.txt")
+    cache = _cache_stats(out_dir, run.spec.site.cache_url if run.spec.build.cache == "ccache" else None)
+    peak = (out_dir / "peak-memory.txt").read_text().strip() if (out_dir / "peak-memory.txt").exists() else ""
+    counts = _parse_kv(out_dir / "resumed.txt")
+    source_date_epoch = versions.pop("source_date_epoch", "")
+    interrupt, warning = resume.read(run.spec.name, prepared.key, run.opts.artifacts_root)
+    if warning:
+        run.log(f"buildctl: {warning}")
+    entries = []
+    for w in wheels:
+        shutil.copy2(w, staging / w.name)
+        entries.append({"file": w.name, "sha256": artifacts.sha256_of(w), "bytes": w.stat().st_size})
+    (staging / "build.log").write_text(run.log.text() + "\n")
+    if (out_dir / "ninja_log.txt").is_file():  # per-step compile times, for bench/realbuild.py
+        shutil.copy2(out_dir / "ninja_log.txt", staging / "ninja_log.txt")
+    (staging / "recipe.resolved.yaml").write_text(prepared.rendered.files["recipe.resolved.yaml"])
+    render.write(prepared.rendered, staging / CONTEXT_DIR)  # the files only: no downloads, no credentials
+    spec = run.spec
+    src = spec.framework.source
+    return {
+        "schema_version": 1,
+        "recipe": spec.name,
+        "key": prepared.key,
+        "spec_sha256": spec_hash(spec),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "buildctl_version": __version__,
+        "framework": spec.framework.name,
+        "source": {"kind": src.kind, "git": src.git and mask_url(src.git), "ref": src.ref,
+                   "path": src.path, "tarball": src.tarball and mask_url(src.tarball.url),
+                   "commit": versions.pop("source_commit", None)},
+        "source_date_epoch": int(source_date_epoch) if source_date_epoch.isdigit() else None,
+        "build_type": spec.build.type,
+        "cuda_arch": list(spec.build.cuda_arch),
+        "rocm_arch": list(spec.toolchain.rocm.arch) if spec.toolchain.rocm else [],
+        "accelerator": spec.accelerator,
+        "toolchain": versions,
+        "pins": _pins(spec),
+        "max_jobs": compiled.max_jobs,
+        "peak_memory_bytes": int(peak) if peak.isdigit() else None,
+        "compile_cache": {"tool": spec.build.cache, **cache},
+        "resumed": resume.resumed_section(counts, interrupt),
+        "wheels": entries,
+        "namespace": run.namespace,
+        "images": {"builder": compiled.image.image_id, "base": spec.base.image},
+        "runtime": runtime_section(prepared.rendered, prepared.image_key),
+        "downloads": download_list(prepared.rendered),
+        "durations_s": durations,
+        "engine": {k: prepared.engine_facts.get(k) for k in ("server_version", "api_version", "storage_driver",
+                                                             "os", "arch", "cpus", "memory_bytes")},
+        "host": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
+        "resolved_recipe": masked_dump(spec),
+    }
+
+
+def publish(run: Run, compiled: Compiled, staging: Path, manifest: dict) -> Published:
+    key = compiled.image.prepared.key
+    artifacts.write_json(staging / "manifest.json", manifest)
+    final = artifacts.publish(staging, run.spec.name, key, run.opts.artifacts_root)
+    resume.discard(run.spec.name, key, run.opts.artifacts_root)  # the manifest holds it now
+    return Published(run.spec.name, key, final, manifest, cached=False)
+
+
+def found(recipe: str, key: str, artifact: Path) -> Published:
+    """An artifact published before (by this build's key): nothing to build."""
+    return Published(recipe, key, artifact, json.loads((artifact / "manifest.json").read_text()), cached=True)
+
+
+def recorded_runtime(artifact: Path, manifest: dict) -> tuple[Path, dict]:
+    """The runtime image's context folder and section as the build recorded them; an artifact of a
+    buildctl that recorded none is refused (never rendered again: the recipe may have changed since)."""
+    section = manifest.get("runtime")
+    context = artifact / section["context"] if isinstance(section, dict) and isinstance(section.get("context"), str) else None
+    if context is None or not context.resolve().is_relative_to(artifact.resolve()) or not (context / "Dockerfile").is_file():
+        raise InputError(f"{artifact}/manifest.json records no runtime image context (an older buildctl built it); "
+                         f"fix: rebuild it: invoke build --recipe {manifest.get('recipe', 'R')}")
+    return context, section
+
+
+def recorded_requirements(artifact: Path, wheel: Path) -> list[str]:
+    """The runtime pip requirements the artifact holding `wheel` records (a verify on the host
+    installs them beside the wheel); refused when `wheel` is in no artifact or an older one."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from buildctl.verify import schema
+
+    fix = "fix: verify the artifact's own wheel (invoke verify --recipe R --host), or in a container (drop --host)"
+    path = artifact / "manifest.json"
+    manifest = schema.read_json(path, str(path), fix) if path.is_file() else None
+    wheels = manifest.get("wheels") if isinstance(manifest, dict) else None
+    if not isinstance(wheels, list) or wheel.name not in [w.get("file") for w in wheels if isinstance(w, dict)]:
+        raise InputError(f"{wheel.name}: no artifact manifest beside it names it, and --host installs the runtime "
+                         f"requirements its build recorded; {fix}")
+    section = manifest.get("runtime")
+    requirements = section.get("requirements") if isinstance(section, dict) else None
+    if not isinstance(requirements, list):
+        raise InputError(f"{path} records no runtime requirements (an older buildctl built it); "
+                         f"fix: rebuild it: invoke build --recipe {manifest.get('recipe', 'R')}")
+    for r in requirements:
+        try:
+            Requirement(r)
+        except (InvalidRequirement, TypeError):
+            raise InputError(f"{path}: runtime.requirements holds {ascii(str(r)[:100])}, not a pip requirement; "
+                             "fix: rebuild it (invoke build)") from None
+    return list(requirements)
+
+
+def _pins(spec: Spec) -> dict:
+    tc = spec.toolchain
+    return {"cuda": tc.cuda.version if tc.cuda else None, "cudnn": tc.cudnn.version if tc.cudnn else None,
+            "nccl": tc.nccl.version if tc.nccl and tc.nccl.install != "none" else None,
+            "rocm": tc.rocm.version if tc.rocm else None, "cann": tc.ascend.cann_version if tc.ascend else None,
+            "python": spec.python.version}
+
+
+def _parse_kv(path: Path) -> dict[str, str]:
+    text = path.read_text() if path.is_file() else ""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def _cache_stats(out_dir: Path, cache_url: str | None = None) -> dict:
+    """hits, misses, hit rate from ccache --print-stats (tab-separated) or sccache's JSON stats; with
+    ccache also the local volume's and the shared server's own figures (remotecache.stats)."""
+    if (out_dir / "cache-stats.json").is_file():
+        return _sccache_stats((out_dir / "cache-stats.json").read_text())
+    if not (out_dir / "cache-stats.txt").is_file():
+        return {}
+    text = (out_dir / "cache-stats.txt").read_text()
+    stats = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 2 and parts[1].strip().isdigit():
+            stats[parts[0].strip()] = int(parts[1])
+    hits = stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0)
+    misses = stats.get("cache_miss", 0)
+    total = hits + misses
+    state_file = out_dir / compile_cache.STATE_FILE
+    state = state_file.read_text(errors="replace")[:500] if state_file.is_file() else ""
+    return {"hits": hits, "misses": misses, "hit_rate": round(hits / total, 3) if total else None,
+            **compile_cache.stats(stats, state, cache_url)}
+
+
+def _sccache_stats(text: str) -> dict:
+    """sccache --show-stats --stats-format=json: hits and misses are per-language counters."""
+    try:
+        stats = json.loads(text).get("stats", {})
+        hits = sum((stats.get("cache_hits") or {}).get("counts", {}).values())
+        misses = sum((stats.get("cache_misses") or {}).get("counts", {}).values())
+    except (ValueError, AttributeError, TypeError):
+        return {}
+    total = hits + misses
+    return {"hits": hits, "misses": misses, "hit_rate": round(hits / total, 3) if total else None}

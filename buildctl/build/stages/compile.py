@@ -1,0 +1,142 @@
+"""image and compile: the builder image, then the build script in a container of it.
+
+The script announces its steps (source, configure, compile, wheel); the pipeline follows them in
+the log. A compile killed for memory is retried once with half the jobs, in the same build directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+from buildctl.failure import diagnose
+from buildctl import engine
+from buildctl.engine import registry
+from buildctl.build import compile_cache, resume
+from buildctl.errors import EngineError, StepFailed
+from buildctl.build.stages import Compiled, ImageBuilt, Prepared, Run
+from buildctl.render.rendering import BUILD_COMMAND
+from buildctl.build.engine_names import compile_container_name, image_tag, rebuild_volume_name, volume_names
+from buildctl.secrets import proxy_env
+
+WORK_DIR = "/work"  # where the build directory is mounted (the build script's $WORK)
+
+
+def build_image(run: Run, prepared: Prepared) -> ImageBuilt:
+    """The builder image: built here, or pulled from the site registry when another engine built it."""
+    spec = run.spec
+    tag = image_tag(spec.name, prepared.key, run.namespace)
+    shared = registry.Shared.of(spec, run.client, prepared.image_key, run.log)
+    # `--pull missing` and the engine has the image: building it again is a layer-cache hit, not a pull
+    pull = shared and (shared.pull == "always" or not engine.image_exists(run.client, tag))
+    image_id = shared.fetch("builder", tag) if pull else None
+    if image_id is None:
+        image_id = engine.build_image(run.client, prepared.context_dir, tag, target="builder",
+                                      buildargs=proxy_env(spec), network_mode=engine.network_mode_for(spec.site.network),
+                                      on_line=run.log, secrets=run.secrets, credentials=run.credentials,
+                                      labels=engine.buildctl_labels(recipe=spec.name, namespace=run.namespace))
+        if shared:
+            shared.share("builder", tag)
+    return ImageBuilt(prepared, image_id)
+
+
+def container_env(run: Run, max_jobs: int | None) -> dict[str, str]:
+    """The compile container's environment (its config: nothing secret)."""
+    env = dict(proxy_env(run.spec))
+    if max_jobs:
+        env["MAX_JOBS"] = str(max_jobs)
+    if run.opts.until:
+        env["BUILDCTL_UNTIL"] = run.opts.until
+    if run.opts.targets:
+        env["BUILDCTL_TARGETS"] = " ".join(run.opts.targets)
+    if run.opts.rebuild_dir:
+        env.update(BUILDCTL_WORK=run.opts.rebuild_dir, BUILDCTL_COMPILE_CACHE="off")
+    return env
+
+
+def compile_credentials(run: Run):
+    """The build's credentials plus the shared compile cache's URL: the container gets them as a
+    file at its start (never in its config, the rendered files or the key)."""
+    url = run.spec.site.cache_url
+    if not url or run.spec.build.cache != "ccache" or run.opts.rebuild_dir:
+        return run.credentials
+    return dataclasses.replace(run.credentials, env=(*run.credentials.env, *compile_cache.runtime_env(url)))
+
+
+def mounts(run: Run, key: str) -> dict[str, str]:
+    if run.opts.rebuild_dir:
+        return {rebuild_volume_name(run.spec.name, key, run.namespace): run.opts.rebuild_dir}
+    work, cache = volume_names(run.spec, key, run.namespace)
+    return {work: WORK_DIR, cache: "/cache"}
+
+
+def retry_with_fewer_jobs(result: engine.ContainerResult, log: str, attempt: int, max_jobs: int | None) -> bool:
+    """Retry a failed compile once with half the jobs: only when memory killed it (the engine's
+    OOMKilled, or the compiler's own words in the log), never for a timeout or another SIGKILL."""
+    if result.timed_out or attempt > 0 or not max_jobs or max_jobs <= 1:
+        return False
+    return result.oom_killed or diagnose.killed_for_memory(log)
+
+
+def compile(run: Run, built: ImageBuilt, out_dir: Path) -> Compiled:
+    """The build script in the compile container; its outputs land in out_dir."""
+    spec, key = run.spec, built.prepared.key
+    src = spec.framework.source
+    work = run.opts.rebuild_dir or WORK_DIR
+    inputs = {f"{work}/src": Path(src.path)} if src.kind == "path" else None
+    name = compile_container_name(spec.name, key, run.namespace)
+    deadline = time.monotonic() + spec.build.timeout_s
+    max_jobs = built.prepared.max_jobs
+    if spec.site.cache_url and spec.build.cache != "ccache":
+        run.log(f"buildctl: warning: the shared compile cache works through ccache, and build.cache is "
+                f"{spec.build.cache}; compiling without it (fix: --set build.cache=ccache)")
+    for attempt in range(2):
+        _clear_compile_container(run, name, key)
+        first_line = len(run.log.lines)
+        result = engine.run_container(
+            run.client, built.image_id, list(BUILD_COMMAND), env=container_env(run, max_jobs), inputs=inputs,
+            outputs={f"{work}/out": out_dir}, volumes=mounts(run, key), network_mode=engine.network_mode_for(spec.site.network),
+            mem_limit=run.opts.memory, on_line=run.log, keep=run.opts.keep_container,
+            secrets=run.secrets, credentials=compile_credentials(run),
+            labels=engine.buildctl_labels({"buildctl.step": "compile"}, recipe=spec.name, namespace=run.namespace),
+            name=name, timeout=max(1.0, deadline - time.monotonic()),
+            on_interrupt=lambda container_id: _record_interrupt(run, key, container_id),
+        )
+        if result.ok:
+            return Compiled(built, out_dir, max_jobs)
+        if result.timed_out:
+            raise StepFailed(
+                "compile", result.exit_code, result.log, timed_out=True, max_jobs=max_jobs,
+                detail=f"the compile ran past build.timeout ({spec.build.timeout}) and was stopped; fix: raise "
+                       f"build.timeout (e.g. --set build.timeout=24h) or build less (fewer archs or features)")
+        if not retry_with_fewer_jobs(result, run.log.text(first_line), attempt, max_jobs):  # this attempt's log
+            break
+        max_jobs = max(1, max_jobs // 2)
+        run.log(f"buildctl: the compiler was killed for memory; retrying once with "
+                f"MAX_JOBS={max_jobs}, resuming the same build directory")
+    raise StepFailed("compile", result.exit_code, result.log, oom_killed=result.oom_killed, max_jobs=max_jobs)
+
+
+def _clear_compile_container(run: Run, name: str, key: str) -> None:
+    """A stopped container of this key's name (left by a killed buildctl, or kept with
+    --keep-container) is removed; a running one means another build compiles this key."""
+    state = engine.container_state(run.client, name)
+    if state is None:
+        return
+    if state.get("Running"):
+        raise EngineError(
+            f"another build of {run.spec.name} key {key} is compiling in container {name} (namespace "
+            f"{run.namespace}, since {state.get('StartedAt', '?')}); fix: wait for it, or `docker rm -f {name}` "
+            "if the buildctl that started it is gone")
+    engine.remove_container(run.client, name)
+
+
+def _record_interrupt(run: Run, key: str, container_id: str) -> None:
+    """Ctrl-C/SIGTERM while compiling: what was in flight (lost, done again) and where ninja was."""
+    top = run.client.api.top(container_id, ps_args="-eo pid,etimes,comm")
+    record = resume.interrupt_record(top, run.log.lines, "docker top of the compile container at the interrupt")
+    path = resume.write(run.spec.name, key, record, run.opts.artifacts_root)
+    lost = f"{len(record['in_flight'])} compile(s) in flight, {record['lost_core_s']} core-s"
+    run.log(f"buildctl: interrupted at {record['at_step'] or 'an unknown step'} ({lost} lost); "
+            f"`invoke build` again resumes from the build directory (record: {path})")

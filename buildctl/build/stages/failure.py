@@ -1,0 +1,65 @@
+"""A failure, diagnosed once and carried as a typed error: BuildFailed with its step, diagnosis and
+repro bundle; VerificationFailed with its report and diagnosis (also written as diagnosis.json)."""
+
+from __future__ import annotations
+
+from buildctl.store import artifacts
+from buildctl.failure import diagnose, repro
+from buildctl import engine
+from buildctl.errors import BuildFailed, StepFailed, VerificationFailed
+from buildctl.render.rendering import Rendered
+from buildctl.build.stages import ImageBuilt, Prepared, Published, Run
+from buildctl.render.rendering import BUILD_COMMAND
+from buildctl.build.stages.compile import container_env, mounts
+
+
+def _context(run: Run, max_jobs: int | None) -> dict:
+    """What makes a diagnosis's fix concrete (diagnose.diagnose)."""
+    spec = run.spec
+    context = {"max_jobs": max_jobs, "python": f"{spec.python.venv}/bin/python"}
+    if spec.toolchain.cuda:
+        context.update(cuda_version=spec.toolchain.cuda.major_minor, cuda_arch=list(spec.build.cuda_arch))
+    if spec.toolchain.nccl:
+        context["nccl_pin"] = spec.toolchain.nccl.version
+    return context
+
+
+def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepared | ImageBuilt) -> BuildFailed:
+    """The repro bundle and diagnosis of a step that failed after the pipeline `reached` that record."""
+    built = reached if isinstance(reached, ImageBuilt) else None
+    prepared = built.prepared if built else reached if isinstance(reached, Prepared) else None
+    rendered = prepared.rendered if prepared else reached
+    max_jobs = exc.max_jobs or (prepared.max_jobs if prepared else None)
+    log = run.log.text() if run.log.lines else exc.log
+    diag = diagnose.diagnose(log, step=step, exit_code=exc.returncode, oom_killed=exc.oom_killed,
+                             context=_context(run, max_jobs))
+    bundle = repro.write_bundle(
+        spec=run.spec, rendered=rendered, context_dir=prepared.context_dir if prepared else None, step=step,
+        exit_code=exc.returncode, log=log, diagnosis=diag, image_id=built.image_id if built else None,
+        command=list(BUILD_COMMAND) if exc.step == "compile" else None, env=container_env(run, max_jobs),
+        volumes=mounts(run, prepared.key) if prepared else {}, network=engine.network_mode_for(run.spec.site.network),
+        memory=run.opts.memory, secrets=run.secrets, namespace=run.namespace, root=run.opts.artifacts_root,
+        engine_name=engine.display_name(),
+    )
+    first = diagnose.first_error(log)
+    lines = [f"build of {run.spec.name} failed in step {step} (exit {exc.returncode})"]
+    if exc.timed_out:
+        lines.append(str(exc))
+    elif diag:
+        lines.append(diagnose.render_diagnosis(diag))
+    elif first:
+        lines.append("first error:\n  " + "\n  ".join(first[:20]))
+    lines.append(f"repro bundle: {bundle}  (replay: invoke repro {bundle})")
+    return BuildFailed("\n".join(lines), step=step, bundle=bundle, diagnosis=diag)
+
+
+def verification_failed(published: Published, exc: VerificationFailed) -> VerificationFailed:
+    """The known cause of a failed verification (e.g. the wheel loads another NCCL than pinned),
+    also recorded beside the artifact as diagnosis.json."""
+    diag = None
+    if exc.report is not None:
+        pins = published.manifest.get("pins") or {}
+        diag = diagnose.diagnose("", step="verify", report=exc.report.to_dict(), context={"nccl_pin": pins.get("nccl")})
+    if diag is not None:
+        artifacts.write_json(published.artifact / "diagnosis.json", diag.to_dict())
+    return VerificationFailed(str(exc), report=exc.report, diagnosis=diag)

@@ -1,0 +1,99 @@
+"""fetch: the rendered files, the pre-staged downloads, the artifact key and the jobs to compile with."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+from buildctl.store import artifacts, downloads
+from buildctl import engine, render
+from buildctl.recipe import parallel_jobs
+from buildctl.engine import registry
+from buildctl.engine.pull import ensure_images
+from buildctl.build.stages import Prepared, Run
+
+
+def render_files(run: Run) -> render.Rendered:
+    """The build's files (pure: no engine, no network)."""
+    return render.render(run.spec, ca_texts=dict(run.opts.ca_texts))
+
+
+def prepare(run: Run, rendered: render.Rendered) -> Prepared:
+    """This build's own folder with the pre-staged downloads in it, its key, and MAX_JOBS."""
+    context_dir = write_context(run, rendered)
+    try:
+        ensure_images(run.client, [run.spec.base.image], run.spec.site.pull, distro=run.spec.base.distro,
+                      on_line=run.log)
+        base_id = _image_id(run.client, run.spec.base.image)
+        key = artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), base_id)
+        place_render(context_dir, run.opts.render_root / run.spec.name / key)
+        # MAX_JOBS and the engine's facts wait for `plan`: an unchanged artifact needs neither
+        return Prepared(rendered, context_dir, key, 0, {}, registry.image_key(rendered.files, base_id))
+    except BaseException:  # no record to hand on: the pipeline would never remove the folder
+        shutil.rmtree(context_dir, ignore_errors=True)
+        raise
+
+
+def write_context(run: Run, rendered: render.Rendered) -> Path:
+    """The rendered files and the verified pre-staged downloads in a folder of this build's own:
+    the images are built from exactly the files the key is computed from."""
+    staged, notes = downloads.stage(rendered.downloads, run.spec.site.download_cache)
+    for note in notes:
+        run.log(note)
+    return render.write(rendered, run.opts.render_root / f".tmp-{run.spec.name}-{uuid.uuid4().hex[:12]}", staged=staged)
+
+
+def plan(run: Run, prepared: Prepared) -> Prepared:
+    """Before anything is built: the engine's facts (for the manifest) and MAX_JOBS within them."""
+    facts = engine.engine_facts(run.client)
+    return dataclasses.replace(prepared, max_jobs=plan_jobs(run, facts), engine_facts=facts)
+
+
+def plan_jobs(run: Run, facts) -> int:
+    """MAX_JOBS from the recipe (or --jobs) within what the engine's CPUs and memory allow."""
+    spec = run.spec
+    res = parallel_jobs.engine_resources(facts)
+    max_jobs, why = parallel_jobs.max_jobs(run.opts.jobs if run.opts.jobs != "auto" else spec.build.max_jobs,
+                                  cpus=res.cpus, mem_bytes=res.mem_bytes, accelerator=spec.accelerator)
+    run.log(f"buildctl: MAX_JOBS={max_jobs} ({why})")
+    return max_jobs
+
+
+def _image_id(client, ref: str) -> str:
+    try:
+        return client.images.get(ref).id
+    except Exception:
+        return f"unresolved:{ref}"  # the image build will say what is missing
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def place_render(private: Path, dest: Path) -> Path:
+    """Copy a build's rendered folder to `dest` (build/<recipe>/<key>/) atomically, for people to
+    look at; builds never read it. A concurrent build of the same key may place it first."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        shutil.copytree(private, tmp, copy_function=_link_or_copy, dirs_exist_ok=True)
+        tmp.chmod(0o755)
+        old = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:8]}")
+        with contextlib.suppress(FileNotFoundError):
+            dest.rename(old)
+        try:
+            tmp.rename(dest)
+        except OSError:  # another build of this key placed its copy meanwhile (the same keyed files)
+            pass
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest

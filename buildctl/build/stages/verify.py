@@ -1,0 +1,80 @@
+"""verify: the published wheel in a fresh container of the recipe's runtime image.
+
+The runtime image is built from the context the artifact records (stages.artifact), never from
+the recipe rendered again: what is verified is what was built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from buildctl.store import artifacts
+from buildctl import engine
+from buildctl.engine import registry
+from buildctl.errors import BuildctlError
+from buildctl.secrets import split_credentials
+from buildctl.recipe.schema import Spec
+from buildctl.build.stages import Published, Verified
+from buildctl.build.stages.artifact import recorded_runtime
+from buildctl.build.engine_names import image_tag
+from buildctl.secrets import proxy_env
+
+
+def stored_report(published: Published):
+    """The passing verification report stored beside an unchanged artifact, for this very wheel; else None."""
+    from buildctl.verify import report as rep
+
+    path = published.artifact / rep.JSON_NAME
+    wheels = published.manifest.get("wheels") or []
+    if not path.is_file() or not wheels:
+        return None
+    try:
+        report = rep.load_report(path)
+    except (BuildctlError, KeyError, TypeError, ValueError):
+        return None
+    return report if report.ok and (report.wheel or {}).get("sha256") == wheels[0].get("sha256") else None
+
+
+def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace: str,
+                  on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (), image_key: str = "") -> str:
+    """The recipe's runtime image (base + toolchain runtime + venv): where verification installs the wheel.
+    Pulled from the site registry when another engine built it (by `image_key`, as the manifest records it)."""
+    tag = image_tag(spec.name, key, namespace, target="runtime")
+    if engine.image_exists(client, tag):
+        return tag
+    shared = registry.Shared.of(spec, client, image_key, on_line or print)
+    if shared and shared.fetch("runtime", tag):
+        return tag
+    credentials = split_credentials(spec)[1]
+    engine.build_image(client, context_dir, tag, target="runtime", buildargs=proxy_env(spec),
+                       network_mode=engine.network_mode_for(spec.site.network), on_line=on_line,
+                       secrets=[*secrets, *credentials.values()], credentials=credentials,
+                       labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace))
+    if shared:
+        shared.share("runtime", tag)
+    return tag
+
+
+def verify(spec: Spec, published: Published, *, client=None, context_dir: Path | None = None,
+           on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (),
+           namespace: str | None = None, **verify_kwargs) -> Verified:
+    """Verify a published artifact's wheel; the report is stored beside it. Raises VerificationFailed
+    (with the report) when an expectation does not hold.
+
+    `context_dir`: the build's own rendered folder (the same files the artifact records); a verify
+    run on its own builds the runtime image from the artifact's recorded context."""
+    from buildctl.verify import runner
+
+    artifact, manifest = published.artifact, published.manifest
+    if context_dir is None:
+        context_dir, _ = recorded_runtime(artifact, dict(manifest))
+    # the namespace the artifact was built in (its root's, for manifests older than the field)
+    namespace = namespace or manifest.get("namespace") or artifacts.namespace(artifact.parent.parent)
+    client = client or engine.connect()
+    image = runtime_image(spec, published.key, client=client, context_dir=context_dir, namespace=namespace,
+                          on_line=on_line, secrets=secrets, image_key=(manifest.get("runtime") or {}).get("image_key", ""))
+    wheel = artifact / manifest["wheels"][0]["file"]
+    report = runner.verify_wheel(wheel, spec=spec, image=image, out_dir=artifact,
+                                 network_mode=engine.network_mode_for(spec.site.network), client=client, **verify_kwargs)
+    return Verified(report, cached=False)

@@ -1,0 +1,215 @@
+"""`invoke build`: the checks on its options, the run, and what it prints (summary rows, the partial
+result of --until, the JSON payload)."""
+
+from __future__ import annotations
+
+import re
+
+from rich.console import Console
+from rich.markup import escape
+
+from buildctl.build import resume, stages
+from buildctl.cli.common import (
+    command,
+    console,
+    load_spec,
+    out,
+    print_json,
+    read_ca_certs,
+    recipe_source,
+    site_options,
+)
+from buildctl.errors import BuildctlError, InputError
+from buildctl.settings import Settings
+from buildctl.ui import strip_controls
+
+
+def _summary_rows(result) -> list[tuple[str, str]]:
+    m = result.manifest
+    rows = [("recipe", result.recipe), ("artifact", str(result.artifact)),
+            ("status", "up to date (nothing rebuilt)" if result.cached else "built")]
+    for w in m.get("wheels", []):
+        rows.append(("wheel", f"{w['file']} ({w['bytes'] / 1e6:.1f} MB, sha256 {w['sha256'][:12]}…)"))
+    tc = m.get("toolchain", {})
+    if tc:
+        rows.append(("toolchain", ", ".join(f"{k} {v}" for k, v in tc.items() if v)))
+    cc = m.get("compile_cache") or {}
+    if cc.get("hit_rate") is not None:
+        rows.append(("compile cache", f"{cc['tool']}: {cc['hit_rate']:.0%} hits ({cc['hits']}/{cc['hits'] + cc['misses']})"))
+    rows.extend(_cache_rows(cc))
+    resumed = resume.summary(m.get("resumed"))
+    if resumed:
+        rows.append(("resumed", resumed))
+    if result.report is not None or result.verify_error is not None:
+        rows.append(("verification", "passed" if result.verify_error is None else "FAILED"))
+    return rows
+
+
+def _cache_rows(cc: dict) -> list[tuple[str, str]]:
+    """The local volume's and the shared server's figures (remotecache.stats), when a server was set."""
+    remote = cc.get("remote")
+    if not isinstance(remote, dict):
+        return []
+
+    def rate(hits, misses) -> str:
+        return f"{hits / (hits + misses):.0%} hits ({hits}/{hits + misses})" if hits + misses else "no lookups"
+
+    rows = [("  local", rate(cc.get("local_hits", 0), cc.get("local_misses", 0)))]
+    if remote.get("state") == "used":
+        shared = rate(remote.get("hits", 0), remote.get("misses", 0))
+        errors = remote.get("errors", 0) + remote.get("timeouts", 0)
+        rows.append(("  shared", f"{shared} at {remote.get('url')}" + (f", {errors} failed lookups" if errors else "")))
+    else:
+        rows.append(("  shared", f"not used: {remote.get('reason') or remote.get('state')}"))
+    return rows
+
+
+UNTIL_STEPS = ("configure", "compile", "wheel")
+
+
+def _print_partial(result, as_json: bool) -> None:
+    """`--until STEP`: show what the step produced (the CMake summary for configure)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from buildctl.build import until_report
+
+    facts = until_report.configure_facts(result.out_dir)
+    ninja = until_report.ninja_steps(result.out_dir)
+    wheels = sorted(p.name for p in result.out_dir.glob("*.whl"))
+    if as_json:
+        print_json({"recipe": result.recipe, "ok": True, "key": result.key, "until": result.until,
+                    "out_dir": str(result.out_dir.resolve()), "build_volume": result.volume, "configure": facts,
+                    "ninja": ninja, "wheels": wheels})
+        return
+    table = Table(title=f"{result.recipe}: stopped after {result.until}", show_header=False, expand=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, value in until_report.headline(facts):
+        table.add_row(Text(key), Text(value))
+    if result.until != "configure":
+        table.add_row("ninja steps", f"{ninja['steps']} built ({ninja['busy_s']:.0f} s of compile time)")
+    for name in wheels:
+        table.add_row("wheel", Text(str(result.out_dir / name)))
+    if (result.out_dir / "cuobjdump.txt").is_file():
+        table.add_row("device code", Text(str(result.out_dir / "cuobjdump.txt")))
+    console.print(table)
+    console.print(Text(f"outputs: {result.out_dir} (full CMake summary: cmake-summary.txt)\n"
+                       f"the build directory stays in volume {result.volume}: "
+                       "`invoke build` without --until resumes from it"))
+
+
+@command
+def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=False, verify_kwargs=None,
+          until=None, targets=None, check_reproducible=False) -> None:
+    from buildctl import engine, ui
+    from buildctl.build import pipeline
+    from buildctl.errors import BuildFailed, NotReproducible, VerificationFailed
+    from buildctl.recipe import preflight
+
+    site = site_options(settings)
+    spec, warnings = load_spec(recipe, sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
+    # Even with --no-preflight: no file has the all-zero digest, so the fetch could only fail.
+    preflight.refuse_placeholders(spec, source=recipe_source(recipe))
+    jobs = settings.jobs
+    if jobs != "auto":
+        try:
+            jobs = int(jobs)
+            assert jobs >= 1
+        except (ValueError, AssertionError):
+            raise InputError(f"--jobs {jobs}: not a positive integer; fix: --jobs 4 or --jobs auto") from None
+    if check_reproducible and until:
+        raise InputError("--check-reproducible compares two whole wheels; fix: drop --until")
+    if until and until not in UNTIL_STEPS:
+        raise InputError(f"--until {until}: not a step; fix: --until {'|'.join(UNTIL_STEPS)}")
+    targets = tuple(targets or ())
+    if targets and until != "compile":
+        raise InputError("--target builds a sample of the compile step; fix: add --until compile")
+    for target in targets:
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_./+-]*", target) or ".." in target.split("/"):
+            raise InputError(f"--target {target!r}: not a ninja output path; fix: a path under build/, "
+                             "e.g. caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/Copy.cu.o")
+    view = ui.make_view(as_json)
+    # Verification prints its report through the live view's own console, above the live region (a
+    # second console on the same terminal would print into it); under --json to stderr.
+    console_for_verify = Console(stderr=True) if as_json else getattr(view, "console", None)
+    opts = stages.BuildOptions(
+        jobs=jobs, verify=not settings.no_verify, keep_container=settings.keep_container,
+        memory=settings.memory, artifacts_root=settings.artifacts, ca_texts=read_ca_certs(site.get("ca_certs", [])),
+        verify_kwargs={**({"console": console_for_verify} if console_for_verify else {}), **(verify_kwargs or {})},
+        until=until or None, targets=targets,
+    )
+    result = error = reproducibility = None
+    try:
+        with engine.terminate_as_interrupt():
+            if check_reproducible:
+                from buildctl.build import rebuild_check
+
+                result, reproducibility = rebuild_check.check(spec, opts, view, lambda: ui.make_view(as_json))
+            else:
+                result = pipeline.run(spec, opts, view)
+        if isinstance(result, pipeline.PartialResult):
+            view.close()
+            _print_partial(result, as_json)
+            return
+        error = result.verify_error
+    except (BuildFailed, VerificationFailed) as e:
+        error = e
+    finally:
+        view.close()
+    if error is None and reproducibility is not None and not reproducibility.ok:
+        error = NotReproducible(reproducibility.comparison.reason())
+    if as_json:
+        payload = {"recipe": spec.name, "ok": error is None, "warnings": warnings,
+                   "durations_s": view.durations}
+        if result is not None:
+            report = result.report if result.verify_error is None else result.verify_error.report
+            payload.update(key=result.key, artifact=str(result.artifact), cached=result.cached,
+                           manifest=result.manifest, verification=report.to_dict() if report is not None else None)
+        if reproducibility is not None:
+            payload["reproducible"] = reproducibility.to_dict()
+        if error is not None:
+            payload["error"] = str(error).splitlines()[0]
+            payload["bundle"] = str(error.bundle) if isinstance(error, BuildFailed) else None
+            payload["diagnosis"] = error.diagnosis.to_dict() if error.diagnosis else None
+        print_json(payload)
+    elif result is not None:
+        view.summary(_summary_rows(result))
+        if reproducibility is not None:
+            out.print(rebuild_check.table(reproducibility))
+    if result is not None and result.verify_error is not None and not as_json:
+        console.print(f"the wheel is built and published at {escape(str(result.artifact))}, but it is not what the "
+                      "recipe asks for")
+        if result.verify_error.diagnosis is not None:
+            from buildctl.failure.diagnose import render_diagnosis
+
+            console.print(strip_controls(render_diagnosis(result.verify_error.diagnosis)), markup=False, highlight=False)
+    if error is not None:
+        raise error
+
+
+def build_several(recipes: list[str], labels: list[str], sets, *, settings: Settings, no_preflight: bool,
+                  as_json: bool, until: str, targets, check_reproducible: bool) -> None:
+    """`invoke build` with several --recipe, a --label or several --engine (scaleout.multibuild)."""
+    from buildctl.scaleout.multibuild import print_outcomes, run, select
+
+    if until or targets or check_reproducible:
+        raise InputError("--until, --target and --check-reproducible take one recipe on one engine; "
+                         "fix: build that recipe on its own")
+    chosen = select(recipes, labels)
+    if not chosen:
+        raise InputError("--recipe is required; fix: give a name from `invoke recipes`, or --label L")
+    specs, names = [], set()
+    for arg in chosen:  # every recipe checked before anything starts
+        spec, _ = load_spec(arg, sets, base_image=settings.base_image, site=settings.site(),
+                                preflight=not no_preflight)
+        if spec.name in names:
+            raise InputError(f"--recipe {arg}: {spec.name} is selected twice; fix: name each recipe once")
+        names.add(spec.name)
+        specs.append((arg, spec))
+    outcomes = run(specs, list(sets or []), settings, as_json=as_json)
+    print_outcomes(outcomes, as_json=as_json, out=out)
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        raise BuildctlError(f"{len(failed)} of {len(outcomes)} builds failed: "
+                            + ", ".join(f"{o.recipe} on {o.engine}" for o in failed))

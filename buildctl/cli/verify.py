@@ -1,0 +1,91 @@
+"""`invoke verify`: a recipe's latest artifact, a wheel (in a fresh container or on this host), or an
+existing image."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from buildctl.cli.common import command, console, load_spec, site_options
+from buildctl.errors import InputError
+from buildctl.settings import Settings
+from buildctl.ui import strip_controls
+
+
+def _latest_artifact(spec) -> Path:
+    from buildctl.store import artifacts
+
+    found = artifacts.latest(spec.name)
+    if found is None:
+        raise InputError(f"no artifact of {spec.name} yet; fix: invoke build --recipe {spec.name}")
+    return found
+
+
+def _artifact_wheel(artifact: Path) -> Path:
+    """The wheel an artifact's manifest names: a plain file name inside the artifact folder."""
+    from buildctl.verify import schema
+
+    fix = "fix: rebuild it (invoke build), or give the wheel with --wheel"
+    manifest = schema.read_json(artifact / "manifest.json", f"{artifact}/manifest.json", fix)
+    wheels = manifest.get("wheels") if isinstance(manifest, dict) else None
+    name = wheels[0].get("file") if isinstance(wheels, list) and wheels and isinstance(wheels[0], dict) else None
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise InputError(f"{artifact}/manifest.json names no wheel file (wheels[0].file); {fix}")
+    return artifact / name
+
+
+@command
+def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: bool, sizes: str, iters: int,
+           settings: Settings, module: str | None = None, image: str | None = None, python: str | None = None,
+           expect=None) -> None:
+    from buildctl import engine
+    from buildctl.build import pipeline
+    from buildctl.build.stages.artifact import recorded_requirements
+    from buildctl.verify import runner
+
+    if image is not None:
+        return _verify_image(image, recipe, wheel, sets, host=host, python=python, expect=expect, as_json=as_json,
+                             sizes=sizes, iters=iters, module=module, settings=settings)
+    if python or expect:
+        raise InputError(f"{'--python' if python else '--expect'} is for --image; fix: add --image IMAGE, or put "
+                         "a wheel's expectations in its recipe (--recipe R, --set verify.expect.cuda=12.4)")
+    if not recipe and not wheel:
+        raise InputError("give --recipe R (its latest artifact), --wheel PATH or --image IMAGE")
+    kwargs = dict(sizes=sizes, iters=iters, json_out=as_json, module=module or None)
+    spec = None
+    if recipe:
+        spec, _ = load_spec(recipe, sets, site=site_options(settings), preflight=False)
+    if wheel or host:
+        wheel_path = Path(wheel) if wheel else None
+        if wheel_path is None:
+            wheel_path = _artifact_wheel(_latest_artifact(spec))
+        network = spec.site.network if spec else settings.network
+        if host and spec is not None:  # as the recipe's runtime image has them, from what its build recorded
+            kwargs["runtime_requirements"] = recorded_requirements(wheel_path.resolve().parent, wheel_path)
+        runner.verify_wheel(wheel_path, spec=spec, host=host, network_mode=engine.network_mode_for(network), **kwargs)
+        return
+    # The runtime image is built from the context the artifact records (the recipe is not rendered again).
+    pipeline.verify_artifact(spec, _latest_artifact(spec),
+                             on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
+                                                                markup=False, highlight=False),
+                             **kwargs)
+
+
+def _verify_image(image: str, recipe: str | None, wheel: str | None, sets, *, host: bool, python: str | None,
+                  expect, as_json: bool, sizes: str, iters: int, module: str | None, settings: Settings) -> None:
+    from buildctl import engine
+    from buildctl.verify import runner
+    from buildctl.verify.expectations import parse_expect
+
+    if wheel or host:
+        raise InputError(f"--image verifies what the image holds; {'--wheel' if wheel else '--host'} verifies a wheel; "
+                         "fix: give one of them")
+    module = module or "torch"
+    expectations = parse_expect(expect or (), module)  # bad input refused before the engine is asked
+    spec = None
+    if recipe:
+        spec, _ = load_spec(recipe, sets, site=site_options(settings), preflight=False)
+    elif sets:
+        raise InputError("--set changes a recipe; fix: add --recipe R, or use --expect key=value")
+    network = spec.site.network if spec else settings.network
+    runner.verify_image(image, python=python or "python3", module=module, expect=expectations, spec=spec,
+                        sizes=sizes, iters=iters, json_out=as_json, network_mode=engine.network_mode_for(network))

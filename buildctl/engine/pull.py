@@ -1,0 +1,83 @@
+"""Base images before the image build, by Docker's and Podman's `--pull missing|always|never`.
+
+`missing` pulls an image only when the engine lacks it, `always` pulls it every time (a moved tag is
+picked up, and the artifact key follows the image id), `never` uses local images only. Images made
+by `invoke base-image` (buildctl/base:*) are in no registry: they are never pulled, and an absent one
+is refused with the command that makes it. Every refusal and failed pull is one line naming the
+image and the fixes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Literal
+
+from docker import errors as derr
+
+from buildctl.engine import image_exists, one_line
+from buildctl.errors import EngineError
+
+LOCAL_ONLY_REPOSITORY = "buildctl/base"  # `invoke base-image` tags buildctl/base:<distro>
+Action = Literal["use", "pull", "refuse"]
+
+
+def is_local_only(ref: str) -> bool:
+    return ref.split("@", 1)[0].rsplit(":", 1)[0] == LOCAL_ONLY_REPOSITORY
+
+
+def decide(ref: str, policy: str, present: bool) -> Action:
+    """What to do with one base image: use the local one, pull it, or refuse the build."""
+    if is_local_only(ref):
+        return "use" if present else "refuse"
+    if policy == "always":
+        return "pull"
+    if present:
+        return "use"
+    return "pull" if policy == "missing" else "refuse"
+
+
+def _fixes(ref: str, distro: str | None) -> str:
+    if is_local_only(ref):
+        distro = distro or ref.rsplit(":", 1)[-1]
+        tag = "" if ref == f"{LOCAL_ONLY_REPOSITORY}:{distro}" else f" --tag {ref}"
+        return f"fix: make it with `invoke base-image --distro {distro}{tag}`"
+    return (f"fix: `docker pull {ref}` where a registry is reachable, `docker load -i FILE` of a saved copy, or "
+            f"`invoke base-image --distro {distro or 'DISTRO'}` and --base-image buildctl/base:{distro or 'DISTRO'}")
+
+
+def refusal(ref: str, policy: str, distro: str | None = None) -> str:
+    why = ("it is made locally by `invoke base-image` (no registry has it)" if is_local_only(ref)
+           else f"--pull {policy} forbids pulling it")
+    return f"base image {ref} is not in the engine, and {why}; {_fixes(ref, distro)}"
+
+
+def pull(client, ref: str, distro: str | None = None, on_line: Callable[[str], None] | None = None) -> None:
+    """Pull `ref`, its progress to `on_line`; a failure (no registry reachable, no such image) is one line."""
+    error = None
+    try:
+        for chunk in client.api.pull(ref, stream=True, decode=True):
+            if "error" in chunk:
+                error = str(chunk.get("error") or "")
+            elif on_line is not None and chunk.get("status") and "progress" not in chunk:
+                on_line(" ".join(str(chunk[k]) for k in ("status", "id") if chunk.get(k)))
+    except (derr.APIError, derr.DockerException) as e:
+        error = getattr(e, "explanation", None) or str(e)
+    if error is not None:
+        raise EngineError(f"the pull of base image {ref} failed ({one_line(error, 200)}); {_fixes(ref, distro)}")
+
+
+def ensure_images(client, refs: Iterable[str], policy: str | None, *, distro: str | None = None,
+                  on_line: Callable[[str], None] | None = None) -> list[str]:
+    """Apply the pull policy (None: `missing`) to each image before the build; the images pulled."""
+    policy = policy or "missing"
+    pulled = []
+    for ref in dict.fromkeys(refs):
+        action = decide(ref, policy, image_exists(client, ref))
+        if action == "refuse":
+            raise EngineError(refusal(ref, policy, distro))
+        if action == "pull":
+            if on_line is not None:
+                on_line(f"buildctl: pulling {ref} (--pull {policy})")
+            pull(client, ref, distro, on_line)
+            pulled.append(ref)
+    return pulled

@@ -1,0 +1,1 @@
+"""A failed build: its diagnosis (known signatures) and repro bundles (`invoke repro`)."""

@@ -1,0 +1,1 @@
+"""This machine and its engine's upkeep: `invoke doctor`, GPUs, `invoke clean`, base images."""

@@ -1,0 +1,304 @@
+"""`invoke clean`: remove what buildctl no longer uses, and say what that freed.
+
+What it looks at:
+- the artifacts root: artifacts (<recipe>/<key>/), failure bundles (failures/<name>/), and the staging
+  folders a killed build or bundle writer left (<recipe>/.tmp-*);
+- the engine: containers, images and volumes labelled `buildctl=1` (and `buildctl.namespace=<ns>` when a
+  namespace is given, plus any extra labels the caller names), never anything else.
+
+How it decides:
+- by LAST USE, not creation: artifacts.record_use stamps an object each time buildctl uses it (an
+  artifact found or published, the images and volumes a build or verification ran with). An object
+  with no stamp yet (made before stamps existed, or by hand) is taken as used when clean first sees
+  it, so nothing is removed on the strength of a missing record.
+- orphans go whatever their age: a container whose process is gone (its `buildctl.owner` label names a
+  process of this host that no longer runs), a buildctl container that is not running and was not
+  kept on purpose, an untagged buildctl image, and staging folders quiet for STALE_AFTER whose key
+  lock is free.
+
+It never leaves its roots: folders are listed without following links, a symlink anywhere under the
+root is left alone (reported, never followed, never removed) and removal refuses to start at a link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import socket
+import stat
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from buildctl import engine
+from buildctl.errors import EngineError
+from buildctl.store import artifacts
+
+DAY = 86400.0
+STALE_AFTER = 3600.0  # a staging folder untouched this long, with its key lock free, is an orphan
+
+
+# --------------------------------------------------------------------------- files under the root
+
+
+def _tree(path: Path) -> tuple[int, float]:
+    """(bytes, newest mtime) of a folder, never following links (a link counts, not its target)."""
+    total, newest = 0, os.lstat(path).st_mtime
+    for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
+        for name in dirnames + filenames:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            newest = max(newest, st.st_mtime)
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+    return total, newest
+
+
+def _entries(folder: Path) -> Iterator[os.DirEntry]:
+    try:
+        with os.scandir(folder) as it:
+            yield from sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+
+
+@contextlib.contextmanager
+def _key_lock_free(recipe_dir: Path, key: str) -> Iterator[bool]:
+    """True (and held until the block ends) when no build holds this key's lock; False when one does."""
+    lock = recipe_dir / f".{key}.lock"
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        yield True
+        return
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _file_items(root: Path, now: float) -> tuple[list[dict], list[str]]:
+    """Artifacts, bundles and stale staging folders under root; and the symlinks left alone."""
+    items: list[dict] = []
+    links: list[str] = []
+    for top in _entries(root):
+        if top.is_symlink():
+            links.append(top.name)
+            continue
+        if top.name.startswith(".") or not top.is_dir(follow_symlinks=False):
+            continue  # the last-use stamps, stray files
+        for entry in _entries(Path(top.path)):
+            name = f"{top.name}/{entry.name}"
+            if entry.is_symlink():
+                links.append(name)
+                continue
+            if not entry.is_dir(follow_symlinks=False):
+                continue  # key locks, stray files
+            path = Path(entry.path)
+            size, newest = _tree(path)
+            if entry.name.startswith(".tmp-"):
+                quiet = now - newest
+                if quiet >= STALE_AFTER:
+                    items.append({"kind": "staging", "name": name, "path": path, "bytes": size,
+                                  "orphan": f"staging folder untouched for {quiet / 3600:.1f} h", "lock": (
+                                      Path(top.path), entry.name[len(".tmp-"):].rsplit("-", 1)[0])})
+                continue
+            if entry.name.startswith("."):
+                continue
+            kind = "bundle" if top.name == "failures" else "artifact"
+            items.append({"kind": kind, "name": name, "path": path, "bytes": size,
+                          "lock": (Path(top.path), entry.name) if kind == "artifact" else None})
+    return items, links
+
+
+def _remove_tree(item: dict) -> str | None:
+    """Remove an artifact, bundle or staging folder; None when done, else why not (one line)."""
+    path: Path = item["path"]
+    if path.is_symlink() or not path.is_dir():
+        return "no longer a folder"
+    errors: list[str] = []
+
+    def remove() -> None:  # rmtree never follows links (it refuses to start at one, unlinks those inside)
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(path, onexc=lambda _f, p, e: errors.append(f"{p}: {e}"))
+        else:
+            shutil.rmtree(path, onerror=lambda _f, p, e: errors.append(f"{p}: {e[1]}"))
+
+    if item.get("lock") is None:
+        remove()
+    else:
+        recipe_dir, key = item["lock"]
+        with _key_lock_free(recipe_dir, key) as free:
+            if not free:
+                return "a build of this key is running (its lock is held)"
+            remove()
+    return f"{len(errors)} entries not removed, first {errors[0]}" if errors else None
+
+
+# --------------------------------------------------------------------------- engine objects
+
+
+def _owner_gone(owner: str | None) -> bool | None:
+    """True when the owner label names a process of this host that is gone; False when it runs; None
+    when it cannot be told (no label, another host)."""
+    if not owner or owner.count(":") < 2:
+        return None
+    host, pid, start = owner.rsplit(":", 2)
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    now_start = engine.process_start(int(pid))
+    return now_start is None or now_start != start
+
+
+def _label_filters(labels: Mapping[str, str]) -> list[str]:
+    return [f"{k}={v}" for k, v in labels.items()]
+
+
+def _engine_items(client, selector: Mapping[str, str], *, containers: bool, images: bool,
+                  caches: bool) -> list[dict]:
+    items: list[dict] = []
+    filters = {"label": _label_filters(selector)}
+    if containers:
+        for c in client.api.containers(all=True, size=True, filters=filters):
+            labels = c.get("Labels") or {}
+            running = c.get("State") in ("running", "restarting", "paused")
+            gone = _owner_gone(labels.get(engine.OWNER_LABEL))
+            name = ((c.get("Names") or ["/" + c["Id"][:12]])[0]).lstrip("/")
+            item = {"kind": "container", "name": name, "id": c["Id"], "bytes": int(c.get("SizeRw") or 0)}
+            if labels.get(engine.KEEP_LABEL) == "1" and not running:
+                pass  # kept on purpose (--keep-container): aged by last use like anything else
+            elif gone:
+                item["orphan"] = "the buildctl process that started it is gone"
+            elif running or gone is False:
+                continue  # a build is using it, or it cannot be told: left alone
+            else:
+                item["orphan"] = f"{c.get('State')}, and not kept (--keep-container)"
+            items.append(item)
+    if images:
+        for img in client.api.images(filters=filters):
+            tags = [t for t in img.get("RepoTags") or [] if t != "<none>:<none>"]
+            if any(t.startswith("buildctl/base:") for t in tags):
+                continue  # base images are made once (invoke base-image) and never rebuilt by a build
+            item = {"kind": "image", "name": tags[0] if tags else img["Id"][:19], "id": img["Id"], "tags": tags,
+                    "bytes": int(img.get("Size") or 0)}
+            if not tags:
+                item["orphan"] = "untagged: no build can use it again"
+            items.append(item)
+    if caches:
+        sizes = {}
+        with contextlib.suppress(Exception):  # sizes are a nicety: the listing below decides
+            sizes = {v["Name"]: (v.get("UsageData") or {}).get("Size") for v in client.api.df().get("Volumes") or []}
+        for vol in client.api.volumes(filters=filters).get("Volumes") or []:
+            items.append({"kind": "volume", "name": vol["Name"], "bytes": max(int(sizes.get(vol["Name"]) or 0), 0)})
+    return items
+
+
+def _remove_engine_item(client, item: dict) -> str | None:
+    from docker import errors as derr
+
+    try:
+        if item["kind"] == "container":
+            client.api.remove_container(item["id"], force=True, v=True)
+        elif item["kind"] == "image":
+            client.api.remove_image(item["id"], noprune=False)  # never forced: an image in use stays
+        else:
+            client.api.remove_volume(item["name"])
+    except derr.NotFound:
+        return None
+    except derr.APIError as e:
+        return engine.one_line(e.explanation or str(e), 200)
+    return None
+
+
+# --------------------------------------------------------------------------- clean
+
+
+def _stamp_names(item: dict) -> list[str]:
+    """The names an object's use is recorded under: an image by id and by each tag, a container by id."""
+    if "id" in item:
+        return [item["id"], *item.get("tags", [])]
+    return [item["name"]]
+
+
+def _last_use(item: dict, root: Path) -> float | None:
+    stamps = [artifacts.last_use(item["kind"], n, root) for n in _stamp_names(item)]
+    stamps = [s for s in stamps if s is not None]
+    return max(stamps) if stamps else None
+
+
+def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None, images: bool = True,
+          caches: bool = True, containers: bool = True, dry_run: bool = False, root: Path | None = None,
+          namespace: str | None = None, labels: Mapping[str, str] | None = None, client: Any = None) -> dict:
+    """Remove orphans always, and what was not used for `older_than_days`, then the least recently used
+    until at most `keep_bytes` remain. Engine objects: labelled buildctl=1, in `namespace` when given
+    (None: every buildctl object), and carrying every one of `labels` (tests pass their own)."""
+    root = Path(root or artifacts.artifacts_root())
+    now = time.time()
+    items, links = _file_items(root, now)
+    selector = engine.buildctl_labels(labels, namespace=namespace or None)
+    if images or caches or containers:
+        client = client or engine.connect()
+        try:
+            items += _engine_items(client, selector, containers=containers, images=images, caches=caches)
+        except Exception as e:  # noqa: BLE001 - any engine failure is one line
+            raise EngineError(f"cannot list buildctl's objects in the engine: {engine.one_line(str(e), 200)}; "
+                              "fix: check `docker info`, or clean files only (--no-images --no-caches "
+                              "--no-containers)") from None
+
+    first_seen = []
+    for item in items:
+        if "orphan" in item:
+            continue
+        item["last_use"] = _last_use(item, root)
+        if item["last_use"] is None:  # no record: used now, as far as clean can know
+            item["last_use"] = now
+            first_seen.append(item)
+    if first_seen and not dry_run:
+        for item in first_seen:
+            artifacts.record_use({item["kind"]: _stamp_names(item)[:1]}, root)
+
+    chosen = [dict(i, reason=f"orphan: {i['orphan']}") for i in items if "orphan" in i]
+    rest = sorted((i for i in items if "orphan" not in i), key=lambda i: i["last_use"])
+    if older_than_days is not None:
+        aged = [i for i in rest if now - i["last_use"] >= older_than_days * DAY]
+        chosen += [dict(i, reason=f"not used for {(now - i['last_use']) / DAY:.1f} days") for i in aged]
+        rest = [i for i in rest if i not in aged]
+    if keep_bytes is not None:
+        total = sum(i["bytes"] for i in rest)
+        for i in rest:
+            if total <= keep_bytes:
+                break
+            chosen.append(dict(i, reason=f"least recently used beyond {keep_bytes / 1e9:g} GB"))
+            total -= i["bytes"]
+
+    order = {"container": 0, "image": 1, "volume": 2}  # containers hold images and volumes
+    removed, failed = [], []
+    for item in sorted(chosen, key=lambda i: order.get(i["kind"], 3)):
+        why = None
+        if not dry_run:
+            why = _remove_tree(item) if "path" in item else _remove_engine_item(client, item)
+        if why:
+            failed.append({"kind": item["kind"], "name": item["name"], "error": why})
+            continue
+        removed.append({"kind": item["kind"], "name": item["name"], "bytes": item["bytes"], "reason": item["reason"]})
+    freed: dict[str, dict[str, int]] = {}
+    for r in removed:
+        f = freed.setdefault(r["kind"], {"count": 0, "bytes": 0})
+        f["count"] += 1
+        f["bytes"] += r["bytes"]
+    return {"dry_run": dry_run, "root": str(root), "namespace": namespace, "removed": removed, "failed": failed,
+            "freed": freed, "freed_bytes": sum(r["bytes"] for r in removed), "symlinks_left_alone": links}

@@ -1,0 +1,209 @@
+"""`invoke doctor`: can this host build each recipe, and run its verification?
+
+`doctor()` is pure: the caller passes the engine facts (the `docker info` dict, see below) or the
+engine error, and optionally the GPU report (default: `gpus.inventory()`, which never raises).
+`print_doctor()` renders the report with rich; `--json` prints the dict as is.
+
+Engine facts: the dict of `engine.engine_facts()` (keys server_version, os, storage_driver,
+docker_root_dir, cpus, memory_bytes, runtimes, local, free_bytes = free bytes under the data root,
+known only for a local engine). The raw `docker info` keys (ServerVersion, OperatingSystem, Driver,
+DockerRootDir, NCPU, MemTotal, Runtimes) are read too. Missing keys show as unknown.
+"""
+
+from __future__ import annotations
+
+from buildctl.errors import RecipeError
+from buildctl.host.gpus import NO_DRIVER, GpuReport, inventory
+from buildctl.recipe import parallel_jobs, preflight
+from buildctl.recipe.schema import Spec
+
+GiB = 1024**3
+
+# Free space the engine's data root needs for one build: base image + toolchain layers + source with
+# submodules + build tree + ccache + wheel. Estimates from PyTorch builds (CPU build tree ~10 GB,
+# CUDA toolkit ~6-8 GB and a CUDA build tree 20-30 GB, ROCm dev images 30+ GB); documented in
+# docs/compatibility.md. The demo framework needs little.
+DISK_NEEDED_BYTES: dict[str, int] = {
+    "cpu": 30 * GiB,
+    "cuda": 80 * GiB,
+    "rocm": 120 * GiB,
+    "ascend": 60 * GiB,
+}
+DEMOFW_DISK_NEEDED_BYTES = 5 * GiB
+
+
+def disk_needed(spec: Spec) -> int:
+    if spec.framework.name == "demofw":
+        return DEMOFW_DISK_NEEDED_BYTES
+    return DISK_NEEDED_BYTES[spec.accelerator]
+
+
+def _gib(n: int | None) -> str:
+    return "unknown" if n is None else f"{n / GiB:.1f} GiB"
+
+
+def _pick(facts: dict, *keys: str):
+    for k in keys:
+        if facts.get(k) is not None:
+            return facts[k]
+    return None
+
+
+def _engine_section(engine_facts: dict | None, engine_error: str | None) -> dict:
+    if engine_facts is None or engine_error:
+        return {"ok": False, "error": engine_error or "no container engine facts"}
+    runtimes = _pick(engine_facts, "runtimes", "Runtimes") or []
+    free = _pick(engine_facts, "free_bytes", "DataRootFreeBytes")
+    return {
+        "ok": True,
+        "error": None,
+        "version": _pick(engine_facts, "server_version", "ServerVersion"),
+        "os": _pick(engine_facts, "os", "OperatingSystem"),
+        "storage_driver": _pick(engine_facts, "storage_driver", "Driver"),
+        "data_root": _pick(engine_facts, "docker_root_dir", "DockerRootDir"),
+        "data_root_free_bytes": int(free) if isinstance(free, int | float) and free >= 0 else None,
+        "cpus": _pick(engine_facts, "cpus", "NCPU"),
+        "mem_bytes": _pick(engine_facts, "memory_bytes", "MemTotal"),
+        "runtimes": sorted(runtimes),
+        "local": engine_facts.get("local"),
+    }
+
+
+def _recipe_entry(source: str, spec: Spec, engine: dict, engine_facts: dict | None, gpu: GpuReport) -> dict:
+    acc = spec.accelerator
+    reasons: list[str] = []
+    warnings: list[str] = []
+    build_ok = True
+
+    try:
+        preflight.refuse_placeholders(spec, source=source)
+        warnings = preflight.preflight(spec, source=source)
+    except RecipeError as e:
+        build_ok = False
+        reasons.append(str(e))
+
+    need = disk_needed(spec)
+    jobs_n, jobs_why = None, None
+    if not engine["ok"]:
+        build_ok = False
+        reasons.append(f"no container engine: {engine['error']}")
+    else:
+        free = engine["data_root_free_bytes"]
+        if free is None:
+            where = "remote engine" if engine.get("local") is False else "engine"
+            reasons.append(f"free disk on the {where}'s data root unknown; a {acc} build needs ~{_gib(need)}")
+        elif free < need:
+            build_ok = False
+            reasons.append(
+                f"{_gib(free)} free on {engine['data_root'] or 'the data root'}, a {acc} build needs ~{_gib(need)}; "
+                "free space (docker system prune) or move the engine's data-root"
+            )
+        try:
+            res = parallel_jobs.engine_resources(engine_facts or {})
+            jobs_n, jobs_why = parallel_jobs.max_jobs(spec.build.max_jobs, cpus=res.cpus, mem_bytes=res.mem_bytes, accelerator=acc)
+        except ValueError as e:
+            jobs_why = f"MAX_JOBS unknown: {e}"
+    if build_ok and not reasons:
+        reasons.append("ok")
+
+    gpu_ok, gpu_why = preflight.can_run(spec, gpu.gpus, gpu.driver)
+    if acc == "cuda" and gpu_ok:
+        mode, verify_ok = "gpu", True
+        if engine["ok"] and "nvidia" not in engine.get("runtimes", []):
+            gpu_why += "; docker info lists no 'nvidia' runtime: --gpus needs the NVIDIA Container Toolkit"
+    elif acc == "cuda" and gpu.gpus and gpu.driver:
+        mode, verify_ok = "cpu", False  # GPUs present but unusable for this build: worth fixing
+    else:
+        mode, verify_ok = "cpu", True
+    if acc == "cuda" and engine["ok"] and engine.get("local") is False:
+        gpu_why += "; the engine is remote: this host's GPU inventory may not be the engine host's"
+    return {
+        "name": spec.name,
+        "source": source,
+        "framework": spec.framework.name,
+        "accelerator": acc,
+        "cuda": spec.toolchain.cuda.version if spec.toolchain.cuda else None,
+        "build": {
+            "ok": build_ok,
+            "reasons": reasons,
+            "disk_needed_bytes": need,
+            "max_jobs": jobs_n,
+            "max_jobs_explanation": jobs_why,
+        },
+        "verify": {"ok": verify_ok, "mode": mode, "reason": gpu_why},
+        "warnings": warnings,
+    }
+
+
+def doctor(
+    recipes: list[tuple[str, Spec]],
+    *,
+    engine_facts: dict | None,
+    engine_error: str | None,
+    gpu_report: GpuReport | None = None,
+) -> dict:
+    """The doctor report: engine, GPUs, and per recipe whether it can build and verify here."""
+    gpu = gpu_report if gpu_report is not None else inventory()
+    engine = _engine_section(engine_facts, engine_error)
+    entries = [_recipe_entry(src, spec, engine, engine_facts, gpu) for src, spec in recipes]
+    return {
+        "ok": engine["ok"] and all(e["build"]["ok"] and e["verify"]["ok"] for e in entries),
+        "engine": engine,
+        "gpus": gpu.to_dict(),
+        "recipes": entries,
+    }
+
+
+def print_doctor(report: dict, console=None) -> None:
+    """Render a doctor report with rich tables."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = console or Console()
+    eng = report["engine"]
+    if not eng["ok"]:
+        console.print(f"[bold red]engine:[/] {eng['error']}")
+    else:
+        t = Table(title="Container engine", show_header=False)
+        t.add_row("version", str(eng.get("version") or "unknown"))
+        t.add_row("os", str(eng.get("os") or "unknown"))
+        t.add_row("storage driver", str(eng.get("storage_driver") or "unknown"))
+        t.add_row("data root", f"{eng.get('data_root') or 'unknown'} ({_gib(eng.get('data_root_free_bytes'))} free)")
+        mem = eng.get("mem_bytes")
+        t.add_row("cpus / memory", f"{eng.get('cpus') or '?'} / {_gib(mem) if isinstance(mem, int) else 'unknown'}")
+        t.add_row("runtimes", ", ".join(eng.get("runtimes") or []) or "-")
+        console.print(t)
+
+    g = report["gpus"]
+    if not g["gpus"]:
+        console.print(f"GPUs: {g['note'] or NO_DRIVER}" + (f" (driver {g['driver']})" if g.get("driver") else ""))
+    else:
+        t = Table(title=f"GPUs (driver {g['driver']}, CUDA <= {g['cuda_driver_max']})")
+        for col in ("#", "name", "capability", "memory"):
+            t.add_column(col)
+        for gi in g["gpus"]:
+            t.add_row(str(gi["index"]), gi["name"], gi["compute_capability"], _gib(gi["memory_total_bytes"]))
+        console.print(t)
+        if g["note"] and not g["note"].endswith("GPU(s)"):
+            console.print(f"[yellow]{g['note']}[/]")
+
+    if report["recipes"]:
+        # One line per recipe, whatever the terminal's width; the reasons, long, follow the table.
+        t = Table(title="Recipes")
+        for col in ("recipe", "accelerator", "build", "verify", "MAX_JOBS"):
+            t.add_column(col, no_wrap=True, overflow="ellipsis")
+        for r in report["recipes"]:
+            b, v = r["build"], r["verify"]
+            t.add_row(Text(r["name"]), r["accelerator"], Text("yes", "green") if b["ok"] else Text("no", "red"),
+                      Text(v["mode"], "green" if v["ok"] else "red"), str(b["max_jobs"] or "?"))
+        console.print(t)
+        # Reasons quote paths and recipe values: text, never markup.
+        for r in report["recipes"]:
+            for reason in r["build"]["reasons"]:
+                if reason != "ok":
+                    console.print(Text(f"{r['name']} build: {reason}"))
+            console.print(Text(f"{r['name']} verify: {r['verify']['reason']}"))
+            for w in r["warnings"]:
+                console.print(Text.assemble(("warning", "yellow"), f" {r['name']}: {w}"))
+    console.print("[bold green]doctor: ok[/]" if report["ok"] else "[bold red]doctor: problems found[/]")

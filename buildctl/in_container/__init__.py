@@ -1,0 +1,21 @@
+"""What runs inside the build and verification containers: standard library only, nothing of buildctl
+imported (each file is copied into the container and run there by path).
+
+The probe (probe.py and the modules it imports from its own folder) travels as PROBE_FILES; the build
+script's wheel normaliser is WHEELNORM.
+"""
+
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# probe.py and the modules it imports from its own folder: wherever the probe runs, they all go.
+PROBE_FILES = tuple(HERE / name for name in ("probe.py", "probe_facts.py", "probe_arch.py", "probe_sweep.py",
+                                             "checks.py"))
+PROBE = HERE / "probe.py"
+WHEELNORM = HERE / "wheelnorm.py"
+GPU_SELFCHECK = HERE / "gpu_selfcheck.py"
+
+
+def probe_inputs(folder: str) -> dict[str, Path]:
+    """run_container inputs that put the probe's files into `folder` of a container."""
+    return {f"{folder}/{p.name}": p for p in PROBE_FILES}

@@ -1,0 +1,383 @@
+"""Load a recipe: safe YAML with line numbers, `extends:` merging, `--set` overrides, validation.
+
+The result is a `Spec`. Every failure is a `RecipeError` naming the file (and line when YAML gives
+one), the field and the fix. Aliases are refused outright (no alias bombs, nothing to expand) and
+only the YAML core tags are accepted (no Python objects).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from buildctl import settings
+from buildctl.errors import RecipeError
+from buildctl.recipe.schema import PATTERN_HINTS, Spec
+from buildctl.urls import mask_text
+
+
+def recipes_dir() -> Path:
+    """Where recipe names are looked up (BUILDCTL_RECIPES_DIR, default recipes/ of the checkout)."""
+    chosen = settings.current().recipes_dir
+    return chosen if chosen != settings.REPO_ROOT / "recipes" else settings.checkout() / "recipes"
+
+_CORE_TAGS = {
+    "tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq")
+}
+MAX_RECIPE_BYTES = 1 << 20
+# Recipes nest a few levels; deeper input is hostile (PyYAML scans nested flow collections in
+# quadratic time and composes recursively).
+MAX_DEPTH = 32
+
+
+@dataclass
+class Located:
+    """Plain data from YAML plus where each field came from (for error messages)."""
+
+    data: dict[str, Any]
+    lines: dict[tuple[str, ...], tuple[str, int]] = field(default_factory=dict)
+
+
+def display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _from_node(node: yaml.Node, where: str, path: tuple[str, ...], lines: dict) -> Any:
+    line = node.start_mark.line + 1
+    if node.tag not in _CORE_TAGS:
+        raise RecipeError(where, ".".join(path), f"YAML tag {node.tag!r} is not allowed",
+                          "use plain YAML values (no tags)", line)
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise RecipeError(where, ".".join(path), "a mapping key must be a plain string",
+                                  "use simple keys", key_node.start_mark.line + 1)
+            if key_node.tag == "tag:yaml.org,2002:merge" or key_node.value == "<<":
+                raise RecipeError(where, ".".join(path), "YAML merge keys (<<) are not allowed",
+                                  "use extends: to share fragments", key_node.start_mark.line + 1)
+            if key_node.tag not in _CORE_TAGS:
+                raise RecipeError(where, ".".join(path), f"YAML tag {key_node.tag!r} is not allowed",
+                                  "use plain YAML values (no tags)", key_node.start_mark.line + 1)
+            key = str(_scalar(key_node, where, path))
+            if key in out:
+                raise RecipeError(where, ".".join((*path, key)), "duplicate key",
+                                  "keep one definition", key_node.start_mark.line + 1)
+            sub = (*path, key)
+            lines[sub] = (where, key_node.start_mark.line + 1)
+            out[key] = _from_node(value_node, where, sub, lines)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_from_node(n, where, (*path, str(i)), lines) for i, n in enumerate(node.value)]
+    del line
+    return _scalar(node, where, path)
+
+
+_constructor = yaml.constructor.SafeConstructor()
+
+
+def _scalar(node: yaml.ScalarNode, where: str, path: tuple[str, ...]) -> Any:
+    try:
+        return _constructor.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, KeyError, TypeError):  # e.g. `!!int abc`, `!!bool maybe`
+        raise RecipeError(where, ".".join(path), f"{node.value[:40]!r} is not a valid {node.tag.rsplit(':', 1)[-1]}",
+                          "drop the !! tag and write a plain value", node.start_mark.line + 1) from None
+
+
+def parse_yaml(text: str, where: str) -> Located:
+    """Parse one YAML document into plain data; refuse aliases, anchors and non-core tags."""
+    if len(text.encode()) > MAX_RECIPE_BYTES:
+        raise RecipeError(where, "", "file is larger than 1 MiB", "a recipe is a few KB; check the file")
+    # Scan events first: an alias is refused before anything could be expanded.
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise RecipeError(where, "", "YAML anchors and aliases are not allowed",
+                                  "write values out or share them with extends:",
+                                  event.start_mark.line + 1)
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise RecipeError(where, "", f"nested deeper than {MAX_DEPTH} levels",
+                                      "a recipe nests a few levels; check the file", event.start_mark.line + 1)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        problem = " ".join(str(e.problem or e.context or "invalid YAML").split())
+        raise RecipeError(where, "", f"invalid YAML: {problem}", "fix the YAML syntax",
+                          mark.line + 1 if mark else None) from None
+    except yaml.YAMLError as e:
+        raise RecipeError(where, "", f"invalid YAML: {' '.join(str(e).split())}", "fix the YAML syntax") from None
+    if node is None:
+        raise RecipeError(where, "", "file is empty", "write a recipe (see docs/recipes.md)")
+    if not isinstance(node, yaml.MappingNode):
+        raise RecipeError(where, "", "top level must be a mapping", "see docs/recipes.md", node.start_mark.line + 1)
+    lines: dict = {}
+    return Located(_from_node(node, where, (), lines), lines)
+
+
+def deep_merge(base: dict, child: dict) -> dict:
+    """Child wins; mappings merge recursively; lists and scalars are replaced."""
+    out = copy.deepcopy(base)
+    for k, v in child.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _resolve_relative_paths(data: dict, file: Path) -> None:
+    """A local source path or patch file is relative to the file that names it."""
+    for section in (data.get("framework"), (data.get("toolchain") or {}).get("ascend")):
+        if not isinstance(section, dict):
+            continue
+        key = "source" if "source" in section else "torch_npu"
+        src = section.get(key)
+        if isinstance(src, dict) and isinstance(src.get("path"), str) and not os.path.isabs(src["path"]):
+            src["path"] = os.path.normpath(str(file.parent / src["path"]))
+    patches = (data.get("framework") or {}).get("patches") if isinstance(data.get("framework"), dict) else None
+    for patch in patches if isinstance(patches, list) else ():
+        if isinstance(patch, dict) and isinstance(patch.get("file"), str) and not os.path.isabs(patch["file"]):
+            patch["file"] = os.path.normpath(str(file.parent / patch["file"]))
+
+
+def _load_file(path: Path, stack: tuple[Path, ...]) -> Located:
+    where = display(path)
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_RECIPE_BYTES + 1)
+        text = raw.decode("utf-8")
+    except FileNotFoundError:
+        raise RecipeError(where, "", "file not found", "check the path or run `invoke recipes`") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise RecipeError(where, "", f"cannot read: {e.__class__.__name__}", "check the file") from None
+    own = parse_yaml(text, where)
+    _resolve_relative_paths(own.data, path)
+    parents = own.data.pop("extends", [])
+    if isinstance(parents, str):
+        parents = [parents]
+    if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
+        raise RecipeError(where, "extends", "must be a path or a list of paths",
+                          "e.g. extends: [fragments/cuda-12.1.yaml]", own.lines.get(("extends",), (0, None))[1])
+    merged = Located({}, {})
+    for parent in parents:
+        ppath = (path.parent / parent).resolve()
+        line = own.lines.get(("extends",), (where, None))[1]
+        if ppath in stack or ppath == path.resolve():
+            chain = " -> ".join(display(p) for p in (*stack, path.resolve(), ppath))
+            raise RecipeError(where, "extends", f"cycle: {chain}", "remove one of the extends", line)
+        if not ppath.is_file():
+            raise RecipeError(where, "extends", f"fragment {parent} not found",
+                              f"create {display(ppath)} or fix the path (relative to this file)", line)
+        frag = _load_file(ppath, (*stack, path.resolve()))
+        merged = Located(deep_merge(merged.data, frag.data), {**merged.lines, **frag.lines})
+    return Located(deep_merge(merged.data, own.data), {**merged.lines, **own.lines})
+
+
+def recipe_path(name_or_path: str) -> Path:
+    """A name from recipes/ or a path to any YAML file."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
+        return p
+    return recipes_dir() / f"{name_or_path}.yaml"
+
+
+def list_recipes() -> list[Path]:
+    return sorted(recipes_dir().glob("*.yaml"))
+
+
+def _parse_override(item: str) -> tuple[list[str], Any]:
+    if "=" not in item:
+        raise RecipeError("--set", item, "expected KEY=VALUE", "e.g. --set build.type=Debug")
+    key, raw = item.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise RecipeError("--set", key, "empty path component", "e.g. --set build.max_jobs=4")
+    try:
+        value = parse_yaml(f"v: {raw}", f"--set {key}").data["v"] if raw.strip() else ""
+    except RecipeError as e:
+        raise RecipeError(f"--set {key}", "", e.problem, e.fix) from None
+    # A version typed on the command line (12.4) must stay a string: floats have no use here.
+    if isinstance(value, float):
+        value = raw.strip()
+    return parts, value
+
+
+def apply_overrides(loc: Located, overrides: list[str]) -> None:
+    for item in overrides:
+        parts, value = _parse_override(item)
+        if isinstance(value, (str, int, bool)) and value != "" and _is_list_field(tuple(parts)):
+            value = [value]  # `--set build.cuda_arch=9.0`: one value for a list field is a list of one
+        node = loc.data
+        for i, p in enumerate(parts[:-1]):
+            if not isinstance(node.get(p), dict):
+                node[p] = {}
+                loc.lines[tuple(parts[:i + 1])] = (f"--set {'.'.join(parts)}", 0)  # the override replaced it
+            node = node[p]
+        node[parts[-1]] = value
+        loc.lines[tuple(parts)] = (f"--set {'.'.join(parts)}", 0)
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model that owns the field at loc (for listing allowed keys)."""
+    model: Any = Spec
+    for part in loc[:-1]:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        f = model.model_fields.get(str(part))
+        if f is None:
+            return None
+        ann = f.annotation
+        candidates = [ann, *getattr(ann, "__args__", ())]
+        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _is_list_field(path: tuple[str, ...]) -> bool:
+    """Whether the Spec field at path holds a list (a tuple, optional or not)."""
+    model = _model_at(path)
+    field_info = model.model_fields.get(path[-1]) if model is not None else None
+    if field_info is None:
+        return False
+    ann = field_info.annotation
+    return any(get_origin(t) in (tuple, list) for t in (ann, *get_args(ann)))
+
+
+def _hint_for(err: dict) -> str:
+    kind, loc, inp = err["type"], err["loc"], err.get("input")
+    last = str(loc[-1]) if loc else ""
+    if kind == "extra_forbidden":
+        model = _model_at(loc)
+        allowed = ", ".join(model.model_fields) if model else ""
+        return f"remove it or fix the spelling (allowed: {allowed})" if allowed else "remove it"
+    if kind == "missing":
+        if last == "sha256":
+            return "add sha256: of the file (every download is verified)"
+        return f"add {last}:"
+    if kind == "string_type" and isinstance(inp, (int, float)):
+        return f'quote it: {last}: "{inp}" (unquoted YAML numbers lose digits, 3.10 becomes 3.1)'
+    if kind == "string_pattern_mismatch":
+        pattern = err.get("ctx", {}).get("pattern", "")
+        return PATTERN_HINTS.get(pattern) or f"use only letters, digits and ._+- (pattern {pattern})"
+    if kind == "literal_error":
+        return f"use {err.get('ctx', {}).get('expected', 'an allowed value')}"
+    if kind in ("greater_than_equal", "less_than_equal"):
+        ctx = err.get("ctx", {})
+        return f"use a number {'>=' if 'ge' in ctx else '<='} {ctx.get('ge', ctx.get('le'))}"
+    if kind in ("int_type", "int_parsing", "bool_type", "bool_parsing"):
+        return "use " + {"int_type": "an integer", "int_parsing": "an integer"}.get(kind, "true or false")
+    if kind in ("dict_type", "model_type"):
+        return "write a mapping (key: value lines)"
+    if kind in ("tuple_type", "list_type"):
+        return "write a list, e.g. [a, b]"
+    if kind == "value_error":
+        return str(err.get("msg", "")).removeprefix("Value error, ")
+    return "see docs/recipes.md"
+
+
+_UNION_MEMBERS = ("str", "int", "constrained-int", "constrained-str", "tuple")
+# A model-level check names its field at the start of the message ("build.cuda_arch is empty; ...").
+_LEADING_FIELD = re.compile(r"^([a-z_]+(?:\.[a-z_]+)*)(?=[:\s])")
+
+
+def _clean_loc(raw: tuple) -> tuple[str, ...]:
+    path = tuple(str(p) for p in raw if not str(p).startswith(("function-", "literal[")))
+    # Union members appear in loc (e.g. 'int', 'literal['auto']'); drop the noise.
+    return tuple(p for p in path if p not in _UNION_MEMBERS)
+
+
+def _error_from_validation(exc: ValidationError, loc: Located, fallback: str) -> RecipeError:
+    errors = exc.errors(include_url=False)
+    err = errors[0]
+    path = _clean_loc(err["loc"])
+    hint = _hint_for(err)
+    problem = err["msg"]
+    key_error = bool(path) and path[-1] == "[key]"  # a dict key failed (build.env, build.features)
+    if key_error:
+        path = path[:-1]
+    if err["type"] == "value_error" and not path:
+        m = _LEADING_FIELD.match(hint)
+        if m:
+            path = tuple(m.group(1).split("."))
+    where, line = fallback, None
+    for n in range(len(path), -1, -1):
+        if path[:n] in loc.lines:
+            where, line = loc.lines[path[:n]]
+            break
+    if key_error:
+        path = path[:-1]
+    # A union (max_jobs: auto | 1..1024) reports one error per member: say all of them.
+    union = [e for e in errors if _clean_loc(e["loc"]) == _clean_loc(err["loc"])]
+    if len(union) > 1 and len(err["loc"]) != len(_clean_loc(err["loc"])):
+        problem = " or ".join(dict.fromkeys(e["msg"] for e in union))
+        hint = "use " + " or ".join(dict.fromkeys(_hint_for(e).removeprefix("use ") for e in union))
+    elif err["type"] == "extra_forbidden":
+        problem = "unknown key"
+    elif err["type"] == "value_error":
+        # A field's own check says "<problem>; fix: <fix>"; a model-level one is a combination.
+        problem, sep, fix = hint.partition("; fix: ")
+        if sep:
+            hint = fix
+        else:
+            problem = "invalid combination"
+    elif err["type"] == "string_type" and isinstance(err.get("input"), (int, float)):
+        problem = f"{err['input']!r} is a number, not a string"
+    elif err["type"] == "string_pattern_mismatch":
+        what = "key" if key_error else "value"
+        shown = str(err.get("input"))
+        # a login in a malformed value may be of a shape no mask finds (a password holding '#', a space)
+        problem = (f"malformed {what} (not shown: it may hold a login)" if "@" in shown
+                   else f"malformed {what} {mask_text(shown)[:60]!r}")
+    if where.startswith("--set"):
+        line = None
+    return RecipeError(where, ".".join(path), problem, hint, line or None)
+
+
+def load(recipe: str, overrides: list[str] | None = None, *, site: dict | None = None) -> Spec:
+    """Load, merge, override and validate a recipe into a Spec. Raises RecipeError."""
+    path = recipe_path(recipe)
+    loc = _load_file(path, ())
+    where = display(path)
+    name = loc.data.pop("name", None) or path.stem
+    loc.data["name"] = name
+    if site:
+        loc.data["site"] = deep_merge(loc.data.get("site") or {}, site)
+    apply_overrides(loc, overrides or [])
+    try:
+        return Spec.model_validate(loc.data)
+    except ValidationError as exc:
+        raise _error_from_validation(exc, loc, where) from None
+
+
+def masked_dump(spec: Spec) -> dict:
+    """The spec as plain data, with credentials in every URL masked (it is written and shown)."""
+    from buildctl.secrets import mask_data
+
+    return mask_data(spec.model_dump(mode="json"))
+
+
+def resolved_yaml(spec: Spec) -> str:
+    """The resolved recipe as YAML: what was built, with nothing left to look up (secrets masked)."""
+    return yaml.safe_dump(masked_dump(spec), sort_keys=False, default_flow_style=False)
+
+
+def spec_hash(spec: Spec) -> str:
+    data = masked_dump(spec)
+    data.pop("site", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()

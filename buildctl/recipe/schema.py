@@ -1,0 +1,469 @@
+"""The recipe schema and the resolved spec.
+
+A recipe file is YAML; after `extends:` merging and `--set` overrides it is validated into `Spec`,
+an immutable tree of plain pydantic models that every later stage reads. Unknown keys, wrong types
+and malformed versions are refused here, with the field path; cross-field checks that need the
+compatibility tables live in `preflight.preflight`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from buildctl import urls
+from buildctl.settings import extend_site
+
+# The fix shown when a value does not match its type's pattern, kept with the pattern: recipe.py looks
+# it up by the pattern pydantic reports (tests/unit/test_recipe.py checks every pattern of Spec has one).
+PATTERN_HINTS: dict[str, str] = {}
+
+
+def matching(pattern: str, hint: str) -> StringConstraints:
+    """A strict string that matches `pattern`; `hint` is the fix a user reads when it does not."""
+    if PATTERN_HINTS.setdefault(pattern, hint) != hint:
+        raise ValueError(f"pattern {pattern} has two hints")
+    return StringConstraints(strict=True, pattern=pattern)
+
+
+# Versions are strings in the YAML: `3.10` unquoted would be the float 3.1, so floats are refused.
+Version = Annotated[str, matching(r"^\d+(\.\d+){0,3}$",
+                                  'write a version like "12.1.1" (digits and dots, quoted)')]
+# A framework's release may carry a PEP 440 local label naming its stack, as PyTorch's own wheels do
+# ("2.6.0+cu124", "2.6.0+cpu"): two recipes of one release then make wheels one index can hold.
+FrameworkVersion = Annotated[str, matching(r"^\d+(\.\d+){0,3}((a|b|rc)\d+)?(\.post\d+)?(\+[a-z0-9]+(\.[a-z0-9]+)*)?$",
+                                           'write a version like "2.6.0" or "2.6.0+cu124" (quoted)')]
+PythonVersion = Annotated[str, matching(r"^3\.\d{1,2}$",
+                                        'write a Python version like "3.11" (quoted)')]
+Sha256 = Annotated[str, matching(r"^[0-9a-f]{64}$",
+                                 "a 64-character lowercase hex sha256 (sha256sum FILE)")]
+AbsPath = Annotated[str, matching(r"^/[A-Za-z0-9._/+-]*$",
+                                  "use an absolute path of letters, digits and ._/+-")]
+# Names and refs end up in shell lines and file names; a conservative alphabet keeps them inert.
+Name = Annotated[str, matching(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$",
+                               "use only letters, digits and ._+- (starting with a letter or digit)")]
+GitRef = Annotated[str, matching(r"^[A-Za-z0-9][A-Za-z0-9._/+-]*$",
+                                 "use only letters, digits and ._/+- (a tag, branch or commit)")]
+
+
+def _read_alike(url: str) -> str:
+    """A URL every tool reads the same way (buildctl/urls.py: a login with '#' is a host name to pip)."""
+    why = urls.problem(url)
+    if why:
+        raise ValueError(why)
+    return url
+
+
+Url = Annotated[str, matching(r"^(https?|file)://[^\s'\"`$;|&<>\\]+$",
+                              "use an http(s):// or file:// URL without quotes, spaces or shell characters"),
+                AfterValidator(_read_alike)]
+ImageRef = Annotated[str, matching(r"^[a-z0-9][a-z0-9._/:@-]*$",
+                                   "use an image reference like ubuntu:22.04 or registry/name:tag (lowercase, no spaces)")]
+CudaArch = Annotated[str, matching(r"^\d{1,2}\.\d[af]?(\+PTX)?$",
+                                   'write archs like "8.0", "9.0a" or "9.0+PTX"')]
+RocmArch = Annotated[str, matching(r"^gfx[0-9a-f]{3,4}$",
+                                   "write ROCm archs like gfx90a, gfx942")]
+EnvName = Annotated[str, matching(r"^[A-Z_][A-Z0-9_]*$",
+                                  "use an UPPER_CASE shell variable name (A-Z, 0-9, _), e.g. CFLAGS")]
+def _no_dot_components(path: str) -> str:
+    if any(part in (".", "..") for part in path.split("/")):
+        raise ValueError("must stay inside the source tree: no . or .. components")
+    return path
+
+
+# A path inside the source tree: relative, no `..` (it names files the build script reads).
+TreePath = Annotated[str, matching(r"^[A-Za-z0-9_+-][A-Za-z0-9._/+-]*$",
+                                   "use a path relative to the source tree, of letters, digits and ._/+-"),
+                     AfterValidator(_no_dot_components)]
+# A Debian/Ubuntu package name (Debian policy 5.6.1), optionally pinned: name=version.
+DistroPackage = Annotated[str, matching(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?$",
+                                        "write a Debian/Ubuntu package name like libopenblas-dev, optionally "
+                                        "pinned: name=version")]
+
+# A recipe name becomes a Docker image repository component and part of volume and container names:
+# lowercase alphanumerics with single . _ - between them (the OCI distribution spec's path component,
+# which also fits Docker's [a-zA-Z0-9][a-zA-Z0-9_.-]+ for volumes and containers).
+RECIPE_NAME = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
+RECIPE_NAME_MAX = 64
+# Durations like 90m, 12h, 3600s.
+Duration = Annotated[str, matching(r"^[1-9][0-9]{0,5}[smh]$", "write a duration like 90m, 12h or 3600s")]
+_SECONDS = {"s": 1, "m": 60, "h": 3600}
+# 1980-01-01T00:00:00Z: the earliest date a zip entry (a wheel member) holds; Nix's default too.
+DEFAULT_SOURCE_DATE_EPOCH = 315532800
+
+# build.env names the recipe may not set. The build script's own variables (templates/build.sh.j2):
+# overriding them turns its `rm -rf "${OUT:?}"/*` into `rm -rf /*` (OUT=/), builds from or into another
+# tree (SRC, VENV), defeats the OOM retry (MAX_JOBS) or shares one compile cache between toolchains
+# (CCACHE_COMPILERCHECK). And names that change how every process of the build starts: the loader's
+# (LD_*), the shell's (BASH_ENV, ENV, SHELLOPTS, BASHOPTS, IFS) and Python's (PYTHONHOME, PYTHONPATH).
+RESERVED_BUILD_ENV = (
+    # set by build.sh itself
+    "SRC", "OUT", "VENV", "VIRTUAL_ENV", "PATH", "MAX_JOBS", "UNTIL",
+    # buildctl's settings the script reads (invoke build --until / --target; the shared compile cache,
+    # a secret: set in build.env it would be rendered into the script and so into a layer)
+    "BUILDCTL_UNTIL", "BUILDCTL_TARGETS", "BUILDCTL_CACHE_URL", "CCACHE_REMOTE_STORAGE",
+    "PYTHON_EXECUTABLE", "CMAKE_PROGRAM_PATH",
+    "CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER", "CMAKE_CUDA_COMPILER_LAUNCHER",
+    "CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_COMPILERCHECK", "CCACHE_NOHASHDIR", "SCCACHE_DIR",
+    # reproducible builds (docs/reproducible.md): the date is build.source_date_epoch; the second build of
+    # --check-reproducible runs elsewhere (BUILDCTL_WORK) without a compile cache
+    "SOURCE_DATE_EPOCH", "WORK", "PREFIX_MAP_FLAGS", "CCACHE_DISABLE", "BUILDCTL_WORK", "BUILDCTL_COMPILE_CACHE",
+    # the container's own
+    "HOME",
+    # how every process starts
+    "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS",
+    "PYTHONHOME", "PYTHONPATH",
+)
+PipRequirement = Annotated[str, matching(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+(,(==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!-]+)*)?$",
+                                         "write a pip requirement like numpy<2 or pyyaml==6.0.1 (no options, no URLs)")]
+PipPin = Annotated[str, matching(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.*+!-]+$",
+                                 "write a pin like nvidia-cublas-cu12==12.1.3.1 (name==version)")]
+
+DISTROS = ("bookworm", "trixie", "jammy", "noble")
+
+
+class Model(BaseModel):
+    """Strict: unknown keys are errors, no silent coercion (a YAML float is not a version)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Download(Model):
+    """A file fetched over the network or taken pre-staged from the download cache by its sha256."""
+
+    url: Url
+    sha256: Sha256
+    filename: Name | None = None
+
+    @property
+    def name(self) -> str:
+        return self.filename or self.url.rstrip("/").rsplit("/", 1)[-1]
+
+
+class Base(Model):
+    image: ImageRef
+    distro: Literal[DISTROS]  # type: ignore[valid-type]
+
+
+class Python(Model):
+    version: PythonVersion
+    venv: AbsPath = "/opt/venv"
+    # Build requirements installed into the venv (the framework's own, e.g. numpy, pyyaml).
+    packages: tuple[PipRequirement, ...] = ()
+    # Pins for everything pip installs into the images, dependencies included (pip -c): a cuDNN
+    # wheel must not pull a cuBLAS of another CUDA release.
+    constraints: tuple[PipPin, ...] = ()
+
+
+class Packages(Model):
+    """Distro (apt) packages: `build` for the builder image only, `runtime` for both images (what
+    the built wheel links against, e.g. the system libraries of a USE_SYSTEM_LIBS build)."""
+
+    build: tuple[DistroPackage, ...] = ()
+    runtime: tuple[DistroPackage, ...] = ()
+    # Archive components to enable beyond main, e.g. [contrib, non-free] for Debian's CUDA packages.
+    components: tuple[Literal["contrib", "non-free", "non-free-firmware", "universe", "multiverse", "restricted"], ...] = ()
+
+
+class Source(Model):
+    """Exactly one of git, path (relative to the recipe's directory or absolute) or tarball."""
+
+    git: Url | None = None
+    ref: GitRef | None = None
+    submodules: StrictBool = True
+    path: StrictStr | None = None
+    tarball: Download | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Source:
+        kinds = [k for k in ("git", "path", "tarball") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("give exactly one of git, path, tarball")
+        if self.git and not self.ref:
+            raise ValueError("a git source needs ref (a tag, branch or commit)")
+        if self.path is not None and not re.fullmatch(r"[A-Za-z0-9._/+-]+", self.path):
+            raise ValueError("path may use only letters, digits and ._/+-")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "git" if self.git else "path" if self.path is not None else "tarball"
+
+
+class Patch(Model):
+    """One change to the framework source, applied in order after unpacking. Exactly one of:
+    file (a patch next to the recipe), download (a patch fetched, sha256-checked), or archive (a
+    tar or zip unpacked into the source tree at `into`: e.g. Debian's debian.tar.xz, whose quilt
+    `series` file then lists the patches to apply in order, `skip` leaving named ones out; without
+    a series the archive is an overlay, e.g. a submodule the source tarball lacks)."""
+
+    file: StrictStr | None = None
+    download: Download | None = None
+    archive: Download | None = None
+    into: TreePath | None = None  # None: the root of the source tree
+    series: TreePath | None = None
+    skip: tuple[Name, ...] = ()
+    strip: StrictInt = Field(default=1, ge=0, le=9)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Patch:
+        kinds = [k for k in ("file", "download", "archive") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("give exactly one of file, download, archive (+ series)")
+        if self.series is not None and self.archive is None:
+            raise ValueError("series names a file of an archive; add archive: {url, sha256}")
+        if self.into is not None and self.archive is None:
+            raise ValueError("into is where an archive is unpacked; it needs archive")
+        if self.skip and self.series is None:
+            raise ValueError("skip names patches of a series; it needs archive + series")
+        if self.file is not None and not re.fullmatch(r"[A-Za-z0-9._/+-]+", self.file):
+            raise ValueError("file may use only letters, digits and ._/+-")
+        return self
+
+    @property
+    def label(self) -> str:
+        if self.file is not None:
+            return self.file.rsplit("/", 1)[-1]
+        if self.download is not None:
+            return self.download.name
+        return f"{self.archive.name}:{self.series}" if self.series else self.archive.name
+
+
+class Framework(Model):
+    name: Literal["pytorch", "demofw"]
+    source: Source
+    patches: tuple[Patch, ...] = ()
+    version: FrameworkVersion | None = None  # PYTORCH_BUILD_VERSION; None keeps version.txt + git sha
+    build_number: StrictInt = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _post_before_local(self) -> Framework:
+        if self.version and "+" in self.version and self.build_number > 1:  # setup.py appends .postN last
+            raise ValueError(f"build_number {self.build_number} would make {self.version}.post{self.build_number}, "
+                             f"a .post inside the local label; write version: "
+                             f"\"{self.version.replace('+', f'.post{self.build_number}+', 1)}\" and build_number: 1")
+        return self
+
+
+class Cuda(Model):
+    version: Version  # major.minor[.patch] of the toolkit
+    install: Literal["runfile", "apt", "pip", "base-image"]
+    runfile: Download | None = None  # install: runfile
+    pip_release: Version | None = None  # install: pip, the nvidia-cuda-* wheel release, e.g. 13.2.86
+    apt_package: Name = "nvidia-cuda-toolkit"  # install: apt
+    home: AbsPath = "/usr/local/cuda"
+
+    @model_validator(mode="after")
+    def _install_inputs(self) -> Cuda:
+        if self.install == "runfile" and self.runfile is None:
+            raise ValueError("install: runfile needs runfile: {url, sha256}")
+        if self.install == "pip" and self.pip_release is None:
+            raise ValueError("install: pip needs pip_release (the nvidia-cuda-nvcc version)")
+        if self.install == "pip" and int(self.version.split(".")[0]) < 13:
+            raise ValueError("install: pip needs CUDA >= 13 (the -cu11/-cu12 nvcc wheels hold only ptxas); "
+                             "use runfile, apt or base-image")
+        return self
+
+    @property
+    def major_minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+
+class Cudnn(Model):
+    version: Version
+    install: Literal["archive", "pip"]
+    archive: Download | None = None  # install: archive (cudnn-linux-x86_64-<ver>_cuda<maj>-archive.tar.xz)
+
+    @model_validator(mode="after")
+    def _install_inputs(self) -> Cudnn:
+        if self.install == "archive" and self.archive is None:
+            raise ValueError("install: archive needs archive: {url, sha256}")
+        return self
+
+
+class Nccl(Model):
+    version: Version
+    install: Literal["redist", "pip", "apt", "source", "none"]
+    archive: Download | None = None  # install: redist (nccl_<ver>-1+cuda<x>_x86_64.txz)
+    git: Url = "https://github.com/NVIDIA/nccl"  # install: source
+    ref: GitRef | None = None  # install: source, defaults to v<version>-1
+
+    @model_validator(mode="after")
+    def _install_inputs(self) -> Nccl:
+        if self.install == "redist" and self.archive is None:
+            raise ValueError("install: redist needs archive: {url, sha256}")
+        return self
+
+
+class Rocm(Model):
+    """ROCm from a ROCm base image (AMD's layout under /opt/rocm) or from the distro's archive (apt:
+    Debian trixie main ships HIP 5.7 under /usr)."""
+
+    version: Version
+    arch: tuple[RocmArch, ...] = Field(min_length=1)
+    install: Literal["base-image", "apt"] = "base-image"
+    # The NCCL API version RCCL's rccl.h declares (RCCL is found as the system NCCL): checked in the
+    # image, expected at run time (demofw.cuda.nccl.version(), torch.cuda.nccl.version()).
+    rccl: Version | None = None
+
+
+class Ascend(Model):
+    cann_version: Annotated[str, matching(r"^\d+\.\d+\.[A-Za-z0-9.]+$",
+                                          'write a CANN version like "8.0.0" or "8.0.RC3" (quoted)')]
+    installer: Download  # Ascend-cann-toolkit_<ver>_linux-<arch>.run
+    install_path: AbsPath = "/usr/local/Ascend"
+    torch_npu: Source
+
+
+class Toolchain(Model):
+    cuda: Cuda | None = None
+    cudnn: Cudnn | None = None
+    nccl: Nccl | None = None
+    rocm: Rocm | None = None
+    ascend: Ascend | None = None
+
+
+class Build(Model):
+    type: Literal["Release", "Debug", "RelWithDebInfo"] = "Release"
+    cuda_arch: tuple[CudaArch, ...] = ()
+    max_jobs: Literal["auto"] | Annotated[StrictInt, Field(ge=1, le=1024)] = "auto"
+    # USE_*/BUILD_* switches, forwarded to CMake by PyTorch's setup.py.
+    features: dict[Annotated[str, matching(r"^(USE|BUILD)_[A-Z0-9_]+$", "use a USE_* or BUILD_* switch, e.g. "
+                                           "USE_MKLDNN; put other variables in build.env")], StrictBool] = {}
+    env: dict[EnvName, StrictStr] = {}
+    cache: Literal["ccache", "sccache", "none"] = "ccache"
+    # The compile step is stopped after this long (a hung build fails instead of blocking CI).
+    timeout: Duration = "12h"
+    # Build-time check that `python` is the venv's; off only to reproduce the failure it prevents.
+    venv_guard: StrictBool = True
+    # Shell lines run once in the patched source tree before configure (trusted, like the recipe),
+    # e.g. regenerating a header against the distro's flatbuffers.
+    prepare: tuple[StrictStr, ...] = ()
+    # SOURCE_DATE_EPOCH of the build (seconds, UTC); unset: the commit date of a git source, else
+    # DEFAULT_SOURCE_DATE_EPOCH (docs/reproducible.md). Zip entries hold 1980..2107.
+    source_date_epoch: Annotated[StrictInt, Field(ge=DEFAULT_SOURCE_DATE_EPOCH, le=4102444800)] | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _no_reserved_env(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if name in RESERVED_BUILD_ENV:
+                raise ValueError(f"{name} is reserved (the build script sets it, or it changes how every "
+                                 f"process of the build starts); fix: remove {name} from build.env")
+        return env
+
+    @property
+    def timeout_s(self) -> int:
+        return int(self.timeout[:-1]) * _SECONDS[self.timeout[-1]]
+
+
+class Expect(Model):
+    """What verification checks; unset fields are derived from the toolchain and build sections."""
+
+    cuda: Version | None = None
+    nccl: Version | None = None
+    cudnn: Version | None = None
+    arch: tuple[CudaArch, ...] | None = None
+    build_type: Literal["Release", "Debug", "RelWithDebInfo"] | None = None
+    features: dict[str, StrictBool] = {}
+
+
+class Verify(Model):
+    expect: Expect = Expect()
+    allreduce: StrictBool = True
+
+
+class Site(Model):
+    """Host and network facts that do not change the output: kept out of the artifact key."""
+
+    ca_certs: tuple[StrictStr, ...] = ()
+    pip_index_url: Url | None = None
+    pip_extra_index_urls: tuple[Url, ...] = ()
+    apt_mirror: Url | None = None
+    http_proxy: Url | None = None
+    https_proxy: Url | None = None
+    no_proxy: StrictStr | None = None
+    network: Literal["host", "bridge", "none", "default"] = "default"
+    download_cache: StrictStr | None = None
+    # A shared compile cache (redis://): handed to the compile container at run time, never rendered.
+    cache_url: StrictStr | None = None
+
+    @field_validator("cache_url")
+    @classmethod
+    def _redis_url(cls, v: str | None) -> str | None:
+        from buildctl.build.compile_cache import problem, refusal
+
+        why = v and problem(v)
+        if why:  # the value is not quoted: it holds a password
+            raise ValueError(refusal(why))
+        return v
+
+
+Site = extend_site(Site)  # the site options only settings.py declares, e.g. pull
+
+
+class Spec(Model):
+    """A resolved recipe: everything the later stages need, nothing that refers back to YAML."""
+
+    name: StrictStr  # checked by _docker_name
+    description: StrictStr = ""
+    labels: tuple[Name, ...] = ()
+    base: Base
+    python: Python
+    packages: Packages = Packages()
+    framework: Framework
+    toolchain: Toolchain = Toolchain()
+    build: Build = Build()
+    verify: Verify = Verify()
+    site: Site = Site()
+
+    @field_validator("name")
+    @classmethod
+    def _docker_name(cls, v: str) -> str:
+        if len(v) > RECIPE_NAME_MAX or not RECIPE_NAME.fullmatch(v):
+            fix = re.sub(r"[^a-z0-9]+", "-", v.lower()).strip("-")[:RECIPE_NAME_MAX] or "my-recipe"
+            raise ValueError(f"{v!r} is not a name Docker accepts for images and volumes; fix: rename the "
+                             f"recipe (its file, or name:) to lowercase letters and digits with single . _ - "
+                             f"between them, at most {RECIPE_NAME_MAX} characters, e.g. {fix!r}")
+        return v
+
+    @field_validator("description")
+    @classmethod
+    def _one_line(cls, v: str) -> str:
+        return " ".join(v.split())
+
+    @model_validator(mode="after")
+    def _stack(self) -> Spec:
+        tc = self.toolchain
+        if tc.cuda and tc.rocm:
+            raise ValueError("toolchain: cuda and rocm are exclusive (PyTorch refuses both); keep one")
+        if tc.nccl and tc.nccl.install != "none" and not (tc.cuda or tc.rocm):
+            raise ValueError("toolchain.nccl needs toolchain.cuda; remove nccl or add cuda")
+        if tc.cudnn and not tc.cuda:
+            raise ValueError("toolchain.cudnn needs toolchain.cuda; remove cudnn or add cuda")
+        if tc.cuda and not self.build.cuda_arch:
+            raise ValueError(
+                "build.cuda_arch is empty; list the archs, e.g. ['8.0', '9.0'] "
+                "(PyTorch guesses wrong in a GPU-less container)"
+            )
+        if self.build.cuda_arch and not tc.cuda:
+            raise ValueError("build.cuda_arch is set but toolchain.cuda is absent; remove cuda_arch")
+        return self
+
+    @property
+    def accelerator(self) -> str:
+        tc = self.toolchain
+        return "cuda" if tc.cuda else "rocm" if tc.rocm else "ascend" if tc.ascend else "cpu"

@@ -1,0 +1,295 @@
+"""Render a Spec into the files of a self-contained build folder. Pure: no Docker, no network.
+
+`render(spec)` returns {relative path: content}; `write(rendered, out_dir)` puts them on disk
+atomically (a temporary sibling folder renamed into place), so a failed render leaves nothing.
+Credentials in the spec's URLs are never rendered: the files carry the URLs without them
+(secrets.split_credentials), and the build gets the real ones at run time.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from buildctl import settings
+from buildctl.errors import InputError
+from buildctl.in_container import PROBE_FILES, WHEELNORM
+from buildctl.recipe import parallel_jobs, preflight
+from buildctl.recipe.loader import resolved_yaml
+from buildctl.recipe.schema import DEFAULT_SOURCE_DATE_EPOCH, Spec
+from buildctl.render import providers
+from buildctl.secrets import split_credentials
+from buildctl.settings import REPO_ROOT
+
+TEMPLATES = REPO_ROOT / "templates"
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# A Debug or RelWithDebInfo build is for chasing a crash: its runtime image can resolve symbols
+# (binutils; verification checks a symbol resolves to a source line) and debug (gdb).
+DEBUG_RUNTIME_PACKAGES = ("binutils", "gdb")
+# The build script's path in the builder image: the Dockerfile installs it there, the compile runs it.
+BUILD_COMMAND = ("/usr/local/bin/buildctl-build",)
+# Python build requirements every framework build gets in its venv (PyTorch's minimal set).
+BASE_BUILD_REQUIREMENTS = ("setuptools", "wheel")
+
+
+class _CompiledTemplateCache(jinja2.FileSystemBytecodeCache):
+    """Jinja's compiled templates kept between runs, in the user's cache folder: compiling them was most
+    of a no-op `invoke build`'s own work. The folder is made on the first write, private; a cache that
+    cannot be written is only slower, never an error."""
+
+    def __init__(self) -> None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        super().__init__(os.path.join(base, "buildctl", "templates"))
+
+    def dump_bytecode(self, bucket) -> None:
+        try:
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+    bytecode_cache=_CompiledTemplateCache(),
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,
+    keep_trailing_newline=True,
+    trim_blocks=False,
+)
+_env.filters["q"] = lambda v: shlex.quote(str(v))
+
+
+@dataclass(frozen=True)
+class Rendered:
+    spec: Spec  # the spec the files were rendered from: no credentials in its URLs
+    files: dict[str, str]  # relative path -> text
+    fragments: tuple[providers.Fragment, ...]
+
+    @property
+    def downloads(self):
+        return [(f.stage_name or f.provider, d) for f in self.fragments for d in f.downloads]
+
+
+def _render_stage(template: str, **ctx) -> str:
+    return _env.get_template(f"providers/{template}").render(**ctx).rstrip() + "\n"
+
+
+def _site_files(spec: Spec, ca_texts: dict[str, str]) -> dict[str, str]:
+    files = {"certs/.keep": "", "apt/.keep": ""}
+    for name, text in ca_texts.items():
+        files[f"certs/{name}"] = text
+    site = spec.site
+    if site.apt_mirror:
+        suite = spec.base.distro
+        comps = "main contrib non-free non-free-firmware" if suite in ("bookworm", "trixie") else "main universe"
+        files["apt/sources.list"] = f"deb {site.apt_mirror} {suite} {comps}\n"
+    pip = ["[global]", "cert = /etc/ssl/certs/ca-certificates.crt"]
+    if site.pip_index_url:
+        pip.append(f"index-url = {site.pip_index_url}")
+    if site.pip_extra_index_urls:
+        pip.append("extra-index-url = " + " ".join(site.pip_extra_index_urls))
+    files["pip.conf"] = "\n".join(pip) + "\n"
+    return files
+
+
+def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
+    """Render the Dockerfile, the build script, the verify probe and the resolved recipe."""
+    settings.checkout()  # the templates are the checkout's
+    shown = resolved_yaml(spec)  # credentials masked as ***, so a reader sees where they were
+    spec, _ = split_credentials(spec)
+    frags = providers.fragments(spec, _render_stage)
+    venv = spec.python.venv
+    python = f"python{spec.python.version}"
+    path = ":".join([f"{venv}/bin", *(p for f in frags for p in f.path), DEFAULT_PATH])
+    ld = ":".join(p for f in frags for p in f.ld_library_path)
+    image_env: dict[str, str] = {}
+    build_env: dict[str, str] = {}
+    version_probes: dict[str, str] = {}
+    for f in frags:
+        image_env.update(f.image_env)
+        build_env.update(f.build_env)
+        version_probes.update(f.version_probes)
+    build_env.update(_contract_env(spec))
+    for key, on in spec.build.features.items():
+        build_env[key] = "1" if on else "0"
+    per_job, reserve = _jobs_rule(spec.accelerator)
+    constraints = sorted({*spec.python.constraints, *(c for f in frags for c in f.pip_constraints)})
+    ctx = dict(
+        build_command=BUILD_COMMAND[0],
+        probe_files=[p.name for p in PROBE_FILES],
+        spec=spec,
+        python=python,
+        python_pkgs=[python, f"{python}-venv", f"{python}-dev"],
+        stages=[f for f in frags if f.stage],
+        build_requirements=[*BASE_BUILD_REQUIREMENTS, *spec.python.packages, *(p for f in frags for p in f.pip_build)],
+        runtime_requirements=[p for f in frags for p in f.pip_runtime],
+        apt_packages=sorted({p for f in frags for p in f.apt_packages}),
+        cache_pkg={"ccache": "ccache", "sccache": "sccache", "none": ""}[spec.build.cache],
+        links_run=_join_run(
+            f"mkdir -p {shlex.quote(str(Path(link).parent))} && ln -sfn {shlex.quote(target)} {shlex.quote(link)}"
+            for f in frags for link, target in f.links),
+        path=path,
+        ld_library_path=ld,
+        image_env=image_env,
+        checks_run=_join_run(c for f in frags for c in f.image_checks),
+        build_env=build_env,
+        user_env=dict(spec.build.env),
+        version_probes=version_probes,
+        patch_lines=_patch_lines(spec),
+        build_packages=sorted({*spec.packages.build, *spec.packages.runtime}),
+        runtime_packages=sorted({*spec.packages.runtime, *(p for f in frags for p in f.apt_runtime),
+                                 *(DEBUG_RUNTIME_PACKAGES if spec.build.type != "Release" else ())}),
+        apt_components=sorted({*spec.packages.components, *(c for f in frags for c in f.apt_components)}),
+        constraints=bool(constraints),
+        pre_build=[line for f in frags for line in f.pre_build],
+        post_build=[line for f in frags for line in f.post_build],
+        cache=spec.build.cache,
+        max_jobs=spec.build.max_jobs,
+        placeholders=preflight.placeholders(spec),
+        per_job_mib=per_job,
+        reserve_mib=reserve,
+        default_source_date_epoch=DEFAULT_SOURCE_DATE_EPOCH,
+        # nvcc's --objdir-as-tempdir, documented from the CUDA 12.4 manual on (docs/reproducible.md)
+        nvcc_objtemp=bool(spec.toolchain.cuda) and _version(spec.toolchain.cuda.version) >= (12, 4),
+    )
+    files = {
+        "Dockerfile": _env.get_template("Dockerfile.j2").render(**ctx),
+        "build.sh": _env.get_template("build.sh.j2").render(**ctx),
+        "fetch.sh": (TEMPLATES / "fetch.sh").read_text(),
+        "git-fetch.sh": (TEMPLATES / "git-fetch.sh").read_text(),
+        "patch.sh": (TEMPLATES / "patch.sh").read_text(),
+        "secrets.sh": (TEMPLATES / "secrets.sh").read_text(),
+        "patches/.keep": "",
+        "constraints.txt": "".join(f"{c}\n" for c in constraints),
+        **{p.name: p.read_text() for p in PROBE_FILES},
+        "wheelnorm.py": WHEELNORM.read_text(),
+        "recipe.resolved.yaml": shown,
+        ".dockerignore": "downloads/**/.keep\n",
+    }
+    files.update(_site_files(spec, ca_texts or {}))
+    files.update(_patch_files(spec))
+    for f in frags:
+        if f.stage_name:
+            files[f"downloads/{f.stage_name}/.keep"] = ""
+    return Rendered(spec, files, tuple(frags))
+
+
+PATCH_DIR = "/usr/local/share/buildctl/patches"
+
+
+def _patch_file_name(index: int, patch) -> str:
+    return f"{index:02d}-{patch.label}"
+
+
+def _patch_files(spec: Spec) -> dict[str, str]:
+    """Patch files that live next to the recipe, copied into the build folder (and so into the key)."""
+    files = {}
+    for i, patch in enumerate(spec.framework.patches):
+        if patch.file is not None:
+            try:
+                files[f"patches/{_patch_file_name(i, patch)}"] = Path(patch.file).read_text()
+            except (OSError, UnicodeDecodeError) as e:
+                raise InputError(f"framework.patches[{i}].file {patch.file}: cannot read ({e.__class__.__name__}); "
+                                 "fix: the path is relative to the recipe file") from None
+    return files
+
+
+def _patch_lines(spec: Spec) -> list[str]:
+    """Shell lines that apply the recipe's patches in order (buildctl-patch names a failing hunk)."""
+    q = shlex.quote
+    lines = []
+    for i, patch in enumerate(spec.framework.patches):
+        if patch.file is not None:
+            name = _patch_file_name(i, patch)
+            lines.append(f'buildctl-patch file "$SRC" {patch.strip} {q(f"{PATCH_DIR}/{name}")} {q(patch.label)}')
+        elif patch.download is not None:
+            tmp = f"/tmp/patch-{i:02d}"
+            lines.append(f"buildctl-fetch {q(patch.download.url)} {q(patch.download.sha256)} {tmp}"
+                         f' && buildctl-patch file "$SRC" {patch.strip} {tmp} {q(patch.label)} && rm -f {tmp}')
+        else:
+            tmp = f"/tmp/patches-{i:02d}"
+            dest = '"$SRC"' if patch.into is None else f'"$SRC"/{q(patch.into)}'
+            # Wheels and zips through Python's zipfile (no unzip in the image); tarballs through tar.
+            unpack = (f"python3 -m zipfile -e {tmp} {dest}" if patch.archive.name.endswith((".zip", ".whl"))
+                      else f"tar -xf {tmp} -C {dest} --no-same-owner")
+            line = (f"buildctl-fetch {q(patch.archive.url)} {q(patch.archive.sha256)} {tmp}"
+                    f" && mkdir -p {dest} && {unpack} && rm -f {tmp}")
+            if patch.series:
+                skip = "".join(f" {q(n)}" for n in patch.skip)
+                line += f' && buildctl-patch series "$SRC" {patch.strip} "$SRC"/{q(patch.series)}{skip}'
+            else:
+                line += f' && echo "buildctl: unpacked {patch.archive.name} into {patch.into or "the source tree"}"'
+            lines.append(line)
+    return lines
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:2])
+
+
+def _join_run(commands) -> str:
+    """Shell commands as the body of one RUN instruction, one per line."""
+    return " \\\n && ".join(commands)
+
+
+def _jobs_rule(accelerator: str) -> tuple[int, int]:
+    """(MiB per compile job, MiB reserved) from jobs.py, for the script's stand-alone fallback."""
+    return parallel_jobs.PER_JOB_BYTES[accelerator] >> 20, parallel_jobs.RESERVE_BYTES >> 20
+
+
+def _contract_env(spec: Spec) -> dict[str, str]:
+    """PyTorch's build-env contract beyond what the toolchain providers declare."""
+    env: dict[str, str] = {}
+    if spec.accelerator == "cpu" or spec.accelerator == "ascend":
+        env["USE_CUDA"] = "0"
+        env["USE_ROCM"] = "0"
+    if spec.build.type == "Debug":
+        env["DEBUG"] = "1"
+    elif spec.build.type == "RelWithDebInfo":
+        env["REL_WITH_DEB_INFO"] = "1"
+    fw = spec.framework
+    if fw.version:
+        env["PYTORCH_BUILD_VERSION"] = fw.version
+        env["PYTORCH_BUILD_NUMBER"] = str(fw.build_number)
+    env.setdefault("BUILD_TEST", "0")
+    return env
+
+
+def write(rendered: Rendered, out_dir: Path, *, staged: dict[str, Path] | None = None) -> Path:
+    """Write the folder atomically; `staged` maps downloads/<stage>/<sha256> to pre-staged files."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        for rel, text in rendered.files.items():
+            p = tmp / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+            if rel.endswith(".sh"):
+                p.chmod(0o755)
+        for rel, src in (staged or {}).items():
+            dst = tmp / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                dst.hardlink_to(src)
+            except OSError:
+                shutil.copy2(src, dst)
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out_dir.rename(old)
+            tmp.rename(out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir

@@ -1,0 +1,1 @@
+"""Several recipes over several engines: the plan (pure) and the multi-build."""

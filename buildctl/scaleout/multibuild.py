@@ -1,0 +1,266 @@
+"""`invoke build` of several recipes (`--recipe a --recipe b`, `--label L`) over several engines
+(`--engine URL`, repeatable, or BUILDCTL_ENGINES).
+
+Every recipe is loaded and checked before anything starts. Each engine answers with its cores and
+memory (`docker info`); `fanout.plan` says which engine builds what. Each build is one `invoke build
+--recipe R --json` of its own, with DOCKER_HOST set to its engine and the settings of this command in
+its BUILDCTL_* variables (secrets travel in the environment, never on a command line): its own signal
+handling, key lock, clean-up and repro bundle, exactly as a build on its own. The engines run side by
+side, each its queue one after the other; a failure on one engine stops nothing else. The artifacts
+all land in the one local store. A CUDA recipe built where no GPU is is verified afterwards on an
+engine with the NVIDIA runtime, when the list has one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from buildctl import engine, settings
+from buildctl.errors import BuildctlError, EngineError, InputError
+from buildctl.recipe.schema import Spec
+from buildctl.scaleout import plan
+from buildctl.store import artifacts
+from buildctl.ui import strip_controls
+
+
+@dataclass
+class Outcome:
+    """One recipe's run, as the table shows it and --json prints it."""
+
+    recipe: str
+    engine: str
+    verify_on: str | None
+    step: str = "waiting"
+    ok: bool | None = None
+    started: float | None = None
+    seconds: float | None = None
+    artifact: str | None = None
+    key: str | None = None
+    error: str | None = None
+    bundle: str | None = None
+    log_tail: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"recipe": self.recipe, "engine": self.engine, "verified_on": self.verify_on, "ok": bool(self.ok),
+                "seconds": self.seconds, "key": self.key, "artifact": self.artifact, "error": self.error,
+                "bundle": self.bundle}
+
+
+def engine_capacity(url: str) -> tuple[plan.EngineCapacity | None, str | None]:
+    """An engine's cores, memory and GPU runtime; or why it cannot be used (one line)."""
+    name = engine.display_name(url)
+    try:
+        facts = engine.facts_at(url or None)
+    except BuildctlError as e:
+        return None, f"{name}: {str(e).splitlines()[0]}"
+    verifies = frozenset({"cpu", "ascend", "rocm"} | ({"cuda"} if facts.get("nvidia_runtime") else set()))
+    return plan.EngineCapacity(name, int(facts.get("cpus") or 1), int(facts.get("memory_bytes") or 0),
+                                 verifies), None
+
+
+def last_manifest(root: Path, recipe: str) -> dict | None:
+    """The newest manifest of `recipe` in the artifacts folder (its compile time sizes the plan); None
+    when there is none or it does not read as JSON. Reading it for the plan is not a use (invoke clean)."""
+    newest = artifacts.newest(recipe, root)
+    try:
+        data = json.loads((newest / "manifest.json").read_text()[: 8 << 20]) if newest else None
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def child_env(chosen: settings.Settings, engine_url: str) -> dict[str, str]:
+    """This command's settings as the child build's BUILDCTL_* variables, and its engine. The settings'
+    variables are replaced by what this command chose (its flags over them); every other variable
+    (BUILDCTL_CACHE, BUILDCTL_DEBUG, ...) passes as it is."""
+    replaced = {settings.env_name(name) for name in settings.Settings.model_fields}
+    env = {k: v for k, v in os.environ.items() if k not in replaced}
+    for name in settings.Settings.model_fields:
+        if name == "engines":  # a child builds on its one engine
+            continue
+        value = getattr(chosen, name)
+        if value in (None, "", (), False):
+            continue
+        env[settings.env_name(name)] = ",".join(value) if isinstance(value, tuple) else (
+            "1" if value is True else str(value))
+    if engine_url:
+        env["DOCKER_HOST"] = engine_url
+    return env
+
+
+def _invoke(*args: str) -> list[str]:
+    return [sys.executable, "-m", "invoke", "-r", str(settings.checkout()), *args]
+
+
+def verification_engine(placement: plan.Placement, chosen: settings.Settings) -> str | None:
+    """The engine the placement's wheel is verified on; None with --no-verify (nowhere)."""
+    return None if chosen.no_verify else placement.verify_on
+
+
+def child_commands(placement: plan.Placement, recipe: str, sets: list[str],
+                   chosen: settings.Settings) -> tuple[list[str], list[str] | None]:
+    """The child build's command, and the verification's on another engine (None: the build verifies
+    itself, or nothing is verified: --no-verify, which the build gets in BUILDCTL_NO_VERIFY)."""
+    where = verification_engine(placement, chosen)
+    elsewhere = where not in (None, placement.engine)
+    sets_args = [a for s in sets for a in ("--set", s)]
+    build = _invoke("build", "--recipe", recipe, *sets_args, "--json", *(["--no-verify"] if elsewhere else []))
+    return build, (_invoke("verify", "--recipe", recipe, *sets_args, "--json") if elsewhere else None)
+
+
+def run_one(placement: plan.Placement, recipe: str, sets: list[str], urls: dict[str, str],
+            chosen: settings.Settings, outcome: Outcome, changed: Callable[[], None]) -> None:
+    """The placement's build (and, elsewhere, its verification) as child commands; fills `outcome`."""
+    cmd, verify_cmd = child_commands(placement, recipe, sets, chosen)
+    outcome.started = time.monotonic()
+    payload = _child(cmd, child_env(chosen, urls[placement.engine]), outcome, changed)
+    if payload is not None and payload.get("ok") and verify_cmd is not None:
+        outcome.step = f"verify on {placement.verify_on}"
+        changed()
+        verified = _child(verify_cmd, child_env(chosen, urls[placement.verify_on]), outcome, changed)
+        if verified is None or not verified.get("ok", verified.get("passed", False)):
+            payload = {**payload, "ok": False,
+                       "error": (verified or {}).get("error") or f"verification on {placement.verify_on} failed"}
+    outcome.seconds = round(time.monotonic() - outcome.started, 1)
+    payload = payload or {}
+    outcome.ok = bool(payload.get("ok"))
+    outcome.key, outcome.artifact = payload.get("key"), payload.get("artifact")
+    outcome.bundle = payload.get("bundle")
+    if not outcome.ok:
+        outcome.error = payload.get("error") or (outcome.log_tail[-1] if outcome.log_tail else "failed")
+    outcome.step = "done" if outcome.ok else "failed"
+    changed()
+
+
+def _child(cmd: list[str], env: dict[str, str], outcome: Outcome, changed: Callable[[], None]) -> dict | None:
+    """Run one child command; its stderr lines move the step; its JSON (stdout) is the result."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    stdout_chunks: list[str] = []
+    reader = threading.Thread(target=lambda: stdout_chunks.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    for line in proc.stderr:
+        line = strip_controls(line.rstrip("\n"))
+        if line.startswith("[") and line.endswith("] ..."):
+            outcome.step = line[1:-5]
+        elif line.strip():
+            outcome.log_tail = [*outcome.log_tail[-4:], line[:300]]
+        changed()
+    proc.wait()
+    reader.join()
+    try:
+        payload = json.loads("".join(stdout_chunks) or "null")
+    except ValueError:
+        payload = None
+    return payload if isinstance(payload, dict) else None
+
+
+def table(outcomes: list[Outcome]) -> Table:
+    t = Table(title="Builds", title_justify="left")
+    for col in ("recipe", "engine", "step", "time", "result"):
+        t.add_column(col, overflow="fold")
+    for o in outcomes:
+        secs = o.seconds if o.seconds is not None else (time.monotonic() - o.started if o.started else None)
+        result = "" if o.ok is None else ("[green]ok[/]" if o.ok else "[red]failed[/]")
+        t.add_row(o.recipe, o.engine, o.step, f"{secs:.0f}s" if secs is not None else "", result)
+    return t
+
+
+def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Settings, *, as_json: bool) -> list[Outcome]:
+    """Build `specs` ((recipe argument, spec) pairs) over the chosen engines; the outcomes, in plan order."""
+    urls_given = list(chosen.engines) or [os.environ.get("DOCKER_HOST", "")]
+    capacities, urls = [], {}
+    err = Console(stderr=True, highlight=False)
+    for url in urls_given:
+        cap, why = engine_capacity(url)
+        if cap is None:
+            err.print(f"warning: engine {why}; building on the others", markup=False)
+            continue
+        if cap.name in urls:
+            raise InputError(f"--engine {cap.name} is given twice; fix: give each engine once")
+        capacities.append(cap)
+        urls[cap.name] = url
+    if not capacities:
+        raise EngineError("no engine answered; fix: check each --engine with `DOCKER_HOST=URL docker info`")
+    by_name = {spec.name: (arg, spec) for arg, spec in specs}
+    work = [plan.Job(spec.name, spec.accelerator,
+                       plan.cost(spec.framework.name, spec.accelerator, last_manifest(chosen.artifacts, spec.name)))
+            for _, spec in specs]
+    placements = plan.plan(work, capacities)
+    outcomes = {p.job.recipe: Outcome(p.job.recipe, p.engine, verification_engine(p, chosen)) for p in placements}
+    ordered = [outcomes[p.job.recipe] for p in placements]
+    lock = threading.Lock()
+    live = Live(table(ordered), console=err, refresh_per_second=2, transient=False) if err.is_terminal and not as_json \
+        else None
+    printed: dict[str, str] = {}
+
+    def changed() -> None:
+        with lock:
+            if live is not None:
+                live.update(table(ordered))
+                return
+            for o in ordered:  # plain lines (CI logs): one per step change
+                if printed.get(o.recipe) != o.step:
+                    printed[o.recipe] = o.step
+                    err.print(f"==> {o.recipe} on {o.engine}: {o.step}", markup=False)
+
+    def engine_queue(queue: list[plan.Placement]) -> None:
+        for p in queue:
+            arg, _ = by_name[p.job.recipe]
+            run_one(p, arg, sets, urls, chosen, outcomes[p.job.recipe], changed)
+
+    threads = [threading.Thread(target=engine_queue, args=(q,), daemon=True)
+               for q in plan.per_engine(placements).values()]
+    if live is not None:
+        live.start()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        if live is not None:
+            live.stop()
+    return ordered
+
+
+def print_outcomes(outcomes: list[Outcome], *, as_json: bool, out: Console) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps({"ok": all(o.ok for o in outcomes), "builds": [o.to_dict() for o in outcomes]},
+                                    indent=2) + "\n")
+        return
+    out.print(table(outcomes))
+    for o in outcomes:
+        if not o.ok:
+            out.print(Text(f"{o.recipe} on {o.engine}: {o.error}" + (f" (repro bundle: {o.bundle})" if o.bundle else "")))
+
+
+def select(recipes: list[str], labels: list[str]) -> list[str]:
+    """The recipes --recipe names and those --label selects, each once: a recipe is the file it resolves
+    to, however it was named (a name from recipes/ or a path). A --label no recipe has is an InputError."""
+    from buildctl import recipe as recipe_mod
+
+    chosen: dict[Path, str] = {}
+    for arg in recipes:
+        chosen.setdefault(recipe_mod.recipe_path(arg).resolve(), arg)
+    if labels:
+        labelled = [path for path in recipe_mod.list_recipes()
+                    if set(labels) & set(recipe_mod.load(str(path)).labels)]
+        if not labelled:
+            raise InputError(f"--label {','.join(labels)}: no recipe has it; fix: see `invoke recipes` for labels")
+        for path in labelled:
+            chosen.setdefault(path.resolve(), str(path))
+    return list(chosen.values())

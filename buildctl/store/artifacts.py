@@ -1,0 +1,262 @@
+"""The artifact store: artifacts/<recipe>/<key>/ with the wheel(s), manifest.json and build.log.
+
+The key is content-addressed over everything that can change the output: the rendered Dockerfile
+and build script (recipe + templates), the source (file contents, or git URL + ref, or tarball
+sha256) and the base image id. Site settings (CA certs, proxies, mirrors) do not change the output
+and are left out. Publishing is atomic (a temporary folder renamed into place) and builds of one
+key serialise on a lock file, which names its holder (pid, host, start) and is given up on after a
+timeout.
+
+The artifacts root also names the namespace of the engine objects its builds create (image tags,
+volumes, container labels), so that two roots, e.g. the user's and a test run's, never share a
+build directory: `namespace()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+from buildctl import settings
+from buildctl.errors import BuildctlError, InputError
+from buildctl.recipe.schema import Spec
+
+DEFAULT_ARTIFACTS_DIR = Path("artifacts")
+DEFAULT_NAMESPACE = "default"
+_NAMESPACE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
+# Files of the rendered folder that decide the output (pip.conf, certs/, apt/ are site settings).
+KEYED_FILES = ("Dockerfile", "build.sh", "fetch.sh", "git-fetch.sh", "secrets.sh")
+SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".eggs", ".pytest_cache"}
+
+
+def source_digest(spec: Spec) -> str:
+    src = spec.framework.source
+    h = hashlib.sha256()
+    if src.kind == "git":
+        h.update(f"git {src.git} {src.ref} {src.submodules}".encode())
+    elif src.kind == "tarball":
+        h.update(f"tarball {src.tarball.sha256}".encode())
+    else:
+        root = Path(src.path)
+        for path in sorted(_source_files(root)):
+            rel = path.relative_to(root).as_posix()
+            h.update(rel.encode() + b"\0" + oct(path.stat().st_mode & 0o111).encode() + b"\0")
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def _source_files(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info")]
+        for name in filenames:
+            if not name.endswith((".pyc", ".so", ".whl")):
+                yield Path(dirpath) / name
+
+
+def artifact_key(files: dict[str, str], source: str, base_image_id: str) -> str:
+    h = hashlib.sha256()
+    for name in KEYED_FILES:
+        h.update(name.encode() + b"\0" + files.get(name, "").encode() + b"\0")
+    h.update(f"source {source}\0base {base_image_id}".encode())
+    return h.hexdigest()[:16]
+
+
+def artifacts_root() -> Path:
+    """The artifacts folder of the running command (BUILDCTL_ARTIFACTS, default artifacts/)."""
+    return settings.current().artifacts
+
+
+def artifact_dir(recipe: str, key: str, root: Path | None = None) -> Path:
+    return (root or artifacts_root()) / recipe / key
+
+
+def namespace(root: Path | None = None) -> str:
+    """The namespace of the engine objects that builds into `root` create.
+
+    BUILDCTL_NAMESPACE when set; else `default` for the default root (`artifacts/` of the current
+    folder: today's names, so existing build directories and caches stay in use); else the root's
+    folder name and a hash of its resolved path, e.g. `artifacts-ci-3f2a9c1b`.
+    """
+    explicit = (settings.current().namespace or "").strip()
+    if explicit:
+        if not _NAMESPACE.fullmatch(explicit):
+            raise InputError(f"BUILDCTL_NAMESPACE={explicit!r} is not a namespace; fix: use 1-32 lowercase letters, "
+                             "digits and inner dashes, e.g. ci-nightly")
+        return explicit
+    resolved = Path(root or artifacts_root()).resolve()
+    if resolved == DEFAULT_ARTIFACTS_DIR.resolve():
+        return DEFAULT_NAMESPACE
+    stem = re.sub(r"[^a-z0-9]+", "-", resolved.name.lower()).strip("-")[:20].strip("-") or "root"
+    return f"{stem}-{hashlib.sha256(str(resolved).encode()).hexdigest()[:8]}"
+
+
+def lookup(recipe: str, key: str, root: Path | None = None) -> Path | None:
+    """The published artifact of (recipe, key), or None; finding it counts as a use (invoke clean)."""
+    d = artifact_dir(recipe, key, root)
+    if not (d / "manifest.json").is_file():
+        return None
+    record_use({"artifact": [f"{recipe}/{key}"]}, root)
+    return d
+
+
+def newest(recipe: str, root: Path | None = None) -> Path | None:
+    """The most recently published artifact of a recipe, or None (not counted as a use). Never a staging
+    folder (.tmp-*, which holds a manifest before it is published): pathlib's `*` matches dot-names."""
+    base = (root or artifacts_root()) / recipe
+    found = [p for p in base.glob("*/manifest.json") if not p.parent.name.startswith(".")] if base.is_dir() else []
+    return max(found, key=lambda p: p.stat().st_mtime).parent if found else None
+
+
+def latest(recipe: str, root: Path | None = None) -> Path | None:
+    """The most recently published artifact of a recipe (a use, as for lookup)."""
+    found = newest(recipe, root)
+    if found is not None:
+        record_use({"artifact": [f"{recipe}/{found.name}"]}, root)
+    return found
+
+
+# Last use, for `invoke clean`: one empty stamp file per object under <root>/.last-use/<kind>/, its
+# mtime the last time buildctl used the object (artifacts found or published, images and volumes a
+# build or a verification ran with). Touching a file is atomic and needs no lock, so concurrent builds
+# never lose each other's stamps; neither the engine (no last-use time for images or volumes, and
+# labels cannot change) nor creation times (a cache used daily is old) can say this.
+LAST_USE_DIR = ".last-use"
+
+
+def _stamp(root: Path | None, kind: str, name: str) -> Path:
+    from urllib.parse import quote
+
+    return (root or artifacts_root()) / LAST_USE_DIR / kind / quote(name, safe="").replace(".", "%2E")
+
+
+def record_use(objects: dict[str, list[str]], root: Path | None = None) -> None:
+    """Stamp {kind: [names]} as used now. Never fails a build: a read-only store just keeps no stamps."""
+    for kind, names in objects.items():
+        for name in names:
+            path = _stamp(root, kind, name)
+            try:
+                if path.parent.parent.is_symlink() or path.parent.is_symlink():
+                    return  # the stamps stay inside the root
+                path.parent.mkdir(parents=True, exist_ok=True)
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
+                os.utime(path, follow_symlinks=False)
+            except OSError:
+                pass
+
+
+def last_use(kind: str, name: str, root: Path | None = None) -> float | None:
+    """When `name` was last used (POSIX time), None when buildctl has no record of it."""
+    try:
+        return os.lstat(_stamp(root, kind, name)).st_mtime
+    except (OSError, ValueError):
+        return None
+
+
+class LockTimeout(BuildctlError):
+    """Another build held the key's lock for longer than we were willing to wait."""
+
+
+LOCK_POLL_S = 0.5  # flock has no timeout: a waiter retries a non-blocking lock this often
+
+
+def lock_holder(path: Path) -> str:
+    """Who holds the lock file `path`, as its holder wrote it: 'pid P on host H since T'."""
+    try:
+        info = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        info = {}
+    if not isinstance(info, dict) or not info.get("pid"):
+        return "an unknown holder (no pid in the lock file)"
+    return f"pid {info.get('pid')} on host {info.get('host', '?')} since {info.get('started', '?')}"
+
+
+@contextlib.contextmanager
+def key_lock(recipe: str, key: str, root: Path | None = None, *, timeout: float | None = None,
+             on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Serialise builds of the same key (a second build waits, then finds the artifact).
+
+    The holder writes its pid, host and start time into the lock file; a waiter says (on_wait) whom
+    it waits for, and gives up after `timeout` seconds with a one-line LockTimeout naming the holder.
+    """
+    base = (root or artifacts_root()) / recipe
+    base.mkdir(parents=True, exist_ok=True)
+    path = base / f".{key}.lock"
+    # Opened without truncating: the holder's note must stay readable to waiters.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        said = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = lock_holder(path)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise LockTimeout(
+                        f"gave up waiting {timeout:.0f} s for {path}: another build of {recipe} key {key} holds it "
+                        f"({holder}); fix: wait for that build to finish, or stop it if it is stuck"
+                    ) from None
+                if not said and on_wait is not None:
+                    on_wait(f"buildctl: waiting for {path}: another build of this key holds it ({holder})")
+                    said = True
+                time.sleep(LOCK_POLL_S)
+        note = {"pid": os.getpid(), "host": socket.gethostname(),
+                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "recipe": recipe, "key": key}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(note) + "\n").encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def staging(recipe: str, key: str, root: Path | None = None) -> Iterator[Path]:
+    """A temporary folder beside the final one; removed unless published."""
+    base = (root or artifacts_root()) / recipe
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=base))
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def publish(tmp: Path, recipe: str, key: str, root: Path | None = None) -> Path:
+    """Atomically move a complete staging folder into place."""
+    final = artifact_dir(recipe, key, root)
+    tmp.chmod(0o755)  # mkdtemp makes it private; artifacts are for the team to read
+    if final.exists():
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    record_use({"artifact": [f"{recipe}/{key}"]}, root)
+    return final
+
+
+def write_json(path: Path, data) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
