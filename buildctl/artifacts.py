@@ -127,10 +127,12 @@ def latest(recipe: str, root: Path | None = None) -> Path | None:
 
 
 # Last use, for `invoke clean`: one empty stamp file per object under <root>/.last-use/<kind>/, its
-# mtime the last time buildctl used the object (artifacts found or published, images and volumes a
-# build or a verification ran with). Touching a file is atomic and needs no lock, so concurrent builds
-# never lose each other's stamps; neither the engine (no last-use time for images or volumes, and
-# labels cannot change) nor creation times (a cache used daily is old) can say this.
+# mtime the last time buildctl used the object: every path that uses one stamps it (artifacts found or
+# published; a build's base image, builder image and volumes, --until and resumed builds too; the
+# images a verification or a replay runs, and their base images; a bundle replayed). Touching a file
+# is atomic and needs no lock, so concurrent builds never lose each other's stamps; neither the engine
+# (no last-use time for images or volumes, and labels cannot change) nor creation times (a cache used
+# daily is old) can say this.
 LAST_USE_DIR = ".last-use"
 
 
@@ -153,6 +155,18 @@ def record_use(objects: dict[str, list[str]], root: Path | None = None) -> None:
                 os.utime(path, follow_symlinks=False)
             except OSError:
                 pass
+
+
+def record_images(client, refs, root: Path | None = None) -> None:
+    """Stamp images (names or ids) as used now, by id: the stamp holds under any name the image has.
+    Never fails the command: an image the engine cannot show is just not stamped."""
+    ids = []
+    for ref in dict.fromkeys(refs):
+        try:
+            ids.append(client.api.inspect_image(ref)["Id"])
+        except Exception:  # noqa: BLE001 - a stamp is a record for invoke clean, never a failure
+            continue
+    record_use({"image": ids}, root)
 
 
 def last_use(kind: str, name: str, root: Path | None = None) -> float | None:

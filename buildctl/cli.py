@@ -158,7 +158,7 @@ def doctor(recipe: str | None, *, as_json: bool, engines: tuple[str, ...] = ()) 
 
 @command
 def base_image(distro: str, *, mirror: str | None, tag: str | None, force: bool, no_check_gpg: bool) -> None:
-    from . import baseimage, engine
+    from . import artifacts, baseimage, engine
 
     if distro not in baseimage.DISTROS:
         raise InputError(f"--distro {distro}: unknown; fix: one of {', '.join(baseimage.DISTROS)}")
@@ -166,6 +166,7 @@ def base_image(distro: str, *, mirror: str | None, tag: str | None, force: bool,
     maker = baseimage.make_base_image if force else baseimage.ensure_base_image
     image_id = maker(client, distro, mirror=mirror or None, tag=tag or None, no_check_gpg=no_check_gpg,
                      on_line=lambda line: console.print(strip_controls(line), markup=False, highlight=False))
+    artifacts.record_images(client, [image_id])  # invoke clean: made or asked for now, a use
     out.print(f"{tag or baseimage.default_tag(distro)} {image_id}")
 
 

@@ -7,10 +7,12 @@ What it looks at:
   namespace is given, plus any extra labels the caller names), never anything else.
 
 How it decides:
-- by LAST USE, not creation: artifacts.record_use stamps an object each time buildctl uses it (an
-  artifact found or published, the images and volumes a build or verification ran with). An object
-  with no stamp yet (made before stamps existed, or by hand) is taken as used when clean first sees
-  it, so nothing is removed on the strength of a missing record.
+- by LAST USE, not creation: every path that uses an object stamps it (artifacts.record_use and
+  record_images: an artifact found or published; the base image, builder image and volumes of every
+  build, --until and resumed ones too; the images a verification or replay runs and their base
+  images; a replayed bundle). An object with no stamp yet (made before stamps existed, or by hand)
+  is taken as used when clean first sees it, so nothing is removed on the strength of a missing
+  record.
 - orphans go whatever their age: a container whose process is gone (its `buildctl.owner` label names a
   process of this host that no longer runs), a buildctl container that is not running and was not
   kept on purpose, an untagged buildctl image, and staging folders quiet for STALE_AFTER whose key

@@ -204,8 +204,6 @@ def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
 
 def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published:
     spec, opts, key = ctx.spec, ctx.opts, built.prepared.key
-    artifacts.record_use({"image": [built.image_id], "volume": list(compile_stage.mounts(ctx, key))},
-                         opts.artifacts_root)  # invoke clean
     with artifacts.staging(spec.name, key, opts.artifacts_root) as staging:
         out_dir = Path(tempfile.mkdtemp(prefix="buildctl-out-"))
         try:

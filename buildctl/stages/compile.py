@@ -10,7 +10,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from .. import diagnose, engine, registry, remotecache, resume
+from .. import artifacts, diagnose, engine, registry, remotecache, resume
 from ..errors import EngineError, StepFailed
 from . import BUILD_COMMAND, Compiled, ImageBuilt, Prepared, Run
 from .names import compile_container_name, image_tag, proxy_env, rebuild_volume_name, volume_names
@@ -86,6 +86,9 @@ def compile(run: Run, built: ImageBuilt, out_dir: Path) -> Compiled:
     if spec.site.cache_url and spec.build.cache != "ccache":
         run.log(f"buildctl: warning: the shared compile cache works through ccache, and build.cache is "
                 f"{spec.build.cache}; compiling without it (fix: --set build.cache=ccache)")
+    # invoke clean: every compile uses them, a full build's, --until's and a resumed one's alike
+    artifacts.record_images(run.client, [built.image_id], run.opts.artifacts_root)
+    artifacts.record_use({"volume": list(mounts(run, key))}, run.opts.artifacts_root)
     for attempt in range(2):
         _clear_compile_container(run, name, key)
         first_line = len(run.log.lines)

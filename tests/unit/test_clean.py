@@ -241,3 +241,26 @@ def test_a_root_that_is_itself_a_symlink_is_used_as_the_root(tmp_path, layout):
     (tmp_path / "artifacts").symlink_to(real)
     report = housekeeping.clean(older_than_days=1, root=tmp_path / "artifacts", **FILES_ONLY)
     assert names(report) == {"demo/k"}
+
+
+def test_a_replayed_bundle_is_in_use(tmp_path):
+    """`invoke repro` of a bundle folder under <root>/failures stamps it (a fetch step's: no engine needed).
+    Before: bundles were stamped by nothing, so one replayed every day went once clean had first seen it
+    N days before."""
+    from buildctl import repro
+    from buildctl.cli import load_spec
+    from buildctl.render import render
+
+    root = tmp_path / "artifacts"
+    spec, _ = load_spec("demo-cpu", [], preflight=False)
+    bundle = repro.write_bundle(spec=spec, rendered=render(spec), context_dir=None, step="fetch", exit_code=1,
+                                log="sha256 mismatch", diagnosis=None, image_id=None, command=None, env={},
+                                volumes={}, network=None, memory=None, secrets=[], root=root)
+    name = f"failures/{bundle.name}"
+    used(root, "bundle", name, 40)
+    env = {**os.environ, "BUILDCTL_ARTIFACTS": str(tmp_path / "elsewhere"), "BUILDCTL_DEBUG": ""}
+    proc = subprocess.run([sys.executable, "-m", "invoke", "repro", str(bundle), "--json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["step"] == "fetch", proc.stderr
+    assert housekeeping.clean(older_than_days=30, root=root, **FILES_ONLY)["removed"] == []
+    assert time.time() - artifacts.last_use("bundle", name, root) < 60
