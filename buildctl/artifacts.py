@@ -134,6 +134,9 @@ def latest(recipe: str, root: Path | None = None) -> Path | None:
 # (no last-use time for images or volumes, and labels cannot change) nor creation times (a cache used
 # daily is old) can say this.
 LAST_USE_DIR = ".last-use"
+# The ids of images buildctl used under its own names (kind of record beside the stamps): an image whose
+# name moved to a rebuild has no name left, and this record is what still says it is buildctl's.
+OWN_IMAGE = "own-image"
 
 
 def _stamp(root: Path | None, kind: str, name: str) -> Path:
@@ -159,14 +162,25 @@ def record_use(objects: dict[str, list[str]], root: Path | None = None) -> None:
 
 def record_images(client, refs, root: Path | None = None) -> None:
     """Stamp images (names or ids) as used now, by id: the stamp holds under any name the image has.
-    Never fails the command: an image the engine cannot show is just not stamped."""
-    ids = []
+    Those that are buildctl's (engine.is_buildctl_image) are recorded as its own, by id. Never fails
+    the command: an image the engine cannot show is just not stamped."""
+    from .engine import is_buildctl_image
+
+    ids, own = [], []
     for ref in dict.fromkeys(refs):
         try:
-            ids.append(client.api.inspect_image(ref)["Id"])
+            info = client.api.inspect_image(ref)
         except Exception:  # noqa: BLE001 - a stamp is a record for invoke clean, never a failure
             continue
-    record_use({"image": ids}, root)
+        ids.append(info["Id"])
+        if is_buildctl_image(info.get("RepoTags") or [], (info.get("Config") or {}).get("Labels")):
+            own.append(info["Id"])
+    record_use({"image": ids, OWN_IMAGE: own}, root)
+
+
+def is_own_image(image_id: str, root: Path | None = None) -> bool:
+    """Whether buildctl recorded using image `image_id` under one of its own names (record_images)."""
+    return last_use(OWN_IMAGE, image_id, root) is not None
 
 
 def last_use(kind: str, name: str, root: Path | None = None) -> float | None:

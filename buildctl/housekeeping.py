@@ -4,7 +4,12 @@ What it looks at:
 - the artifacts root: artifacts (<recipe>/<key>/), failure bundles (failures/<name>/), and the staging
   folders a killed build or bundle writer left (<recipe>/.tmp-*);
 - the engine: containers, images and volumes labelled `buildctl=1` (and `buildctl.namespace=<ns>` when a
-  namespace is given, plus any extra labels the caller names), never anything else.
+  namespace is given, plus any extra labels the caller names), never anything else; and of those only
+  what buildctl made, as buildctl itself recorded it, since labels are inherited (an image built FROM
+  a buildctl image has all its labels, a container has its image's): an image under one of buildctl's
+  own names (buildctl/..., buildctl-repro/...) or a base image under the name it was made under
+  (engine.is_buildctl_image), an untagged image whose id buildctl recorded using under its names
+  (artifacts.is_own_image), a container whose owner label buildctl set (its image does not carry it).
 
 How it decides:
 - by LAST USE, not creation: every path that uses an object stamps it (artifacts.record_use and
@@ -13,6 +18,8 @@ How it decides:
   images; a replayed bundle). An object with no stamp yet (made before stamps existed, or by hand)
   is taken as used when clean first sees it, so nothing is removed on the strength of a missing
   record.
+- base images (`invoke base-image`, any name) are buildctl's and aged like the rest: every build,
+  verification and replay FROM one stamps it.
 - orphans go whatever their age: a container whose process is gone (its `buildctl.owner` label names a
   process of this host that no longer runs), a buildctl container that is not running and was not
   kept on purpose, an untagged buildctl image, and staging folders quiet for STALE_AFTER whose key
@@ -169,12 +176,34 @@ def _label_filters(labels: Mapping[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in labels.items()]
 
 
-def _engine_items(client, selector: Mapping[str, str], *, containers: bool, images: bool,
+def _image_labels(client, image_id: str, seen: dict[str, dict | None]) -> dict | None:
+    if image_id not in seen:
+        try:
+            seen[image_id] = (client.api.inspect_image(image_id).get("Config") or {}).get("Labels") or {}
+        except Exception:  # noqa: BLE001 - an image that cannot be read: its labels cannot be told apart
+            seen[image_id] = None
+    return seen[image_id]
+
+
+def _started_by_buildctl(client, c: dict, seen: dict[str, dict | None]) -> bool:
+    """buildctl labels each container it starts with its owner, a label no image of buildctl's has: a
+    container whose owner label is its image's (a `docker commit` of one of buildctl's) is not one."""
+    owner = (c.get("Labels") or {}).get(engine.OWNER_LABEL)
+    if not owner:
+        return False
+    labels = _image_labels(client, c.get("ImageID") or "", seen)
+    return labels is not None and labels.get(engine.OWNER_LABEL) != owner
+
+
+def _engine_items(client, selector: Mapping[str, str], root: Path, *, containers: bool, images: bool,
                   caches: bool) -> list[dict]:
     items: list[dict] = []
     filters = {"label": _label_filters(selector)}
     if containers:
+        seen: dict[str, dict | None] = {}
         for c in client.api.containers(all=True, size=True, filters=filters):
+            if not _started_by_buildctl(client, c, seen):
+                continue  # labelled like buildctl's through its image only: the user's own
             labels = c.get("Labels") or {}
             running = c.get("State") in ("running", "restarting", "paused")
             gone = _owner_gone(labels.get(engine.OWNER_LABEL))
@@ -192,8 +221,10 @@ def _engine_items(client, selector: Mapping[str, str], *, containers: bool, imag
     if images:
         for img in client.api.images(filters=filters):
             tags = [t for t in img.get("RepoTags") or [] if t != "<none>:<none>"]
-            if any(t.startswith("buildctl/base:") for t in tags):
-                continue  # base images are made once (invoke base-image) and never rebuilt by a build
+            ours = (engine.is_buildctl_image(tags, img.get("Labels")) if tags
+                    else artifacts.is_own_image(img["Id"], root))
+            if not ours:
+                continue  # built FROM one of buildctl's (its labels inherited), by someone else
             item = {"kind": "image", "name": tags[0] if tags else img["Id"][:19], "id": img["Id"], "tags": tags,
                     "bytes": int(img.get("Size") or 0)}
             if not tags:
@@ -254,7 +285,7 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
     if images or caches or containers:
         client = client or engine.connect()
         try:
-            items += _engine_items(client, selector, containers=containers, images=images, caches=caches)
+            items += _engine_items(client, selector, root, containers=containers, images=images, caches=caches)
         except Exception as e:  # noqa: BLE001 - any engine failure is one line
             raise EngineError(f"cannot list buildctl's objects in the engine: {engine.one_line(str(e), 200)}; "
                               "fix: check `docker info`, or clean files only (--no-images --no-caches "
@@ -268,9 +299,12 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
         if item["last_use"] is None:  # no record: used now, as far as clean can know
             item["last_use"] = now
             first_seen.append(item)
-    if first_seen and not dry_run:
+    if not dry_run:
         for item in first_seen:
             artifacts.record_use({item["kind"]: _stamp_names(item)[:1]}, root)
+        # its name may move to a rebuild: then this record is what says the image is buildctl's
+        artifacts.record_use({artifacts.OWN_IMAGE: [i["id"] for i in items if i["kind"] == "image" and i["tags"]]},
+                             root)
 
     chosen = [dict(i, reason=f"orphan: {i['orphan']}") for i in items if "orphan" in i]
     rest = sorted((i for i in items if "orphan" not in i), key=lambda i: i["last_use"])

@@ -243,6 +243,21 @@ def test_a_root_that_is_itself_a_symlink_is_used_as_the_root(tmp_path, layout):
     assert names(report) == {"demo/k"}
 
 
+def test_buildctls_images_are_told_by_their_names_never_by_inherited_labels():
+    """An image built FROM buildctl/base:bookworm has every label of it (buildctl=1 included). Before: clean
+    took any image labelled buildctl=1 for its own, so `invoke clean --older-than-days 0` listed user/mine:1.
+    Now an image is buildctl's by one of its own names, or as a base image under the name it was made under."""
+    base_labels = {engine.LABEL: "1", "buildctl.distro": "bookworm", engine.BASE_IMAGE_LABEL: "corp/base:bookworm"}
+    assert engine.is_buildctl_image(["buildctl/demo-cpu:0123456789abcdef"], {engine.LABEL: "1"})
+    assert engine.is_buildctl_image(["buildctl-repro/demo-cpu:1a2b3c4d"], {})
+    assert engine.is_buildctl_image(["buildctl/base:bookworm"], {engine.LABEL: "1"})  # made before the label
+    assert engine.is_buildctl_image(["corp/base:bookworm"], base_labels)  # invoke base-image --tag corp/base:bookworm
+    assert not engine.is_buildctl_image(["user/mine:1"], base_labels)  # FROM corp/base:bookworm: inherited
+    assert not engine.is_buildctl_image(["user/mine:1"], {engine.LABEL: "1", engine.RECIPE_LABEL: "demo-cpu"})
+    assert not engine.is_buildctl_image(["corp/base:bookworm"], {engine.LABEL: "1"})  # no record of the name
+    assert not engine.is_buildctl_image([], base_labels)  # untagged: only the root's records can say
+
+
 def test_a_replayed_bundle_is_in_use(tmp_path):
     """`invoke repro` of a bundle folder under <root>/failures stamps it (a fetch step's: no engine needed).
     Before: bundles were stamped by nothing, so one replayed every day went once clean had first seen it
