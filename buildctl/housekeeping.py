@@ -17,9 +17,10 @@ How it decides:
   build, --until and resumed ones too; the images a verification or replay runs and their base
   images; a replayed bundle). An object with no stamp yet (made before stamps existed, or by hand)
   is taken as used when clean first sees it, so nothing is removed on the strength of a missing
-  record.
+  record; and one used again while clean runs (its stamp moved) is not removed.
 - base images (`invoke base-image`, any name) are buildctl's and aged like the rest: every build,
   verification and replay FROM one stamps it.
+- an artifact is removed only under its key lock, which a build reading it holds (shared).
 - orphans go whatever their age: a container whose process is gone (its `buildctl.owner` label names a
   process of this host that no longer runs), a buildctl container that is not running and was not
   kept on purpose, an untagged buildctl image, and staging folders quiet for STALE_AFTER whose key
@@ -78,13 +79,11 @@ def _entries(folder: Path) -> Iterator[os.DirEntry]:
 
 @contextlib.contextmanager
 def _key_lock_free(recipe_dir: Path, key: str) -> Iterator[bool]:
-    """True (and held until the block ends) when no build holds this key's lock; False when one does."""
+    """True (and held until the block ends) when no build holds this key's lock; False when one does.
+    A missing lock file is made: a build that makes it meanwhile to read the artifact is then kept out."""
     lock = recipe_dir / f".{key}.lock"
     try:
-        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        yield True
-        return
+        fd = os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError:
         yield False
         return
@@ -133,8 +132,9 @@ def _file_items(root: Path, now: float) -> tuple[list[dict], list[str]]:
     return items, links
 
 
-def _remove_tree(item: dict) -> str | None:
-    """Remove an artifact, bundle or staging folder; None when done, else why not (one line)."""
+def _remove_tree(item: dict, used_since) -> str | None:
+    """Remove an artifact, bundle or staging folder; None when done, else why not (one line).
+    `used_since()`: why not, when it was used after clean looked (asked under the key lock)."""
     path: Path = item["path"]
     if path.is_symlink() or not path.is_dir():
         return "no longer a folder"
@@ -147,12 +147,18 @@ def _remove_tree(item: dict) -> str | None:
             shutil.rmtree(path, onerror=lambda _f, p, e: errors.append(f"{p}: {e[1]}"))
 
     if item.get("lock") is None:
+        why = used_since()
+        if why:
+            return why
         remove()
     else:
         recipe_dir, key = item["lock"]
         with _key_lock_free(recipe_dir, key) as free:
             if not free:
                 return "a build of this key is running (its lock is held)"
+            why = used_since()
+            if why:
+                return why
             remove()
     return f"{len(errors)} entries not removed, first {errors[0]}" if errors else None
 
@@ -272,6 +278,13 @@ def _last_use(item: dict, root: Path) -> float | None:
     return max(stamps) if stamps else None
 
 
+def _used_since(item: dict, root: Path) -> str | None:
+    """Why not remove `item` after all: a build stamped it after clean looked."""
+    seen = item.get("seen")
+    last = _last_use(item, root) if seen is not None else None
+    return "used again while clean ran" if last is not None and last > seen else None
+
+
 def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None, images: bool = True,
           caches: bool = True, containers: bool = True, dry_run: bool = False, root: Path | None = None,
           namespace: str | None = None, labels: Mapping[str, str] | None = None, client: Any = None) -> dict:
@@ -295,13 +308,14 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
     for item in items:
         if "orphan" in item:
             continue
-        item["last_use"] = _last_use(item, root)
+        item["last_use"] = item["seen"] = _last_use(item, root)  # seen: a stamp that moves later is a use
         if item["last_use"] is None:  # no record: used now, as far as clean can know
             item["last_use"] = now
             first_seen.append(item)
     if not dry_run:
         for item in first_seen:
             artifacts.record_use({item["kind"]: _stamp_names(item)[:1]}, root)
+            item["seen"] = _last_use(item, root)
         # its name may move to a rebuild: then this record is what says the image is buildctl's
         artifacts.record_use({artifacts.OWN_IMAGE: [i["id"] for i in items if i["kind"] == "image" and i["tags"]]},
                              root)
@@ -325,7 +339,10 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
     for item in sorted(chosen, key=lambda i: order.get(i["kind"], 3)):
         why = None
         if not dry_run:
-            why = _remove_tree(item) if "path" in item else _remove_engine_item(client, item)
+            if "path" in item:
+                why = _remove_tree(item, lambda item=item: _used_since(item, root))
+            else:
+                why = _used_since(item, root) or _remove_engine_item(client, item)
         if why:
             failed.append({"kind": item["kind"], "name": item["name"], "error": why})
             continue

@@ -258,6 +258,66 @@ def test_buildctls_images_are_told_by_their_names_never_by_inherited_labels():
     assert not engine.is_buildctl_image([], base_labels)  # untagged: only the root's records can say
 
 
+def test_a_build_reading_the_artifact_keeps_clean_out(tmp_path):
+    """A build that finds its artifact holds the key lock shared while it reads and verifies it: builds
+    that find it read it together, and clean (exclusive) removes nothing of the key meanwhile. Before:
+    the read took no lock, so a clean at that moment removed the artifact under the build."""
+    root = tmp_path / "artifacts"
+    a = make_artifact(root, "demo", "k")
+    used(root, "artifact", "demo/k", 30)
+    with artifacts.key_lock("demo", "k", root, shared=True), artifacts.key_lock("demo", "k", root, shared=True):
+        report = housekeeping.clean(older_than_days=7, root=root, **FILES_ONLY)
+        with pytest.raises(artifacts.LockTimeout, match="builds reading its artifact, or invoke clean"):
+            with artifacts.key_lock("demo", "k", root, timeout=0):  # a build of the key waits for the readers
+                pass
+    assert report["removed"] == [] and a.is_dir()
+    assert report["failed"] == [{"kind": "artifact", "name": "demo/k",
+                                 "error": "a build of this key is running (its lock is held)"}]
+    assert names(housekeeping.clean(older_than_days=7, root=root, **FILES_ONLY)) == {"demo/k"}
+
+
+def test_clean_holds_the_key_lock_while_it_removes_even_without_a_lock_file(tmp_path, monkeypatch):
+    """An artifact copied in by hand has no lock file. Before: clean took that for 'no build holds it' and
+    held nothing, so a build making the lock file meanwhile read the artifact as it went. Now clean makes
+    the lock file and holds it: a build that comes to read waits."""
+    root = tmp_path / "artifacts"
+    make_artifact(root, "demo", "k")
+    used(root, "artifact", "demo/k", 30)
+    assert not (root / "demo" / ".k.lock").exists()
+    reader = []
+    real_rmtree = housekeeping.shutil.rmtree
+
+    def rmtree_as_a_build_comes(path, **kw):  # the moment a build finds the artifact
+        try:
+            with artifacts.key_lock("demo", "k", root, shared=True, timeout=0):
+                reader.append("read it")
+        except artifacts.LockTimeout:
+            reader.append("waited")
+        real_rmtree(path, **kw)
+
+    monkeypatch.setattr(housekeeping.shutil, "rmtree", rmtree_as_a_build_comes)
+    assert names(housekeeping.clean(older_than_days=7, root=root, **FILES_ONLY)) == {"demo/k"}
+    assert reader == ["waited"]
+
+
+def test_what_a_build_uses_while_clean_runs_is_kept(tmp_path, monkeypatch):
+    """Clean decides, then removes; a build that finds the artifact in between (and lets go of it again)
+    has used it just now. Before: removed all the same. Now kept: its stamp moved since clean looked."""
+    root = tmp_path / "artifacts"
+    a = make_artifact(root, "demo", "k")
+    used(root, "artifact", "demo/k", 30)
+    real_lock = housekeeping._key_lock_free
+
+    def lock_after_a_build_found_it(recipe_dir, key):
+        assert artifacts.lookup("demo", "k", root) == a
+        return real_lock(recipe_dir, key)
+
+    monkeypatch.setattr(housekeeping, "_key_lock_free", lock_after_a_build_found_it)
+    report = housekeeping.clean(older_than_days=7, root=root, **FILES_ONLY)
+    assert report["removed"] == [] and a.is_dir()
+    assert report["failed"] == [{"kind": "artifact", "name": "demo/k", "error": "used again while clean ran"}]
+
+
 def test_a_replayed_bundle_is_in_use(tmp_path):
     """`invoke repro` of a bundle folder under <root>/failures stamps it (a fetch step's: no engine needed).
     Before: bundles were stamped by nothing, so one replayed every day went once clean had first seen it
