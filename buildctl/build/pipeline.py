@@ -8,6 +8,9 @@ This module runs them in order, owns the step names and their clock (the build s
 move it during the compile), and tells the view what started and finished. A failing step leaves a
 repro bundle with a diagnosis and raises BuildFailed; Ctrl-C/SIGTERM removes the build container and
 leaves no partial artifact (the staging folder is deleted, the published folder appears only by rename).
+A build holds its key's lock until the artifact is verified: shared when it finds the artifact (builds
+that find it read it together), exclusive when it makes it; `invoke clean` removes an artifact only
+under that lock, so never one a build is reading.
 
 Each build renders into a folder of its own (build/.tmp-<recipe>-*), computes the key from exactly
 those files and builds its images from that folder, so two builds of one recipe started together
@@ -18,6 +21,7 @@ artifacts root (artifacts.namespace), so two roots never share a build directory
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import tempfile
@@ -28,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from buildctl.store import artifacts
 from buildctl import engine
-from buildctl.errors import StepFailed, VerificationFailed
+from buildctl.errors import InputError, StepFailed, VerificationFailed
 from buildctl.recipe.schema import Spec
 from buildctl.build.stages import BuildLog, BuildOptions, ImageBuilt, Published, Run, Verified, artifact, prepare
 from buildctl.build.stages import compile as compile_stage
@@ -126,20 +130,26 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
     ctx = Run.of(spec, opts, BuildLog(on_line), engine.connect())
     reached = rendered = prepare.render_files(ctx)
     prepared = None
+    # The key's lock is held until the artifact is verified: shared while a found artifact is read (builds
+    # that find it read it together), exclusive while one is built; `invoke clean` removes none of it meanwhile.
+    held = contextlib.ExitStack()
     try:
-        try:
-            reached = prepared = prepare.prepare(ctx, rendered)
-            steps.finish()
-            if opts.until:
-                with _key_lock(ctx, prepared.key):
+        with held:
+            try:
+                reached = prepared = prepare.prepare(ctx, rendered)
+                steps.finish()
+                if opts.until:
+                    held.enter_context(_key_lock(ctx, prepared.key))
                     reached = prepared = prepare.plan(ctx, prepared)
                     steps.start("image")
                     reached = compile_stage.build_image(ctx, prepared)
                     steps.finish()
                     return _build_until(ctx, steps, reached)
-            published = _found(ctx, prepared.key)
-            if published is None:
-                with _key_lock(ctx, prepared.key):
+                held.enter_context(_key_lock(ctx, prepared.key, shared=True))
+                published = _found(ctx, prepared.key)
+                if published is None:
+                    held.close()  # the shared lock is given up before the exclusive one is waited for
+                    held.enter_context(_key_lock(ctx, prepared.key))
                     published = _found(ctx, prepared.key, say_why=True)  # built while we waited?
                     if published is None:
                         reached = prepared = prepare.plan(ctx, prepared)
@@ -147,14 +157,15 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                         reached = compile_stage.build_image(ctx, prepared)
                         steps.finish()
                         published = _compile_and_publish(ctx, steps, reached)
-        except StepFailed as exc:
-            from buildctl.build.stages import failure  # the repro bundle and diagnosis: loaded only when a step failed
+            except StepFailed as exc:
+                from buildctl.build.stages import failure  # the repro bundle and diagnosis: loaded only when a step failed
 
-            raise failure.build_failed(ctx, exc, steps.failed(exc), reached) from None
-        if published.cached:
-            for name in ("image", "compile", "wheel"):
-                steps.skip(name, "cached")
-        verified, verify_error = _verify(ctx, steps, published, prepared.context_dir) if opts.verify else (None, None)
+                raise failure.build_failed(ctx, exc, steps.failed(exc), reached) from None
+            if published.cached:
+                for name in ("image", "compile", "wheel"):
+                    steps.skip(name, "cached")
+            verified, verify_error = (_verify(ctx, steps, published, prepared.context_dir) if opts.verify
+                                      else (None, None))
     finally:
         if prepared is not None:  # this build's private render folder
             shutil.rmtree(prepared.context_dir, ignore_errors=True)
@@ -163,11 +174,13 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                        verified.report if verified else None, verify_error)
 
 
-def _key_lock(ctx: Run, key: str):
-    """One build of a key at a time; the wait is at most the recipe's build.timeout + LOCK_SLACK_S."""
+def _key_lock(ctx: Run, key: str, *, shared: bool = False):
+    """One build of a key at a time (or, shared, builds reading its artifact); the wait is at most the
+    recipe's build.timeout + LOCK_SLACK_S."""
     opts = ctx.opts
     timeout = opts.lock_timeout if opts.lock_timeout is not None else ctx.spec.build.timeout_s + LOCK_SLACK_S
-    return artifacts.key_lock(ctx.spec.name, key, opts.artifacts_root, timeout=timeout, on_wait=ctx.log)
+    return artifacts.key_lock(ctx.spec.name, key, opts.artifacts_root, timeout=timeout, on_wait=ctx.log,
+                              shared=shared)
 
 
 def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
@@ -187,8 +200,6 @@ def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
 
 def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published:
     spec, opts, key = ctx.spec, ctx.opts, built.prepared.key
-    artifacts.record_use({"image": [built.image_id], "volume": list(compile_stage.mounts(ctx, key))},
-                         opts.artifacts_root)  # invoke clean
     with artifacts.staging(spec.name, key, opts.artifacts_root) as staging:
         out_dir = Path(tempfile.mkdtemp(prefix="buildctl-out-"))
         try:
@@ -246,6 +257,12 @@ def _verify(ctx: Run, steps: Steps, published: Published,
 
 def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, **verify_kwargs) -> Report:
     """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
-    records (the runtime image's context)."""
-    published = artifact.found(spec.name, artifact_dir.name, artifact_dir)
-    return verify_stage.verify(spec, published, on_line=on_line, **verify_kwargs).report
+    records (the runtime image's context); under its key's lock, shared, as a build that finds it."""
+    recipe, key = artifact_dir.parent.name, artifact_dir.name
+    with artifacts.key_lock(recipe, key, artifact_dir.parent.parent, shared=True, on_wait=on_line,
+                            timeout=spec.build.timeout_s + LOCK_SLACK_S):
+        if not (artifact_dir / "manifest.json").is_file():
+            raise InputError(f"{artifact_dir} was removed meanwhile (by invoke clean?); fix: invoke build --recipe "
+                             f"{spec.name}")
+        published = artifact.found(recipe, key, artifact_dir)
+        return verify_stage.verify(spec, published, on_line=on_line, **verify_kwargs).report

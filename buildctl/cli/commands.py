@@ -154,6 +154,7 @@ def doctor(recipe: str | None, *, as_json: bool, engines: tuple[str, ...] = ()) 
 def base_image(distro: str, *, mirror: str | None, tag: str | None, force: bool, no_check_gpg: bool) -> None:
     from buildctl import engine
     from buildctl.host import base_images
+    from buildctl.store import artifacts
 
     if distro not in base_images.DISTROS:
         raise InputError(f"--distro {distro}: unknown; fix: one of {', '.join(base_images.DISTROS)}")
@@ -161,6 +162,7 @@ def base_image(distro: str, *, mirror: str | None, tag: str | None, force: bool,
     maker = base_images.make_base_image if force else base_images.ensure_base_image
     image_id = maker(client, distro, mirror=mirror or None, tag=tag or None, no_check_gpg=no_check_gpg,
                      on_line=lambda line: console.print(strip_controls(line), markup=False, highlight=False))
+    artifacts.record_images(client, [image_id])  # invoke clean: made or asked for now, a use
     out.print(f"{tag or base_images.default_tag(distro)} {image_id}")
 
 

@@ -32,6 +32,8 @@ from buildctl.engine.failures import (
 )
 from buildctl.engine.lines import LineSink
 from buildctl.engine.objects import (
+    BASE_IMAGE_LABEL,
+    IMAGE_REPOSITORIES,
     KEEP_LABEL,
     LABEL,
     LABEL_VALUE,
@@ -40,6 +42,7 @@ from buildctl.engine.objects import (
     RECIPE_LABEL,
     buildctl_labels,
     image_exists,
+    is_buildctl_image,
     list_buildctl_containers,
     list_buildctl_volumes,
     network_mode_for,
@@ -52,12 +55,11 @@ from buildctl.engine.signals import terminate_as_interrupt
 from buildctl.errors import EngineError, StepFailed
 
 __all__ = [
-    "API_TIMEOUT", "CONNECT_TIMEOUT", "KEEP_LABEL", "LABEL", "LABEL_VALUE", "NAMESPACE_LABEL",
-    "OWNER_LABEL", "RECIPE_LABEL", "ContainerNameInUse", "ContainerResult", "EngineError", "LineSink",
-    "StepFailed", "api_error", "base_image_refs", "build_image", "buildctl_labels", "connect",
-    "connection_lost", "container_state", "display_name", "engine_facts", "engine_on_this_machine",
-    "explain_connect_error", "facts_at", "image_exists", "list_buildctl_containers", "list_buildctl_volumes",
-    "network_mode_for", "one_line",
-    "process_owner", "process_start", "pull_hint", "remove_container", "remove_volume", "run_container",
-    "terminate_as_interrupt",
+    "API_TIMEOUT", "BASE_IMAGE_LABEL", "CONNECT_TIMEOUT", "IMAGE_REPOSITORIES", "KEEP_LABEL", "LABEL",
+    "LABEL_VALUE", "NAMESPACE_LABEL", "OWNER_LABEL", "RECIPE_LABEL", "ContainerNameInUse", "ContainerResult",
+    "EngineError", "LineSink", "StepFailed", "api_error", "base_image_refs", "build_image", "buildctl_labels",
+    "connect", "connection_lost", "container_state", "display_name", "engine_facts", "engine_on_this_machine",
+    "explain_connect_error", "facts_at", "image_exists", "is_buildctl_image", "list_buildctl_containers",
+    "list_buildctl_volumes", "network_mode_for", "one_line", "process_owner", "process_start", "pull_hint",
+    "remove_container", "remove_volume", "run_container", "terminate_as_interrupt",
 ]

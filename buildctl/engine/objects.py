@@ -1,5 +1,11 @@
 """The objects buildctl makes in the engine: their labels (`buildctl=1`, what `invoke clean` selects),
-the process that owns a container, their network mode; looking them up, listing and removing them."""
+its own image names, the process that owns a container, their network mode; looking them up, listing
+and removing them.
+
+Labels say what selects an object, never alone whose it is: an image built FROM one of buildctl's
+inherits every label of it, and a container gets its image's labels. What `invoke clean` takes for
+buildctl's is what buildctl itself gave: its image names (`is_buildctl_image`), the name a base image
+was made under, and the owner label of a container it started, checked against the image's."""
 
 from __future__ import annotations
 
@@ -24,6 +30,12 @@ KEEP_LABEL = "buildctl.keep"
 # The recipe an object was made for, and the namespace of the build (see artifacts.namespace).
 RECIPE_LABEL = "buildctl.recipe.loader"
 NAMESPACE_LABEL = "buildctl.namespace"
+# On an image `invoke base-image` made: the name it was made under. An image built FROM it inherits the
+# label but not the name, so the two agree only on the base image itself.
+BASE_IMAGE_LABEL = "buildctl.base-image"
+# buildctl's own image names: builds' builder and runtime images, verification images and base images
+# (buildctl/...), replays (buildctl-repro/...).
+IMAGE_REPOSITORIES = ("buildctl/", "buildctl-repro/")
 
 
 def buildctl_labels(extra: Mapping[str, str] | None = None, *, recipe: str | None = None,
@@ -33,6 +45,13 @@ def buildctl_labels(extra: Mapping[str, str] | None = None, *, recipe: str | Non
     own = {LABEL: LABEL_VALUE, **({RECIPE_LABEL: recipe} if recipe is not None else {}),
            **({NAMESPACE_LABEL: namespace} if namespace is not None else {})}
     return {**own, **{str(k): str(v) for k, v in (extra or {}).items()}}
+
+
+def is_buildctl_image(tags: list[str], labels: Mapping[str, str] | None) -> bool:
+    """Whether a tagged image is one buildctl made: one of its names is buildctl's own, or it is a base
+    image under the name `invoke base-image` gave it. An untagged one says nothing of its maker (the
+    artifacts root's records do: artifacts.is_own_image)."""
+    return any(t.startswith(IMAGE_REPOSITORIES) for t in tags) or (labels or {}).get(BASE_IMAGE_LABEL) in tags
 
 
 def process_start(pid: int) -> str | None:

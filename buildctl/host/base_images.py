@@ -2,7 +2,8 @@
 
 The root file system is made in a temporary directory, streamed as a tar into the engine (no tar
 file on disk) and removed afterwards, also on failure or interrupt. The image keeps the
-/etc/apt/sources.list that debootstrap wrote (the mirror it used) and is labelled buildctl=1.
+/etc/apt/sources.list that debootstrap wrote (the mirror it used) and is labelled buildctl=1 and
+buildctl.base-image=<the name it was made under> (how `invoke clean` tells it from images built FROM it).
 
     python -m buildctl.host.base_images bookworm [--mirror URL] [--tag REF] [--force] [--no-check-gpg]
 """
@@ -245,9 +246,10 @@ def import_rootfs(
     labels: dict[str, str] | None = None,
     changes: tuple[str, ...] | list[str] = (),
 ) -> str:
-    """Stream `tar -C rootfs -c .` into the engine as image `tag`; the image id."""
+    """Stream `tar -C rootfs -c .` into the engine as image `tag` (labelled with that name); the image id."""
     repo, _, tagpart = tag.rpartition(":") if ":" in tag.rsplit("/", 1)[-1] else (tag, "", "latest")
-    all_changes = [f"LABEL {k}={_quote(v)}" for k, v in engine.buildctl_labels(labels).items()] + list(changes)
+    own = engine.buildctl_labels({**(labels or {}), engine.BASE_IMAGE_LABEL: f"{repo}:{tagpart}"})
+    all_changes = [f"LABEL {k}={_quote(v)}" for k, v in own.items()] + list(changes)
     proc = subprocess.Popen(
         ["tar", "-C", str(rootfs), "--numeric-owner", "--xattrs", "-c", "."],
         stdout=subprocess.PIPE,
@@ -283,11 +285,9 @@ def import_rootfs(
 
 
 def _quote(v: str) -> str:
-    return (
-        v
-        if re.fullmatch(r"[A-Za-z0-9._:/@+-]*", v)
-        else '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    )
+    if re.fullmatch(r"[A-Za-z0-9._:/@+-]*", v):
+        return v
+    return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 # ---------------------------------------------------------------------------------------------- main API
@@ -366,11 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mirror", help="archive URL (default: the host's Debian mirror / archive.ubuntu.com)")
     ap.add_argument("--tag", help="image reference (default: buildctl/base:<distro>)")
     ap.add_argument("--force", action="store_true", help="make it even if the tag exists")
-    ap.add_argument(
-        "--no-check-gpg",
-        action="store_true",
-        help="skip archive signature checks (Ubuntu without ubuntu-keyring)",
-    )
+    ap.add_argument("--no-check-gpg", action="store_true",
+                    help="skip archive signature checks (Ubuntu without ubuntu-keyring)")
     args = ap.parse_args(argv)
 
     def show(line: str) -> None:

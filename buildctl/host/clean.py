@@ -4,13 +4,23 @@ What it looks at:
 - the artifacts root: artifacts (<recipe>/<key>/), failure bundles (failures/<name>/), and the staging
   folders a killed build or bundle writer left (<recipe>/.tmp-*);
 - the engine: containers, images and volumes labelled `buildctl=1` (and `buildctl.namespace=<ns>` when a
-  namespace is given, plus any extra labels the caller names), never anything else.
+  namespace is given, plus any extra labels the caller names), never anything else; and of those only
+  what buildctl made, as buildctl itself recorded it, since labels are inherited (an image built FROM
+  a buildctl image has all its labels, a container has its image's): an image under one of buildctl's
+  own names (buildctl/..., buildctl-repro/...) or a base image under the name it was made under
+  (engine.is_buildctl_image), an untagged image whose id buildctl recorded using under its names
+  (artifacts.is_own_image), a container whose owner label buildctl set (its image does not carry it).
 
 How it decides:
-- by LAST USE, not creation: artifacts.record_use stamps an object each time buildctl uses it (an
-  artifact found or published, the images and volumes a build or verification ran with). An object
-  with no stamp yet (made before stamps existed, or by hand) is taken as used when clean first sees
-  it, so nothing is removed on the strength of a missing record.
+- by LAST USE, not creation: every path that uses an object stamps it (artifacts.record_use and
+  record_images: an artifact found or published; the base image, builder image and volumes of every
+  build, --until and resumed ones too; the images a verification or replay runs and their base
+  images; a replayed bundle). An object with no stamp yet (made before stamps existed, or by hand)
+  is taken as used when clean first sees it, so nothing is removed on the strength of a missing
+  record; and one used again while clean runs (its stamp moved) is not removed.
+- base images (`invoke base-image`, any name) are buildctl's and aged like the rest: every build,
+  verification and replay FROM one stamps it.
+- an artifact is removed only under its key lock, which a build reading it holds (shared).
 - orphans go whatever their age: a container whose process is gone (its `buildctl.owner` label names a
   process of this host that no longer runs), a buildctl container that is not running and was not
   kept on purpose, an untagged buildctl image, and staging folders quiet for STALE_AFTER whose key
@@ -70,13 +80,11 @@ def _entries(folder: Path) -> Iterator[os.DirEntry]:
 
 @contextlib.contextmanager
 def _key_lock_free(recipe_dir: Path, key: str) -> Iterator[bool]:
-    """True (and held until the block ends) when no build holds this key's lock; False when one does."""
+    """True (and held until the block ends) when no build holds this key's lock; False when one does.
+    A missing lock file is made: a build that makes it meanwhile to read the artifact is then kept out."""
     lock = recipe_dir / f".{key}.lock"
     try:
-        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        yield True
-        return
+        fd = os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError:
         yield False
         return
@@ -125,8 +133,9 @@ def _file_items(root: Path, now: float) -> tuple[list[dict], list[str]]:
     return items, links
 
 
-def _remove_tree(item: dict) -> str | None:
-    """Remove an artifact, bundle or staging folder; None when done, else why not (one line)."""
+def _remove_tree(item: dict, used_since) -> str | None:
+    """Remove an artifact, bundle or staging folder; None when done, else why not (one line).
+    `used_since()`: why not, when it was used after clean looked (asked under the key lock)."""
     path: Path = item["path"]
     if path.is_symlink() or not path.is_dir():
         return "no longer a folder"
@@ -139,12 +148,18 @@ def _remove_tree(item: dict) -> str | None:
             shutil.rmtree(path, onerror=lambda _f, p, e: errors.append(f"{p}: {e[1]}"))
 
     if item.get("lock") is None:
+        why = used_since()
+        if why:
+            return why
         remove()
     else:
         recipe_dir, key = item["lock"]
         with _key_lock_free(recipe_dir, key) as free:
             if not free:
                 return "a build of this key is running (its lock is held)"
+            why = used_since()
+            if why:
+                return why
             remove()
     return f"{len(errors)} entries not removed, first {errors[0]}" if errors else None
 
@@ -168,12 +183,34 @@ def _label_filters(labels: Mapping[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in labels.items()]
 
 
-def _engine_items(client, selector: Mapping[str, str], *, containers: bool, images: bool,
+def _image_labels(client, image_id: str, seen: dict[str, dict | None]) -> dict | None:
+    if image_id not in seen:
+        try:
+            seen[image_id] = (client.api.inspect_image(image_id).get("Config") or {}).get("Labels") or {}
+        except Exception:  # noqa: BLE001 - an image that cannot be read: its labels cannot be told apart
+            seen[image_id] = None
+    return seen[image_id]
+
+
+def _started_by_buildctl(client, c: dict, seen: dict[str, dict | None]) -> bool:
+    """buildctl labels each container it starts with its owner, a label no image of buildctl's has: a
+    container whose owner label is its image's (a `docker commit` of one of buildctl's) is not one."""
+    owner = (c.get("Labels") or {}).get(engine.OWNER_LABEL)
+    if not owner:
+        return False
+    labels = _image_labels(client, c.get("ImageID") or "", seen)
+    return labels is not None and labels.get(engine.OWNER_LABEL) != owner
+
+
+def _engine_items(client, selector: Mapping[str, str], root: Path, *, containers: bool, images: bool,
                   caches: bool) -> list[dict]:
     items: list[dict] = []
     filters = {"label": _label_filters(selector)}
     if containers:
+        seen: dict[str, dict | None] = {}
         for c in client.api.containers(all=True, size=True, filters=filters):
+            if not _started_by_buildctl(client, c, seen):
+                continue  # labelled like buildctl's through its image only: the user's own
             labels = c.get("Labels") or {}
             running = c.get("State") in ("running", "restarting", "paused")
             gone = _owner_gone(labels.get(engine.OWNER_LABEL))
@@ -191,8 +228,10 @@ def _engine_items(client, selector: Mapping[str, str], *, containers: bool, imag
     if images:
         for img in client.api.images(filters=filters):
             tags = [t for t in img.get("RepoTags") or [] if t != "<none>:<none>"]
-            if any(t.startswith("buildctl/base:") for t in tags):
-                continue  # base images are made once (invoke base-image) and never rebuilt by a build
+            ours = (engine.is_buildctl_image(tags, img.get("Labels")) if tags
+                    else artifacts.is_own_image(img["Id"], root))
+            if not ours:
+                continue  # built FROM one of buildctl's (its labels inherited), by someone else
             item = {"kind": "image", "name": tags[0] if tags else img["Id"][:19], "id": img["Id"], "tags": tags,
                     "bytes": int(img.get("Size") or 0)}
             if not tags:
@@ -240,6 +279,13 @@ def _last_use(item: dict, root: Path) -> float | None:
     return max(stamps) if stamps else None
 
 
+def _used_since(item: dict, root: Path) -> str | None:
+    """Why not remove `item` after all: a build stamped it after clean looked."""
+    seen = item.get("seen")
+    last = _last_use(item, root) if seen is not None else None
+    return "used again while clean ran" if last is not None and last > seen else None
+
+
 def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None, images: bool = True,
           caches: bool = True, containers: bool = True, dry_run: bool = False, root: Path | None = None,
           namespace: str | None = None, labels: Mapping[str, str] | None = None, client: Any = None) -> dict:
@@ -253,7 +299,7 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
     if images or caches or containers:
         client = client or engine.connect()
         try:
-            items += _engine_items(client, selector, containers=containers, images=images, caches=caches)
+            items += _engine_items(client, selector, root, containers=containers, images=images, caches=caches)
         except Exception as e:  # noqa: BLE001 - any engine failure is one line
             raise EngineError(f"cannot list buildctl's objects in the engine: {engine.one_line(str(e), 200)}; "
                               "fix: check `docker info`, or clean files only (--no-images --no-caches "
@@ -263,13 +309,17 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
     for item in items:
         if "orphan" in item:
             continue
-        item["last_use"] = _last_use(item, root)
+        item["last_use"] = item["seen"] = _last_use(item, root)  # seen: a stamp that moves later is a use
         if item["last_use"] is None:  # no record: used now, as far as clean can know
             item["last_use"] = now
             first_seen.append(item)
-    if first_seen and not dry_run:
+    if not dry_run:
         for item in first_seen:
             artifacts.record_use({item["kind"]: _stamp_names(item)[:1]}, root)
+            item["seen"] = _last_use(item, root)
+        # its name may move to a rebuild: then this record is what says the image is buildctl's
+        artifacts.record_use({artifacts.OWN_IMAGE: [i["id"] for i in items if i["kind"] == "image" and i["tags"]]},
+                             root)
 
     chosen = [dict(i, reason=f"orphan: {i['orphan']}") for i in items if "orphan" in i]
     rest = sorted((i for i in items if "orphan" not in i), key=lambda i: i["last_use"])
@@ -290,7 +340,10 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
     for item in sorted(chosen, key=lambda i: order.get(i["kind"], 3)):
         why = None
         if not dry_run:
-            why = _remove_tree(item) if "path" in item else _remove_engine_item(client, item)
+            if "path" in item:
+                why = _remove_tree(item, lambda item=item: _used_since(item, root))
+            else:
+                why = _used_since(item, root) or _remove_engine_item(client, item)
         if why:
             failed.append({"kind": item["kind"], "name": item["name"], "error": why})
             continue

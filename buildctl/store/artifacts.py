@@ -5,7 +5,8 @@ and build script (recipe + templates), the source (file contents, or git URL + r
 sha256) and the base image id. Site settings (CA certs, proxies, mirrors) do not change the output
 and are left out. Publishing is atomic (a temporary folder renamed into place) and builds of one
 key serialise on a lock file, which names its holder (pid, host, start) and is given up on after a
-timeout.
+timeout; a build that finds the artifact holds the lock shared while it reads and verifies it, so
+`invoke clean` (which takes it exclusively) never removes an artifact a build is reading.
 
 The artifacts root also names the namespace of the engine objects its builds create (image tags,
 volumes, container labels), so that two roots, e.g. the user's and a test run's, never share a
@@ -127,11 +128,16 @@ def latest(recipe: str, root: Path | None = None) -> Path | None:
 
 
 # Last use, for `invoke clean`: one empty stamp file per object under <root>/.last-use/<kind>/, its
-# mtime the last time buildctl used the object (artifacts found or published, images and volumes a
-# build or a verification ran with). Touching a file is atomic and needs no lock, so concurrent builds
-# never lose each other's stamps; neither the engine (no last-use time for images or volumes, and
-# labels cannot change) nor creation times (a cache used daily is old) can say this.
+# mtime the last time buildctl used the object: every path that uses one stamps it (artifacts found or
+# published; a build's base image, builder image and volumes, --until and resumed builds too; the
+# images a verification or a replay runs, and their base images; a bundle replayed). Touching a file
+# is atomic and needs no lock, so concurrent builds never lose each other's stamps; neither the engine
+# (no last-use time for images or volumes, and labels cannot change) nor creation times (a cache used
+# daily is old) can say this.
 LAST_USE_DIR = ".last-use"
+# The ids of images buildctl used under its own names (kind of record beside the stamps): an image whose
+# name moved to a rebuild has no name left, and this record is what still says it is buildctl's.
+OWN_IMAGE = "own-image"
 
 
 def _stamp(root: Path | None, kind: str, name: str) -> Path:
@@ -153,6 +159,29 @@ def record_use(objects: dict[str, list[str]], root: Path | None = None) -> None:
                 os.utime(path, follow_symlinks=False)
             except OSError:
                 pass
+
+
+def record_images(client, refs, root: Path | None = None) -> None:
+    """Stamp images (names or ids) as used now, by id: the stamp holds under any name the image has.
+    Those that are buildctl's (engine.is_buildctl_image) are recorded as its own, by id. Never fails
+    the command: an image the engine cannot show is just not stamped."""
+    from buildctl.engine import is_buildctl_image
+
+    ids, own = [], []
+    for ref in dict.fromkeys(refs):
+        try:
+            info = client.api.inspect_image(ref)
+        except Exception:  # noqa: BLE001 - a stamp is a record for invoke clean, never a failure
+            continue
+        ids.append(info["Id"])
+        if is_buildctl_image(info.get("RepoTags") or [], (info.get("Config") or {}).get("Labels")):
+            own.append(info["Id"])
+    record_use({"image": ids, OWN_IMAGE: own}, root)
+
+
+def is_own_image(image_id: str, root: Path | None = None) -> bool:
+    """Whether buildctl recorded using image `image_id` under one of its own names (record_images)."""
+    return last_use(OWN_IMAGE, image_id, root) is not None
 
 
 def last_use(kind: str, name: str, root: Path | None = None) -> float | None:
@@ -177,29 +206,40 @@ def lock_holder(path: Path) -> str:
     except (OSError, ValueError):
         info = {}
     if not isinstance(info, dict) or not info.get("pid"):
-        return "an unknown holder (no pid in the lock file)"
+        return "builds reading its artifact, or invoke clean (no pid in the lock file)"
     return f"pid {info.get('pid')} on host {info.get('host', '?')} since {info.get('started', '?')}"
 
 
 @contextlib.contextmanager
 def key_lock(recipe: str, key: str, root: Path | None = None, *, timeout: float | None = None,
-             on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+             on_wait: Callable[[str], None] | None = None, shared: bool = False) -> Iterator[None]:
     """Serialise builds of the same key (a second build waits, then finds the artifact).
 
     The holder writes its pid, host and start time into the lock file; a waiter says (on_wait) whom
     it waits for, and gives up after `timeout` seconds with a one-line LockTimeout naming the holder.
+    `shared`: for a build that reads the published artifact: any number hold it together, and while one
+    does, no build of the key publishes and `invoke clean` removes nothing of the key. A store this
+    process cannot write (no lock file, and none can be made) is read without the lock.
     """
     base = (root or artifacts_root()) / recipe
-    base.mkdir(parents=True, exist_ok=True)
     path = base / f".{key}.lock"
-    # Opened without truncating: the holder's note must stay readable to waiters.
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        # Opened without truncating: the holder's note must stay readable to waiters.
+        fd = os.open(path, (os.O_RDONLY if shared else os.O_RDWR) | os.O_CREAT, 0o644)
+    except OSError:
+        if not shared:
+            raise
+        fd = None
+    if fd is None:  # nor can this process's `invoke clean` remove anything from that store
+        yield
+        return
     try:
         deadline = None if timeout is None else time.monotonic() + timeout
         said = False
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 holder = lock_holder(path)
@@ -212,6 +252,12 @@ def key_lock(recipe: str, key: str, root: Path | None = None, *, timeout: float 
                     on_wait(f"buildctl: waiting for {path}: another build of this key holds it ({holder})")
                     said = True
                 time.sleep(LOCK_POLL_S)
+        if shared:  # readers leave no note (a builder's is gone when it ends): waiters are told so
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            return
         note = {"pid": os.getpid(), "host": socket.gethostname(),
                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "recipe": recipe, "key": key}
         os.ftruncate(fd, 0)

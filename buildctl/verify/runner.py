@@ -287,6 +287,7 @@ def verify_image(
 
     gpus = engine_gives_gpus(client)  # the image may hold a CUDA build: give it the GPUs its engine has
     console.print(f"[bold]verify[/] {escape(image)} ({escape(ident[:19])}, {escape(python)}, fresh container)")
+    artifacts.record_images(client, [ident])  # for invoke clean (by id: any name), when it is one of buildctl's
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-empty-") as empty:
         t0 = time.monotonic()
         try:
@@ -308,7 +309,6 @@ def verify_image(
                                  "fix: give the image's interpreter with --python: a command on its PATH "
                                  "(python3.12) or an absolute path (/opt/conda/bin/python)") from None
             raise
-    artifacts.record_use({"image": [image]})  # for invoke clean, when it is one of buildctl's images
     environment = {"image": image, "image_id": ident, "python": python, "exit_code": res.exit_code,
                    "seconds": round(time.monotonic() - t0, 1)}
     exp = Expectations.from_spec(spec) if spec is not None else Expectations()

@@ -188,8 +188,9 @@ def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python:
     client = client or engine.connect()
     if image is None:
         base = spec.base.image if spec else DEFAULT_BASE_IMAGE
+        artifacts.record_images(client, [base])  # for invoke clean: in use (the image may be built from it now)
         image = ensure_verify_image(client, base, python, network_mode=network_mode, on_line=on_line)
-    artifacts.record_use({"image": [image]})  # for invoke clean: this image is in use
+    artifacts.record_images(client, [image])  # for invoke clean: this image is in use
     venv = spec.python.venv if spec else DEFAULT_VENV
     script = container_script(venv, python, wheel.name, reqs, args_for("/verify/out/probe.json"))
     probe, res = probe_in_container(

@@ -11,6 +11,7 @@ compile cache in daily use went), and removed images with force=True.
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import time
@@ -22,7 +23,7 @@ import pytest
 from docker import errors as derr
 
 from buildctl import engine
-from buildctl.host import clean
+from buildctl.host import base_images, clean
 from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration
@@ -137,7 +138,7 @@ def test_orphan_containers_go_and_live_ones_stay(docker_client, base_image, own,
     never looked at containers. A volume held by the orphan is freed in the same run."""
     root = tmp_path / "artifacts"
     orphan_running = _container(docker_client, base_image, own, owner=_dead_owner(), start=True)
-    orphan_exited = _container(docker_client, base_image, own, owner=None, start=False)
+    orphan_exited = _container(docker_client, base_image, own, owner="elsewhere:1:1", start=False)
     live = _container(docker_client, base_image, own, owner=engine.process_owner(), start=True)
     kept = _container(docker_client, base_image, own, owner=_dead_owner(), start=False, keep=True)
     report = clean.clean(root=root, labels=own, images=False, caches=False, client=docker_client)
@@ -163,7 +164,7 @@ def test_images_by_last_use_untagged_are_orphans_and_in_use_ones_stay(docker_cli
     root = tmp_path / "artifacts"
     ctx = tmp_path / "ctx"
     ctx.mkdir()
-    tag = f"buildctl-cleantest/{own['buildctl.cleantest']}"
+    tag = f"buildctl/cleantest-{own['buildctl.cleantest']}"  # buildctl's own names, as its builds give them
 
     def build(name: str, marker: str) -> str:
         (ctx / "Dockerfile").write_text(f"FROM {base_image}\nLABEL buildctl.cleantest.marker={marker}\n")
@@ -171,6 +172,7 @@ def test_images_by_last_use_untagged_are_orphans_and_in_use_ones_stay(docker_cli
 
     old = build(f"{tag}:stale", "1")
     replaced = build(f"{tag}:rebuilt", "2")
+    artifacts.record_images(docker_client, [f"{tag}:rebuilt"], root)  # a build used it under buildctl's name
     current = build(f"{tag}:rebuilt", "3")  # `replaced` is now untagged
     busy = build(f"{tag}:busy", "4")
     holder = _container(docker_client, busy, own, owner=engine.process_owner(), start=False)
@@ -186,3 +188,55 @@ def test_images_by_last_use_untagged_are_orphans_and_in_use_ones_stay(docker_cli
     assert engine.image_exists(docker_client, current) and engine.image_exists(docker_client, busy)
     assert not engine.image_exists(docker_client, old) and not engine.image_exists(docker_client, replaced)
     assert _exists_container(docker_client, holder)
+
+
+def _user_image(client, dockerfile: str, tag: str, labels: dict) -> str:
+    """An image built the way a user builds one (`docker build`), not through buildctl: the test's labels
+    only (to keep to its own objects), everything else inherited from what it is FROM."""
+    image, _ = client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, labels=labels, rm=True)
+    return image.id
+
+
+def _remove_images(client, refs: list[str]) -> None:
+    for ref in refs:
+        try:
+            client.api.remove_image(ref, noprune=False)
+        except derr.NotFound:
+            pass
+
+
+def test_images_and_containers_made_from_buildctls_are_the_users_own(docker_client, base_image, own, tmp_path):
+    """The user's two-line image FROM buildctl/base:bookworm inherits buildctl=1 (and a base image's labels);
+    so do images FROM a base image made under another name, a rebuilt one's old untagged image, and a
+    container of any of them. Before: `invoke clean --older-than-days 0 --dry-run` listed every one of
+    them (the images as unused, the untagged one and the container as orphans) and clean removed them.
+    Now only what buildctl made goes: here the base image `invoke base-image --tag` makes."""
+    root = tmp_path / "artifacts"
+    uid = own["buildctl.cleantest"]
+    rootfs = tmp_path / "rootfs"
+    (rootfs / "etc").mkdir(parents=True)
+    (rootfs / "etc" / "os-release").write_text("ID=cleantest\n")
+    base = f"cleantest-{uid}/base:bookworm"  # as `invoke base-image --tag corp/base:bookworm` names one
+    images = [base]
+    try:
+        base_images.import_rootfs(docker_client, rootfs, base, labels=own)  # what invoke base-image imports
+        first = _user_image(docker_client, f"FROM {base_image}\nRUN echo mine > /mine\n", f"user-{uid}/mine:1", own)
+        images[:0] = [first]
+        mine = _user_image(docker_client, f"FROM {base_image}\nRUN echo mine, again > /mine\n", f"user-{uid}/mine:1",
+                           own)  # `first` is untagged now
+        on_base = _user_image(docker_client, f"FROM {base}\nLABEL user.note=mine\n", f"user-{uid}/on-base:1", own)
+        images[:0] = [mine, on_base]
+        container = docker_client.api.create_container(mine, command=["true"], name=f"user-{uid}")["Id"]
+        assert docker_client.api.inspect_container(container)["Config"]["Labels"][engine.LABEL] == "1"  # inherited
+
+        report = clean.clean(older_than_days=0, dry_run=True, root=root, labels=own, caches=False,
+                                    client=docker_client)
+        assert [(r["kind"], r["name"]) for r in report["removed"]] == [("image", base)], report["removed"]
+        report = clean.clean(older_than_days=0, root=root, labels=own, caches=False, client=docker_client)
+        assert report["removed"] == [] and [f["name"] for f in report["failed"]] == [base]  # on-base is FROM it
+        assert all(engine.image_exists(docker_client, i) for i in (first, mine, on_base))
+        assert _exists_container(docker_client, container)
+    finally:
+        for c in engine.list_buildctl_containers(docker_client, own):
+            engine.remove_container(docker_client, c.id)
+        _remove_images(docker_client, images)

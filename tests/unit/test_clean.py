@@ -243,3 +243,101 @@ def test_a_root_that_is_itself_a_symlink_is_used_as_the_root(tmp_path, layout):
     (tmp_path / "artifacts").symlink_to(real)
     report = clean.clean(older_than_days=1, root=tmp_path / "artifacts", **FILES_ONLY)
     assert names(report) == {"demo/k"}
+
+
+def test_buildctls_images_are_told_by_their_names_never_by_inherited_labels():
+    """An image built FROM buildctl/base:bookworm has every label of it (buildctl=1 included). Before: clean
+    took any image labelled buildctl=1 for its own, so `invoke clean --older-than-days 0` listed user/mine:1.
+    Now an image is buildctl's by one of its own names, or as a base image under the name it was made under."""
+    base_labels = {engine.LABEL: "1", "buildctl.distro": "bookworm", engine.BASE_IMAGE_LABEL: "corp/base:bookworm"}
+    assert engine.is_buildctl_image(["buildctl/demo-cpu:0123456789abcdef"], {engine.LABEL: "1"})
+    assert engine.is_buildctl_image(["buildctl-repro/demo-cpu:1a2b3c4d"], {})
+    assert engine.is_buildctl_image(["buildctl/base:bookworm"], {engine.LABEL: "1"})  # made before the label
+    assert engine.is_buildctl_image(["corp/base:bookworm"], base_labels)  # invoke base-image --tag corp/base:bookworm
+    assert not engine.is_buildctl_image(["user/mine:1"], base_labels)  # FROM corp/base:bookworm: inherited
+    assert not engine.is_buildctl_image(["user/mine:1"], {engine.LABEL: "1", engine.RECIPE_LABEL: "demo-cpu"})
+    assert not engine.is_buildctl_image(["corp/base:bookworm"], {engine.LABEL: "1"})  # no record of the name
+    assert not engine.is_buildctl_image([], base_labels)  # untagged: only the root's records can say
+
+
+def test_a_build_reading_the_artifact_keeps_clean_out(tmp_path):
+    """A build that finds its artifact holds the key lock shared while it reads and verifies it: builds
+    that find it read it together, and clean (exclusive) removes nothing of the key meanwhile. Before:
+    the read took no lock, so a clean at that moment removed the artifact under the build."""
+    root = tmp_path / "artifacts"
+    a = make_artifact(root, "demo", "k")
+    used(root, "artifact", "demo/k", 30)
+    with artifacts.key_lock("demo", "k", root, shared=True), artifacts.key_lock("demo", "k", root, shared=True):
+        report = clean.clean(older_than_days=7, root=root, **FILES_ONLY)
+        with pytest.raises(artifacts.LockTimeout, match="builds reading its artifact, or invoke clean"):
+            with artifacts.key_lock("demo", "k", root, timeout=0):  # a build of the key waits for the readers
+                pass
+    assert report["removed"] == [] and a.is_dir()
+    assert report["failed"] == [{"kind": "artifact", "name": "demo/k",
+                                 "error": "a build of this key is running (its lock is held)"}]
+    assert names(clean.clean(older_than_days=7, root=root, **FILES_ONLY)) == {"demo/k"}
+
+
+def test_clean_holds_the_key_lock_while_it_removes_even_without_a_lock_file(tmp_path, monkeypatch):
+    """An artifact copied in by hand has no lock file. Before: clean took that for 'no build holds it' and
+    held nothing, so a build making the lock file meanwhile read the artifact as it went. Now clean makes
+    the lock file and holds it: a build that comes to read waits."""
+    root = tmp_path / "artifacts"
+    make_artifact(root, "demo", "k")
+    used(root, "artifact", "demo/k", 30)
+    assert not (root / "demo" / ".k.lock").exists()
+    reader = []
+    real_rmtree = clean.shutil.rmtree
+
+    def rmtree_as_a_build_comes(path, **kw):  # the moment a build finds the artifact
+        try:
+            with artifacts.key_lock("demo", "k", root, shared=True, timeout=0):
+                reader.append("read it")
+        except artifacts.LockTimeout:
+            reader.append("waited")
+        real_rmtree(path, **kw)
+
+    monkeypatch.setattr(clean.shutil, "rmtree", rmtree_as_a_build_comes)
+    assert names(clean.clean(older_than_days=7, root=root, **FILES_ONLY)) == {"demo/k"}
+    assert reader == ["waited"]
+
+
+def test_what_a_build_uses_while_clean_runs_is_kept(tmp_path, monkeypatch):
+    """Clean decides, then removes; a build that finds the artifact in between (and lets go of it again)
+    has used it just now. Before: removed all the same. Now kept: its stamp moved since clean looked."""
+    root = tmp_path / "artifacts"
+    a = make_artifact(root, "demo", "k")
+    used(root, "artifact", "demo/k", 30)
+    real_lock = clean._key_lock_free
+
+    def lock_after_a_build_found_it(recipe_dir, key):
+        assert artifacts.lookup("demo", "k", root) == a
+        return real_lock(recipe_dir, key)
+
+    monkeypatch.setattr(clean, "_key_lock_free", lock_after_a_build_found_it)
+    report = clean.clean(older_than_days=7, root=root, **FILES_ONLY)
+    assert report["removed"] == [] and a.is_dir()
+    assert report["failed"] == [{"kind": "artifact", "name": "demo/k", "error": "used again while clean ran"}]
+
+
+def test_a_replayed_bundle_is_in_use(tmp_path):
+    """`invoke repro` of a bundle folder under <root>/failures stamps it (a fetch step's: no engine needed).
+    Before: bundles were stamped by nothing, so one replayed every day went once clean had first seen it
+    N days before."""
+    from buildctl.cli.common import load_spec
+    from buildctl.failure import repro
+    from buildctl.render import render
+
+    root = tmp_path / "artifacts"
+    spec, _ = load_spec("demo-cpu", [], preflight=False)
+    bundle = repro.write_bundle(spec=spec, rendered=render(spec), context_dir=None, step="fetch", exit_code=1,
+                                log="sha256 mismatch", diagnosis=None, image_id=None, command=None, env={},
+                                volumes={}, network=None, memory=None, secrets=[], root=root)
+    name = f"failures/{bundle.name}"
+    used(root, "bundle", name, 40)
+    env = {**os.environ, "BUILDCTL_ARTIFACTS": str(tmp_path / "elsewhere"), "BUILDCTL_DEBUG": ""}
+    proc = subprocess.run([sys.executable, "-m", "invoke", "repro", str(bundle), "--json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["step"] == "fetch", proc.stderr
+    assert clean.clean(older_than_days=30, root=root, **FILES_ONLY)["removed"] == []
+    assert time.time() - artifacts.last_use("bundle", name, root) < 60

@@ -19,6 +19,7 @@ from buildctl.build.stages import Compiled, ImageBuilt, Prepared, Run
 from buildctl.render.rendering import BUILD_COMMAND
 from buildctl.build.engine_names import compile_container_name, image_tag, rebuild_volume_name, volume_names
 from buildctl.secrets import proxy_env
+from buildctl.store import artifacts
 
 WORK_DIR = "/work"  # where the build directory is mounted (the build script's $WORK)
 
@@ -91,6 +92,9 @@ def compile(run: Run, built: ImageBuilt, out_dir: Path) -> Compiled:
     if spec.site.cache_url and spec.build.cache != "ccache":
         run.log(f"buildctl: warning: the shared compile cache works through ccache, and build.cache is "
                 f"{spec.build.cache}; compiling without it (fix: --set build.cache=ccache)")
+    # invoke clean: every compile uses them, a full build's, --until's and a resumed one's alike
+    artifacts.record_images(run.client, [built.image_id], run.opts.artifacts_root)
+    artifacts.record_use({"volume": list(mounts(run, key))}, run.opts.artifacts_root)
     for attempt in range(2):
         _clear_compile_container(run, name, key)
         first_line = len(run.log.lines)

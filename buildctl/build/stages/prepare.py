@@ -30,6 +30,7 @@ def prepare(run: Run, rendered: render.Rendered) -> Prepared:
         ensure_images(run.client, [run.spec.base.image], run.spec.site.pull, distro=run.spec.base.distro,
                       on_line=run.log)
         base_id = _image_id(run.client, run.spec.base.image)
+        artifacts.record_images(run.client, [base_id], run.opts.artifacts_root)  # invoke clean: in use, cached or not
         key = artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), base_id)
         place_render(context_dir, run.opts.render_root / run.spec.name / key)
         # MAX_JOBS and the engine's facts wait for `plan`: an unchanged artifact needs neither

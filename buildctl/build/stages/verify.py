@@ -36,6 +36,14 @@ def stored_report(published: Published):
     return report if report.ok and (report.wheel or {}).get("sha256") == wheels[0].get("sha256") else None
 
 
+def _bases(context_dir: Path, spec: Spec) -> list[str]:
+    """The images the runtime image is built FROM, as its Dockerfile names them."""
+    try:
+        return engine.base_image_refs((context_dir / "Dockerfile").read_text(errors="replace"), proxy_env(spec))
+    except (OSError, BuildctlError):
+        return []  # the image build says what is wrong
+
+
 def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace: str,
                   on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (), image_key: str = "") -> str:
     """The recipe's runtime image (base + toolchain runtime + venv): where verification installs the wheel.
@@ -72,8 +80,11 @@ def verify(spec: Spec, published: Published, *, client=None, context_dir: Path |
     # the namespace the artifact was built in (its root's, for manifests older than the field)
     namespace = namespace or manifest.get("namespace") or artifacts.namespace(artifact.parent.parent)
     client = client or engine.connect()
+    # invoke clean: the runtime image's base is in use (stamped first: the image may be built from it now)
+    artifacts.record_images(client, _bases(context_dir, spec), artifact.parent.parent)
     image = runtime_image(spec, published.key, client=client, context_dir=context_dir, namespace=namespace,
                           on_line=on_line, secrets=secrets, image_key=(manifest.get("runtime") or {}).get("image_key", ""))
+    artifacts.record_images(client, [image], artifact.parent.parent)
     wheel = artifact / manifest["wheels"][0]["file"]
     report = runner.verify_wheel(wheel, spec=spec, image=image, out_dir=artifact,
                                  network_mode=engine.network_mode_for(spec.site.network), client=client, **verify_kwargs)

@@ -18,7 +18,7 @@ from buildctl.errors import InputError, StepFailed
 from buildctl.failure import diagnose
 from buildctl.failure.repro.reader import FIX_BUNDLE, SOURCE_CAPS, Bundle
 from buildctl.secrets import MASK
-from buildctl.store import downloads
+from buildctl.store import artifacts, downloads
 
 
 def preflight(b: Bundle, *, shell: bool = False):
@@ -75,6 +75,7 @@ def replay(b: Bundle, client=None, *, on_line=None) -> dict:
             on_line(line)
 
     step = b.data.step
+    _bundle_used(b)
     if step == "fetch":
         return _replay_fetch(b, data, sink, lines)
     client = client or preflight(b)
@@ -99,8 +100,21 @@ def replay(b: Bundle, client=None, *, on_line=None) -> dict:
     return {**_outcome(data, step, exit_code, "\n".join(lines), oom=result.oom_killed), **built}
 
 
+def _root(b: Bundle) -> Path | None:
+    """The artifacts root a bundle folder is in (<root>/failures/<name>), else None (the default root)."""
+    given = Path(b.given).absolute()
+    return given.parent.parent if given.is_dir() and given.parent.name == "failures" else None
+
+
+def _bundle_used(b: Bundle) -> None:
+    """invoke clean: a bundle folder of an artifacts root is in use when replayed."""
+    if _root(b) is not None:
+        artifacts.record_use({"bundle": [f"failures/{Path(b.given).name}"]}, _root(b))
+
+
 def _build(b: Bundle, client, sink) -> dict | StepFailed:
     tag = f"buildctl-repro/{b.data.recipe}:{uuid.uuid4().hex[:8]}"
+    artifacts.record_images(client, b.bases, _root(b))  # invoke clean: in use (first: the image is built FROM them)
     try:
         # The build's labels too: with them a cached rebuild is the bundle's very image id.
         image = engine.build_image(client, b.folder / "context", tag, target=b.data.target,
@@ -108,6 +122,7 @@ def _build(b: Bundle, client, sink) -> dict | StepFailed:
                                    labels=engine.buildctl_labels(recipe=b.data.recipe, namespace=b.data.namespace))
     except StepFailed as exc:
         return exc
+    artifacts.record_images(client, [image], _root(b))  # the build's own image when cached (same_image)
     return {"image": tag, "image_id": image, "same_image": image == b.data.image_id}
 
 
@@ -161,6 +176,7 @@ def shell(b: Bundle, client=None) -> int:
     """An interactive shell at the failing step: same image, (fresh copies of the) volumes and environment.
     Returns the shell's exit code; the volumes are removed afterwards."""
     client = client or preflight(b, shell=True)
+    _bundle_used(b)
     built = _build(b, client, lambda line: print(line, flush=True))
     if isinstance(built, StepFailed):
         raise built
