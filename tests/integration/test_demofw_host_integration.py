@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import zipfile
 
 import pytest
@@ -125,6 +126,20 @@ print("ok")
     env = dict(cpu_build["env"], PYTHONPATH=str(cpu_build["src"]))
     assert run_cmd([cpu_build["py"], "-c", code], cwd=cpu_build["root"], env=env).stdout.strip().endswith("ok")
 
+
+def test_take_is_torch_take_in_range_and_segfaults_past_the_end(cpu_build):
+    """demofw.take's missing bounds check is on purpose (examples/demofw/README.md): the crash that a
+    debugger is shown on. In range it is torch.take; far past the end the process dies with SIGSEGV
+    in the C++ call, not with a Python exception."""
+    env = dict(cpu_build["env"], PYTHONPATH=str(cpu_build["src"]))
+    ok = run_cmd([cpu_build["py"], "-c", "import demofw; print(demofw.take([[10, 20], [30, 40]], [3, 0, -1]))"],
+                 cwd=cpu_build["root"], env=env)
+    assert ok.stdout.strip().splitlines()[-1] == "[40, 10, 40]"
+    crash = run_cmd([cpu_build["py"], "-X", "faulthandler", "-c", "import demofw\ndemofw.take([1.0], [1 << 50])"],
+                    cwd=cpu_build["root"], env=env, check=False)
+    assert crash.returncode == -signal.SIGSEGV, crash.stdout
+    assert "Fatal Python error: Segmentation fault" in crash.stdout
+    assert 'File "<string>", line 2' in crash.stdout  # the take() call, not the import
 
 def test_python_without_numpy_fails_configure(cpu_build, tmp_path):
     py = make_venv(tmp_path / "venv", ["setuptools>=70.1", "wheel", "cmake>=3.18", "ninja"])
