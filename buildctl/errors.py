@@ -2,18 +2,13 @@
 
 Exit codes: 0 ok, 1 a run failed (engine, build, verification), 2 bad input (recipe, CLI).
 
-A failure carries what its callers need as fields set when it is raised (the step, the diagnosis,
-the repro bundle, the verification report): nothing is attached afterwards or read back from disk.
+A failure carries what its callers need as fields set when it is raised (the step, the log): nothing
+is attached afterwards or read back from disk. The failures of a later stage live with it, on these
+bases: build.stages.failure.BuildFailed, build.rebuild_check.NotReproducible,
+verify.report.VerificationFailed. This module imports nothing of buildctl.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from buildctl.failure.diagnose import Diagnosis
-    from buildctl.verify.report import Report
 
 
 class BuildctlError(Exception):
@@ -64,28 +59,3 @@ class StepFailed(BuildctlError):
         why = f"exit code {exit_code}" + (", killed: out of memory" if oom_killed else "") + (
             ", stopped: timed out" if timed_out else "")
         super().__init__(f"step {step} failed ({why}): {one_line(detail, 300)}")
-
-
-class BuildFailed(BuildctlError):
-    """The build ran and failed in `step`; the diagnosis (None: no known cause) and the repro bundle
-    were written."""
-
-    def __init__(self, message: str, *, step: str, bundle: Path, diagnosis: Diagnosis | None):
-        super().__init__(message)
-        self.step, self.bundle, self.diagnosis = step, bundle, diagnosis
-
-
-class NotReproducible(BuildctlError):
-    """--check-reproducible: the second build's wheel differs from the first (the message names how)."""
-
-    diagnosis = None  # the comparison is the diagnosis: it names the members and the kind of difference
-
-
-class VerificationFailed(BuildctlError):
-    """An expectation of the recipe does not hold for the built wheel. `report`: the verification
-    report (None when verification stopped before judging: no container, no dependencies);
-    `diagnosis`: its known cause, when the build pipeline looked for one."""
-
-    def __init__(self, message: str, *, report: Report | None = None, diagnosis: Diagnosis | None = None):
-        super().__init__(message)
-        self.report, self.diagnosis = report, diagnosis

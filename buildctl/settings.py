@@ -106,9 +106,9 @@ class Settings(BaseSettings):
     @field_validator("registry")
     @classmethod
     def _registry_address(cls, v: str | None) -> str | None:
-        from buildctl.engine.registry import check
+        from buildctl.urls import check_registry_address
 
-        return check(v) if v else v
+        return check_registry_address(v) if v else v
 
     @field_validator("ca_certs", mode="before")
     @classmethod

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import SplitResult, unquote, urlsplit
 
+from buildctl.errors import InputError
+
 MASK = "***"
 # Shorter literals would mask common words and numbers everywhere; such "secrets" are not secret anyway.
 MIN_SECRET_LEN = 4
@@ -220,3 +222,96 @@ def mask_text(text: str) -> str:
     if "=" in text:
         text = _TOKEN_QUERY.sub(lambda m: m.group("lead") + MASK, text)
     return text
+
+
+# ---------------------------------------------------------------------------------------------- Redis
+# The shared compile cache's URL (site cache_url): a credential handed to ccache's Redis storage.
+
+_FORM = "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]"
+_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?")
+_IPV6 = re.compile(r"(?=.*:)[0-9a-f:.]+")
+
+
+def redis_problem(url: str) -> str | None:
+    """Why `url` is not a Redis URL ccache can use, or None. Never quotes the URL (it holds a password)."""
+    if "://" not in url:
+        return "no redis:// in front"
+    if any(c.isspace() or c in "'\"`$;|&<>\\" for c in url):
+        return "white space or shell characters in it"
+    why = problem(url)
+    if why:  # "<problem>; fix: <fix>": a fix of its own
+        return why
+    user, colon, _ = (split(url).userinfo or "").partition(":")
+    if colon and ":" in unquote(user):
+        return "a user name holding ':' (ccache splits the login at its first ':', even a %3A)"
+    parts = urlsplit(url)
+    if parts.scheme != "redis":
+        return f"scheme {parts.scheme or '(none)'}: ccache's remote storage speaks redis:// only"
+    host = parts.hostname or ""
+    if not _HOST.fullmatch(host) and not _IPV6.fullmatch(host):
+        return "no host name"
+    if parts.port == 0:
+        return "its port is not a number from 1 to 65535"
+    if parts.path not in ("", "/") and not re.fullmatch(r"/\d{1,5}", parts.path):
+        return "the path is not a database number (/0)"
+    if parts.query or parts.fragment:
+        return "a query or fragment (ccache takes none)"
+    return None
+
+
+def check_redis_url(url: str, option: str = "--cache-url") -> str:
+    """`url` when it is a usable Redis URL; else a one-line InputError, with the password masked."""
+    why = redis_problem(url)
+    if why:  # the URL is never shown: a misread one masks badly, and it holds a password
+        raise InputError(f"{option} (value not shown): {redis_refusal(why)}")
+    return url
+
+
+def redis_refusal(why: str) -> str:
+    """`redis_problem`'s answer as "<problem>; fix: <fix>"."""
+    if "; fix: " in why:
+        return why
+    return f"not a Redis URL ({why}); fix: {_FORM}, e.g. redis://:PASSWORD@cache.example:6379/0"
+
+
+def ccache_form(url: str) -> str:
+    """`url` in ccache's form. ccache percent-decodes the login, then splits it at its first ':'
+    (USER:PASSWORD, else PASSWORD alone; an empty USER sends no AUTH at all). So a password without a
+    user is `redis://PASSWORD@host` there, and one holding ':' (raw or %3A) needs a user: Redis 6's
+    `default` user is what a bare password authenticates as (`AUTH default PASSWORD`)."""
+    login = split(url).userinfo
+    if login is None:
+        return url
+    user, colon, password = login.partition(":")
+    if colon and user:  # USER:PASSWORD, as ccache reads it
+        return url
+    password = password if colon else user  # :PASSWORD, or a bare PASSWORD (ccache's own form)
+    rest = url.partition("@")[2]
+    if ":" in unquote(password):
+        return f"redis://default:{password}@{rest}"
+    return f"redis://{password}@{rest}"
+
+
+# ---------------------------------------------------------------------------------------------- registries
+# The registry engines share images through (site registry): Docker's HOST[:PORT][/PATH], no scheme and no
+# login (those belong to `docker login`).
+
+_REGISTRY = re.compile(r"(?P<host>[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9a-fA-F:]+\])(:(?P<port>\d{1,5}))?"
+                       r"(?P<path>(/[a-z0-9]+([._-][a-z0-9]+)*)*)")
+_REGISTRY_FORM = "HOST[:PORT][/PATH], e.g. registry.example:5000/ml-infra"
+
+
+def check_registry_address(registry: str, option: str = "--registry") -> str:
+    """`registry` without a trailing slash when it is a registry address Docker can push to; else a
+    one-line InputError. Credentials in it are refused: they belong to `docker login`."""
+    value = registry.strip().rstrip("/")
+    if "://" in value:
+        raise InputError(f"{option}: give the registry as Docker names it, without a scheme; fix: {_REGISTRY_FORM}")
+    if "@" in value:
+        raise InputError(f"{option}: credentials do not go in the address (it is printed and recorded); "
+                         f"fix: `docker login {value.rpartition('@')[2].split('/')[0]}`, then {option} "
+                         f"{value.rpartition('@')[2]}")
+    m = _REGISTRY.fullmatch(value)
+    if not m or (m.group("port") and not 0 < int(m.group("port")) < 65536):
+        raise InputError(f"{option} {value!r}: not a registry address; fix: {_REGISTRY_FORM}")
+    return value

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 
 from buildctl.store import artifacts
 from buildctl import engine
-from buildctl.errors import InputError, StepFailed, VerificationFailed
+from buildctl.errors import InputError, StepFailed
+from buildctl.verify.report import VerificationFailed
 from buildctl.recipe.schema import Spec
 from buildctl.build.stages import BuildLog, BuildOptions, ImageBuilt, Published, Run, Verified, artifact, prepare
 from buildctl.build.stages import compile as compile_stage

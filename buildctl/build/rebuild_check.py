@@ -20,7 +20,8 @@ from datetime import datetime, timezone
 from buildctl.store import artifacts, wheel_diff
 from buildctl import engine
 from buildctl.build import pipeline
-from buildctl.errors import BuildFailed
+from buildctl.build.stages.failure import BuildFailed
+from buildctl.errors import BuildctlError
 from buildctl.recipe.schema import Spec
 from buildctl.ui import View, strip_controls
 from buildctl.build.stages import compile as compile_stage
@@ -110,3 +111,9 @@ def table(outcome: Check):
         t.add_row(Text(strip_controls(d.member)), ", ".join(d.kinds), Text(strip_controls(d.detail)))
     t.caption = f"{builds}; the second wheel: {outcome.second_build['wheel']}"
     return t
+
+
+class NotReproducible(BuildctlError):
+    """--check-reproducible: the second build's wheel differs from the first (the message names how)."""
+
+    diagnosis = None  # the comparison is the diagnosis: it names the members and the kind of difference

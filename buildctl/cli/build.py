@@ -104,8 +104,10 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
           until=None, targets=None, check_reproducible=False) -> None:
     from buildctl import engine, ui
     from buildctl.build import pipeline
-    from buildctl.errors import BuildFailed, NotReproducible, VerificationFailed
+    from buildctl.build.rebuild_check import NotReproducible
+    from buildctl.build.stages.failure import BuildFailed
     from buildctl.recipe import preflight
+    from buildctl.verify.report import VerificationFailed
 
     site = site_options(settings)
     spec, warnings = load_spec(recipe, sets, base_image=settings.base_image, site=site, preflight=not no_preflight)

@@ -16,7 +16,6 @@ from rich.markup import escape
 
 from buildctl import recipe as recipe_mod
 from buildctl import settings, urls
-from buildctl.build import compile_cache
 from buildctl.errors import BuildctlError, InputError
 from buildctl.recipe import loader
 from buildctl.settings import Settings
@@ -73,7 +72,7 @@ def site_options(chosen: Settings) -> dict:
             if why:
                 raise InputError(f"--{flag} [{settings.env_name(name)}] (value not shown): {why}")
     if site.get("cache_url"):
-        compile_cache.check_url(site["cache_url"])
+        urls.check_redis_url(site["cache_url"])
     return site
 
 

@@ -14,7 +14,6 @@ no registry were set.
 from __future__ import annotations
 
 import hashlib
-import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ import docker
 import docker.errors as derr
 import requests
 
-from buildctl.errors import InputError
+from buildctl import urls
 
 LineSink = Callable[[str], None]
 # What a pull or push can raise: APIError from the engine, DockerException before any request (a credsStore
@@ -34,27 +33,6 @@ FAILURES = (derr.DockerException, requests.exceptions.RequestException)
 warnings.filterwarnings("ignore", message=r".* not installed or not available in PATH", category=UserWarning,
                         module=r"docker\.credentials")
 KEYED_FILES_EXCLUDED = ("recipe.resolved.yaml",)  # the resolved recipe names the source; the image does not use it
-
-_REGISTRY = re.compile(r"(?P<host>[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9a-fA-F:]+\])(:(?P<port>\d{1,5}))?"
-                       r"(?P<path>(/[a-z0-9]+([._-][a-z0-9]+)*)*)")
-_FORM = "HOST[:PORT][/PATH], e.g. registry.example:5000/ml-infra"
-
-
-def check(registry: str, option: str = "--registry") -> str:
-    """`registry` without a trailing slash when it is a registry address Docker can push to; else a
-    one-line InputError. Credentials in it are refused: they belong to `docker login`."""
-    value = registry.strip().rstrip("/")
-    if "://" in value:
-        raise InputError(f"{option}: give the registry as Docker names it, without a scheme; fix: {_FORM}")
-    if "@" in value:
-        raise InputError(f"{option}: credentials do not go in the address (it is printed and recorded); "
-                         f"fix: `docker login {value.rpartition('@')[2].split('/')[0]}`, then {option} "
-                         f"{value.rpartition('@')[2]}")
-    m = _REGISTRY.fullmatch(value)
-    if not m or (m.group("port") and not 0 < int(m.group("port")) < 65536):
-        raise InputError(f"{option} {value!r}: not a registry address; fix: {_FORM}")
-    return value
-
 
 def image_key(files: Mapping[str, str], base_image_id: str) -> str:
     """What an image is made from: every rendered file it is built from, and the base image."""
@@ -142,7 +120,7 @@ class Shared:
         """None without a registry (or for an artifact that records no image key)."""
         if not spec.site.registry or not image_key:
             return None
-        return cls(client, check(spec.site.registry, "site.registry"), spec.name, image_key,
+        return cls(client, urls.check_registry_address(spec.site.registry, "site.registry"), spec.name, image_key,
                    spec.site.pull or "missing", on_line)
 
     def fetch(self, target: str, local_tag: str) -> str | None:

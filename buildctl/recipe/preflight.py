@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from buildctl.errors import RecipeError
 from buildctl.recipe.compat import (
@@ -42,8 +42,14 @@ from buildctl.recipe.compat import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - import for annotations only
-    from buildctl.host.gpus import GpuInfo
     from buildctl.recipe.schema import Spec
+
+
+class Gpu(Protocol):
+    """What can_run reads of a GPU (host.gpus.GpuInfo has it; this module imports nothing above it)."""
+
+    name: str
+    compute_capability: str
 
 
 def torch_version(spec: Spec) -> str | None:
@@ -364,7 +370,7 @@ def _check_torch(spec: Spec, warn) -> None:
 # ---------------------------------------------------------------------------------------------------
 
 
-def can_run(spec: Spec, gpus: Sequence[GpuInfo], driver: str | None) -> tuple[bool, str]:
+def can_run(spec: Spec, gpus: Sequence[Gpu], driver: str | None) -> tuple[bool, str]:
     """Can this host run the built wheel's GPU verification? False with the reason (and fix) if not;
     verification still runs on CPU (gloo) when there is no usable GPU."""
     acc = spec.accelerator

@@ -404,11 +404,9 @@ class Site(Model):
     @field_validator("cache_url")
     @classmethod
     def _redis_url(cls, v: str | None) -> str | None:
-        from buildctl.build.compile_cache import problem, refusal
-
-        why = v and problem(v)
+        why = v and urls.redis_problem(v)
         if why:  # the value is not quoted: it holds a password
-            raise ValueError(refusal(why))
+            raise ValueError(urls.redis_refusal(why))
         return v
 
 

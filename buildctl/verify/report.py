@@ -7,17 +7,20 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from buildctl.errors import InputError
+from buildctl.errors import BuildctlError, InputError
 from buildctl.ui import strip_controls
 from buildctl.verify import schema
 from buildctl.verify.expectations import Check, failed
+
+if TYPE_CHECKING:
+    from buildctl.failure.diagnose import Diagnosis
 
 SCHEMA_VERSION = 1
 JSON_NAME, MD_NAME, PNG_NAME = "report.json", "report.md", "report.png"
@@ -459,3 +462,13 @@ def write_all(report: Report, out_dir: Path) -> Report:
     md.write_text(markdown(report))
     write_json(report, out_dir / JSON_NAME)
     return report
+
+
+class VerificationFailed(BuildctlError):
+    """An expectation of the recipe does not hold for the built wheel. `report`: the verification
+    report (None when verification stopped before judging: no container, no dependencies);
+    `diagnosis`: its known cause, when the build pipeline looked for one."""
+
+    def __init__(self, message: str, *, report: Report | None = None, diagnosis: Diagnosis | None = None):
+        super().__init__(message)
+        self.report, self.diagnosis = report, diagnosis

@@ -22,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from buildctl.errors import InputError, VerificationFailed
+from buildctl.errors import InputError
 from buildctl.in_container import probe_inputs
 from buildctl.recipe.compat import PYTHON_BY_DISTRO
 from buildctl.recipe.schema import Spec
@@ -32,6 +32,7 @@ from buildctl.store.wheel_facts import is_cuda_wheel, wheel_requires, wheel_tags
 from buildctl.ui import strip_controls
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
+from buildctl.verify.report import VerificationFailed
 from buildctl.verify.targets import (
     DEFAULT_BASE_IMAGE,
     last_lines,

@@ -18,11 +18,12 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from buildctl.errors import InputError, VerificationFailed
+from buildctl.errors import InputError
 from buildctl.in_container import PROBE, probe_inputs
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts
 from buildctl.verify import schema
+from buildctl.verify.report import VerificationFailed
 
 DEFAULT_BASE_IMAGE = "buildctl/base:bookworm"
 DEFAULT_VENV = "/opt/verify-venv"

@@ -18,8 +18,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from buildctl.errors import VerificationFailed
 from buildctl.store.wheel_facts import requires_for_python, wheel_requires
+from buildctl.verify.report import VerificationFailed
 from buildctl.verify.targets import LineSink
 
 # glibc of each distro's own Python, for the wheelhouse's manylinux tags.

@@ -15,8 +15,8 @@ import pytest
 from rich.console import Console
 from verify_fixtures import make_spec
 
-from buildctl.errors import VerificationFailed
 from buildctl.verify import report as rep
+from buildctl.verify.report import VerificationFailed
 from buildctl.verify.runner import verify_wheel
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,6 +2,7 @@
 
 import pytest
 
+from buildctl import urls
 from buildctl.engine import registry
 from buildctl.errors import InputError
 
@@ -9,7 +10,7 @@ from buildctl.errors import InputError
 @pytest.mark.parametrize("value", ["127.0.0.1:5000", "registry.example:5000/ml-infra", "ghcr.io/org/team/",
                                    "localhost", "[::1]:5000"])
 def test_registry_addresses_docker_takes(value):
-    assert registry.check(value) == value.rstrip("/")
+    assert urls.check_registry_address(value) == value.rstrip("/")
 
 
 @pytest.mark.parametrize("value, says", [
@@ -21,7 +22,7 @@ def test_registry_addresses_docker_takes(value):
 ])
 def test_refused_addresses_say_the_fix_in_one_line(value, says):
     with pytest.raises(InputError) as e:
-        registry.check(value)
+        urls.check_registry_address(value)
     assert says in str(e.value) and "\n" not in str(e.value)
     assert "secret" not in str(e.value)
 

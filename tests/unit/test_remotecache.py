@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from buildctl import recipe, render, secrets
+from buildctl import recipe, render, secrets, urls
 from buildctl.build import compile_cache, stages
 from buildctl.build.stages import artifact
 from buildctl.build.stages.compile import compile_credentials, container_env
@@ -27,7 +27,7 @@ URL = f"redis://:{PASSWORD}@cache.example:6379/0"
     f"redis://{PASSWORD}@cache.example/", "redis://[::1]:6379",
 ])
 def test_redis_urls_pass(url):
-    assert compile_cache.check_url(url) == url
+    assert urls.check_redis_url(url) == url
 
 
 @pytest.mark.parametrize(("url", "why"), [
@@ -45,7 +45,7 @@ def test_redis_urls_pass(url):
 ])
 def test_a_bad_url_is_one_line_with_the_password_masked(url, why):
     with pytest.raises(InputError) as e:
-        compile_cache.check_url(url)
+        urls.check_redis_url(url)
     message = str(e.value)
     assert "\n" not in message and why in message and "fix: " in message, message
     assert PASSWORD not in message
@@ -70,15 +70,15 @@ def test_a_recipe_site_url_is_checked_without_quoting_it():
 def test_ccache_takes_a_bare_password():
     """ccache sends `AUTH USER PASSWORD` for USER:PASSWORD@ and `AUTH PASSWORD` for PASSWORD@; the usual
     `redis://:PASSWORD@` would send an empty user name, which Redis refuses."""
-    assert compile_cache.ccache_url(URL) == f"redis://{PASSWORD}@cache.example:6379/0"
-    assert compile_cache.ccache_url("redis://ci:pw-1234@h") == "redis://ci:pw-1234@h"
-    assert compile_cache.ccache_url("redis://h:1") == "redis://h:1"
+    assert urls.ccache_form(URL) == f"redis://{PASSWORD}@cache.example:6379/0"
+    assert urls.ccache_form("redis://ci:pw-1234@h") == "redis://ci:pw-1234@h"
+    assert urls.ccache_form("redis://h:1") == "redis://h:1"
     assert compile_cache.runtime_env(None) == ()
     assert compile_cache.runtime_env(URL) == (("BUILDCTL_CACHE_URL", f"redis://{PASSWORD}@cache.example:6379/0"),)
 
 
 def test_the_password_is_masked_in_both_forms():
-    for form in (URL, compile_cache.ccache_url(URL)):
+    for form in (URL, urls.ccache_form(URL)):
         assert PASSWORD not in secrets.mask(f"ccache remote {form} failed")
         assert secrets.mask_url(form) == "redis://***@cache.example:6379/0"
     spec = recipe.load("demo-cpu", site={"cache_url": URL})
@@ -138,7 +138,7 @@ def test_the_compile_container_gets_the_url_as_a_credential_only_with_ccache():
     spec = recipe.load("demo-cpu", site={"cache_url": URL})
     run = stages.Run.of(spec, stages.BuildOptions())
     creds = compile_credentials(run)
-    assert ("BUILDCTL_CACHE_URL", compile_cache.ccache_url(URL)) in creds.env
+    assert ("BUILDCTL_CACHE_URL", urls.ccache_form(URL)) in creds.env
     assert PASSWORD in creds.values() and PASSWORD in run.secrets
     assert "BUILDCTL_CACHE_URL" not in str(container_env(run, 4))  # the container's config: no URL
     sccache = stages.Run.of(recipe.load("demo-cpu", ["build.cache=sccache"], site={"cache_url": URL}),

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from buildctl import cli, ui
 from buildctl.build import stages
-from buildctl.errors import BuildFailed
+from buildctl.build.stages.failure import BuildFailed
 from buildctl.failure import diagnose
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -28,7 +28,7 @@ import pytest
 import yaml
 from publish_helpers import assembled_artifact
 
-from buildctl import recipe, render, secrets
+from buildctl import recipe, render, secrets, urls
 from buildctl.build import stages
 from buildctl.build.stages.compile import container_env
 from buildctl.errors import InputError, RecipeError
@@ -214,16 +214,16 @@ def test_redis_cache_url(form, shape):
     raw = url("redis", form, "cache.example:6379", shape, encoded=False, path="/0")
     if refused_as_written(form, shape):
         with pytest.raises(InputError) as e:
-            compile_cache.check_url(raw)
+            urls.check_redis_url(raw)
         assert "\n" not in str(e.value) and leaks(str(e.value), shape) == []
     encoded = url("redis", form, "cache.example:6379", shape, encoded=True, path="/0")
     if form == "token:" and ":" in password(shape):  # a user name ccache cannot take, encoded or not
         with pytest.raises(InputError) as e:
-            compile_cache.check_url(encoded)
+            urls.check_redis_url(encoded)
         assert "user name holding ':'" in str(e.value) and leaks(str(e.value), shape) == []
         return
-    compile_cache.check_url(encoded)
-    handed = compile_cache.ccache_url(encoded)
+    urls.check_redis_url(encoded)
+    handed = urls.ccache_form(encoded)
     # ccache percent-decodes the login, then splits it at its first ':' (USER:PASSWORD, else PASSWORD)
     userinfo = handed.partition("://")[2].rpartition("@")[0]
     user, colon, secret = _ccache_split(userinfo)

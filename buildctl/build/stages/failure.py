@@ -3,10 +3,14 @@ repro bundle; VerificationFailed with its report and diagnosis (also written as 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from buildctl.store import artifacts
 from buildctl.failure import diagnose, repro
 from buildctl import engine
-from buildctl.errors import BuildFailed, StepFailed, VerificationFailed
+from buildctl.errors import BuildctlError, StepFailed
+from buildctl.failure.diagnose import Diagnosis
+from buildctl.verify.report import VerificationFailed
 from buildctl.render.rendering import Rendered
 from buildctl.build.stages import ImageBuilt, Prepared, Published, Run
 from buildctl.render.rendering import BUILD_COMMAND
@@ -63,3 +67,12 @@ def verification_failed(published: Published, exc: VerificationFailed) -> Verifi
     if diag is not None:
         artifacts.write_json(published.artifact / "diagnosis.json", diag.to_dict())
     return VerificationFailed(str(exc), report=exc.report, diagnosis=diag)
+
+
+class BuildFailed(BuildctlError):
+    """The build ran and failed in `step`; the diagnosis (None: no known cause) and the repro bundle
+    were written."""
+
+    def __init__(self, message: str, *, step: str, bundle: Path, diagnosis: Diagnosis | None):
+        super().__init__(message)
+        self.step, self.bundle, self.diagnosis = step, bundle, diagnosis

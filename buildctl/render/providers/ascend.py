@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from buildctl.render.providers import Fragment
+from buildctl.render.providers.fragment import Fragment
 
 
 def fragment(spec, render_stage) -> Fragment | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from buildctl.render.providers import Fragment, site_packages
+from buildctl.render.providers.fragment import Fragment, site_packages
 
 PIP_PACKAGES = ("nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-runtime", "nvidia-cuda-cccl")
 

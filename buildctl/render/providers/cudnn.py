@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from buildctl.render.providers import Fragment, site_packages
+from buildctl.render.providers.fragment import Fragment, site_packages
 
 
 def fragment(spec, render_stage) -> Fragment | None:

@@ -6,7 +6,7 @@ NCCL_INCLUDE_DIR/NCCL_LIB_DIR (PyTorch >= 2.7 would otherwise clone NCCL during 
 
 from __future__ import annotations
 
-from buildctl.render.providers import Fragment, site_packages
+from buildctl.render.providers.fragment import Fragment, site_packages
 
 
 def _env(include: str, lib: str, root: str) -> dict[str, str]:

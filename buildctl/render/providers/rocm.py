@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 
 from buildctl.recipe import compat
-from buildctl.render.providers import Fragment
+from buildctl.render.providers.fragment import Fragment
 
 
 def _rccl_probe(header: str) -> str:
