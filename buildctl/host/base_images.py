@@ -28,7 +28,7 @@ from docker import errors as derr
 
 from buildctl import engine
 from buildctl.errors import BuildctlError
-from buildctl.recipe.schema import DISTROS
+from buildctl.recipe.fields import DISTROS
 from buildctl.secrets import mask_url, url_secrets
 
 DEBIAN_SUITES = ("bookworm", "trixie")

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ValidationError
 
 from buildctl import settings
 from buildctl.errors import RecipeError
-from buildctl.recipe.schema import PATTERN_HINTS, Spec
+from buildctl.recipe.fields import PATTERN_HINTS
+from buildctl.recipe.schema import Spec
 from buildctl.urls import mask_text
 
 

@@ -21,8 +21,9 @@ from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.in_container import PROBE_FILES, WHEELNORM
 from buildctl.recipe import parallel_jobs, preflight
+from buildctl.recipe.fields import DEFAULT_SOURCE_DATE_EPOCH
 from buildctl.recipe.loader import resolved_yaml
-from buildctl.recipe.schema import DEFAULT_SOURCE_DATE_EPOCH, Spec
+from buildctl.recipe.schema import Spec
 from buildctl.render import providers
 from buildctl.secrets import split_credentials
 from buildctl.settings import REPO_ROOT

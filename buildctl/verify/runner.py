@@ -31,6 +31,7 @@ from buildctl.store.artifacts import sha256_of
 from buildctl.store.wheel_facts import is_cuda_wheel, wheel_requires, wheel_tags
 from buildctl.ui import strip_controls
 from buildctl.verify import report as rep
+from buildctl.verify import report_files
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
 from buildctl.verify.report import VerificationFailed
 from buildctl.verify.targets import (
@@ -186,8 +187,8 @@ def _spec_facts(spec: Spec | None) -> dict | None:
 
 def _publish(report: rep.Report, out_dir: Path, json_out: bool, console: Console) -> rep.Report:
     """Write report.json/.md/.png, append the step summary, print it; VerificationFailed when a check failed."""
-    rep.write_all(report, out_dir)
-    rep.append_step_summary(report)
+    report_files.write_all(report, out_dir)
+    report_files.append_step_summary(report)
     if json_out:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
         sys.stdout.flush()

@@ -20,7 +20,7 @@ from buildctl import engine, recipe, render
 from buildctl.build import engine_names
 from buildctl.build.stages import compile as compile_stage
 from buildctl.errors import InputError, RecipeError
-from buildctl.recipe.schema import RESERVED_BUILD_ENV
+from buildctl.recipe.fields import RESERVED_BUILD_ENV
 from buildctl.store import artifacts
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ import yaml
 from buildctl import recipe
 from buildctl.cli.common import load_spec
 from buildctl.errors import InputError, RecipeError
-from buildctl.recipe import loader, preflight
+from buildctl.recipe import fields, loader, preflight
 from buildctl.recipe.schema import Spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -527,14 +527,13 @@ def test_every_pattern_of_the_spec_has_its_hint():
     """Hints were chosen by matching the start of each regex in recipe.py, so a changed pattern silently
     lost its hint, and python.constraints (pattern '...==...') got the generic 'use only letters, digits and
     ._+- (pattern ^...$)'. Now each pattern is declared with its hint (spec.matching)."""
-    from buildctl.recipe import schema as spec_mod
 
     patterns = _patterns(Spec, set())
     assert len(patterns) >= 17
-    missing = sorted(p for p in patterns if p not in spec_mod.PATTERN_HINTS)
+    missing = sorted(p for p in patterns if p not in fields.PATTERN_HINTS)
     assert not missing, f"declare these with spec.matching(pattern, hint): {missing}"
     for pattern in patterns:
         err = {"type": "string_pattern_mismatch", "loc": ("x",), "input": "?", "ctx": {"pattern": pattern}}
-        assert loader._hint_for(err) == spec_mod.PATTERN_HINTS[pattern]
+        assert loader._hint_for(err) == fields.PATTERN_HINTS[pattern]
     err = load_error("cuda12.1-nccl2.18", ["python.constraints=[nvidia-cublas-cu12>=12]"])
     assert "python.constraints.0: malformed value" in str(err) and "fix: write a pin like " in str(err)

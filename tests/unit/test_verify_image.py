@@ -16,7 +16,7 @@ from rich.console import Console
 from verify_fixtures import cpu_probe, debian_probe, make_report, make_spec
 
 from buildctl.errors import InputError
-from buildctl.verify import compare, runner
+from buildctl.verify import compare, report_files, runner
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import ABSENT, Expectations, evaluate, merge, parse_expect, verdict
 
@@ -100,7 +100,7 @@ def test_checks_of_an_image_say_image_and_where_the_expectation_came_from():
 
 def test_image_report_round_trips_and_says_what_was_verified(tmp_path):
     r = image_report()
-    rep.write_all(r, tmp_path)
+    report_files.write_all(r, tmp_path)
     back = rep.load_report(tmp_path / "report.json")
     assert back.to_dict() == r.to_dict()
     assert back.image == {"reference": IMAGE, "id": IMAGE_ID, "python": "python3"} and back.wheel is None

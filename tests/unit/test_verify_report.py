@@ -10,6 +10,7 @@ from verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_report, make_
 
 from buildctl.errors import InputError
 from buildctl.verify import report as rep
+from buildctl.verify import report_files
 from buildctl.verify.expectations import Expectations
 
 
@@ -84,19 +85,19 @@ def test_rich_tables_for_a_gpu_report():
 
 def test_markdown_and_step_summary(tmp_path):
     r = make_report(spec=make_spec(build={"type": "Debug"}))
-    md = rep.markdown(r)
+    md = report_files.markdown(r)
     assert md.startswith("## buildctl verify: torch-2.13.0+cpu") and "FAILED" in md
     assert "| build type (config) | Debug | Release | FAIL |" in md
     assert "| size (B) | time (us) |" in md
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
-    assert rep.append_step_summary(r, {"GITHUB_STEP_SUMMARY": str(summary)}) == summary
+    assert report_files.append_step_summary(r, {"GITHUB_STEP_SUMMARY": str(summary)}) == summary
     assert summary.read_text().startswith("earlier step\n## buildctl verify")
-    assert rep.append_step_summary(r, {}) is None
+    assert report_files.append_step_summary(r, {}) is None
 
 
 def test_write_all_writes_json_markdown_and_png(tmp_path):
-    r = rep.write_all(make_report(), tmp_path / "out")
+    r = report_files.write_all(make_report(), tmp_path / "out")
     files = {k: tmp_path / "out" / n for k, n in (("json", "report.json"), ("markdown", "report.md"),
                                                     ("plot", "report.png"))}
     assert r.files == {k: str(v) for k, v in files.items()}
@@ -107,7 +108,7 @@ def test_write_all_writes_json_markdown_and_png(tmp_path):
 def test_no_plot_without_a_sweep(tmp_path):
     probe = cpu_probe()
     probe["sweep"] = {"state": "skipped", "reason": "not requested"}
-    r = rep.write_all(make_report(probe), tmp_path)
+    r = report_files.write_all(make_report(probe), tmp_path)
     assert r.files["plot"] is None and not (tmp_path / "report.png").exists()
     assert "all-reduce: skipped (not requested)" in rep.headline_text(r)
 
@@ -129,5 +130,5 @@ def test_compile_matrix_is_shown_as_text_and_in_markdown():
     Console(file=out, width=80).print(rep.compile_matrix_table(r))
     text = out.getvalue()
     assert "torch.compile on cpu" in text and "[bold]no compiler[/bold]" in text.replace("\n", "")
-    md = rep.markdown(r)
+    md = report_files.markdown(r)
     assert "| inductor | default | error |" in md and "| eager | default | pass | 0.40 | 2.50 |" in md

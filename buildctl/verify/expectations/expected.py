@@ -141,6 +141,7 @@ def _expected_value(key: str, value: str) -> Any:
     from packaging.version import InvalidVersion, Version
     from pydantic import TypeAdapter, ValidationError
 
+    from buildctl.recipe import fields
     from buildctl.recipe import schema as spec_mod
 
     try:
@@ -157,10 +158,10 @@ def _expected_value(key: str, value: str) -> Any:
         if key in ("cuda", "hip", "nccl", "cudnn"):
             if value.lower() in ("none", ABSENT):
                 return ABSENT
-            return TypeAdapter(spec_mod.Version).validate_python(value)
+            return TypeAdapter(fields.Version).validate_python(value)
         if key == "arch":
             tokens = [t.strip() for t in value.split(",") if t.strip()]
-            arch = TypeAdapter(spec_mod.CudaArch | spec_mod.RocmArch)
+            arch = TypeAdapter(fields.CudaArch | fields.RocmArch)
             return normalize_arch_list(arch.validate_python(t) for t in tokens)
         if key == "build_type":
             return spec_mod.Expect.model_validate({key: value}).build_type
