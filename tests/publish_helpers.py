@@ -101,5 +101,5 @@ def assembled_artifact(spec, tmp_path: Path, wheel: str, versions: str = "") -> 
     (out / wheel).write_bytes(b"wheel")
     (out / "versions.txt").write_text(versions)
     manifest = artifact.assemble(run, stages.Compiled(stages.ImageBuilt(prepared, "sha256:img"), out, 2), folder, {})
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    return folder, manifest
+    manifest.write(folder / "manifest.json")
+    return folder, manifest.to_json()

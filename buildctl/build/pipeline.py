@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildctl.store import artifacts
+from buildctl.store.manifest import Manifest
 from buildctl import engine
 from buildctl.errors import InputError, StepFailed
 from buildctl.verify.report import VerificationFailed
@@ -59,7 +60,7 @@ class BuildResult:
     recipe: str
     key: str
     artifact: Path
-    manifest: dict
+    manifest: Manifest
     cached: bool
     report: Report | None = None  # the passing verification report
     verify_error: VerificationFailed | None = None  # the wheel is built but not what was asked (its report inside)
@@ -171,7 +172,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
         if prepared is not None:  # this build's private render folder
             shutil.rmtree(prepared.context_dir, ignore_errors=True)
     view.finished(round(time.monotonic() - t0, 2))
-    return BuildResult(spec.name, published.key, published.artifact, dict(published.manifest), published.cached,
+    return BuildResult(spec.name, published.key, published.artifact, published.manifest, published.cached,
                        verified.report if verified else None, verify_error)
 
 
@@ -191,7 +192,7 @@ def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
     if found is None:
         return None
     published = artifact.found(ctx.spec.name, key, found)
-    if "runtime" not in published.manifest:
+    if published.manifest.runtime is None:
         if say_why:
             ctx.log(f"buildctl: {found} records no runtime image context (an older buildctl built it); "
                     "building it again")

@@ -76,19 +76,19 @@ def check(spec: Spec, opts: stages.BuildOptions, view: View,
     if partial.key != result.key:  # the same recipe renders the same files: never, unless the tree changed meanwhile
         raise BuildFailed(f"the second build of {spec.name} has key {partial.key}, the first {result.key}: the recipe "
                           "or its source changed during the check; fix: run it again on an unchanged tree")
-    first_wheel = result.artifact / result.manifest["wheels"][0]["file"]
+    first_wheel = result.artifact / result.manifest.wheel.file
     second_wheels = sorted(partial.out_dir.glob("*.whl"))
     if not second_wheels:
         raise BuildFailed(f"the second build of {spec.name} made no wheel (its log: {partial.out_dir / 'build.log'})")
     comparison = wheel_diff.compare(first_wheel, second_wheels[0],
                                    build_paths=(f"{compile_stage.WORK_DIR}/src", f"{REBUILD_DIR}/src"))
-    outcome = Check(spec.name, result.key, result.manifest.get("source_date_epoch"),
+    outcome = Check(spec.name, result.key, result.manifest.source_date_epoch,
                     {"seconds": first_s, "cached": result.cached, "wheel": str(first_wheel)},
                     {"seconds": second_s, "wheel": str(second_wheels[0])}, comparison,
                     datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    result.manifest["reproducible"] = outcome.to_dict()
-    artifacts.write_json(result.artifact / "manifest.json", result.manifest)
-    return result, outcome
+    manifest = result.manifest.model_copy(update={"reproducible": outcome.to_dict()})
+    manifest.write(result.artifact / "manifest.json")
+    return dataclasses.replace(result, manifest=manifest), outcome
 
 
 def table(outcome: Check):

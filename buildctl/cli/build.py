@@ -28,16 +28,16 @@ def _summary_rows(result) -> list[tuple[str, str]]:
     m = result.manifest
     rows = [("recipe", result.recipe), ("artifact", str(result.artifact)),
             ("status", "up to date (nothing rebuilt)" if result.cached else "built")]
-    for w in m.get("wheels", []):
-        rows.append(("wheel", f"{w['file']} ({w['bytes'] / 1e6:.1f} MB, sha256 {w['sha256'][:12]}…)"))
-    tc = m.get("toolchain", {})
+    for w in m.wheels:
+        rows.append(("wheel", f"{w.file} ({(w.bytes or 0) / 1e6:.1f} MB, sha256 {w.sha256[:12]}…)"))
+    tc = m.toolchain
     if tc:
         rows.append(("toolchain", ", ".join(f"{k} {v}" for k, v in tc.items() if v)))
-    cc = m.get("compile_cache") or {}
+    cc = m.compile_cache
     if cc.get("hit_rate") is not None:
         rows.append(("compile cache", f"{cc['tool']}: {cc['hit_rate']:.0%} hits ({cc['hits']}/{cc['hits'] + cc['misses']})"))
     rows.extend(_cache_rows(cc))
-    resumed = resume.summary(m.get("resumed"))
+    resumed = resume.summary(m.resumed)
     if resumed:
         rows.append(("resumed", resumed))
     if result.report is not None or result.verify_error is not None:
@@ -167,7 +167,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         if result is not None:
             report = result.report if result.verify_error is None else result.verify_error.report
             payload.update(key=result.key, artifact=str(result.artifact), cached=result.cached,
-                           manifest=result.manifest, verification=report.to_dict() if report is not None else None)
+                           manifest=result.manifest.to_json(), verification=report.to_dict() if report is not None else None)
         if reproducibility is not None:
             payload["reproducible"] = reproducibility.to_dict()
         if error is not None:

@@ -22,13 +22,12 @@ def _latest_artifact(spec) -> Path:
 
 def _artifact_wheel(artifact: Path) -> Path:
     """The wheel an artifact's manifest names: a plain file name inside the artifact folder."""
-    from buildctl.verify import schema
+    from buildctl.store.manifest import Manifest
 
     fix = "fix: rebuild it (invoke build), or give the wheel with --wheel"
-    manifest = schema.read_json(artifact / "manifest.json", f"{artifact}/manifest.json", fix)
-    wheels = manifest.get("wheels") if isinstance(manifest, dict) else None
-    name = wheels[0].get("file") if isinstance(wheels, list) and wheels and isinstance(wheels[0], dict) else None
-    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+    manifest = Manifest.read(artifact, fix)
+    name = manifest.wheels[0].file if manifest.wheels else None
+    if not name or "/" in name or name in (".", ".."):
         raise InputError(f"{artifact}/manifest.json names no wheel file (wheels[0].file); {fix}")
     return artifact / name
 

@@ -33,6 +33,7 @@ from buildctl.errors import BuildctlError, EngineError, InputError
 from buildctl.recipe.schema import Spec
 from buildctl.scaleout import plan
 from buildctl.store import artifacts
+from buildctl.store.manifest import Manifest
 from buildctl.ui import strip_controls
 
 
@@ -71,15 +72,14 @@ def engine_capacity(url: str) -> tuple[plan.EngineCapacity | None, str | None]:
                                  verifies), None
 
 
-def last_manifest(root: Path, recipe: str) -> dict | None:
+def last_manifest(root: Path, recipe: str) -> Manifest | None:
     """The newest manifest of `recipe` in the artifacts folder (its compile time sizes the plan); None
-    when there is none or it does not read as JSON. Reading it for the plan is not a use (invoke clean)."""
+    when there is none or it does not read. Reading it for the plan is not a use (invoke clean)."""
     newest = artifacts.newest(recipe, root)
     try:
-        data = json.loads((newest / "manifest.json").read_text()[: 8 << 20]) if newest else None
-    except (OSError, ValueError):
+        return Manifest.read(newest) if newest else None
+    except InputError:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def child_env(chosen: settings.Settings, engine_url: str) -> dict[str, str]:

@@ -46,11 +46,11 @@ class Placement:
     verify_on: str | None  # the engine to verify on; None: no engine in the list has the accelerator
 
 
-def cost(framework: str, accelerator: str, manifest: dict | None = None) -> float:
+def cost(framework: str, accelerator: str, manifest=None) -> float:
     """A recipe's estimated core-seconds: its last manifest's compile time x jobs, else the table above."""
     if manifest:
-        seconds = (manifest.get("durations_s") or {}).get("compile")
-        n = manifest.get("max_jobs")
+        seconds = manifest.durations_s.get("compile")
+        n = manifest.max_jobs
         if isinstance(seconds, (int, float)) and isinstance(n, int) and seconds > 0 and n > 0:
             return float(seconds) * n
     return DEFAULT_COST_CORE_S["demofw" if framework == "demofw" else accelerator]

@@ -4,6 +4,7 @@ import pytest
 
 from buildctl.scaleout import plan
 from buildctl.scaleout.plan import EngineCapacity, Job
+from buildctl.store.manifest import Manifest
 
 GiB = 1024**3
 SMALL = EngineCapacity("unix:///run/a.sock", cpus=2, mem_bytes=8 * GiB, verifies=frozenset({"cpu"}))
@@ -47,7 +48,9 @@ def test_each_engine_runs_its_queue_in_plan_order_and_ties_keep_the_users_order(
 
 
 def test_cost_comes_from_the_last_manifest_when_there_is_one():
-    manifest = {"durations_s": {"compile": 6456.71}, "max_jobs": 2}
-    assert plan.cost("pytorch", "cpu", manifest) == pytest.approx(12913.42)
-    assert plan.cost("pytorch", "cpu", {"durations_s": {}}) == 20_000
+    def manifest(**fields) -> Manifest:
+        return Manifest.model_validate({"recipe": "pytorch2.6-cpu-trixie", "key": "k", "wheels": [], **fields})
+
+    assert plan.cost("pytorch", "cpu", manifest(durations_s={"compile": 6456.71}, max_jobs=2)) == pytest.approx(12913.42)
+    assert plan.cost("pytorch", "cpu", manifest()) == 20_000
     assert plan.cost("demofw", "cuda") == 120

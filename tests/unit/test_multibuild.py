@@ -39,9 +39,10 @@ def test_the_plan_costs_a_recipe_by_its_last_compile(tmp_path):
     old, new = tmp_path / "demo-cpu" / "k1", tmp_path / "demo-cpu" / "k2"
     for folder, seconds in ((old, 999.0), (new, 30.0)):
         folder.mkdir(parents=True)
-        (folder / "manifest.json").write_text(f'{{"durations_s": {{"compile": {seconds}}}, "max_jobs": 2}}')
+        (folder / "manifest.json").write_text(f'{{"recipe": "demo-cpu", "key": "{folder.name}", "wheels": [], '
+                                              f'"durations_s": {{"compile": {seconds}}}, "max_jobs": 2}}')
     os.utime(old / "manifest.json", (1, 1))
-    assert multibuild.last_manifest(tmp_path, "demo-cpu")["durations_s"]["compile"] == 30.0
+    assert multibuild.last_manifest(tmp_path, "demo-cpu").durations_s["compile"] == 30.0
     assert multibuild.last_manifest(tmp_path, "never-built") is None
     (new / "manifest.json").write_text("{not json")
     assert multibuild.last_manifest(tmp_path, "demo-cpu") is None

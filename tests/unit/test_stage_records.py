@@ -16,6 +16,7 @@ from buildctl.build import pipeline, stages
 from buildctl.build.stages import artifact
 from buildctl.errors import InputError
 from buildctl.failure import repro
+from buildctl.store.manifest import Manifest
 
 FAILURES = Path(__file__).resolve().parents[1] / "fixtures" / "failures"
 
@@ -58,11 +59,11 @@ def published_artifact(tmp_path: Path) -> tuple[Path, dict]:
 
 def test_the_manifest_records_the_runtime_context_and_requirements(tmp_path):
     folder, manifest = published_artifact(tmp_path)
-    context, section = artifact.recorded_runtime(folder, manifest)
-    assert context == folder / "context" and section["target"] == "runtime"
+    context, section = artifact.recorded_runtime(folder, Manifest.read(folder))
+    assert context == folder / "context" and section.target == "runtime"
     assert "AS runtime" in (context / "Dockerfile").read_text()
     assert not list((context / "downloads").rglob("*.run"))  # the rendered files only
-    assert artifact.recorded_requirements(folder, folder / manifest["wheels"][0]["file"]) == section["requirements"]
+    assert artifact.recorded_requirements(folder, folder / manifest["wheels"][0]["file"]) == section.requirements
     assert isinstance(manifest["downloads"], list)
 
 
@@ -71,7 +72,7 @@ def test_an_older_artifact_is_refused_with_the_fix(tmp_path):
     old = {k: v for k, v in manifest.items() if k not in ("runtime", "downloads")}
     (folder / "manifest.json").write_text(json.dumps(old))
     with pytest.raises(InputError) as e:
-        artifact.recorded_runtime(folder, old)
+        artifact.recorded_runtime(folder, Manifest.model_validate(old))
     assert "fix: rebuild it: invoke build --recipe demo-cpu" in str(e.value)
     with pytest.raises(InputError) as e:
         artifact.recorded_requirements(folder, folder / manifest["wheels"][0]["file"])
@@ -82,7 +83,7 @@ def test_a_context_outside_the_artifact_is_refused(tmp_path):
     folder, manifest = published_artifact(tmp_path)
     hostile = {**manifest, "runtime": {**manifest["runtime"], "context": "../../etc"}}
     with pytest.raises(InputError):
-        artifact.recorded_runtime(folder, hostile)
+        artifact.recorded_runtime(folder, Manifest.model_validate(hostile))
 
 
 def test_records_are_frozen(tmp_path):

@@ -20,6 +20,7 @@ from buildctl.secrets import Credentials, secret_values_from_env_and_site, split
 from buildctl.recipe.schema import Spec
 
 if TYPE_CHECKING:
+    from buildctl.store.manifest import Manifest
     from buildctl.verify.report import Report
 
 
@@ -110,7 +111,7 @@ class Published:
     recipe: str
     key: str
     artifact: Path
-    manifest: Mapping[str, Any]
+    manifest: Manifest
     cached: bool  # found published already: nothing was built
 
 

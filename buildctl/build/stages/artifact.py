@@ -15,6 +15,8 @@ from pathlib import Path
 
 from buildctl import __version__, render
 from buildctl.store import artifacts
+from buildctl.store import manifest as manifest_mod
+from buildctl.store.manifest import Manifest
 from buildctl.build import compile_cache, resume
 from buildctl.errors import InputError, StepFailed
 from buildctl.recipe.loader import masked_dump
@@ -38,7 +40,7 @@ def download_list(rendered: render.Rendered) -> list[dict]:
             for stage, d in rendered.downloads]
 
 
-def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, float]) -> dict:
+def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, float]) -> Manifest:
     """The wheel, build.log, the runtime context and the manifest in `staging`; the manifest."""
     out_dir, prepared = compiled.out_dir, compiled.image.prepared
     wheels = sorted(out_dir.glob("*.whl"))
@@ -63,7 +65,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
     render.write(prepared.rendered, staging / CONTEXT_DIR)  # the files only: no downloads, no credentials
     spec = run.spec
     src = spec.framework.source
-    return {
+    return Manifest.model_validate({
         "schema_version": 1,
         "recipe": spec.name,
         "key": prepared.key,
@@ -95,12 +97,12 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
                                                              "os", "arch", "cpus", "memory_bytes")},
         "host": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "resolved_recipe": masked_dump(spec),
-    }
+    })
 
 
-def publish(run: Run, compiled: Compiled, staging: Path, manifest: dict) -> Published:
+def publish(run: Run, compiled: Compiled, staging: Path, manifest: Manifest) -> Published:
     key = compiled.image.prepared.key
-    artifacts.write_json(staging / "manifest.json", manifest)
+    manifest.write(staging / manifest_mod.NAME)
     final = artifacts.publish(staging, run.spec.name, key, run.opts.artifacts_root)
     resume.discard(run.spec.name, key, run.opts.artifacts_root)  # the manifest holds it now
     return Published(run.spec.name, key, final, manifest, cached=False)
@@ -108,17 +110,17 @@ def publish(run: Run, compiled: Compiled, staging: Path, manifest: dict) -> Publ
 
 def found(recipe: str, key: str, artifact: Path) -> Published:
     """An artifact published before (by this build's key): nothing to build."""
-    return Published(recipe, key, artifact, json.loads((artifact / "manifest.json").read_text()), cached=True)
+    return Published(recipe, key, artifact, Manifest.read(artifact), cached=True)
 
 
-def recorded_runtime(artifact: Path, manifest: dict) -> tuple[Path, dict]:
+def recorded_runtime(artifact: Path, manifest: Manifest) -> tuple[Path, manifest_mod.Runtime]:
     """The runtime image's context folder and section as the build recorded them; an artifact of a
     buildctl that recorded none is refused (never rendered again: the recipe may have changed since)."""
-    section = manifest.get("runtime")
-    context = artifact / section["context"] if isinstance(section, dict) and isinstance(section.get("context"), str) else None
+    section = manifest.runtime
+    context = artifact / section.context if section is not None and section.context else None
     if context is None or not context.resolve().is_relative_to(artifact.resolve()) or not (context / "Dockerfile").is_file():
         raise InputError(f"{artifact}/manifest.json records no runtime image context (an older buildctl built it); "
-                         f"fix: rebuild it: invoke build --recipe {manifest.get('recipe', 'R')}")
+                         f"fix: rebuild it: invoke build --recipe {manifest.recipe}")
     return context, section
 
 
@@ -127,20 +129,16 @@ def recorded_requirements(artifact: Path, wheel: Path) -> list[str]:
     installs them beside the wheel); refused when `wheel` is in no artifact or an older one."""
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from buildctl.verify import schema
-
     fix = "fix: verify the artifact's own wheel (invoke verify --recipe R --host), or in a container (drop --host)"
-    path = artifact / "manifest.json"
-    manifest = schema.read_json(path, str(path), fix) if path.is_file() else None
-    wheels = manifest.get("wheels") if isinstance(manifest, dict) else None
-    if not isinstance(wheels, list) or wheel.name not in [w.get("file") for w in wheels if isinstance(w, dict)]:
+    path = artifact / manifest_mod.NAME
+    manifest = Manifest.read(path, fix) if path.is_file() else None
+    if manifest is None or wheel.name not in [w.file for w in manifest.wheels]:
         raise InputError(f"{wheel.name}: no artifact manifest beside it names it, and --host installs the runtime "
                          f"requirements its build recorded; {fix}")
-    section = manifest.get("runtime")
-    requirements = section.get("requirements") if isinstance(section, dict) else None
-    if not isinstance(requirements, list):
+    requirements = manifest.runtime.requirements if manifest.runtime is not None else None
+    if requirements is None:
         raise InputError(f"{path} records no runtime requirements (an older buildctl built it); "
-                         f"fix: rebuild it: invoke build --recipe {manifest.get('recipe', 'R')}")
+                         f"fix: rebuild it: invoke build --recipe {manifest.recipe}")
     for r in requirements:
         try:
             Requirement(r)

@@ -62,7 +62,7 @@ def verification_failed(published: Published, exc: VerificationFailed) -> Verifi
     also recorded beside the artifact as diagnosis.json."""
     diag = None
     if exc.report is not None:
-        pins = published.manifest.get("pins") or {}
+        pins = published.manifest.pins
         diag = diagnose.diagnose("", step="verify", report=exc.report.to_dict(), context={"nccl_pin": pins.get("nccl")})
     if diag is not None:
         artifacts.write_json(published.artifact / "diagnosis.json", diag.to_dict())

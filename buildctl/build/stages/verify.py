@@ -26,7 +26,7 @@ def stored_report(published: Published):
     from buildctl.verify import report as rep
 
     path = published.artifact / rep.JSON_NAME
-    wheels = published.manifest.get("wheels") or []
+    wheels = published.manifest.wheels
     if not path.is_file() or not wheels:
         return None
     try:
@@ -76,16 +76,16 @@ def verify(spec: Spec, published: Published, *, client=None, context_dir: Path |
 
     artifact, manifest = published.artifact, published.manifest
     if context_dir is None:
-        context_dir, _ = recorded_runtime(artifact, dict(manifest))
+        context_dir, _ = recorded_runtime(artifact, manifest)
     # the namespace the artifact was built in (its root's, for manifests older than the field)
-    namespace = namespace or manifest.get("namespace") or artifacts.namespace(artifact.parent.parent)
+    namespace = namespace or manifest.namespace or artifacts.namespace(artifact.parent.parent)
     client = client or engine.connect()
     # invoke clean: the runtime image's base is in use (stamped first: the image may be built from it now)
     artifacts.record_images(client, _bases(context_dir, spec), artifact.parent.parent)
     image = runtime_image(spec, published.key, client=client, context_dir=context_dir, namespace=namespace,
-                          on_line=on_line, secrets=secrets, image_key=(manifest.get("runtime") or {}).get("image_key", ""))
+                          on_line=on_line, secrets=secrets, image_key=manifest.runtime.image_key if manifest.runtime else "")
     artifacts.record_images(client, [image], artifact.parent.parent)
-    wheel = artifact / manifest["wheels"][0]["file"]
+    wheel = artifact / manifest.wheel.file
     report = runner.verify_wheel(wheel, spec=spec, image=image, out_dir=artifact,
                                  network_mode=engine.network_mode_for(spec.site.network), client=client, **verify_kwargs)
     return Verified(report, cached=False)

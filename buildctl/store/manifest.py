@@ -1,0 +1,144 @@
+"""manifest.json: what a build records of itself, typed (the stages after it read this, never the recipe
+rendered again). Written once by the publish stage (build.stages.artifact.assemble), read everywhere
+through `Manifest.read`.
+
+The keys and their order are those buildctl has always written. Reading is lenient as to what older
+buildctls wrote (a field they did not record is None or empty) and keeps keys it does not know (a newer
+buildctl's) so that a manifest read and written again loses nothing; a file that is not a manifest is
+refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from buildctl.errors import InputError
+
+MAX_MANIFEST_BYTES = 16 << 20
+NAME = "manifest.json"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class WheelEntry(_Section):
+    file: str
+    sha256: str
+    bytes: int | None = None
+
+
+class Source(_Section):
+    kind: str | None = None
+    git: str | None = None
+    ref: str | None = None
+    path: str | None = None
+    tarball: str | None = None
+    commit: str | None = None
+
+
+class Images(_Section):
+    builder: str | None = None
+    base: str | None = None
+
+
+class Runtime(_Section):
+    """The runtime image's recorded context (a folder of the artifact) and what it needs."""
+
+    context: str | None = None
+    target: str = "runtime"
+    image_key: str = ""
+    requirements: list[str] | None = None
+
+
+class DownloadEntry(_Section):
+    stage: str
+    name: str
+    sha256: str
+    url: str
+
+
+class Manifest(_Section):
+    schema_version: int = 1
+    recipe: str
+    key: str
+    spec_sha256: str | None = None
+    created: str | None = None
+    buildctl_version: str | None = None
+    framework: str | None = None
+    source: Source | None = None
+    source_date_epoch: int | None = None
+    build_type: str | None = None
+    cuda_arch: list[str] = []
+    rocm_arch: list[str] = []
+    accelerator: str | None = None
+    toolchain: dict[str, str | None] = {}
+    pins: dict[str, str | None] = {}
+    max_jobs: int | None = None
+    peak_memory_bytes: int | None = None
+    compile_cache: dict[str, Any] = {}
+    resumed: dict[str, Any] | None = None
+    wheels: list[WheelEntry]
+    namespace: str | None = None
+    images: Images | None = None
+    runtime: Runtime | None = None
+    downloads: list[DownloadEntry] = []
+    durations_s: dict[str, float] = {}
+    engine: dict[str, Any] = {}
+    host: dict[str, Any] = {}
+    resolved_recipe: dict[str, Any] = {}
+    reproducible: dict[str, Any] | None = None  # --check-reproducible's comparison, when it ran
+
+    @property
+    def wheel(self) -> WheelEntry:
+        """The framework's wheel (the first one recorded)."""
+        return self.wheels[0]
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as it is written: every field (None included) in order, then unknown keys;
+        `reproducible` only once a check recorded it (as before it was typed)."""
+        data = self.model_dump(mode="json")
+        if data.get("reproducible") is None:
+            data.pop("reproducible", None)
+        return data
+
+    def write(self, path: Path) -> None:
+        from buildctl.store import artifacts
+
+        artifacts.write_json(path, self.to_json())
+
+    @classmethod
+    def parse(cls, data: Any, where: str, fix: str = "fix: rebuild it (invoke build)") -> Manifest:
+        if not isinstance(data, dict):
+            raise InputError(f"{where}: not a manifest (top level is {type(data).__name__}); {fix}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            raise InputError(f"{where}: {field}: {err['msg']}; {fix}") from None
+
+    @classmethod
+    def read(cls, path: Path, fix: str = "fix: rebuild it (invoke build)") -> Manifest:
+        """The manifest in `path` (a file, or an artifact folder), read within MAX_MANIFEST_BYTES."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / NAME
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read(MAX_MANIFEST_BYTES + 1)
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file; {fix}") from None
+        except OSError as e:
+            raise InputError(f"{path}: unreadable ({e.strerror}); {fix}") from None
+        if len(raw) > MAX_MANIFEST_BYTES:
+            raise InputError(f"{path}: larger than {MAX_MANIFEST_BYTES >> 20} MiB, refused unread; {fix}")
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            raise InputError(f"{path}: not JSON ({str(e)[:120]}); {fix}") from None
+        return cls.parse(data, str(path), fix)
