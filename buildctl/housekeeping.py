@@ -163,16 +163,11 @@ def _owner_gone(owner: str | None) -> bool | None:
     return now_start is None or now_start != start
 
 
-def _label_filters(labels: Mapping[str, str]) -> list[str]:
-    return [f"{k}={v}" for k, v in labels.items()]
-
-
 def _engine_items(client, selector: Mapping[str, str], *, containers: bool, images: bool,
                   caches: bool) -> list[dict]:
     items: list[dict] = []
-    filters = {"label": _label_filters(selector)}
     if containers:
-        for c in client.api.containers(all=True, size=True, filters=filters):
+        for c in engine.labelled(client, "containers", selector, size=True):
             labels = c.get("Labels") or {}
             running = c.get("State") in ("running", "restarting", "paused")
             gone = _owner_gone(labels.get(engine.OWNER_LABEL))
@@ -188,7 +183,7 @@ def _engine_items(client, selector: Mapping[str, str], *, containers: bool, imag
                 item["orphan"] = f"{c.get('State')}, and not kept (--keep-container)"
             items.append(item)
     if images:
-        for img in client.api.images(filters=filters):
+        for img in engine.labelled(client, "images", selector):
             tags = [t for t in img.get("RepoTags") or [] if t != "<none>:<none>"]
             if any(t.startswith("buildctl/base:") for t in tags):
                 continue  # base images are made once (invoke base-image) and never rebuilt by a build
@@ -201,7 +196,7 @@ def _engine_items(client, selector: Mapping[str, str], *, containers: bool, imag
         sizes = {}
         with contextlib.suppress(Exception):  # sizes are a nicety: the listing below decides
             sizes = {v["Name"]: (v.get("UsageData") or {}).get("Size") for v in client.api.df().get("Volumes") or []}
-        for vol in client.api.volumes(filters=filters).get("Volumes") or []:
+        for vol in engine.labelled(client, "volumes", selector):
             items.append({"kind": "volume", "name": vol["Name"], "bytes": max(int(sizes.get(vol["Name"]) or 0), 0)})
     return items
 

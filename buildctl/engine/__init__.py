@@ -4,11 +4,13 @@ Everything buildctl creates in the engine carries the label `buildctl=1` (plus t
 so that `invoke clean` and the tests can find it. Nothing is ever pulled implicitly: a missing image
 is an error with the fix, because buildctl targets hosts without a registry.
 
-The modules, one job each: connection (DOCKER_HOST, connection errors, engine facts), ssh (the ssh://
-transport), build (image builds), dockerfile (the images a Dockerfile names), run (containers),
-transfer (files in and out of a container), objects (labels, owners, listing and removal), signals,
-lines (streamed output), failures (the errors and their one-line messages). This module is their
-public API: `from buildctl import engine; engine.run_container(...)`.
+The modules, one job each: connection (DOCKER_HOST, connection errors, engine facts), kind (Docker or
+Podman, and what its Docker API does not say), ssh (the ssh:// transport), build (image builds),
+dockerfile (the images a Dockerfile names), run (containers), transfer (files in and out of a
+container), objects (labels, owners, listing and removal), signals, lines (streamed output), failures
+(the errors and their one-line messages). This module is their public API:
+`from buildctl import engine; engine.run_container(...)`. The engines tested and their differences:
+docs/engines.md.
 """
 
 from ..errors import EngineError, StepFailed
@@ -24,6 +26,7 @@ from .connection import (
 )
 from .dockerfile import base_image_refs
 from .failures import ContainerNameInUse, api_error, connection_lost, display_name, one_line, pull_hint
+from .kind import DOCKER, PODMAN, EngineKind, kind_of, refuse_memory_limit
 from .lines import LineSink
 from .objects import (
     KEEP_LABEL,
@@ -34,23 +37,25 @@ from .objects import (
     RECIPE_LABEL,
     buildctl_labels,
     image_exists,
+    labelled,
     list_buildctl_containers,
     list_buildctl_volumes,
     network_mode_for,
     process_owner,
     process_start,
     remove_volume,
+    short_name,
 )
 from .run import ContainerResult, container_state, remove_container, run_container
 from .signals import terminate_as_interrupt
 
 __all__ = [
-    "API_TIMEOUT", "CONNECT_TIMEOUT", "KEEP_LABEL", "LABEL", "LABEL_VALUE", "NAMESPACE_LABEL",
-    "OWNER_LABEL", "RECIPE_LABEL", "ContainerNameInUse", "ContainerResult", "EngineError", "LineSink",
-    "StepFailed", "api_error", "base_image_refs", "build_image", "buildctl_labels", "connect",
+    "API_TIMEOUT", "CONNECT_TIMEOUT", "DOCKER", "KEEP_LABEL", "LABEL", "LABEL_VALUE", "NAMESPACE_LABEL",
+    "OWNER_LABEL", "PODMAN", "RECIPE_LABEL", "ContainerNameInUse", "ContainerResult", "EngineError",
+    "EngineKind", "LineSink", "StepFailed", "api_error", "base_image_refs", "build_image", "buildctl_labels", "connect",
     "connection_lost", "container_state", "display_name", "engine_facts", "engine_on_this_machine",
-    "explain_connect_error", "facts_at", "image_exists", "list_buildctl_containers", "list_buildctl_volumes",
-    "network_mode_for", "one_line",
-    "process_owner", "process_start", "pull_hint", "remove_container", "remove_volume", "run_container",
+    "explain_connect_error", "facts_at", "image_exists", "kind_of", "labelled", "list_buildctl_containers",
+    "list_buildctl_volumes", "network_mode_for", "one_line", "process_owner", "process_start", "pull_hint",
+    "refuse_memory_limit", "remove_container", "remove_volume", "run_container", "short_name",
     "terminate_as_interrupt",
 ]
