@@ -23,7 +23,7 @@ from docker import errors as derr
 
 from buildctl import artifacts, engine, housekeeping
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.engines]
 DAY = 86400
 
 
