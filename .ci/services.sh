@@ -30,22 +30,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 
-NAME="${BUILDCTL_SERVICES_NAME:-bctl-ci}"
-if ! [[ "$NAME" =~ ^[a-z0-9][a-z0-9-]{0,11}$ ]]; then
-  echo "services: BUILDCTL_SERVICES_NAME=$NAME: use at most 12 of a-z 0-9 - (the bridge is br-<name>)" >&2
-  exit 2
-fi
-PORT_BASE="${BUILDCTL_SERVICES_PORT_BASE:-47100}"
+TAG=services
+source .ci/lib.sh  # NAME, PORT_BASE, REGISTRY_PORT, STATE, LOGS, RUN, WAIT, SUDO; say, fail, wait_for, pid_of, stop_pid
 REDIS_PORT=$((PORT_BASE + 1))
-REGISTRY_PORT=$((PORT_BASE + 2))
 INDEX_PORT=$((PORT_BASE + 3))
 SSHD_PORT=$((PORT_BASE + 4))
 BRIDGE="br-$NAME"
 BRIDGE_CIDR="${BUILDCTL_SERVICES_BRIDGE_CIDR:-10.213.0.1/24}"
-STATE="${BUILDCTL_SERVICES_DIR:-${RUNNER_TEMP:-/tmp}/$NAME-services}"
-LOGS="$STATE/logs"
-RUN="$STATE/run"
-WAIT="${BUILDCTL_SERVICES_WAIT:-60}"
 ENGINE_SOCK="/run/$NAME-engine-b.sock"
 ENGINE_DATA="/var/lib/$NAME-engine-b"
 ENGINE_EXEC="/run/$NAME-engine-b"
@@ -54,42 +45,9 @@ SSH_ALIAS="$NAME-engine-b"
 SSH_CLIENT_CONFIG="/etc/ssh/ssh_config.d/$NAME.conf"
 PYPI_SERVER="$REPO/.venv/bin/pypi-server"
 PYTHON="$REPO/.venv/bin/python"
-
-SUDO=()
-if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo -n); fi
-
-say() { echo "services: $*" >&2; }
-fail() { say "$*"; exit 1; }
+PID_MARKERS=("$ENGINE_SOCK")
 
 # ------------------------------------------------------------------------------------------- helpers
-
-# wait_for WHAT LOG CMD...: poll CMD until it succeeds, at most $WAIT s; else the log's tail and exit 1.
-wait_for() {
-  local what="$1" log="$2"; shift 2
-  local deadline=$((SECONDS + WAIT))
-  while [ "$SECONDS" -lt "$deadline" ]; do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.2
-  done
-  say "$what did not answer within ${WAIT}s ($*); last lines of $log:"
-  tail -n 30 "$log" >&2 2>/dev/null || true
-  exit 1
-}
-
-# pid_of NAME: the pid in $RUN/NAME.pid when that process still runs and is ours: its command line
-# names our state folder or engine B's socket, or (redis-server rewrites its command line) its working
-# folder is in our state folder. A recycled pid is never taken for ours.
-pid_of() {
-  local file="$RUN/$1.pid" pid cwd
-  [ -s "$file" ] || return 1
-  pid=$(cat "$file")
-  [ -r "/proc/$pid/cmdline" ] || return 1
-  cwd=$(readlink "/proc/$pid/cwd" 2>/dev/null || true)
-  if [[ "$cwd" != "$STATE"/* ]] && ! tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -e "$STATE" -e "$ENGINE_SOCK"; then
-    return 1
-  fi
-  echo "$pid"
-}
 
 port_free() { ! ss -Hltn "sport = :$1" | grep -q .; }
 
@@ -105,20 +63,6 @@ start_bg() {
   : >>"$log"
   setsid "$@" >>"$log" 2>&1 </dev/null &
   echo $! >"$RUN/$name.pid"
-}
-
-stop_pid() {  # stop_pid NAME: TERM, a bounded wait, then KILL
-  local name="$1" pid
-  pid=$(pid_of "$name") || { rm -f "$RUN/$name.pid"; return 0; }
-  say "stopping $name (pid $pid)"
-  "${SUDO[@]}" kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + 40))
-  while [ -d "/proc/$pid" ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
-  if [ -d "/proc/$pid" ]; then
-    say "$name (pid $pid) did not stop in 40s; killing it"
-    "${SUDO[@]}" kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$RUN/$name.pid"
 }
 
 secret() {  # secret NAME: a password kept in the state folder, made once
@@ -139,20 +83,7 @@ ensure_packages() {
   command -v curl >/dev/null 2>&1 || missing+=(curl)
   command -v ip >/dev/null 2>&1 && command -v ss >/dev/null 2>&1 || missing+=(iproute2)
   [ "${#missing[@]}" -eq 0 ] && return 0
-  say "installing ${missing[*]}"
-  # Installing must not start the packages' own services (redis on 6379, sshd on 22, a registry on
-  # 5000): a policy-rc.d that says no, unless the machine has one already.
-  local policy=/usr/sbin/policy-rc.d made_policy=""
-  if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$policy" >/dev/null
-    "${SUDO[@]}" chmod 755 "$policy"
-    made_policy=1
-  fi
-  local rc=0
-  { "${SUDO[@]}" apt-get update -q && "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
-      apt-get install -y -q --no-install-recommends "${missing[@]}"; } >&2 || rc=$?
-  if [ -n "$made_policy" ]; then "${SUDO[@]}" rm -f "$policy"; fi
-  [ "$rc" -eq 0 ] || fail "apt-get install ${missing[*]} failed (exit $rc)"
+  apt_install "${missing[@]}"
 }
 
 # ------------------------------------------------------------------------------------------- services
@@ -341,9 +272,6 @@ stop_all() {
     "${SUDO[@]}" ip link del "$BRIDGE" || true
   fi
 }
-
-mkdir -p "$STATE" "$LOGS" "$RUN"
-chmod 700 "$STATE"
 
 case "${1:-}" in
   start)

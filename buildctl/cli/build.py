@@ -46,7 +46,7 @@ def _summary_rows(result) -> list[tuple[str, str]]:
 
 
 def _cache_rows(cc: dict) -> list[tuple[str, str]]:
-    """The local volume's and the shared server's figures (remotecache.stats), when a server was set."""
+    """The local volume's and the shared server's figures (compile_cache.stats), when a server was set."""
     remote = cc.get("remote")
     if not isinstance(remote, dict):
         return []

@@ -1,10 +1,20 @@
-"""Image builds: the classic builder, streamed line by line and masked, base images checked first (never
-pulled), credentials served to the RUN steps from this machine for the duration of the build."""
+"""Image builds through the engine's API, streamed line by line and masked, base images checked first
+(never pulled), credentials served to the RUN steps from this machine for the duration of the build.
+
+Which builder, deliberately: Docker's classic builder through the Engine API, also on Docker 23-28
+where BuildKit is the CLI's default. The API still serves it (only `docker build` prints the
+deprecation), and it is the one builder docker-py drives (BuildKit's session protocol is not in it,
+docker/docker-py#2230): the stream, the labels and the run-time credentials (an extra /etc/hosts
+entry, never a layer, the history or a cache key) behave the same on every engine, local, tcp:// or
+ssh://, with no docker CLI or buildx plugin on this machine. On Podman the same call is Podman's own
+builder (buildah) behind its Docker API; its differences are handled below (docs/engines.md).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -17,6 +27,7 @@ from docker import errors as derr
 from buildctl.engine.connection import engine_on_this_machine
 from buildctl.engine.dockerfile import base_image_refs
 from buildctl.engine.failures import CLEAN_FIX, NO_SPACE, api_error, connection_lost, one_line, pull_hint
+from buildctl.engine.kind import kind_of
 from buildctl.engine.lines import LineSink, LineSplitter, StepLog
 from buildctl.engine.objects import buildctl_labels, image_exists, network_mode_for
 from buildctl.engine.signals import terminate_as_interrupt
@@ -40,7 +51,8 @@ def build_image(
     allow_pull: bool = False,
     credentials: Credentials | None = None,
 ) -> str:
-    """Build `context_dir` with the classic builder, streaming the log line by line; the image id.
+    """Build `context_dir` (Docker's classic builder, Podman's buildah), streaming the log line by line;
+    the image id.
 
     A failing step raises StepFailed(step="image") with the masked log; a full disk raises EngineError.
     Proxy build args (HTTP_PROXY & co.) are left out of the image history by Docker itself.
@@ -72,10 +84,10 @@ def build_image(
                 dockerfile=dockerfile,
                 tag=tag,
                 buildargs=buildargs,
-                extra_hosts=extra_hosts or None,
+                extra_hosts=_extra_hosts(client, extra_hosts),
                 network_mode=network_mode_for(network_mode),
                 target=target,
-                labels=buildctl_labels(labels),
+                labels=_labels(client, buildctl_labels(labels)),
                 nocache=nocache,
                 rm=True,
                 forcerm=True,
@@ -118,8 +130,9 @@ def build_image(
             )
         code = error_detail.get("code")
         if not isinstance(code, int) or code == 0:
-            m = re.search(r"non-zero code: (\d+)", message)
-            code = int(m.group(1)) if m else 1
+            # Docker: "returned a non-zero code: 3"; Podman (buildah): "while running runtime: exit status 3"
+            m = re.search(r"non-zero code: (\d+)|exit status (\d+)", message)
+            code = int(m.group(1) or m.group(2)) if m else 1
         # The build's RUN container is gone and its OOMKilled unknown: exit 137 alone is any SIGKILL.
         raise StepFailed("image", code, "\n".join(emit.lines), detail=message)
     if image_id is None:
@@ -128,6 +141,24 @@ def build_image(
         except derr.APIError as e:
             raise api_error(e, f"inspecting the built image {tag}") from e
     return image_id
+
+
+def _labels(client: docker.DockerClient, labels: dict[str, str]) -> Any:
+    """The image's labels as the engine takes them in a fixed order: Podman's Docker API turns a JSON
+    object into one LABEL step per key in Go's map order, which changes from build to build, and with it
+    the image id of two builds of one context; a JSON list of k=v keeps the order given."""
+    return [f"{k}={v}" for k, v in sorted(labels.items())] if kind_of(client).podman else labels
+
+
+def _extra_hosts(client: docker.DockerClient, hosts: Mapping[str, str]) -> Any:
+    """The build's extra /etc/hosts entries as the engine reads them: Docker takes `name:ip` values
+    (docker-py sends one per entry), Podman's Docker API one JSON list (its compat build decodes
+    `extrahosts` with json.Unmarshal and answers 400 Bad Request to anything else)."""
+    if not hosts:
+        return None
+    if kind_of(client).podman:
+        return json.dumps([f"{name}:{ip}" for name, ip in sorted(hosts.items())])
+    return dict(hosts)
 
 
 @contextlib.contextmanager
@@ -151,6 +182,15 @@ def _credential_hosts(
             f"this recipe has credentials in its URLs, which an image build gets from a server on this "
             f"machine, and the engine at {client.api.base_url} is on another; fix: build on the engine's "
             "host, or use a mirror, index or proxy that needs none"
+        )
+    kind = kind_of(client)
+    if mode != "host" and kind.podman and kind.rootless:
+        # rootless Podman's networks live in its own network namespace (slirp4netns): no address on
+        # this machine's side is their gateway, and the engine's user cannot reach this machine's loopback
+        raise EngineError(
+            "this recipe has credentials in its URLs, which an image build gets from a server on this "
+            f"machine, and rootless Podman's {mode or 'default'} network cannot reach one (it lives in the "
+            "engine's own network namespace); fix: build with --network host"
         )
     address = "127.0.0.1" if mode == "host" else _bridge_gateway(client)
     try:

@@ -15,6 +15,7 @@ import requests
 from docker import errors as derr
 
 from buildctl.engine.failures import api_error, connection_lost, one_line
+from buildctl.engine.kind import kind_of
 from buildctl.engine.ssh import SshBridge
 from buildctl.errors import EngineError
 from buildctl.secrets import mask_url
@@ -211,7 +212,9 @@ def engine_facts(client: docker.DockerClient) -> dict[str, Any]:
         with contextlib.suppress(OSError):
             free = shutil.disk_usage(root).free
     runtimes = sorted((info.get("Runtimes") or {}).keys())
+    kind = kind_of(client)
     return {
+        "kind": kind.name,
         "server_version": version.get("Version"),
         "api_version": version.get("ApiVersion"),
         "client_api_version": client.api.api_version,
@@ -226,7 +229,11 @@ def engine_facts(client: docker.DockerClient) -> dict[str, Any]:
         "cpus": info.get("NCPU"),
         "memory_bytes": info.get("MemTotal"),
         "runtimes": runtimes,
-        "nvidia_runtime": "nvidia" in runtimes,
+        # Podman lists every runtime its containers.conf names, installed or not, and ignores --gpus
+        "nvidia_runtime": kind.gpu_requests,
+        "rootless": kind.rootless,
+        "memory_limits": kind.memory_limits,
+        "memory_limits_note": kind.why_no_memory_limits,
         "local": local,
         "free_bytes": free,
     }

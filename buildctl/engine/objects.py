@@ -100,21 +100,66 @@ def remove_volume(client: docker.DockerClient, name: str) -> bool:
         raise api_error(e, f"removing volume {name}") from e
 
 
+def short_name(ref: str) -> str:
+    """An image reference as Docker names it. Podman's Docker API answers with qualified names:
+    docker.io/buildctl/x:1 for an image built as buildctl/x:1, localhost/buildctl/base:bookworm for
+    one it loaded (docker load); buildctl's own names (its tags, its last-use stamps) are Docker's."""
+    for prefix in ("docker.io/library/", "docker.io/", "localhost/"):
+        if ref.startswith(prefix):
+            return ref[len(prefix):]
+    return ref
+
+
+def labelled(client: docker.DockerClient, kind: str, selector: Mapping[str, str],
+             **params: Any) -> list[dict]:
+    """The engine's listing (its raw dicts) of the containers (all), images or volumes (`kind`) that
+    carry every label of `selector`; image tags as Docker names them (`short_name`).
+
+    Docker ANDs label filters. Podman 4.3's Docker API ORs them for volumes (a selector then lists other
+    namespaces' volumes, which a clean would remove) and finds no image at all given two: the engine is
+    asked for the first label only, and every label is checked here.
+    """
+    (key, value), *_ = selector.items()
+    filters = {"label": [f"{key}={value}"]}
+    try:
+        if kind == "containers":
+            rows = client.api.containers(all=True, filters=filters, **params)
+        elif kind == "images":
+            rows = client.api.images(filters=filters, **params)
+        else:
+            rows = client.api.volumes(filters=filters, **params).get("Volumes") or []
+    except derr.APIError as e:
+        raise api_error(e, f"listing {kind}") from e
+    rows = [r for r in rows if _carries(r.get("Labels"), selector)]
+    for r in rows:
+        if "RepoTags" in r:
+            r["RepoTags"] = [short_name(t) for t in r.get("RepoTags") or []]
+    return rows
+
+
+def _carries(labels: Mapping[str, str] | None, selector: Mapping[str, str]) -> bool:
+    return all((labels or {}).get(k) == v for k, v in selector.items())
+
+
 def list_buildctl_containers(
     client: docker.DockerClient, labels: Mapping[str, str] | None = None
 ) -> list[Any]:
-    """All containers (running or not) labelled buildctl=1 and, when given, with these labels too."""
-    filters = [f"{k}={v}" for k, v in buildctl_labels(labels).items()]
+    """All containers (running or not) labelled buildctl=1 and, when given, with these labels too
+    (checked here, as in `labelled`)."""
+    want = buildctl_labels(labels)
     try:
-        return client.containers.list(all=True, filters={"label": filters})
+        found = client.containers.list(all=True, filters={"label": [f"{LABEL}={LABEL_VALUE}"]})
     except derr.APIError as e:
         raise api_error(e, "listing containers") from e
+    return [c for c in found if _carries(c.labels, want)]
 
 
 def list_buildctl_volumes(client: docker.DockerClient, labels: Mapping[str, str] | None = None) -> list[Any]:
-    """All volumes labelled buildctl=1 and, when given, with these labels too."""
-    filters = [f"{k}={v}" for k, v in buildctl_labels(labels).items()]
+    """All volumes labelled buildctl=1 and, when given, with these labels too (checked here, as in
+    `labelled`: Podman's Docker API would list volumes with any one of them)."""
+    want = buildctl_labels(labels)
     try:
-        return client.volumes.list(filters={"label": filters})
+        found = client.volumes.list(filters={"label": [f"{LABEL}={LABEL_VALUE}"]})
     except derr.APIError as e:
         raise api_error(e, "listing volumes") from e
+    return [v for v in found if _carries(v.attrs.get("Labels"), want)]

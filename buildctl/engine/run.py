@@ -30,6 +30,7 @@ from buildctl.engine.failures import (
     one_line,
     pull_hint,
 )
+from buildctl.engine.kind import kind_of, refuse_memory_limit
 from buildctl.engine.lines import LineSink, LineSplitter, StepLog
 from buildctl.engine.objects import KEEP_LABEL, OWNER_LABEL, buildctl_labels, network_mode_for, process_owner
 from buildctl.engine.signals import signals_deferred, terminate_as_interrupt
@@ -70,6 +71,20 @@ def _ensure_volume(client: docker.DockerClient, name: str, labels: Mapping[str, 
             client.api.create_volume(name, labels=dict(labels))
         except derr.APIError as e:
             raise api_error(e, f"creating volume {name}") from e
+
+
+def _refuse_what_the_engine_ignores(client: docker.DockerClient, mem_limit: str | int | None,
+                                    gpus: bool) -> None:
+    """A memory limit or GPUs that the engine would silently drop: refused before anything is created."""
+    kind = kind_of(client)
+    if mem_limit:
+        refuse_memory_limit(kind, mem_limit)
+    if gpus and kind.podman:
+        raise EngineError(
+            "Podman's Docker API accepts --gpus and starts the container without GPUs "
+            "(containers/podman#22645); fix: verify on a Docker engine with the NVIDIA Container Toolkit, "
+            "or with `invoke verify --host`"
+        )
 
 
 def container_state(client: docker.DockerClient, ref: str) -> dict[str, Any] | None:
@@ -151,6 +166,7 @@ def run_container(
     all_labels = buildctl_labels(labels)
     name = name or f"buildctl-{uuid.uuid4().hex[:12]}"
     doing = f"running container {name}" if name else f"running {image}"
+    _refuse_what_the_engine_ignores(client, mem_limit, gpus)
     for vol in volumes or {}:
         _ensure_volume(client, vol, all_labels)
 
@@ -189,7 +205,9 @@ def run_container(
             except derr.ImageNotFound as e:
                 raise EngineError(pull_hint(image)) from e
             except derr.APIError as e:
-                if e.status_code == 409:  # the name is someone else's container: never remove it
+                # the name is someone else's container: never remove it (Docker answers 409; Podman
+                # 500 "... is already in use by <id>. You have to remove that container ...")
+                if e.status_code == 409 or "is already in use" in str(e.explanation or ""):
                     name_taken = True
                     raise ContainerNameInUse(
                         f"a container named {name} exists already ({one_line(e.explanation or str(e), 200)}); "

@@ -179,10 +179,6 @@ def _owner_gone(owner: str | None) -> bool | None:
     return now_start is None or now_start != start
 
 
-def _label_filters(labels: Mapping[str, str]) -> list[str]:
-    return [f"{k}={v}" for k, v in labels.items()]
-
-
 def _image_labels(client, image_id: str, seen: dict[str, dict | None]) -> dict | None:
     if image_id not in seen:
         try:
@@ -205,10 +201,9 @@ def _started_by_buildctl(client, c: dict, seen: dict[str, dict | None]) -> bool:
 def _engine_items(client, selector: Mapping[str, str], root: Path, *, containers: bool, images: bool,
                   caches: bool) -> list[dict]:
     items: list[dict] = []
-    filters = {"label": _label_filters(selector)}
     if containers:
         seen: dict[str, dict | None] = {}
-        for c in client.api.containers(all=True, size=True, filters=filters):
+        for c in engine.labelled(client, "containers", selector, size=True):
             if not _started_by_buildctl(client, c, seen):
                 continue  # labelled like buildctl's through its image only: the user's own
             labels = c.get("Labels") or {}
@@ -226,7 +221,7 @@ def _engine_items(client, selector: Mapping[str, str], root: Path, *, containers
                 item["orphan"] = f"{c.get('State')}, and not kept (--keep-container)"
             items.append(item)
     if images:
-        for img in client.api.images(filters=filters):
+        for img in engine.labelled(client, "images", selector):
             tags = [t for t in img.get("RepoTags") or [] if t != "<none>:<none>"]
             ours = (engine.is_buildctl_image(tags, img.get("Labels")) if tags
                     else artifacts.is_own_image(img["Id"], root))
@@ -241,7 +236,7 @@ def _engine_items(client, selector: Mapping[str, str], root: Path, *, containers
         sizes = {}
         with contextlib.suppress(Exception):  # sizes are a nicety: the listing below decides
             sizes = {v["Name"]: (v.get("UsageData") or {}).get("Size") for v in client.api.df().get("Volumes") or []}
-        for vol in client.api.volumes(filters=filters).get("Volumes") or []:
+        for vol in engine.labelled(client, "volumes", selector):
             items.append({"kind": "volume", "name": vol["Name"], "bytes": max(int(sizes.get(vol["Name"]) or 0), 0)})
     return items
 

@@ -4,9 +4,9 @@
 engine error, and optionally the GPU report (default: `gpus.inventory()`, which never raises).
 `print_doctor()` renders the report with rich; `--json` prints the dict as is.
 
-Engine facts: the dict of `engine.engine_facts()` (keys server_version, os, storage_driver,
-docker_root_dir, cpus, memory_bytes, runtimes, local, free_bytes = free bytes under the data root,
-known only for a local engine). The raw `docker info` keys (ServerVersion, OperatingSystem, Driver,
+Engine facts: the dict of `engine.engine_facts()` (keys kind = Docker or Podman, server_version, os,
+storage_driver, docker_root_dir, cpus, memory_bytes, runtimes, nvidia_runtime, rootless, memory_limits,
+memory_limits_note, local, free_bytes = free bytes under the data root, known only for a local engine). The raw `docker info` keys (ServerVersion, OperatingSystem, Driver,
 DockerRootDir, NCPU, MemTotal, Runtimes) are read too. Missing keys show as unknown.
 """
 
@@ -54,10 +54,23 @@ def _engine_section(engine_facts: dict | None, engine_error: str | None) -> dict
         return {"ok": False, "error": engine_error or "no container engine facts"}
     runtimes = _pick(engine_facts, "runtimes", "Runtimes") or []
     free = _pick(engine_facts, "free_bytes", "DataRootFreeBytes")
+    kind = engine_facts.get("kind") or "Docker"
+    gpus = bool(engine_facts.get("nvidia_runtime", "nvidia" in runtimes))
     return {
         "ok": True,
         "error": None,
+        "kind": kind,
         "version": _pick(engine_facts, "server_version", "ServerVersion"),
+        "rootless": engine_facts.get("rootless"),
+        # what it can do for a build: limit memory (--memory, OOM reported), give GPUs (--gpus)
+        "supports": {
+            "memory_limits": engine_facts.get("memory_limits", True),
+            "memory_limits_note": engine_facts.get("memory_limits_note") or "",
+            "gpus": gpus,
+            "gpus_note": "" if gpus else (
+                "Podman's Docker API ignores --gpus (containers/podman#22645)" if kind == "Podman"
+                else "no 'nvidia' runtime: --gpus needs the NVIDIA Container Toolkit"),
+        },
         "os": _pick(engine_facts, "os", "OperatingSystem"),
         "storage_driver": _pick(engine_facts, "storage_driver", "Driver"),
         "data_root": _pick(engine_facts, "docker_root_dir", "DockerRootDir"),
@@ -109,8 +122,8 @@ def _recipe_entry(source: str, spec: Spec, engine: dict, engine_facts: dict | No
     gpu_ok, gpu_why = preflight.can_run(spec, gpu.gpus, gpu.driver)
     if acc == "cuda" and gpu_ok:
         mode, verify_ok = "gpu", True
-        if engine["ok"] and "nvidia" not in engine.get("runtimes", []):
-            gpu_why += "; docker info lists no 'nvidia' runtime: --gpus needs the NVIDIA Container Toolkit"
+        if engine["ok"] and not engine["supports"]["gpus"]:
+            gpu_why += f"; {engine['supports']['gpus_note']}"
     elif acc == "cuda" and gpu.gpus and gpu.driver:
         mode, verify_ok = "cpu", False  # GPUs present but unusable for this build: worth fixing
     else:
@@ -166,13 +179,17 @@ def print_doctor(report: dict, console=None) -> None:
         console.print(f"[bold red]engine:[/] {eng['error']}")
     else:
         t = Table(title="Container engine", show_header=False)
-        t.add_row("version", str(eng.get("version") or "unknown"))
+        rootless = {True: " (rootless)", False: ""}.get(eng.get("rootless"), "")
+        t.add_row("engine", f"{eng.get('kind') or 'Docker'} {eng.get('version') or 'unknown'}{rootless}")
         t.add_row("os", str(eng.get("os") or "unknown"))
         t.add_row("storage driver", str(eng.get("storage_driver") or "unknown"))
         t.add_row("data root", f"{eng.get('data_root') or 'unknown'} ({_gib(eng.get('data_root_free_bytes'))} free)")
         mem = eng.get("mem_bytes")
         t.add_row("cpus / memory", f"{eng.get('cpus') or '?'} / {_gib(mem) if isinstance(mem, int) else 'unknown'}")
         t.add_row("runtimes", ", ".join(eng.get("runtimes") or []) or "-")
+        sup = eng["supports"]
+        t.add_row("memory limits", "yes" if sup["memory_limits"] else f"no: {sup['memory_limits_note']}")
+        t.add_row("GPUs (--gpus)", "yes" if sup["gpus"] else f"no: {sup['gpus_note']}")
         console.print(t)
 
     g = report["gpus"]

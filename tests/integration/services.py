@@ -7,7 +7,9 @@ BUILDCTL_SVC_* variables. A session started without them (`pytest tests/integrat
 starts them here and stops them at its end. Nothing is skipped: a service that does not start fails
 the tests that use it, with the script's output.
 
-* `services`: the addresses and the index credentials (a `Services`).
+* `services`: the addresses and the index credentials (a `Services`). Its engine A is this session's
+  engine (DOCKER_HOST, as for `docker_client`; else the one the services were started beside): in the
+  engine matrix (docs/engines.md) the tests of two engines pair Docker 26 or Podman with engine B.
 * `engine_b`, `engine_b_ssh`: docker-py clients from `buildctl.engine.connect` for engine B, directly
   (unix://) and through ssh:// (buildctl's own ssh transport).
 """
@@ -43,13 +45,16 @@ class Services:
     index_username: str
     index_password: str
     dir: Path  # state and logs
+    base_engine: str  # the engine the services were started beside: bash .ci/bootstrap made the base images there
 
     @staticmethod
     def from_env(env) -> Services:
-        return Services(env["BUILDCTL_SVC_ENGINE_A"], env["BUILDCTL_SVC_ENGINE_B"], env["BUILDCTL_SVC_ENGINE_B_SSH"],
+        engine_a = os.environ.get("DOCKER_HOST") or env["BUILDCTL_SVC_ENGINE_A"]
+        return Services(engine_a, env["BUILDCTL_SVC_ENGINE_B"], env["BUILDCTL_SVC_ENGINE_B_SSH"],
                         env["BUILDCTL_SVC_REDIS_URL"], env["BUILDCTL_SVC_REGISTRY"], env["BUILDCTL_SVC_INDEX_URL"],
                         env["BUILDCTL_SVC_INDEX_SIMPLE_URL"], env["BUILDCTL_SVC_INDEX_USERNAME"],
-                        env["BUILDCTL_SVC_INDEX_PASSWORD"], Path(env["BUILDCTL_SERVICES_DIR"]))
+                        env["BUILDCTL_SVC_INDEX_PASSWORD"], Path(env["BUILDCTL_SERVICES_DIR"]),
+                        env["BUILDCTL_SVC_ENGINE_A"])
 
 
 VARIABLES = ("BUILDCTL_SVC_ENGINE_A", "BUILDCTL_SVC_ENGINE_B", "BUILDCTL_SVC_ENGINE_B_SSH", "BUILDCTL_SVC_REDIS_URL",
@@ -104,13 +109,14 @@ def engine_b_ssh(services: Services) -> Iterator[docker.DockerClient]:
 @pytest.fixture
 def base_on_b(base_image: str, docker_client: docker.DockerClient, engine_b: docker.DockerClient,
               services: Services) -> Iterator[str]:
-    """Engine B with the very base image of engine A (docker save | docker load); removed again at the
-    end when it was loaded here (and no other image still uses it)."""
+    """Engine B with the very base image of engine A (docker save | docker load, from the engine that
+    made it: Podman would save it as localhost/buildctl/base:…); removed again at the end when it was
+    loaded here (and no other image still uses it)."""
     try:
         engine_b.images.get(base_image)
         loaded = False
     except docker.errors.ImageNotFound:
-        save = subprocess.Popen(["docker", "-H", services.engine_a, "save", base_image], stdout=subprocess.PIPE)
+        save = subprocess.Popen(["docker", "-H", services.base_engine, "save", base_image], stdout=subprocess.PIPE)
         subprocess.run(["docker", "-H", services.engine_b, "load", "-q"], stdin=save.stdout, check=True,
                        capture_output=True, timeout=600)
         assert save.wait() == 0

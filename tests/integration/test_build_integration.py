@@ -382,7 +382,8 @@ def runfile_build(ws, stand_in_runfile) -> BuildRun:
 BUILDS = {"demo-cpu": "demo_cpu", "demo-cuda13": "demo_cuda13", "runfile": "runfile_build"}
 
 
-@pytest.fixture(params=list(BUILDS))
+# demo-cpu's build is part of the engine matrix (docs/engines.md): build, publish and verify on every engine
+@pytest.fixture(params=[pytest.param(b, marks=pytest.mark.engines) if b == "demo-cpu" else b for b in BUILDS])
 def build(request) -> BuildRun:
     return request.getfixturevalue(BUILDS[request.param])
 
@@ -517,6 +518,7 @@ def test_wheel_works_in_a_fresh_container(request, build: BuildRun, docker_clien
     assert got.get("nccl") == exp["nccl"]
 
 
+@pytest.mark.engines
 def test_second_identical_build_is_a_no_op_and_starts_no_container(ws, demo_cpu, docker_client):
     demo_cpu.ok()
     again = ws.build("demo-cpu").ok()
@@ -529,6 +531,28 @@ def test_second_identical_build_is_a_no_op_and_starts_no_container(ws, demo_cpu,
     # no verification (it would run the key's runtime image). Other builds may share the engine, so
     # only what belongs to this key counts.
     assert containers_of_key(docker_client, "demo-cpu", demo_cpu.key, again) == ([], [])
+
+
+@pytest.mark.engines
+def test_a_memory_limit_goes_to_an_engine_that_enforces_it_and_is_refused_by_one_that_would_ignore_it(
+        ws, demo_cpu, docker_client):
+    """`--memory` on an engine that cannot limit memory (rootless Podman on cgroup v1 ignores the limit:
+    the compile would run unlimited and an OOM kill go unreported) is refused in one line, exit 2, before
+    anything is built; an engine that limits memory takes it (here up to the configure step)."""
+    demo_cpu.ok()
+    kind = engine.kind_of(docker_client)
+    run = ws.build("demo-cpu", "--memory", "2g", "--until", "configure", artifacts="memory")
+    if kind.memory_limits:
+        assert run.returncode == 0 and run.payload["until"] == "configure", run.explain()
+        return
+    assert run.returncode == 2 and run.stdout.strip() == "", run.explain()
+    errors = [ln for ln in run.stderr.splitlines() if ln.startswith("error:")]
+    assert errors == [
+        f"error: --memory 2g: this {kind.name} engine cannot limit a container's memory ({kind.why_no_memory_limits}), "
+        "the limit would be ignored; fix: build without --memory (BUILDCTL_MEMORY), or use an engine that limits "
+        "memory (rootful, or cgroup v2 with delegation)"] == run.stderr.strip().splitlines()[-1:], run.explain()
+    assert not run.artifacts_root.exists() or not any(run.artifacts_root.rglob("manifest.json"))
+    assert containers_of_key(docker_client, "demo-cpu", demo_cpu.key, run) == ([], [])  # nothing ran
 
 
 def test_changed_source_file_rebuilds_with_compile_cache_hits(ws, demo_cpu, tmp_path, docker_client):
@@ -861,7 +885,8 @@ def test_proxy_credentials_never_persist(ws, demo_cpu, docker_client):
         assert _scan_image_export(docker_client, img, token.encode()) > 0
 
 
-_STEP_ID = re.compile(r"^ ---> ([0-9a-f]{12})$")
+# a step's image in the build log: Docker's classic builder " ---> 0123456789ab", Podman's "--> 0123456789a"
+_STEP_ID = re.compile(r"^ ?--?-> ([0-9a-f]{11,12})$")
 
 
 def stage_images(client, log: list[str]) -> list:

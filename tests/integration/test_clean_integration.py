@@ -26,7 +26,7 @@ from buildctl import engine
 from buildctl.host import base_images, clean
 from buildctl.store import artifacts
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.engines]
 DAY = 86400
 
 

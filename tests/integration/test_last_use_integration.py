@@ -37,7 +37,7 @@ import pytest
 from docker import errors as derr
 
 from buildctl import ui
-from buildctl.build import pipeline
+from buildctl.build import engine_names, pipeline
 from buildctl.build.stages import BuildOptions
 from buildctl.cli.common import load_spec
 from buildctl.store import artifacts
@@ -115,14 +115,14 @@ def built(tmp_path_factory, docker_client, base_image) -> Iterator[Built]:
     b.key, b.artifact = payload["key"], Path(payload["artifact"])
     yield b
     spec, _ = load_spec("demo-cpu", sets, preflight=False)
-    for volume in pipeline.volume_names(spec, b.key, namespace())[:1]:  # the compile cache is the session's
+    for volume in engine_names.volume_names(spec, b.key, namespace())[:1]:  # the compile cache is the session's
         try:
             docker_client.api.remove_volume(volume)
         except derr.APIError:
             pass
     for target in ("builder", "runtime"):
         try:
-            docker_client.images.remove(pipeline.image_tag("demo-cpu", b.key, namespace(), target))
+            docker_client.images.remove(engine_names.image_tag("demo-cpu", b.key, namespace(), target))
         except derr.APIError:
             pass
 
@@ -131,8 +131,8 @@ def test_until_build_stamps_its_build_dir_volume_builder_image_and_base_image(bu
     """A build-dir volume used for 8 days by `--until` builds only, its builder image and its base image.
     Before: `--until` stamped nothing, so all three were 8 days unused to `invoke clean --older-than-days 7`."""
     spec, _ = load_spec("demo-cpu", built.sets, preflight=False)
-    work, cache = pipeline.volume_names(spec, built.key, namespace())
-    builder = image_id(docker_client, pipeline.image_tag("demo-cpu", built.key, namespace()))
+    work, cache = engine_names.volume_names(spec, built.key, namespace())
+    builder = image_id(docker_client, engine_names.image_tag("demo-cpu", built.key, namespace()))
     base = image_id(docker_client, BASE)
     aged(built.root, "volume", [work, cache], 8)
     aged(built.root, "image", [builder, base], 8)
@@ -146,7 +146,7 @@ def test_until_build_stamps_its_build_dir_volume_builder_image_and_base_image(bu
 def test_verify_recipe_stamps_the_runtime_image_and_its_base_image(built, docker_client):
     """`invoke verify --recipe` builds (or finds) the runtime image FROM the base. Before: the runtime
     image was stamped, its base image never: a base image used only through verification aged."""
-    runtime = image_id(docker_client, pipeline.image_tag("demo-cpu", built.key, namespace(), "runtime"))
+    runtime = image_id(docker_client, engine_names.image_tag("demo-cpu", built.key, namespace(), "runtime"))
     base = image_id(docker_client, BASE)
     aged(built.root, "image", [runtime, base], 40)
     aged(built.root, "artifact", [f"demo-cpu/{built.key}"], 40)
@@ -160,7 +160,7 @@ def test_verify_recipe_stamps_the_runtime_image_and_its_base_image(built, docker
 def test_verify_image_stamps_the_image_by_id_whatever_name_it_is_given(built, docker_client):
     """`invoke verify --image` of buildctl's runtime image, named by a short id. Before: stamped under the
     name as given ("3f2a9c1b..."), which is neither its id nor a tag, so clean never saw the use."""
-    runtime = image_id(docker_client, pipeline.image_tag("demo-cpu", built.key, namespace(), "runtime"))
+    runtime = image_id(docker_client, engine_names.image_tag("demo-cpu", built.key, namespace(), "runtime"))
     aged(built.root, "image", [runtime], 40)
     t0 = time.time()
     proc = built.invoke("verify", "--image", runtime.removeprefix("sha256:")[:12], "--python", "/opt/venv/bin/python",

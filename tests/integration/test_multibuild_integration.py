@@ -5,6 +5,8 @@ ssh://B` (engine B through the local sshd, as a team reaches a build machine): t
 plan spreads them over both engines, the two good builds publish and verify into the one local
 artifacts folder, the broken one fails on its engine with a repro bundle that names that engine, and
 its failure stops neither other build. The command exits 1 and its JSON says which build ran where.
+The two lighter tests below, a build on A beside a failure on B and the doctor per engine, are part of the
+engine matrix (docs/engines.md): engine A is this session's engine, Docker 26 or rootless Podman there.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from conftest import TEST_NAMESPACE, remove_namespace_objects
+
+from buildctl import engine
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["services"]
@@ -60,7 +64,42 @@ def test_three_recipes_over_two_engines_one_failing(tmp_path, services, docker_c
             remove_namespace_objects(client, namespace)
 
 
-def test_doctor_reports_per_engine_and_fails_for_one_that_does_not_answer(services, engine_b):
+@pytest.mark.engines
+def test_a_build_on_this_engine_and_a_failure_on_engine_b_in_one_command(tmp_path, services, docker_client, engine_b,
+                                                                          base_on_b):
+    """The multi-engine path with this session's engine as engine A (in the engine matrix: Docker 26 or
+    Podman): demo-cpu and the broken recipe with `--engine A --engine ssh://B`. Of two equal jobs the plan
+    takes demo-cpu first (by name) to the first engine given: it builds, publishes and verifies on A, in the
+    session's namespace (so from the build directory and compile cache that test_build_integration left:
+    seconds, where the three-recipe test above compiles twice); the broken one fails on B, with a bundle
+    that names B, and stops nothing else. Exit 1."""
+    root = tmp_path / "artifacts"
+    cmd = [str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT), "build", "--json",
+           "--recipe", "demo-cpu", "--recipe", str(FIXTURES / "fanout-broken.yaml"),
+           "--engine", services.engine_a, "--engine", services.engine_b_ssh,
+           "--network", NETWORK, "--ca-cert", CA_BUNDLE]
+    env = {**os.environ, "BUILDCTL_ARTIFACTS": str(root), "COLUMNS": "200"}
+    try:
+        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=40 * 60,
+                              stdin=subprocess.DEVNULL)
+        assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+        builds = {b["recipe"]: b for b in json.loads(proc.stdout)["builds"]}
+        demo, broken = builds["demo-cpu"], builds["fanout-broken"]
+        assert demo["engine"] == services.engine_a and demo["ok"], demo
+        artifact = Path(demo["artifact"])
+        assert artifact.parent.parent == root and (artifact / "report.json").is_file()
+        manifest = json.loads((artifact / "manifest.json").read_text())
+        kind = engine.kind_of(docker_client)
+        assert (manifest["engine"]["kind"], manifest["engine"]["server_version"]) == (kind.name, kind.version)
+        assert broken["engine"] == services.engine_b_ssh and broken["ok"] is False
+        assert "failed in step source" in broken["error"]
+        assert json.loads((Path(broken["bundle"]) / "bundle.json").read_text())["engine"] == services.engine_b_ssh
+    finally:
+        remove_namespace_objects(engine_b, TEST_NAMESPACE)  # A's go with the session's namespace
+
+
+@pytest.mark.engines
+def test_doctor_reports_per_engine_and_fails_for_one_that_does_not_answer(services, docker_client, engine_b):
     dead = "tcp://127.0.0.1:1"
     cmd = [str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT), "doctor", "--recipe", "demo-cpu", "--json",
            "--engine", services.engine_a, "--engine", services.engine_b, "--engine", dead]
@@ -68,8 +107,11 @@ def test_doctor_reports_per_engine_and_fails_for_one_that_does_not_answer(servic
     assert proc.returncode == 1, proc.stderr[-2000:]
     reports = {r["engine_url"]: r for r in json.loads(proc.stdout)["engines"]}
     assert list(reports) == [services.engine_a, services.engine_b, dead]
-    for url in (services.engine_a, services.engine_b):  # each engine's own facts and verdicts
+    for url, client in ((services.engine_a, docker_client), (services.engine_b, engine_b)):  # each its own
         assert reports[url]["engine"]["ok"] and reports[url]["engine"]["cpus"] >= 1
+        kind = engine.kind_of(client)  # the engine named as it is, with what it supports
+        assert (reports[url]["engine"]["kind"], reports[url]["engine"]["version"]) == (kind.name, kind.version)
+        assert reports[url]["engine"]["supports"]["memory_limits"] is kind.memory_limits
         [demo] = reports[url]["recipes"]
         assert demo["name"] == "demo-cpu" and demo["build"]["ok"], demo
     assert reports[dead]["engine"]["ok"] is False and "unreachable" in reports[dead]["engine"]["error"]

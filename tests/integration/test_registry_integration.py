@@ -2,7 +2,8 @@
 engines A and B of .ci/services.sh.
 
 * An image built on A is pushed under its image key; B, which has never seen it, pulls it by that key
-  and gets the same image id under its own local tag.
+  and gets the same image id under its own local tag; pushed back by B, A pulls it by its key.
+  (Both, and the warning below, are part of the engine matrix: A is Docker 26 or Podman there.)
 * A key the registry has never seen: fetch says it will build, returns None, and B is unchanged.
 * A registry that does not answer: one warning line each way, nothing raised.
 * The whole chain on two engines: `invoke build --registry R --cache-url REDIS` of demo-cpu on engine A
@@ -42,10 +43,11 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.engines
 def test_an_image_built_on_a_is_pulled_by_b_by_its_key(services, docker_client, base_image, engine_b,
                                                         test_labels, tmp_path):
     (tmp_path / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo {RUN} > /marker\n")
-    local_a, local_b = f"buildctl-test/{RECIPE}:a", f"buildctl-test/{RECIPE}:b"
+    local_a, local_b, local_back = (f"buildctl-test/{RECIPE}:{t}" for t in ("a", "b", "back"))
     key = registry.image_key({"Dockerfile": (tmp_path / "Dockerfile").read_text()}, RUN)
     lines: list[str] = []
     image, _ = docker_client.images.build(path=str(tmp_path), tag=local_a, labels=test_labels, rm=True,
@@ -60,23 +62,32 @@ def test_an_image_built_on_a_is_pulled_by_b_by_its_key(services, docker_client, 
         assert pulled == image.id == engine_b.images.get(local_b).id
         assert lines[-1] == f"buildctl: builder image {key} pulled from registry {services.registry}"
 
+        # and back: B pushes it as the runtime image, A pulls that by its key (both ways on every engine)
+        assert registry.share(engine_b, services.registry, RECIPE, key, "runtime", local_b, lines.append)
+        assert registry.fetch(docker_client, services.registry, RECIPE, key, "runtime", local_back, lines.append) \
+            == image.id == docker_client.images.get(local_back).id
+        assert lines[-1] == f"buildctl: runtime image {key} pulled from registry {services.registry}"
+
         # a key nobody pushed: B builds it itself
         assert registry.fetch(engine_b, services.registry, RECIPE, "0" * 16, "runtime", local_b, lines.append) is None
         assert lines[-1].endswith("building it here") and "warning" not in lines[-1]
     finally:
-        for client, ref in ((docker_client, local_a), (engine_b, local_b), (engine_b, f"{repo}:{tag}")):
+        for client, ref in ((docker_client, local_a), (docker_client, local_back), (engine_b, local_b),
+                            (engine_b, f"{repo}:{tag}")):
             try:
                 client.images.remove(ref, force=True)
             except derr.NotFound:
                 pass
         delete_from_registry(services.registry, repo.split("/", 1)[1], tag)
+        delete_from_registry(services.registry, repo.split("/", 1)[1], f"{key}-runtime")
 
 
+@pytest.mark.engines
 def test_a_registry_that_does_not_answer_costs_a_warning_not_the_build(docker_client, base_image, test_labels):
     dead = f"127.0.0.1:{_closed_port()}"
     lines: list[str] = []
     local = f"buildctl-test/{RECIPE}:dead"
-    docker_client.images.get(base_image).tag(local)
+    docker_client.images.get(base_image).tag(*local.rsplit(":", 1))  # repository and tag apart: Podman refuses "repo:tag" as a repository
     try:
         assert registry.fetch(docker_client, dead, RECIPE, "1" * 16, "builder", "x:y", lines.append) is None
         assert registry.share(docker_client, dead, RECIPE, "1" * 16, "builder", local, lines.append) is False

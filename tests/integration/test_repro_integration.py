@@ -407,6 +407,7 @@ def test_python_env_by_build_env_path_is_refused_before_building(ws, extra):
 # --- an unknown failure still gets a bundle and its first error --------------------------------------
 
 
+@pytest.mark.engines
 def test_unknown_failure_keeps_the_first_error(ws):
     payload, bundle, data = build_fails(
         ws, "demo-cpu", "--set", "build.env.CXXFLAGS=-fno-such-option-for-buildctl", diag=None, step="configure")

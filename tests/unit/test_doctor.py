@@ -100,6 +100,7 @@ def test_inventory_device_error_is_a_note(monkeypatch):
 # --- doctor ---------------------------------------------------------------------------------------
 
 ENGINE = {  # the shape engine.engine_facts() returns
+    "kind": "Docker",
     "server_version": "27.3.1",
     "os": "Ubuntu 24.04.1 LTS",
     "storage_driver": "overlay2",
@@ -108,6 +109,9 @@ ENGINE = {  # the shape engine.engine_facts() returns
     "memory_bytes": 64 * GiB,
     "runtimes": ["io.containerd.runc.v2", "nvidia", "runc"],
     "nvidia_runtime": True,
+    "rootless": False,
+    "memory_limits": True,
+    "memory_limits_note": "",
     "local": True,
     "free_bytes": 200 * GiB,
 }
@@ -218,6 +222,31 @@ def test_print_doctor():
                  console=Console(file=buf, width=200, color_system=None))
     out = buf.getvalue()
     assert "engine down" in out and "NVIDIA H200" in out
+
+
+# rootless Podman 4.3 on cgroup v1, as engine.engine_facts() reads it (/info and the libpod API)
+PODMAN = dict(ENGINE, kind="Podman", server_version="4.3.1", storage_driver="overlay", nvidia_runtime=False,
+              runtimes=["crun", "kata", "runc"], rootless=True, memory_limits=False,
+              memory_limits_note="rootless Podman on cgroup v1 ignores resource limits")
+
+
+def test_doctor_names_the_engine_and_what_it_supports():
+    r = doctor([("recipes/cu124.yaml", CUDA)], engine_facts=PODMAN, engine_error=None, gpu_report=H200)
+    eng = r["engine"]
+    assert (eng["kind"], eng["version"], eng["rootless"]) == ("Podman", "4.3.1", True)
+    assert eng["supports"] == {
+        "memory_limits": False, "memory_limits_note": "rootless Podman on cgroup v1 ignores resource limits",
+        "gpus": False, "gpus_note": "Podman's Docker API ignores --gpus (containers/podman#22645)"}
+    assert "Podman's Docker API ignores --gpus" in r["recipes"][0]["verify"]["reason"]
+    con = Console(file=io.StringIO(), width=200, record=True, color_system=None)
+    print_doctor(r, console=con)
+    text = con.export_text()
+    assert "Podman 4.3.1 (rootless)" in text
+    assert "memory limits  │ no: rootless Podman on cgroup v1 ignores resource limits" in text
+    assert "GPUs (--gpus)  │ no: Podman's Docker API ignores --gpus (containers/podman#22645)" in text
+    docker = doctor([], engine_facts=ENGINE, engine_error=None, gpu_report=NO_GPU)["engine"]
+    assert (docker["kind"], docker["rootless"], docker["supports"]["memory_limits"], docker["supports"]["gpus"]) == (
+        "Docker", False, True, True)
 
 
 def _table_rows(text: str, title: str) -> list[str]:

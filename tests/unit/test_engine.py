@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from buildctl import engine, secrets
-from buildctl.errors import EngineError
+from buildctl.errors import EngineError, InputError
 
 
 def write_context(ctx: Path, dockerfile: str) -> Path:
@@ -71,11 +71,23 @@ def test_connect_error_classification():
     assert "NO_PROXY" in msg and "HTTP 404" in msg and "pw12345" not in msg
 
 
-def _fake_client(chunks):
-    """Just enough of a DockerClient for build_image to consume a canned build stream."""
+DOCKER_27 = engine.EngineKind(engine.DOCKER, "27.3.1", rootless=False, memory_limits=True, gpu_requests=False)
+PODMAN_ROOTLESS_V1 = engine.EngineKind(engine.PODMAN, "4.3.1", rootless=True, memory_limits=False, gpu_requests=False,
+                                       why_no_memory_limits="rootless Podman on cgroup v1 ignores resource limits")
+
+
+def _fake_client(chunks, kind=DOCKER_27, calls=None):
+    """Just enough of a DockerClient for build_image to consume a canned build stream (`calls` gets the
+    arguments of each build call); the engine's kind as engine.kind_of found it."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(api=SimpleNamespace(build=lambda **kw: iter(chunks), close=lambda: None))
+    def build(**kw):
+        if calls is not None:
+            calls.append(kw)
+        return iter(chunks)
+
+    return SimpleNamespace(api=SimpleNamespace(build=build, close=lambda: None, base_url="http+docker://localhost"),
+                           _buildctl_engine_kind=kind)
 
 
 def test_build_disk_full_is_an_engine_error_with_the_fix(tmp_path):
@@ -105,6 +117,69 @@ def test_build_exit_137_is_not_reported_as_oom(tmp_path):
         engine.build_image(_fake_client(chunks), ctx, "t:1", allow_pull=True)
     assert info.value.returncode == 137 and not info.value.oom_killed
     assert "out of memory" not in str(info.value)
+
+
+def test_podman_build_failure_keeps_the_steps_exit_code(tmp_path):
+    """Podman (buildah) words a failed RUN as "exit status N", not Docker's "non-zero code: N"."""
+    ctx = write_context(tmp_path / "ctx", "FROM x\nRUN make\n")
+    chunks = [{"stream": "STEP 2/2: RUN make\n"}, {"stream": "make: *** no rule\n"},
+              {"error": 'building at STEP "RUN make": while running runtime: exit status 3',
+               "errorDetail": {"message": 'building at STEP "RUN make": while running runtime: exit status 3'}}]
+    with pytest.raises(engine.StepFailed) as info:
+        engine.build_image(_fake_client(chunks, PODMAN_ROOTLESS_V1), ctx, "t:1", allow_pull=True)
+    assert info.value.returncode == 3 and "exit code 3" in str(info.value)
+
+
+@pytest.mark.parametrize(("kind", "labels", "hosts"), [
+    (DOCKER_27, {"buildctl": "1", "b": "2", "a": "1"}, {"buildctl-secrets-x": "127.0.0.1"}),
+    # Podman's Docker API: labels as a JSON list keep their order (an object is applied in Go's random
+    # map order: another image id each build); extra hosts only as one JSON list (else 400 Bad Request)
+    (PODMAN_ROOTLESS_V1, ["a=1", "b=2", "buildctl=1"], '["buildctl-secrets-x:127.0.0.1"]'),
+])
+def test_build_sends_labels_and_credential_hosts_as_the_engine_reads_them(tmp_path, monkeypatch, kind, labels,
+                                                                          hosts):
+    from buildctl.engine import build as build_mod
+
+    monkeypatch.setattr(build_mod, "_host_entries", lambda: {})  # this machine's /etc/hosts aside
+
+    class Server:  # the credential server, its host name fixed
+        host_name = "buildctl-secrets-x"
+
+        def __init__(self, payload, address):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(build_mod, "SecretServer", Server)
+    calls: list[dict] = []
+    chunks = [{"stream": "done\n"}, {"aux": {"ID": "sha256:" + "f" * 64}}]
+    ctx = write_context(tmp_path / "ctx", "FROM x\nRUN true\n")
+    creds = secrets.Credentials(env=(("TOKEN", "t0ken-value"),))
+    image = engine.build_image(_fake_client(chunks, kind, calls), ctx, "t:1", allow_pull=True, labels={"b": "2", "a": "1"},
+                               credentials=creds, network_mode="host")
+    assert image == "sha256:" + "f" * 64
+    assert calls[0]["labels"] == labels and calls[0]["extra_hosts"] == hosts
+
+
+def test_rootless_podman_refuses_credentials_on_its_own_network(tmp_path):
+    """Its default network lives in the engine's own network namespace: no server here reaches it."""
+    ctx = write_context(tmp_path / "ctx", "FROM x\nRUN true\n")
+    creds = secrets.Credentials(env=(("TOKEN", "t0ken-value"),))
+    with pytest.raises(EngineError, match=r"rootless Podman's default network .*; fix: build with --network host$"):
+        engine.build_image(_fake_client([], PODMAN_ROOTLESS_V1), ctx, "t:1", allow_pull=True, credentials=creds)
+
+
+def test_an_ignored_memory_limit_is_refused_in_one_line():
+    with pytest.raises(InputError) as info:
+        engine.refuse_memory_limit(PODMAN_ROOTLESS_V1, "8g")
+    assert str(info.value).startswith("--memory 8g: this Podman engine cannot limit a container's memory "
+                                      "(rootless Podman on cgroup v1 ignores resource limits)")
+    assert "\n" not in str(info.value) and "fix: build without --memory" in str(info.value)
+    engine.refuse_memory_limit(DOCKER_27, "8g")  # an engine that limits memory: nothing to say
 
 
 def test_base_image_refs_resolve_args_and_skip_stages():
@@ -169,3 +244,72 @@ def test_buildctl_labels():
     assert engine.buildctl_labels({"buildctl.step": "compile"}, recipe="demo-cpu", namespace="ci-1") == {
         "buildctl": "1", "buildctl.recipe.loader": "demo-cpu", "buildctl.namespace": "ci-1", "buildctl.step": "compile"}
     assert engine.buildctl_labels({"attempt": 2}, namespace=None) == {"buildctl": "1", "attempt": "2"}
+
+
+def _answering(version: dict, info: dict, libpod: dict | None = None):
+    """A client whose engine answers /version, /info and (Podman) /v<api>/libpod/info as given."""
+    from types import SimpleNamespace
+
+    asked: list[str] = []
+
+    def get(url):
+        asked.append(url)
+        return url
+
+    api = SimpleNamespace(base_url="http+docker://localhost", _get=get, _result=lambda url, json: libpod)
+    return SimpleNamespace(version=lambda: version, info=lambda: info, api=api), asked
+
+
+def test_kind_of_names_podman_and_asks_libpod_what_docker_info_does_not_say():
+    """Podman's /info says MemoryLimit true and nothing of rootless; its libpod API says both."""
+    version = {"Version": "4.3.1", "Components": [
+        {"Name": "Podman Engine", "Version": "4.3.1", "Details": {"APIVersion": "4.3.1"}}]}
+    info = {"MemoryLimit": True, "SecurityOptions": ["name=seccomp,profile=default"], "Runtimes": {"runc": {}}}
+    libpod = {"host": {"security": {"rootless": True}, "cgroupVersion": "v1", "cgroupControllers": []}}
+    client, asked = _answering(version, info, libpod)
+    kind = engine.kind_of(client)
+    assert kind == PODMAN_ROOTLESS_V1 and asked == ["http+docker://localhost/v4.3.1/libpod/info"]
+    assert engine.kind_of(client) is kind and len(asked) == 1  # asked once per client
+    libpod["host"].update(security={"rootless": False}, cgroupVersion="v2",
+                          cgroupControllers=["cpu", "memory", "pids"])
+    assert engine.kind_of(_answering(version, info, libpod)[0]).memory_limits is True
+
+
+def test_kind_of_docker_reads_rootless_memory_limits_and_nvidia_from_info():
+    version = {"Version": "27.3.1", "Components": [{"Name": "Engine", "Version": "27.3.1"}]}
+    info = {"MemoryLimit": True, "SecurityOptions": ["name=seccomp,profile=builtin", "name=rootless"],
+            "Runtimes": {"runc": {}, "nvidia": {}}}
+    assert engine.kind_of(_answering(version, info)[0]) == engine.EngineKind(
+        engine.DOCKER, "27.3.1", rootless=True, memory_limits=True, gpu_requests=True)
+
+
+def test_labelled_checks_every_label_itself_and_names_images_as_docker_does():
+    """Podman 4.3's Docker API lists volumes with ANY of several label filters (a namespaced clean would
+    then take other namespaces' volumes) and no image at all for two: the engine gets one filter."""
+    from types import SimpleNamespace
+
+    sent: list[dict] = []
+    mine = {"buildctl": "1", "buildctl.namespace": "ci-1"}
+    theirs = {"buildctl": "1", "buildctl.namespace": "ci-2"}
+
+    def answer(rows):
+        def call(filters, **kw):
+            sent.append(filters)
+            return rows
+        return call
+
+    api = SimpleNamespace(
+        volumes=answer({"Volumes": [{"Name": "mine", "Labels": mine}, {"Name": "theirs", "Labels": theirs},
+                                    {"Name": "bare", "Labels": None}]}),
+        images=answer([{"Id": "sha256:1", "Labels": mine, "RepoTags": ["docker.io/buildctl/demo-cpu:ci-1-k"]},
+                       {"Id": "sha256:2", "Labels": mine, "RepoTags": ["localhost/buildctl/base:bookworm"]},
+                       {"Id": "sha256:3", "Labels": theirs, "RepoTags": ["docker.io/buildctl/demo-cpu:ci-2-k"]}]),
+        containers=answer([{"Id": "c1", "Labels": theirs}]))
+    client = SimpleNamespace(api=api)
+    assert [v["Name"] for v in engine.labelled(client, "volumes", mine)] == ["mine"]
+    assert [(i["Id"], i["RepoTags"]) for i in engine.labelled(client, "images", mine)] == [
+        ("sha256:1", ["buildctl/demo-cpu:ci-1-k"]), ("sha256:2", ["buildctl/base:bookworm"])]
+    assert engine.labelled(client, "containers", mine, size=True) == []
+    assert sent == [{"label": ["buildctl=1"]}] * 3
+    assert [engine.short_name(r) for r in ("docker.io/library/debian:bookworm", "registry.corp:5000/x:1", "a/b:c")] == [
+        "debian:bookworm", "registry.corp:5000/x:1", "a/b:c"]

@@ -93,7 +93,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "runtime": runtime_section(prepared.rendered, prepared.image_key),
         "downloads": download_list(prepared.rendered),
         "durations_s": durations,
-        "engine": {k: prepared.engine_facts.get(k) for k in ("server_version", "api_version", "storage_driver",
+        "engine": {k: prepared.engine_facts.get(k) for k in ("kind", "server_version", "api_version", "storage_driver",
                                                              "os", "arch", "cpus", "memory_bytes")},
         "host": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "resolved_recipe": masked_dump(spec),
@@ -163,7 +163,7 @@ def _parse_kv(path: Path) -> dict[str, str]:
 
 def _cache_stats(out_dir: Path, cache_url: str | None = None) -> dict:
     """hits, misses, hit rate from ccache --print-stats (tab-separated) or sccache's JSON stats; with
-    ccache also the local volume's and the shared server's own figures (remotecache.stats)."""
+    ccache also the local volume's and the shared server's own figures (compile_cache.stats)."""
     if (out_dir / "cache-stats.json").is_file():
         return _sccache_stats((out_dir / "cache-stats.json").read_text())
     if not (out_dir / "cache-stats.txt").is_file():

@@ -52,6 +52,8 @@ def write_context(run: Run, rendered: render.Rendered) -> Path:
 def plan(run: Run, prepared: Prepared) -> Prepared:
     """Before anything is built: the engine's facts (for the manifest) and MAX_JOBS within them."""
     facts = engine.engine_facts(run.client)
+    if run.opts.memory:  # before the image build, not at the compile
+        engine.refuse_memory_limit(engine.kind_of(run.client), run.opts.memory)
     return dataclasses.replace(prepared, max_jobs=plan_jobs(run, facts), engine_facts=facts)
 
 
