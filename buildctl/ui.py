@@ -47,7 +47,11 @@ NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
 
 class View:
     """Base: shows what the pipeline reports (steps started and finished, log lines); subclasses
-    decide how. What it keeps (status, durations) is for showing; the pipeline never reads it."""
+    decide how. What it keeps (status, durations) is for showing; the pipeline never reads it.
+    `console`: where the verification report prints (the live view's own, above its live region: a
+    second console on the same terminal would print into it; under --json stderr)."""
+
+    console: Console | None = None
 
     def __init__(self) -> None:
         self.started: dict[str, float] = {}  # for the running step's clock on screen
@@ -87,7 +91,7 @@ class QuietView(View):
 
     def __init__(self) -> None:
         super().__init__()
-        self.err = Console(stderr=True, highlight=False)
+        self.err = self.console = Console(stderr=True, highlight=False)
 
     def _changed(self, name: str) -> None:
         if self.status.get(name) == "running":

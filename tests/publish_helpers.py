@@ -94,12 +94,13 @@ def assembled_artifact(spec, tmp_path: Path, wheel: str, versions: str = "") -> 
     from buildctl.build.stages import artifact
 
     run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
-    prepared = stages.Prepared(render.render(spec), tmp_path / "context", "0123456789abcdef", 2, {})
+    prepared = stages.Prepared(render.render(spec), tmp_path / "context", "0123456789abcdef")
+    planned = stages.Planned(prepared, 2, {}, {}, {})
     out, folder = tmp_path / "out", tmp_path / "artifact"
     out.mkdir()
     folder.mkdir()
     (out / wheel).write_bytes(b"wheel")
     (out / "versions.txt").write_text(versions)
-    manifest = artifact.assemble(run, stages.Compiled(stages.ImageBuilt(prepared, "sha256:img"), out, 2), folder, {})
+    manifest = artifact.assemble(run, stages.Compiled(stages.ImageBuilt(planned, "sha256:img"), out, 2), folder, {})
     manifest.write(folder / "manifest.json")
     return folder, manifest.to_json()

@@ -26,11 +26,13 @@ import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildctl.store import artifacts
+from buildctl.verify.runner import VerifyOptions
 from buildctl.store.manifest import Manifest
 from buildctl import engine
 from buildctl.errors import InputError, StepFailed
@@ -62,6 +64,7 @@ class BuildResult:
     artifact: Path
     manifest: Manifest
     cached: bool
+    durations: Mapping[str, float]  # each step's seconds, and the total
     report: Report | None = None  # the passing verification report
     verify_error: VerificationFailed | None = None  # the wheel is built but not what was asked (its report inside)
 
@@ -75,6 +78,7 @@ class PartialResult:
     until: str
     out_dir: Path
     volume: str  # the build-dir volume a full build resumes from
+    durations: Mapping[str, float] = field(default_factory=dict)
 
 
 class Steps:
@@ -142,9 +146,9 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                 steps.finish()
                 if opts.until:
                     held.enter_context(_key_lock(ctx, prepared.key))
-                    reached = prepared = prepare.plan(ctx, prepared)
+                    reached = planned = prepare.plan(ctx, prepared)
                     steps.start("image")
-                    reached = compile_stage.build_image(ctx, prepared)
+                    reached = compile_stage.build_image(ctx, planned)
                     steps.finish()
                     return _build_until(ctx, steps, reached)
                 held.enter_context(_key_lock(ctx, prepared.key, shared=True))
@@ -154,15 +158,16 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                     held.enter_context(_key_lock(ctx, prepared.key))
                     published = _found(ctx, prepared.key, say_why=True)  # built while we waited?
                     if published is None:
-                        reached = prepared = prepare.plan(ctx, prepared)
+                        reached = planned = prepare.plan(ctx, prepared)
                         steps.start("image")
-                        reached = compile_stage.build_image(ctx, prepared)
+                        reached = compile_stage.build_image(ctx, planned)
                         steps.finish()
                         published = _compile_and_publish(ctx, steps, reached)
             except StepFailed as exc:
                 from buildctl.build.stages import failure  # the repro bundle and diagnosis: loaded only when a step failed
 
-                raise failure.build_failed(ctx, exc, steps.failed(exc), reached) from None
+                step = steps.failed(exc)
+                raise failure.build_failed(ctx, exc, step, reached, steps.durations) from None
             if published.cached:
                 for name in ("image", "compile", "wheel"):
                     steps.skip(name, "cached")
@@ -171,9 +176,10 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
     finally:
         if prepared is not None:  # this build's private render folder
             shutil.rmtree(prepared.context_dir, ignore_errors=True)
-    view.finished(round(time.monotonic() - t0, 2))
+    total = round(time.monotonic() - t0, 2)
+    view.finished(total)
     return BuildResult(spec.name, published.key, published.artifact, published.manifest, published.cached,
-                       verified.report if verified else None, verify_error)
+                       {**steps.durations, "total": total}, verified.report if verified else None, verify_error)
 
 
 def _key_lock(ctx: Run, key: str, *, shared: bool = False):
@@ -229,7 +235,7 @@ def _build_until(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
     steps.finish()
     (out_dir / "build.log").write_text(ctx.log.text() + "\n")
     work, _ = volume_names(spec, key, ctx.namespace)
-    return PartialResult(spec.name, key, opts.until, out_dir, work)
+    return PartialResult(spec.name, key, opts.until, out_dir, work, dict(steps.durations))
 
 
 def _verify(ctx: Run, steps: Steps, published: Published,
@@ -244,7 +250,7 @@ def _verify(ctx: Run, steps: Steps, published: Published,
     try:
         verified = verify_stage.verify(ctx.spec, published, client=ctx.client, context_dir=context_dir,
                                        on_line=ctx.log, secrets=ctx.secrets, namespace=ctx.namespace,
-                                       **ctx.opts.verify_kwargs)
+                                       options=ctx.opts.verify_options, console=steps.view.console)
     except VerificationFailed as e:  # built and published, but not what the recipe asks for
         steps.finish("failed")
         from buildctl.build.stages import failure
@@ -257,7 +263,8 @@ def _verify(ctx: Run, steps: Steps, published: Published,
     return verified, None
 
 
-def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, **verify_kwargs) -> Report:
+def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, options: VerifyOptions = VerifyOptions(),
+                    console=None) -> Report:
     """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
     records (the runtime image's context); under its key's lock, shared, as a build that finds it."""
     recipe, key = artifact_dir.parent.name, artifact_dir.name
@@ -267,4 +274,4 @@ def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, **verify_kw
             raise InputError(f"{artifact_dir} was removed meanwhile (by invoke clean?); fix: invoke build --recipe "
                              f"{spec.name}")
         published = artifact.found(recipe, key, artifact_dir)
-        return verify_stage.verify(spec, published, on_line=on_line, **verify_kwargs).report
+        return verify_stage.verify(spec, published, on_line=on_line, options=options, console=console).report

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-from rich.console import Console
 from rich.markup import escape
 
 from buildctl.build import resume, stages
@@ -100,8 +99,8 @@ def _print_partial(result, as_json: bool) -> None:
 
 
 @command
-def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=False, verify_kwargs=None,
-          until=None, targets=None, check_reproducible=False) -> None:
+def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=False, until=None, targets=None,
+          check_reproducible=False) -> None:
     from buildctl import engine, ui
     from buildctl.build import pipeline
     from buildctl.build.rebuild_check import NotReproducible
@@ -132,13 +131,9 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
             raise InputError(f"--target {target!r}: not a ninja output path; fix: a path under build/, "
                              "e.g. caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/Copy.cu.o")
     view = ui.make_view(as_json)
-    # Verification prints its report through the live view's own console, above the live region (a
-    # second console on the same terminal would print into it); under --json to stderr.
-    console_for_verify = Console(stderr=True) if as_json else getattr(view, "console", None)
     opts = stages.BuildOptions(
         jobs=jobs, verify=not settings.no_verify, keep_container=settings.keep_container,
         memory=settings.memory, artifacts_root=settings.artifacts, ca_texts=read_ca_certs(site.get("ca_certs", [])),
-        verify_kwargs={**({"console": console_for_verify} if console_for_verify else {}), **(verify_kwargs or {})},
         until=until or None, targets=targets,
     )
     result = error = reproducibility = None
@@ -162,8 +157,8 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
     if error is None and reproducibility is not None and not reproducibility.ok:
         error = NotReproducible(reproducibility.comparison.reason())
     if as_json:
-        payload = {"recipe": spec.name, "ok": error is None, "warnings": warnings,
-                   "durations_s": view.durations}
+        durations = result.durations if result is not None else getattr(error, "durations", {})
+        payload = {"recipe": spec.name, "ok": error is None, "warnings": warnings, "durations_s": dict(durations)}
         if result is not None:
             report = result.report if result.verify_error is None else result.verify_error.report
             payload.update(key=result.key, artifact=str(result.artifact), cached=result.cached,

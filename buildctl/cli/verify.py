@@ -66,7 +66,7 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
     pipeline.verify_artifact(spec, _latest_artifact(spec),
                              on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
                                                                 markup=False, highlight=False),
-                             **kwargs)
+                             options=runner.VerifyOptions(**kwargs))
 
 
 def _verify_image(image: str, recipe: str | None, wheel: str | None, sets, *, host: bool, python: str | None,

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -67,6 +68,20 @@ def default_out_dir(wheel: Path) -> Path:
     if os.access(wheel.parent, os.W_OK):
         return wheel.parent
     return Path("artifacts") / "verify" / wheel.name[: -len(".whl")]
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """What a verification is asked to do beyond the wheel and where (invoke verify's options; a build
+    verifies with the defaults)."""
+
+    sizes: str = "8:256M"
+    iters: int = 20
+    json_out: bool = False
+    module: str | None = None
+
+    def kwargs(self) -> dict:
+        return {"sizes": self.sizes, "iters": self.iters, "json_out": self.json_out, "module": self.module}
 
 
 def verify_wheel(

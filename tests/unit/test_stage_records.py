@@ -87,7 +87,7 @@ def test_a_context_outside_the_artifact_is_refused(tmp_path):
 
 
 def test_records_are_frozen(tmp_path):
-    prepared = stages.Prepared(render.render(recipe.load("demo-cpu")), tmp_path, "k", 1, {})
+    prepared = stages.Prepared(render.render(recipe.load("demo-cpu")), tmp_path, "k")
     with pytest.raises(dataclasses.FrozenInstanceError):
         prepared.key = "other"  # type: ignore[misc]
 

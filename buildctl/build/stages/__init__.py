@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from buildctl.store import artifacts
+from buildctl.verify.runner import VerifyOptions
 from buildctl.render.rendering import Rendered
 from buildctl.secrets import Credentials, secret_values_from_env_and_site, split_credentials
 from buildctl.recipe.schema import Spec
@@ -34,7 +35,7 @@ class BuildOptions:
     render_root: Path = Path("build")
     artifacts_root: Path | None = None
     ca_texts: Mapping[str, str] = field(default_factory=dict)
-    verify_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    verify_options: VerifyOptions = VerifyOptions()
     until: str | None = None  # configure | compile | wheel: stop after that step, publish nothing
     targets: tuple[str, ...] = ()  # with until=compile: build only these ninja outputs (a sample)
     lock_timeout: float | None = None  # seconds; None: the recipe's build.timeout + LOCK_SLACK_S
@@ -79,20 +80,42 @@ class Run:
 @dataclass(frozen=True)
 class Prepared:
     """fetch: the rendered files in this build's private folder (the images are built from exactly
-    the files the key is computed from), the artifact key, and the parallel jobs to compile with."""
+    the files the key is computed from) and the artifact key; all an unchanged artifact needs."""
 
     rendered: Rendered
     context_dir: Path
     key: str
-    max_jobs: int  # 0 until planned (prepare.plan), which only a build that compiles needs
-    engine_facts: Mapping[str, Any]
     image_key: str = ""  # what the images are made from (registry.image_key): their name in a registry
 
 
 @dataclass(frozen=True)
-class ImageBuilt:
+class Planned:
+    """What only a build that compiles needs (prepare.plan): the engine's facts, MAX_JOBS within them,
+    and the compile container's environment and mounts (a failure's repro bundle records these)."""
+
     prepared: Prepared
+    max_jobs: int
+    engine_facts: Mapping[str, Any]
+    env: Mapping[str, str]  # the compile container's config: nothing secret; MAX_JOBS as planned
+    mounts: Mapping[str, str]  # volume -> path in the container
+
+    @property
+    def key(self) -> str:
+        return self.prepared.key
+
+    def env_with_jobs(self, max_jobs: int | None) -> dict[str, str]:
+        """The environment with MAX_JOBS as an attempt ran (an OOM retry halves it)."""
+        return {**self.env, **({"MAX_JOBS": str(max_jobs)} if max_jobs else {})}
+
+
+@dataclass(frozen=True)
+class ImageBuilt:
+    planned: Planned
     image_id: str  # the builder image
+
+    @property
+    def prepared(self) -> Prepared:
+        return self.planned.prepared
 
 
 @dataclass(frozen=True)

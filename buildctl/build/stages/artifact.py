@@ -93,7 +93,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "runtime": runtime_section(prepared.rendered, prepared.image_key),
         "downloads": download_list(prepared.rendered),
         "durations_s": durations,
-        "engine": {k: prepared.engine_facts.get(k) for k in ("kind", "server_version", "api_version", "storage_driver",
+        "engine": {k: compiled.image.planned.engine_facts.get(k) for k in ("kind", "server_version", "api_version", "storage_driver",
                                                              "os", "arch", "cpus", "memory_bytes")},
         "host": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "resolved_recipe": masked_dump(spec),

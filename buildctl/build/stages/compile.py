@@ -15,7 +15,7 @@ from buildctl import engine
 from buildctl.engine import registry
 from buildctl.build import compile_cache, resume
 from buildctl.errors import EngineError, StepFailed
-from buildctl.build.stages import Compiled, ImageBuilt, Prepared, Run
+from buildctl.build.stages import Compiled, ImageBuilt, Planned, Run
 from buildctl.render.rendering import BUILD_COMMAND
 from buildctl.build.engine_names import compile_container_name, image_tag, rebuild_volume_name, volume_names
 from buildctl.secrets import proxy_env
@@ -24,9 +24,9 @@ from buildctl.store import artifacts
 WORK_DIR = "/work"  # where the build directory is mounted (the build script's $WORK)
 
 
-def build_image(run: Run, prepared: Prepared) -> ImageBuilt:
+def build_image(run: Run, planned: Planned) -> ImageBuilt:
     """The builder image: built here, or pulled from the site registry when another engine built it."""
-    spec = run.spec
+    spec, prepared = run.spec, planned.prepared
     tag = image_tag(spec.name, prepared.key, run.namespace)
     shared = registry.Shared.of(spec, run.client, prepared.image_key, run.log)
     # `--pull missing` and the engine has the image: building it again is a layer-cache hit, not a pull
@@ -39,7 +39,7 @@ def build_image(run: Run, prepared: Prepared) -> ImageBuilt:
                                       labels=engine.buildctl_labels(recipe=spec.name, namespace=run.namespace))
         if shared:
             shared.share("builder", tag)
-    return ImageBuilt(prepared, image_id)
+    return ImageBuilt(planned, image_id)
 
 
 def container_env(run: Run, max_jobs: int | None) -> dict[str, str]:
@@ -88,19 +88,20 @@ def compile(run: Run, built: ImageBuilt, out_dir: Path) -> Compiled:
     inputs = {f"{work}/src": Path(src.path)} if src.kind == "path" else None
     name = compile_container_name(spec.name, key, run.namespace)
     deadline = time.monotonic() + spec.build.timeout_s
-    max_jobs = built.prepared.max_jobs
+    planned = built.planned
+    max_jobs = planned.max_jobs
     if spec.site.cache_url and spec.build.cache != "ccache":
         run.log(f"buildctl: warning: the shared compile cache works through ccache, and build.cache is "
                 f"{spec.build.cache}; compiling without it (fix: --set build.cache=ccache)")
     # invoke clean: every compile uses them, a full build's, --until's and a resumed one's alike
     artifacts.record_images(run.client, [built.image_id], run.opts.artifacts_root)
-    artifacts.record_use({"volume": list(mounts(run, key))}, run.opts.artifacts_root)
+    artifacts.record_use({"volume": list(planned.mounts)}, run.opts.artifacts_root)
     for attempt in range(2):
         _clear_compile_container(run, name, key)
         first_line = len(run.log.lines)
         result = engine.run_container(
-            run.client, built.image_id, list(BUILD_COMMAND), env=container_env(run, max_jobs), inputs=inputs,
-            outputs={f"{work}/out": out_dir}, volumes=mounts(run, key), network_mode=engine.network_mode_for(spec.site.network),
+            run.client, built.image_id, list(BUILD_COMMAND), env=planned.env_with_jobs(max_jobs), inputs=inputs,
+            outputs={f"{work}/out": out_dir}, volumes=dict(planned.mounts), network_mode=engine.network_mode_for(spec.site.network),
             mem_limit=run.opts.memory, on_line=run.log, keep=run.opts.keep_container,
             secrets=run.secrets, credentials=compile_credentials(run),
             labels=engine.buildctl_labels({"buildctl.step": "compile"}, recipe=spec.name, namespace=run.namespace),

@@ -3,6 +3,7 @@ repro bundle; VerificationFailed with its report and diagnosis (also written as 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from buildctl.store import artifacts
@@ -12,9 +13,8 @@ from buildctl.errors import BuildctlError, StepFailed
 from buildctl.failure.diagnose import Diagnosis
 from buildctl.verify.report import VerificationFailed
 from buildctl.render.rendering import Rendered
-from buildctl.build.stages import ImageBuilt, Prepared, Published, Run
+from buildctl.build.stages import ImageBuilt, Planned, Prepared, Published, Run
 from buildctl.render.rendering import BUILD_COMMAND
-from buildctl.build.stages.compile import container_env, mounts
 
 
 def _context(run: Run, max_jobs: int | None) -> dict:
@@ -28,20 +28,23 @@ def _context(run: Run, max_jobs: int | None) -> dict:
     return context
 
 
-def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepared | ImageBuilt) -> BuildFailed:
-    """The repro bundle and diagnosis of a step that failed after the pipeline `reached` that record."""
+def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepared | Planned | ImageBuilt,
+                 durations: Mapping[str, float]) -> BuildFailed:
+    """The repro bundle and diagnosis of a step that failed after the pipeline `reached` that record
+    (the compile's environment and mounts as it planned them: never worked out again here)."""
     built = reached if isinstance(reached, ImageBuilt) else None
-    prepared = built.prepared if built else reached if isinstance(reached, Prepared) else None
+    planned = built.planned if built else reached if isinstance(reached, Planned) else None
+    prepared = planned.prepared if planned else reached if isinstance(reached, Prepared) else None
     rendered = prepared.rendered if prepared else reached
-    max_jobs = exc.max_jobs or (prepared.max_jobs if prepared else None)
+    max_jobs = exc.max_jobs or (planned.max_jobs if planned else None)
     log = run.log.text() if run.log.lines else exc.log
     diag = diagnose.diagnose(log, step=step, exit_code=exc.returncode, oom_killed=exc.oom_killed,
                              context=_context(run, max_jobs))
     bundle = repro.write_bundle(
         spec=run.spec, rendered=rendered, context_dir=prepared.context_dir if prepared else None, step=step,
         exit_code=exc.returncode, log=log, diagnosis=diag, image_id=built.image_id if built else None,
-        command=list(BUILD_COMMAND) if exc.step == "compile" else None, env=container_env(run, max_jobs),
-        volumes=mounts(run, prepared.key) if prepared else {}, network=engine.network_mode_for(run.spec.site.network),
+        command=list(BUILD_COMMAND) if exc.step == "compile" else None, env=planned.env_with_jobs(max_jobs) if planned else {},
+        volumes=dict(planned.mounts) if planned else {}, network=engine.network_mode_for(run.spec.site.network),
         memory=run.opts.memory, secrets=run.secrets, namespace=run.namespace, root=run.opts.artifacts_root,
         engine_name=engine.display_name(),
     )
@@ -54,7 +57,7 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
     elif first:
         lines.append("first error:\n  " + "\n  ".join(first[:20]))
     lines.append(f"repro bundle: {bundle}  (replay: invoke repro {bundle})")
-    return BuildFailed("\n".join(lines), step=step, bundle=bundle, diagnosis=diag)
+    return BuildFailed("\n".join(lines), step=step, bundle=bundle, diagnosis=diag, durations=durations)
 
 
 def verification_failed(published: Published, exc: VerificationFailed) -> VerificationFailed:
@@ -73,6 +76,8 @@ class BuildFailed(BuildctlError):
     """The build ran and failed in `step`; the diagnosis (None: no known cause) and the repro bundle
     were written."""
 
-    def __init__(self, message: str, *, step: str, bundle: Path, diagnosis: Diagnosis | None):
+    def __init__(self, message: str, *, step: str, bundle: Path, diagnosis: Diagnosis | None,
+                 durations: Mapping[str, float] | None = None):
         super().__init__(message)
         self.step, self.bundle, self.diagnosis = step, bundle, diagnosis
+        self.durations = dict(durations or {})  # each step's seconds up to the failure

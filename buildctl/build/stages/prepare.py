@@ -15,7 +15,7 @@ from buildctl import engine, render
 from buildctl.recipe import parallel_jobs
 from buildctl.engine import registry
 from buildctl.engine.pull import ensure_images
-from buildctl.build.stages import Prepared, Run
+from buildctl.build.stages import Planned, Prepared, Run
 
 
 def render_files(run: Run) -> render.Rendered:
@@ -34,7 +34,7 @@ def prepare(run: Run, rendered: render.Rendered) -> Prepared:
         key = artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), base_id)
         place_render(context_dir, run.opts.render_root / run.spec.name / key)
         # MAX_JOBS and the engine's facts wait for `plan`: an unchanged artifact needs neither
-        return Prepared(rendered, context_dir, key, 0, {}, registry.image_key(rendered.files, base_id))
+        return Prepared(rendered, context_dir, key, registry.image_key(rendered.files, base_id))
     except BaseException:  # no record to hand on: the pipeline would never remove the folder
         shutil.rmtree(context_dir, ignore_errors=True)
         raise
@@ -49,12 +49,16 @@ def write_context(run: Run, rendered: render.Rendered) -> Path:
     return render.write(rendered, run.opts.render_root / f".tmp-{run.spec.name}-{uuid.uuid4().hex[:12]}", staged=staged)
 
 
-def plan(run: Run, prepared: Prepared) -> Prepared:
-    """Before anything is built: the engine's facts (for the manifest) and MAX_JOBS within them."""
+def plan(run: Run, prepared: Prepared) -> Planned:
+    """Before anything is built: the engine's facts (for the manifest), MAX_JOBS within them, and the
+    compile container's environment and mounts."""
+    from buildctl.build.stages.compile import container_env, mounts
+
     facts = engine.engine_facts(run.client)
     if run.opts.memory:  # before the image build, not at the compile
         engine.refuse_memory_limit(engine.kind_of(run.client), run.opts.memory)
-    return dataclasses.replace(prepared, max_jobs=plan_jobs(run, facts), engine_facts=facts)
+    max_jobs = plan_jobs(run, facts)
+    return Planned(prepared, max_jobs, facts, container_env(run, max_jobs), mounts(run, prepared.key))
 
 
 def plan_jobs(run: Run, facts) -> int:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from buildctl.store import artifacts
+from buildctl.verify.runner import VerifyOptions
 from buildctl import engine
 from buildctl.engine import registry
 from buildctl.errors import BuildctlError
@@ -66,7 +67,7 @@ def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace:
 
 def verify(spec: Spec, published: Published, *, client=None, context_dir: Path | None = None,
            on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (),
-           namespace: str | None = None, **verify_kwargs) -> Verified:
+           namespace: str | None = None, options: VerifyOptions = VerifyOptions(), console=None) -> Verified:
     """Verify a published artifact's wheel; the report is stored beside it. Raises VerificationFailed
     (with the report) when an expectation does not hold.
 
@@ -87,5 +88,6 @@ def verify(spec: Spec, published: Published, *, client=None, context_dir: Path |
     artifacts.record_images(client, [image], artifact.parent.parent)
     wheel = artifact / manifest.wheel.file
     report = runner.verify_wheel(wheel, spec=spec, image=image, out_dir=artifact,
-                                 network_mode=engine.network_mode_for(spec.site.network), client=client, **verify_kwargs)
+                                 network_mode=engine.network_mode_for(spec.site.network), client=client, console=console,
+                                 **options.kwargs())
     return Verified(report, cached=False)
