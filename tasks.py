@@ -44,8 +44,7 @@ def settings_task(*groups_or_names, help=None, iterable=(), **task_kwargs):
         def run(c, *args, **kwargs):
             given = {flag: kwargs.pop(flag) for flag in flags if flag in kwargs}
             chosen = cli.command(settings.Settings.from_cli)(body.__name__, **given)
-            with settings.using(chosen):
-                return body(c, *args, settings=chosen, **kwargs)
+            return body(c, *args, settings=chosen, **kwargs)
 
         run.__name__, run.__doc__, run.__module__ = body.__name__, body.__doc__, body.__module__
         run.__signature__ = inspect.Signature(params)
@@ -105,8 +104,6 @@ def build(c, recipe=None, label=None, set=None, no_preflight=False, json=False, 
         cli.command(cli.build_several)(recipes, label or [], set, settings=settings, no_preflight=no_preflight,
                                  as_json=json, until=until, targets=target, check_reproducible=check_reproducible)
         return
-    if settings.engines:  # one engine named: this build's DOCKER_HOST
-        os.environ["DOCKER_HOST"] = settings.engines[0]
     cli.build(recipes[0] if recipes else "", set, settings=settings, no_preflight=no_preflight, as_json=json,
               until=until or None, targets=target, check_reproducible=check_reproducible)
 

@@ -7,16 +7,13 @@ group says which tasks take it (`settings_task` in tasks.py builds their signatu
 Fields of the SITE group also go into the recipe's `site:` section (spec.Site adds any it does not
 declare itself), so adding a site option is adding a field here.
 
-Nothing here reads the environment at import time: `current()` is the command's settings, or the
-environment's now when no command is running (library use, tests).
+Nothing here reads the environment at import time; `from_environment()` reads it when a library call
+is given no value (there is no "current settings" a command sets for code below it to read).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -195,19 +192,8 @@ def extend_site(declared: type[BaseModel]) -> type[BaseModel]:
                         __doc__=declared.__doc__, **more)
 
 
-_current: ContextVar[Settings | None] = ContextVar("buildctl_settings", default=None)
-
-
-def current() -> Settings:
-    """The running command's settings; else the environment's, read now (a bad variable: InputError)."""
-    return _current.get() or _validated({})
-
-
-@contextlib.contextmanager
-def using(settings: Settings) -> Iterator[Settings]:
-    """Make `settings` the current ones for the duration of a command."""
-    token = _current.set(settings)
-    try:
-        yield settings
-    finally:
-        _current.reset(token)
+def from_environment() -> Settings:
+    """The settings the BUILDCTL_* variables give, read now (a bad variable: InputError): the defaults of
+    library calls that are given no value (where the artifacts and recipes are, the namespace). A
+    command's own choices (its flags) are passed down as arguments, never through here."""
+    return _validated({})

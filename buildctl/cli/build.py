@@ -134,7 +134,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
     opts = stages.BuildOptions(
         jobs=jobs, verify=not settings.no_verify, keep_container=settings.keep_container,
         memory=settings.memory, artifacts_root=settings.artifacts, ca_texts=read_ca_certs(site.get("ca_certs", [])),
-        until=until or None, targets=targets,
+        until=until or None, targets=targets, engine_url=settings.engines[0] if settings.engines else None,
     )
     result = error = reproducibility = None
     try:

@@ -24,13 +24,16 @@ CONNECT_TIMEOUT = 20  # seconds to reach the engine at all
 API_TIMEOUT = 600  # seconds for one ordinary API call (a big put_archive included); streams have none
 
 
-def connect(*, environ: Mapping[str, str] | None = None) -> docker.DockerClient:
-    """A client for the engine named by DOCKER_HOST (unix://, tcp://, ssh://) or the local default.
+def connect(url: str | None = None, *, environ: Mapping[str, str] | None = None) -> docker.DockerClient:
+    """A client for the engine at `url` (unix://, tcp://, ssh://); without one, the engine DOCKER_HOST
+    names, or the local default (as the docker CLI).
 
     ssh:// goes through the `ssh` binary and the remote's `docker system dial-stdio` (no paramiko).
     Failures are EngineError one-liners with the fix.
     """
     env = dict(os.environ if environ is None else environ)
+    if url:
+        env["DOCKER_HOST"] = url
     host = env.get("DOCKER_HOST", "").strip()
     scheme = host.split("://", 1)[0].lower() if "://" in host else ""
     if host and scheme not in ("unix", "tcp", "ssh", "http", "https"):

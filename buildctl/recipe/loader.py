@@ -28,7 +28,7 @@ from buildctl.urls import mask_text
 
 def recipes_dir() -> Path:
     """Where recipe names are looked up (BUILDCTL_RECIPES_DIR, default recipes/ of the checkout)."""
-    chosen = settings.current().recipes_dir
+    chosen = settings.from_environment().recipes_dir
     return chosen if chosen != settings.REPO_ROOT / "recipes" else settings.checkout() / "recipes"
 
 _CORE_TAGS = {

@@ -74,22 +74,22 @@ def artifact_key(files: dict[str, str], source: str, base_image_id: str) -> str:
 
 
 def artifacts_root() -> Path:
-    """The artifacts folder of the running command (BUILDCTL_ARTIFACTS, default artifacts/)."""
-    return settings.current().artifacts
+    """The artifacts folder when a caller names none: BUILDCTL_ARTIFACTS, default artifacts/."""
+    return settings.from_environment().artifacts
 
 
 def artifact_dir(recipe: str, key: str, root: Path | None = None) -> Path:
     return (root or artifacts_root()) / recipe / key
 
 
-def namespace(root: Path | None = None) -> str:
+def namespace(root: Path | None = None, explicit: str | None = None) -> str:
     """The namespace of the engine objects that builds into `root` create.
 
     BUILDCTL_NAMESPACE when set; else `default` for the default root (`artifacts/` of the current
     folder: today's names, so existing build directories and caches stay in use); else the root's
     folder name and a hash of its resolved path, e.g. `artifacts-ci-3f2a9c1b`.
     """
-    explicit = (settings.current().namespace or "").strip()
+    explicit = (explicit if explicit is not None else settings.from_environment().namespace or "").strip()
     if explicit:
         if not _NAMESPACE.fullmatch(explicit):
             raise InputError(f"BUILDCTL_NAMESPACE={explicit!r} is not a namespace; fix: use 1-32 lowercase letters, "

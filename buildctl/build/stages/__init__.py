@@ -36,6 +36,7 @@ class BuildOptions:
     artifacts_root: Path | None = None
     ca_texts: Mapping[str, str] = field(default_factory=dict)
     verify_options: VerifyOptions = VerifyOptions()
+    engine_url: str | None = None  # the engine to build on (--engine); None: DOCKER_HOST's, else the local one
     until: str | None = None  # configure | compile | wheel: stop after that step, publish nothing
     targets: tuple[str, ...] = ()  # with until=compile: build only these ninja outputs (a sample)
     lock_timeout: float | None = None  # seconds; None: the recipe's build.timeout + LOCK_SLACK_S

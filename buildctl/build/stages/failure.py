@@ -46,7 +46,7 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
         command=list(BUILD_COMMAND) if exc.step == "compile" else None, env=planned.env_with_jobs(max_jobs) if planned else {},
         volumes=dict(planned.mounts) if planned else {}, network=engine.network_mode_for(run.spec.site.network),
         memory=run.opts.memory, secrets=run.secrets, namespace=run.namespace, root=run.opts.artifacts_root,
-        engine_name=engine.display_name(),
+        engine_name=engine.display_name(run.opts.engine_url),
     )
     first = diagnose.first_error(log)
     lines = [f"build of {run.spec.name} failed in step {step} (exit {exc.returncode})"]
