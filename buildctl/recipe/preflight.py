@@ -5,41 +5,25 @@ placeholder digests, ...), and whether this host's GPUs can run what it builds (
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from buildctl.errors import RecipeError
+from buildctl.recipe import rules
 from buildctl.recipe.compat import (
-    _COMPILER_ENV,
-    APT_CUDA_BY_DISTRO,
-    CUDA_ARCH_RANGE,
-    GCC_BY_DISTRO,
     KNOWN_ROCM_ARCH,
-    MIN_DRIVER,
-    MINOR_COMPAT_FLOOR,
-    NCCL_FIRST_FOR_CUDA_MAJOR,
-    NVCC_MAX_GCC,
     PYTHON_BY_DISTRO,
     ROCM_FROM_DISTRO,
     ROCM_OFFLOAD_ARCH,
     TORCH_PYTHON_RANGE,
     TORCH_RELEASE_PINS,
-    arch_key,
-    arch_supported,
     archs_cover,
-    cuda_range_for_archs,
-    cudnn_cuda_majors,
-    describe_cuda_range,
     driver_supports,
-    known_cuda,
     major,
     major_minor,
-    nvcc_max_gcc,
-    parse_arch,
     vcmp,
-    vkey,
 )
+from buildctl.recipe.rules import torch_version
 
 if TYPE_CHECKING:  # pragma: no cover - import for annotations only
     from buildctl.recipe.schema import Spec
@@ -52,42 +36,18 @@ class Gpu(Protocol):
     compute_capability: str
 
 
-def torch_version(spec: Spec) -> str | None:
-    """major.minor of the PyTorch being built, when the recipe says: framework.version, else a
-    release-like git ref (v2.5.1, v2.5.0-rc3, release/2.5). None for main, commits, paths."""
-    if spec.framework.name != "pytorch":
-        return None
-    if spec.framework.version:
-        return major_minor(spec.framework.version)
-    ref = spec.framework.source.ref or ""
-    m = re.fullmatch(r"(?:v|release/)(\d+)\.(\d+)(?:\.\d+)?(?:-?rc\d+)?", ref)
-    return f"{m.group(1)}.{m.group(2)}" if m else None
-
-
 # ---------------------------------------------------------------------------------------------------
 # Recipe facts read from file names
 # ---------------------------------------------------------------------------------------------------
 
-_NCCL_ARCHIVE_RE = re.compile(r"nccl_(\d+\.\d+\.\d+)-\d+\+cuda(\d+)\.(\d+)")
-_CUDNN_ARCHIVE_RE = re.compile(r"cudnn-linux-[a-z0-9_]+-(\d+(?:\.\d+)+)_cuda(\d+)")
-_RUNFILE_RE = re.compile(r"cuda_(\d+\.\d+\.\d+)_(\d+\.\d+(?:\.\d+)?)_linux")
-_NVIDIA_PIP_RE = re.compile(r"^(nvidia-[a-z0-9-]+?)-cu(\d+)\b", re.IGNORECASE)
 
-
-def runfile_versions(spec: Spec) -> tuple[str, str] | None:
-    """(toolkit version, bundled driver) from a cuda_<ver>_<driver>_linux.run runfile name."""
-    cuda = spec.toolchain.cuda
-    if cuda is None or cuda.runfile is None:
-        return None
-    m = _RUNFILE_RE.search(cuda.runfile.name)
-    return (m.group(1), m.group(2)) if m else None
 
 
 def cuda_version(spec: Spec) -> str | None:
     """The toolkit version as precisely as the recipe tells: the runfile's X.Y.Z, else toolchain.cuda."""
     if spec.toolchain.cuda is None:
         return None
-    rf = runfile_versions(spec)
+    rf = rules.runfile_versions(spec)
     return rf[0] if rf else spec.toolchain.cuda.version
 
 
@@ -189,131 +149,7 @@ def _check_python(spec: Spec, refuse, warn) -> None:
 
 
 def _check_cuda(spec: Spec, refuse, warn) -> None:
-    tc = spec.toolchain
-    assert tc.cuda is not None
-    cuda = cuda_version(spec) or tc.cuda.version
-    cmaj = major(cuda)
-
-    # The toolkit itself.
-    rf = runfile_versions(spec)
-    if tc.cuda.install == "runfile" and rf and major_minor(rf[0]) != tc.cuda.major_minor:
-        refuse("toolchain.cuda.runfile", f"runfile {tc.cuda.runfile.name} is CUDA {rf[0]}, not {tc.cuda.version}",
-               f"set toolchain.cuda.version: '{rf[0]}' or use the CUDA {tc.cuda.version} runfile")
-    if rf and len(tc.cuda.version.split(".")) == 3 and vcmp(rf[0], tc.cuda.version) != 0:
-        refuse("toolchain.cuda.version", f"{tc.cuda.version} differs from the runfile's {rf[0]}",
-               f"set toolchain.cuda.version: '{rf[0]}'")
-    if tc.cuda.install == "pip":
-        assert tc.cuda.pip_release is not None
-        if major_minor(tc.cuda.pip_release) != tc.cuda.major_minor:
-            refuse("toolchain.cuda.pip_release",
-                   f"pip release {tc.cuda.pip_release} is not CUDA {tc.cuda.major_minor}",
-                   f"use a {tc.cuda.major_minor}.x nvidia-cuda-nvcc release or change toolchain.cuda.version")
-        if cmaj < 13:
-            refuse("toolchain.cuda.install",
-                   f"the nvidia-cuda-nvcc-cu{cmaj} wheels carry no bin/nvcc (only ptxas), so CUDA {cmaj} cannot build from pip",
-                   "use install: runfile (or base-image)")
-    if tc.cuda.install == "apt":
-        apt = APT_CUDA_BY_DISTRO.get(spec.base.distro)
-        if apt and apt != tc.cuda.major_minor:
-            warn("toolchain.cuda.version",
-                 f"install: apt gets {spec.base.distro}'s nvidia-cuda-toolkit ({apt}), not {tc.cuda.version}; "
-                 f"set version '{apt}' or use install: runfile")
-    newest = max(MIN_DRIVER, key=vkey)
-    if cmaj not in MINOR_COMPAT_FLOOR:
-        warn("toolchain.cuda.version", f"no driver data for CUDA {cmaj}.x in compat tables; doctor cannot check drivers")
-    elif not known_cuda(cuda) and vcmp(major_minor(cuda), major_minor(newest)) < 0:
-        warn("toolchain.cuda.version", f"CUDA {cuda} is not a known toolkit release; check the version")
-
-    # Host compiler.
-    gcc, gmax = GCC_BY_DISTRO.get(spec.base.distro), nvcc_max_gcc(cuda)
-    if tc.cuda.install == "apt":
-        # Debian's nvidia-cuda-toolkit-gcc (cuda-gcc/cuda-g++) is the host compiler its nvcc supports;
-        # the apt provider installs it and hands it to CMake.
-        gcc = None
-    if gcc is not None and gmax is not None and gcc > gmax:
-        newer = next((first for first, g in NVCC_MAX_GCC if g >= gcc), None)
-        older = [d for d, g in GCC_BY_DISTRO.items() if g <= gmax]
-        if any(k in spec.build.env for k in _COMPILER_ENV):
-            warn("build.env", f"nvcc {cuda} accepts gcc <= {gmax}; make sure the host compiler you set is one")
-        else:
-            refuse("toolchain.cuda.version",
-                   f"nvcc {cuda} accepts gcc <= {gmax} but {spec.base.distro} ships gcc {gcc}",
-                   (f"use CUDA >= {newer}" if newer else "use a newer CUDA")
-                   + (f" or base.distro {'/'.join(older)}" if older else ""))
-
-    # Architectures.
-    archs = spec.build.cuda_arch
-    bad = []
-    for arch in archs:
-        ok, why = arch_supported(arch, cuda)
-        if not ok:
-            bad.append((arch, why))
-    if bad:
-        unknown = [a for a, _ in bad if arch_key(a) not in CUDA_ARCH_RANGE]
-        if unknown:
-            refuse("build.cuda_arch", f"unknown compute capability {', '.join(unknown)}",
-                   f"use known ones ({', '.join(k for k in CUDA_ARCH_RANGE if vcmp(k.rstrip('af'), '5.0') >= 0)})")
-        names = ", ".join(a for a, _ in bad)
-        rng = cuda_range_for_archs(archs)
-        fixes = [f"drop {names} from build.cuda_arch"]
-        if rng:
-            fixes.append(f"use {describe_cuda_range(rng)}")
-        refuse("build.cuda_arch", "; ".join(why for _, why in bad), " or ".join(fixes))
-    seen: set[str] = set()
-    for arch in archs:
-        base, suffix, ptx = parse_arch(arch)
-        if arch in seen:
-            warn("build.cuda_arch", f"{arch} is listed twice")
-        seen.add(arch)
-        if ptx and suffix == "a":
-            warn("build.cuda_arch", f"{arch}: arch-specific PTX runs only on {base} GPUs; use {base}+PTX for forward compatibility")
-
-    # cuDNN.
-    if tc.cudnn is not None:
-        majors = cudnn_cuda_majors(tc.cudnn.version)
-        if cmaj not in majors:
-            have = "/".join(str(m) for m in sorted(majors)) or "none"
-            refuse("toolchain.cudnn.version", f"cuDNN {tc.cudnn.version} has builds for CUDA {have}, not CUDA {cmaj}",
-                   f"use a cuDNN built for CUDA {cmaj} (e.g. {'9.12+' if cmaj >= 13 else '9.1+' if cmaj == 12 else '8.9'})")
-        m = _CUDNN_ARCHIVE_RE.search(tc.cudnn.archive.name) if tc.cudnn.archive is not None else None
-        if m:
-            if int(m.group(2)) != cmaj:
-                refuse("toolchain.cudnn.archive", f"{tc.cudnn.archive.name} is the cuda{m.group(2)} build, toolkit is CUDA {cmaj}",
-                       f"use the _cuda{cmaj}-archive of cuDNN {tc.cudnn.version}")
-            if vcmp(m.group(1), tc.cudnn.version) != 0 and not m.group(1).startswith(tc.cudnn.version + "."):
-                refuse("toolchain.cudnn.version", f"{tc.cudnn.version} differs from the archive's {m.group(1)}",
-                       f"set toolchain.cudnn.version: '{m.group(1)}' or fix the archive")
-
-    # NCCL.
-    nccl = tc.nccl
-    if nccl is not None and nccl.install != "none":
-        first = NCCL_FIRST_FOR_CUDA_MAJOR.get(cmaj)
-        if first and vcmp(nccl.version, first) < 0:
-            refuse("toolchain.nccl.version", f"NCCL {nccl.version} predates CUDA {cmaj} support (first: {first})",
-                   f"use NCCL >= {first}")
-        if nccl.install == "redist" and nccl.archive is not None:
-            m = _NCCL_ARCHIVE_RE.search(nccl.archive.name)
-            if m:
-                if int(m.group(2)) != cmaj:
-                    refuse("toolchain.nccl.archive",
-                           f"{nccl.archive.name} is built for CUDA {m.group(2)}.{m.group(3)}, toolkit is CUDA {cuda}",
-                           f"use the nccl_{nccl.version}-1+cuda{cmaj}.x archive, or install: source")
-                if vcmp(m.group(1), nccl.version) != 0:
-                    refuse("toolchain.nccl.version", f"{nccl.version} differs from the archive's {m.group(1)}",
-                           f"set toolchain.nccl.version: '{m.group(1)}' or fix the archive")
-    for req in spec.python.packages:
-        m = _NVIDIA_PIP_RE.match(req)
-        if m and int(m.group(2)) != cmaj:
-            refuse("python.packages", f"{req} is a CUDA {m.group(2)} package, toolkit is CUDA {cmaj}",
-                   f"use {m.group(1)}-cu{cmaj}")
-    if nccl is None and spec.framework.name == "pytorch":
-        feats = spec.build.features
-        if feats.get("USE_NCCL", True) and feats.get("USE_DISTRIBUTED", True):
-            tv = torch_version(spec)
-            if tv is None or vcmp(tv, "2.7") >= 0:
-                warn("toolchain.nccl",
-                     "absent: PyTorch >= 2.7 git-clones NCCL during the build (fails offline); "
-                     "add toolchain.nccl or set build.features.USE_NCCL: false")
+    rules.apply(rules.CUDA_RULES, rules.Cuda.of(spec), refuse, warn)
 
 
 def _check_rocm(spec: Spec, refuse, warn) -> None:
@@ -343,7 +179,7 @@ def _check_rocm(spec: Spec, refuse, warn) -> None:
         if arch not in KNOWN_ROCM_ARCH:
             warn("toolchain.rocm.arch", f"{arch} is not a target PyTorch release builds use; check ROCm {rocm.version} supports it")
     for req in spec.python.packages:
-        if _NVIDIA_PIP_RE.match(req):
+        if rules.NVIDIA_PIP.match(req):
             refuse("python.packages", f"{req} is a CUDA package in a ROCm recipe", f"remove {req}")
 
 

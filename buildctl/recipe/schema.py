@@ -189,9 +189,6 @@ class Cuda(Model):
             raise ValueError("install: runfile needs runfile: {url, sha256}")
         if self.install == "pip" and self.pip_release is None:
             raise ValueError("install: pip needs pip_release (the nvidia-cuda-nvcc version)")
-        if self.install == "pip" and int(self.version.split(".")[0]) < 13:
-            raise ValueError("install: pip needs CUDA >= 13 (the -cu11/-cu12 nvcc wheels hold only ptxas); "
-                             "use runfile, apt or base-image")
         return self
 
     @property
