@@ -7,6 +7,14 @@ mode=$1 src=$2 strip=$3 arg=$4
 shift 4
 
 apply() {  # PATCHFILE LABEL
+  # A path source is copied over the last run's tree, so a file this patch creates (--- /dev/null)
+  # may be there from the last run: it goes first (a tarball or git tree is patched once, fresh).
+  awk -v strip="$strip" '
+    /^--- \/dev\/null/ { new = 1; next }
+    new && /^\+\+\+ / { sub(/^\+\+\+ /, ""); sub(/\t.*$/, ""); n = split($0, p, "/"); f = ""
+                         for (i = strip + 1; i <= n; i++) f = f (f == "" ? "" : "/") p[i]
+                         if (f != "" && f !~ /(^|\/)\.\.(\/|$)/) print f }
+    { new = 0 }' "$1" | while IFS= read -r created; do rm -f "$src/$created"; done
   if ! out=$(patch -d "$src" -p"$strip" --forward --batch --no-backup-if-mismatch -r - <"$1" 2>&1); then
     printf '%s\n' "$out" >&2
     # GNU patch says "patching file F" then "Hunk #N FAILED at L."; name the first failure.

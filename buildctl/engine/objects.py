@@ -28,7 +28,7 @@ LABEL_VALUE = "1"
 OWNER_LABEL = "buildctl.owner"
 KEEP_LABEL = "buildctl.keep"
 # The recipe an object was made for, and the namespace of the build (see artifacts.namespace).
-RECIPE_LABEL = "buildctl.recipe.loader"
+RECIPE_LABEL = "buildctl.recipe"
 NAMESPACE_LABEL = "buildctl.namespace"
 # On an image `invoke base-image` made: the name it was made under. An image built FROM it inherits the
 # label but not the name, so the two agree only on the base image itself.

@@ -13,6 +13,7 @@ PROBE_FILES = tuple(HERE / name for name in ("probe.py", "probe_facts.py", "prob
                                              "checks.py"))
 PROBE = HERE / "probe.py"
 WHEELNORM = HERE / "wheelnorm.py"
+FRONTEND = HERE / "frontend.py"
 GPU_SELFCHECK = HERE / "gpu_selfcheck.py"
 
 

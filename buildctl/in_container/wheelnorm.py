@@ -14,6 +14,7 @@ the environment).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 # 1980-01-01T00:00:00Z: the earliest date a zip entry holds (spec.DEFAULT_SOURCE_DATE_EPOCH).
 ZIP_EPOCH = 315532800
 _UNIX = 3
+ZIP64_LIMIT = (1 << 31) - 1  # zipfile's own threshold
 _S_IFREG, _S_IFDIR = 0o100000, 0o040000
 _MSDOS_DIRECTORY = 0x10
 
@@ -72,7 +74,13 @@ def normalize(src: Path, dest: Path, epoch: int) -> None:
                     new.compress_type = zipfile.ZIP_STORED if old.is_dir() else zipfile.ZIP_DEFLATED
                     kind = _S_IFDIR if old.is_dir() else _S_IFREG
                     new.external_attr = ((kind | _mode(old)) << 16) | (_MSDOS_DIRECTORY if old.is_dir() else 0)
-                    zout.writestr(new, b"" if old.is_dir() else zin.read(old))
+                    if old.is_dir():
+                        zout.writestr(new, b"")
+                        continue
+                    new.file_size = old.file_size  # so that zipfile writes a ZIP64 entry for a member past 4 GiB
+                    # streamed: a Debug build's libtorch_cpu.so is several GB
+                    with zin.open(old) as src_member, zout.open(new, "w", force_zip64=old.file_size > ZIP64_LIMIT) as out:
+                        shutil.copyfileobj(src_member, out, 1 << 20)
         tmp.chmod(0o644)
         os.replace(tmp, dest)
     except BaseException:

@@ -94,7 +94,7 @@ DEFAULT_SOURCE_DATE_EPOCH = 315532800
 # (LD_*), the shell's (BASH_ENV, ENV, SHELLOPTS, BASHOPTS, IFS) and Python's (PYTHONHOME, PYTHONPATH).
 RESERVED_BUILD_ENV = (
     # set by build.sh itself
-    "SRC", "OUT", "VENV", "VIRTUAL_ENV", "PATH", "MAX_JOBS", "UNTIL",
+    "SRC", "OUT", "VENV", "VIRTUAL_ENV", "PATH", "MAX_JOBS", "UNTIL", "FRONTEND", "BUILD_TARGET",
     # buildctl's settings the script reads (invoke build --until / --target; the shared compile cache,
     # a secret: set in build.env it would be rendered into the script and so into a layer)
     "BUILDCTL_UNTIL", "BUILDCTL_TARGETS", "BUILDCTL_CACHE_URL", "CCACHE_REMOTE_STORAGE",

@@ -165,6 +165,10 @@ class Framework(Model):
     patches: tuple[Patch, ...] = ()
     version: FrameworkVersion | None = None  # PYTORCH_BUILD_VERSION; None keeps version.txt + git sha
     build_number: StrictInt = Field(default=1, ge=1)
+    # How the tree is built: what its pyproject.toml's build-backend says (auto: found in the tree at
+    # build time, the build script carries both paths), or the one a recipe knows its source has (the
+    # build script carries that path only, and refuses a tree that says otherwise).
+    frontend: Literal["auto", "setuptools", "scikit-build-core"] = "auto"
 
     @model_validator(mode="after")
     def _post_before_local(self) -> Framework:

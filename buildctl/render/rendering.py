@@ -19,7 +19,7 @@ import jinja2
 
 from buildctl import settings
 from buildctl.errors import InputError
-from buildctl.in_container import PROBE_FILES, WHEELNORM
+from buildctl.in_container import FRONTEND, PROBE_FILES, WHEELNORM
 from buildctl.recipe import parallel_jobs, preflight
 from buildctl.recipe.fields import DEFAULT_SOURCE_DATE_EPOCH
 from buildctl.recipe.loader import resolved_yaml
@@ -124,6 +124,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
     constraints = sorted({*spec.python.constraints, *(c for f in frags for c in f.pip_constraints)})
     ctx = dict(
         build_command=BUILD_COMMAND[0],
+        frontend=spec.framework.frontend,
         probe_files=[p.name for p in PROBE_FILES],
         spec=spec,
         python=python,
@@ -171,6 +172,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         "constraints.txt": "".join(f"{c}\n" for c in constraints),
         **{p.name: p.read_text() for p in PROBE_FILES},
         "wheelnorm.py": WHEELNORM.read_text(),
+        "frontend.py": FRONTEND.read_text(),
         "recipe.resolved.yaml": shown,
         ".dockerignore": "downloads/**/.keep\n",
     }

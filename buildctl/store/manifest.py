@@ -62,6 +62,12 @@ class DownloadEntry(_Section):
     url: str
 
 
+class Frontend(_Section):
+    name: str | None = None  # setuptools | scikit-build-core, as the build script found it in the tree
+    version: str | None = None
+    generator: str | None = None  # the wheel's own WHEEL `Generator:`
+
+
 class Manifest(_Section):
     schema_version: int = 1
     recipe: str
@@ -92,6 +98,7 @@ class Manifest(_Section):
     host: dict[str, Any] = {}
     resolved_recipe: dict[str, Any] = {}
     reproducible: dict[str, Any] | None = None  # --check-reproducible's comparison, when it ran
+    frontend: Frontend | None = None  # what built the wheel (recorded since the scikit-build-core frontend)
 
     @property
     def wheel(self) -> WheelEntry:
@@ -102,8 +109,9 @@ class Manifest(_Section):
         """The manifest as it is written: every field (None included) in order, then unknown keys;
         `reproducible` only once a check recorded it (as before it was typed)."""
         data = self.model_dump(mode="json")
-        if data.get("reproducible") is None:
-            data.pop("reproducible", None)
+        for optional in ("reproducible", "frontend"):  # as manifests without them were written
+            if data.get(optional) is None:
+                data.pop(optional, None)
         return data
 
     def write(self, path: Path) -> None:

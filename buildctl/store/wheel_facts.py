@@ -69,17 +69,25 @@ def _central_directory_size(f, file_size: int) -> tuple[int, int]:
     return members, cd_bytes
 
 
-def wheel_metadata(wheel: Path, fh: BinaryIO | None = None) -> bytes:
-    """The wheel's .dist-info/METADATA, read within the caps above (`fh`: the wheel, already open)."""
+def wheel_metadata(wheel: Path, fh: BinaryIO | None = None, member: str = "METADATA") -> bytes:
+    """The wheel's .dist-info/METADATA (or another .dist-info `member`: WHEEL), read within the caps
+    above (`fh`: the wheel, already open)."""
     refuse = f"{wheel.name}: {{}}; fix: give the .whl that the build produced (this one is not a sane wheel)"
     try:
         with contextlib.nullcontext(fh) if fh is not None else open(wheel, "rb") as f:
-            return _metadata_within_caps(f, refuse)
+            return _metadata_within_caps(f, refuse, member)
     except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError) as e:
         raise InputError(f"{wheel.name}: not a readable wheel ({str(e)[:200]}); fix: rebuild or re-download it") from None
 
 
-def _metadata_within_caps(f: BinaryIO, refuse: str) -> bytes:
+def wheel_generator(wheel: Path) -> str | None:
+    """`Generator:` of the wheel's WHEEL file (the backend that packed it: "scikit-build-core 1.1.1")."""
+    text = wheel_metadata(wheel, member="WHEEL").decode("utf-8", "replace")
+    m = re.search(r"^Generator:\s*(.+?)\s*$", text, re.M)
+    return m.group(1)[:200] if m else None
+
+
+def _metadata_within_caps(f: BinaryIO, refuse: str, member: str = "METADATA") -> bytes:
     on_disk = os.fstat(f.fileno()).st_size
     members, cd_bytes = _central_directory_size(f, on_disk)
     if members > MAX_WHEEL_MEMBERS or cd_bytes > MAX_CENTRAL_DIRECTORY:
@@ -94,17 +102,17 @@ def _metadata_within_caps(f: BinaryIO, refuse: str) -> bytes:
         if total > MAX_WHEEL_UNCOMPRESSED or (total > 1 << 30 and total > MAX_EXPANSION * on_disk):
             raise InputError(refuse.format(f"it unpacks to {total / 2**20:.0f} MiB from {on_disk / 2**20:.1f} MiB (caps "
                                            f"{MAX_WHEEL_UNCOMPRESSED >> 30} GiB, {MAX_EXPANSION}x): a zip bomb?"))
-        metas = [i for i in infos if re.fullmatch(r"[^/]+\.dist-info/METADATA", i.filename)]
+        metas = [i for i in infos if re.fullmatch(rf"[^/]+\.dist-info/{member}", i.filename)]
         if len(metas) != 1:
-            raise InputError(refuse.format(f"{len(metas)} .dist-info/METADATA files, a wheel has exactly one"))
+            raise InputError(refuse.format(f"{len(metas)} .dist-info/{member} files, a wheel has exactly one"))
         meta = metas[0]
         if meta.file_size > MAX_METADATA_BYTES:
-            raise InputError(refuse.format(f"its METADATA unpacks to {meta.file_size} bytes "
+            raise InputError(refuse.format(f"its {member} unpacks to {meta.file_size} bytes "
                                            f"(cap {MAX_METADATA_BYTES}): a zip bomb?"))
         with z.open(meta) as member:
             data = member.read(MAX_METADATA_BYTES + 1)  # the declared size may lie: read no further
         if len(data) > MAX_METADATA_BYTES:
-            raise InputError(refuse.format(f"its METADATA unpacks beyond {MAX_METADATA_BYTES} bytes: a zip bomb?"))
+            raise InputError(refuse.format(f"its {member} unpacks beyond {MAX_METADATA_BYTES} bytes: a zip bomb?"))
     return data
 
 

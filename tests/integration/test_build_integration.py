@@ -267,7 +267,7 @@ def ws(tmp_path_factory, docker_client, base_image) -> Iterator[Workspace]:
     w = Workspace(tmp_path_factory.mktemp("build-integration"))
     yield w
     leftovers = [c.name for c in docker_client.containers.list(all=True, filters={"label": "buildctl=1"})
-                 if any(c.labels.get("buildctl.recipe.loader") == r for r, _ in w.built)
+                 if any(c.labels.get("buildctl.recipe") == r for r, _ in w.built)
                  and any(m.get("Name") == work_volume(r, k) for m in c.attrs.get("Mounts", []) for r, k in w.built)]
     for recipe_name, key in sorted(w.built):
         _remove_volume(docker_client, work_volume(recipe_name, key), before_volumes)
@@ -679,7 +679,7 @@ def test_interrupted_build_leaves_no_container_and_no_artifact(ws, demo_cpu, doc
                        time.monotonic() + 60, "the compile container")
         assert len(running) == 1
         container = running[0]
-        assert container.labels.get("buildctl") == "1" and container.labels.get("buildctl.recipe.loader") == "demo-cpu"
+        assert container.labels.get("buildctl") == "1" and container.labels.get("buildctl.recipe") == "demo-cpu"
         if how == "SIGTERM":
             os.kill(proc.pid, signal.SIGTERM)
         else:
@@ -696,7 +696,7 @@ def test_interrupted_build_leaves_no_container_and_no_artifact(ws, demo_cpu, doc
     with pytest.raises(derr.NotFound):
         docker_client.containers.get(container.id)
     assert containers_on_volume(docker_client, volume) == []
-    assert [c.name for c in engine.list_buildctl_containers(docker_client, {"buildctl.recipe.loader": "demo-cpu"})
+    assert [c.name for c in engine.list_buildctl_containers(docker_client, {"buildctl.recipe": "demo-cpu"})
             if c.id == container.id] == []
     assert not (root / "demo-cpu" / key).exists()
     assert sorted(p.name for p in root.rglob(".tmp-*")) == []

@@ -442,7 +442,7 @@ def test_credentials_are_used_and_found_nowhere(tmp_path, docker_client, base_im
                                           "--set", "build.env.CMAKE_GENERATOR=buildctl-no-such-generator"],
                             cwd, artifacts)
             runs.append(bad)
-            kept = engine.list_buildctl_containers(docker_client, {"buildctl.recipe.loader": name})
+            kept = engine.list_buildctl_containers(docker_client, {"buildctl.recipe": name})
         assert bad.returncode == 1 and payload(bad).get("bundle"), bad.stderr[-6000:]
 
         # -- every credential was used
@@ -496,14 +496,14 @@ def test_credentials_are_used_and_found_nowhere(tmp_path, docker_client, base_im
             grep = engine.run_container(
                 docker_client, base_image, ["bash", "-c", 'grep -rlaF -f /dev/stdin /work <<<"$NEEDLES" || true'],
                 env={"NEEDLES": "\n".join(n.decode() for n in scan.needles)}, volumes={work: "/work"},
-                network_mode="none", labels={"buildctl.recipe.loader": name})
+                network_mode="none", labels={"buildctl.recipe": name})
             assert grep.exit_code == 0 and grep.log.strip() == "", f"{work}: {grep.log}"
             assert "/work/src/.git" in engine.run_container(  # the volume was scanned: it holds the clone
                 docker_client, base_image, ["ls", "-d", "/work/src/.git"], volumes={work: "/work"},
-                network_mode="none", labels={"buildctl.recipe.loader": name}).log
+                network_mode="none", labels={"buildctl.recipe": name}).log
         assert scan.found == []
     finally:
-        for c in engine.list_buildctl_containers(docker_client, {"buildctl.recipe.loader": name}):
+        for c in engine.list_buildctl_containers(docker_client, {"buildctl.recipe": name}):
             with contextlib.suppress(derr.APIError):
                 c.remove(force=True, v=True)
         cleanup(docker_client, name, runs, started, volumes_before)

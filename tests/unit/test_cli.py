@@ -109,7 +109,7 @@ def test_matrix_json_shape():
         assert set(row) == {"recipe", "runs-on", "labels"}
         assert "demo" in row["labels"]
         assert isinstance(row["runs-on"], (str, list))
-    assert {r["recipe"] for r in data["include"]} == {"demo-cpu", "demo-cuda13", "demo-rocm"}
+    assert {r["recipe"] for r in data["include"]} == {"demo-cpu", "demo-cuda13", "demo-rocm", "demo-skbuild-cpu"}
 
 
 def test_render_cuda12_1_nccl2_18(tmp_path):

@@ -242,7 +242,7 @@ def test_buildctl_labels():
     """One place writes the label set of buildctl's engine objects: buildctl=1 always (what clean selects)."""
     assert engine.buildctl_labels() == {"buildctl": "1"}
     assert engine.buildctl_labels({"buildctl.step": "compile"}, recipe="demo-cpu", namespace="ci-1") == {
-        "buildctl": "1", "buildctl.recipe.loader": "demo-cpu", "buildctl.namespace": "ci-1", "buildctl.step": "compile"}
+        "buildctl": "1", "buildctl.recipe": "demo-cpu", "buildctl.namespace": "ci-1", "buildctl.step": "compile"}
     assert engine.buildctl_labels({"attempt": 2}, namespace=None) == {"buildctl": "1", "attempt": "2"}
 
 

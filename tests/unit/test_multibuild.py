@@ -84,9 +84,9 @@ def test_no_verify_verifies_nowhere_not_even_on_the_gpu_engine(monkeypatch):
 
 @pytest.mark.parametrize(("recipes", "labels", "selected"), [
     (["ascend-cann8.0"], ["ascend"], ["ascend-cann8.0"]),  # the label adds nothing new: not "no recipe has it"
-    (["recipes/demo-cpu.yaml"], ["demo"], ["demo-cpu", "demo-cuda13", "demo-rocm"]),  # a path and a label: once
+    (["recipes/demo-cpu.yaml"], ["demo"], ["demo-cpu", "demo-cuda13", "demo-rocm", "demo-skbuild-cpu"]),  # a path and a label: once
     (["demo-cpu", "recipes/demo-cpu.yaml"], [], ["demo-cpu"]),  # a name and a path of one recipe
-    (["cpu"], ["demo"], ["cpu", "demo-cpu", "demo-cuda13", "demo-rocm"]),  # the union, --recipe first
+    (["cpu"], ["demo"], ["cpu", "demo-cpu", "demo-cuda13", "demo-rocm", "demo-skbuild-cpu"]),  # the union, --recipe first
 ])
 def test_recipe_and_label_select_the_union_each_recipe_once(recipes, labels, selected, monkeypatch):
     monkeypatch.chdir(REPO)

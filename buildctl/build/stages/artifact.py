@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from buildctl import __version__, render
-from buildctl.store import artifacts
+from buildctl.store import artifacts, wheel_facts
 from buildctl.store import manifest as manifest_mod
 from buildctl.store.manifest import Manifest
 from buildctl.build import compile_cache, resume
@@ -51,6 +51,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
     peak = (out_dir / "peak-memory.txt").read_text().strip() if (out_dir / "peak-memory.txt").exists() else ""
     counts = _parse_kv(out_dir / "resumed.txt")
     source_date_epoch = versions.pop("source_date_epoch", "")
+    frontend = versions.pop("frontend", "")
     interrupt, warning = resume.read(run.spec.name, prepared.key, run.opts.artifacts_root)
     if warning:
         run.log(f"buildctl: {warning}")
@@ -97,7 +98,19 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
                                                              "os", "arch", "cpus", "memory_bytes")},
         "host": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "resolved_recipe": masked_dump(spec),
+        "frontend": _frontend(frontend, wheels[0]),
     })
+
+
+def _frontend(reported: str, wheel: Path) -> dict:
+    """Which frontend built the wheel (the build script's word, from the tree) and what the wheel's
+    WHEEL file says packed it."""
+    name, _, version = reported.partition(" ")
+    try:
+        generator = wheel_facts.wheel_generator(wheel)
+    except InputError:  # not a sane wheel: verification says so, with the reason
+        generator = None
+    return {"name": name or None, "version": version or None, "generator": generator}
 
 
 def publish(run: Run, compiled: Compiled, staging: Path, manifest: Manifest) -> Published:

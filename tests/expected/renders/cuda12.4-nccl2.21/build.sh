@@ -175,13 +175,26 @@ fi
 echo "buildctl: building with MAX_JOBS=$MAX_JOBS"
 
 step configure
-# setup.py runs CMake only when build/ has no cache yet; keep its output for the summary either way.
+# The frontend comes from the source tree ([build-system] build-backend), not from a version table:
+# scikit-build-core (PyTorch >= 2.14) is built the PEP 517 way, setuptools (<= 2.13) through setup.py.
+FRONTEND=$(python /usr/local/share/buildctl/frontend.py detect)
+echo "frontend=$(python /usr/local/share/buildctl/frontend.py version)" >> "$OUT/versions.txt"
+echo "buildctl: frontend $FRONTEND"
+# build/ is the CMake build directory on both (scikit-build-core's build-dir): a rerun resumes it.
+# CMake is configured only when build/ has no cache yet; its output is kept for the summary either way.
 mkdir -p build
 if [ ! -f build/CMakeCache.txt ] || [ ! -f build/build.ninja ]; then
-  python setup.py build --cmake-only 2>&1 | tee build/.buildctl-configure.log
+  if [ "$FRONTEND" = scikit-build-core ]; then
+    python /usr/local/share/buildctl/frontend.py configure build 2>&1 | tee build/.buildctl-configure.log
+  else
+    python setup.py build --cmake-only 2>&1 | tee build/.buildctl-configure.log
+  fi
 else
   echo "buildctl: configured already (build/CMakeCache.txt); resuming"
 fi
+# What the compile step builds: setup.py's CMake installs into the tree (target install); with
+# scikit-build-core the wheel step installs, so the compile builds the default target.
+if [ "$FRONTEND" = scikit-build-core ]; then BUILD_TARGET=all; else BUILD_TARGET=install; fi
 sed -n '/\*\*\*\*\*\*\*\* Summary \*\*\*\*\*\*\*\*/,/^-- \(Configuring done\|Generating done\)/p' \
   build/.buildctl-configure.log > "$OUT/cmake-summary.txt" 2>/dev/null || true
 grep -aE '^-- (Found [A-Za-z0-9_]+[ :]|[A-Za-z0-9_]+ version: )' build/.buildctl-configure.log > "$OUT/cmake-found.txt" 2>/dev/null || true
@@ -203,20 +216,26 @@ if [ -n "${BUILDCTL_TARGETS:-}" ]; then
 else
   if [ -f build/.ninja_log ] && command -v ninja >/dev/null; then
     # A tree a stopped build left: ninja's dry run says what is left of the whole graph.
-    total=$(ninja -C build -t commands install 2>/dev/null | wc -l) || total=0
-    left=$(ninja -C build -n install 2>/dev/null | grep -c '^\[') || left=0
+    total=$(ninja -C build -t commands "$BUILD_TARGET" 2>/dev/null | wc -l) || total=0
+    left=$(ninja -C build -n "$BUILD_TARGET" 2>/dev/null | grep -c '^\[') || left=0
     if [ "$total" -gt 0 ] && [ "$left" -lt "$total" ]; then
       printf 'built=%s\ntotal=%s\n' "$((total - left))" "$total" > "$OUT/resumed.txt"
       echo "buildctl: resuming: $((total - left)) of $total steps built already, $left to go"
     fi
   fi
-  cmake --build build --target install -- -j "$MAX_JOBS"
+  cmake --build build --target "$BUILD_TARGET" -- -j "$MAX_JOBS"
 fi
 if [ "$UNTIL" = compile ]; then finish; echo "buildctl: stopped after compile"; exit 0; fi
 
 step wheel
 rm -rf dist
+if [ "$FRONTEND" = scikit-build-core ]; then
+# PEP 517, in the build venv as it is (no isolation, no dependencies fetched), into the same build dir:
+# CMake configures again (scikit-build-core always does), ninja finds the compile step's work done.
+python -m pip wheel --no-build-isolation --no-deps -v -C build-dir=build -w dist .
+else
 python setup.py bdist_wheel
+fi
 cp dist/*.whl "$OUT/"
 # The same files make the same wheel: member order, dates and permissions fixed (contents untouched).
 for wheel in "$OUT"/*.whl; do python /usr/local/share/buildctl/wheelnorm.py "$wheel"; done
