@@ -139,6 +139,8 @@ def secret_values_from_site(site: object | None) -> set[str]:
         value = getattr(site, field, None)
         if value:
             out |= url_secrets(str(value))
+    for pair in getattr(site, "git_mirrors", ()) or ():
+        out |= url_secrets(pair.partition("=")[2])
     for value in getattr(site, "pip_extra_index_urls", ()) or ():
         out |= url_secrets(str(value))
     return out
@@ -200,6 +202,27 @@ class Credentials:
 S = TypeVar("S")
 
 
+def git_mirror_env(site) -> dict[str, str]:
+    """git's url.<MIRROR>.insteadOf PREFIX for each site git mirror, as the environment git reads its
+    configuration from (GIT_CONFIG_COUNT/KEY_n/VALUE_n, git >= 2.31): every git of the build, its
+    submodules' too, fetches from the mirror, and nothing is written to a config file or a layer."""
+    pairs = [m.partition("=") for m in (getattr(site, "git_mirrors", None) or ())]
+    if not pairs:
+        return {}
+    env = {"GIT_CONFIG_COUNT": str(len(pairs))}
+    for i, (prefix, _, mirror) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{i}"] = f"url.{mirror}.insteadOf"
+        env[f"GIT_CONFIG_VALUE_{i}"] = prefix
+    return env
+
+
+def mirror_for(url: str | None, site) -> str | None:
+    """The mirror a git URL is fetched from (the longest matching prefix, as git picks), masked; None."""
+    pairs = [m.partition("=") for m in (getattr(site, "git_mirrors", None) or ())]
+    best = max((p for p in pairs if url and url.startswith(p[0])), key=lambda p: len(p[0]), default=None)
+    return mask_url(best[2] + url[len(best[0]):]) if best else None
+
+
 def split_credentials(spec: S) -> tuple[S, Credentials]:
     """The spec with no credentials in any URL, and the credentials it had (see `Credentials`).
 
@@ -223,8 +246,11 @@ def split_credentials(spec: S) -> tuple[S, Credentials]:
 
     # Defaults left out: validated again below, a default need not pass its own field's check.
     data = spec.model_dump(mode="json", exclude_defaults=True)  # type: ignore[attr-defined]
+    mirrors = data.get("site", {}).pop("git_mirrors", None)  # run time only: never rendered or shown
     cleaned = clean(data, ())
-    if not real_by_path:
+    if mirrors:
+        cleaned.setdefault("site", {})["git_mirrors"] = []
+    if not real_by_path and not mirrors:
         return spec, Credentials()
     site = data.get("site") or {}
     env: dict[str, str] = {}
@@ -242,6 +268,7 @@ def split_credentials(spec: S) -> tuple[S, Credentials]:
             env[path[2]] = real
         elif path[0] != "site" and _URL_IN_TEXT.fullmatch(real):
             urls.setdefault(strip_credentials(real), real)
+    env.update(git_mirror_env(getattr(spec, "site", None)))
     apt = site.get("apt_mirror")
     creds = Credentials(urls=tuple(sorted(urls.items())), env=tuple(env.items()),
                         apt_auth=_apt_auth(apt) if ("site", "apt_mirror") in real_by_path else "")

@@ -68,6 +68,10 @@ class Settings(BaseSettings):
     cache_url: str | None = option(
         None, "Shared compile cache behind the local one: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]; "
               "an unreachable server only warns", group=SITE)
+    git_mirrors: Annotated[tuple[str, ...], NoDecode] = option(
+        (), "Fetch git URLs under PREFIX from MIRROR instead: PREFIX=MIRROR (git's url.<MIRROR>.insteadOf "
+            "PREFIX); repeatable; a login in MIRROR is a credential, never stored", group=SITE, flag="git_mirror",
+        env="BUILDCTL_GIT_MIRROR")
     registry: str | None = option(
         None, "Registry the engines share builder and runtime images through: HOST[:PORT][/PATH]; "
               "credentials from `docker login`", group=SITE)
@@ -96,6 +100,14 @@ class Settings(BaseSettings):
     @classmethod
     def _engine_list(cls, v: Any) -> Any:
         """BUILDCTL_ENGINES: several engine URLs separated by commas or spaces (URLs hold colons)."""
+        if isinstance(v, str):
+            return tuple(p for p in v.replace(",", " ").split() if p)
+        return v
+
+    @field_validator("git_mirrors", mode="before")
+    @classmethod
+    def _mirror_list(cls, v: Any) -> Any:
+        """BUILDCTL_GIT_MIRROR: several PREFIX=MIRROR pairs separated by commas or spaces."""
         if isinstance(v, str):
             return tuple(p for p in v.replace(",", " ").split() if p)
         return v

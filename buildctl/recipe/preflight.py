@@ -24,6 +24,7 @@ from buildctl.recipe.compat import (
     vcmp,
 )
 from buildctl.recipe.rules import torch_version
+from buildctl.secrets import mask_url
 
 if TYPE_CHECKING:  # pragma: no cover - import for annotations only
     from buildctl.recipe.schema import Spec
@@ -100,8 +101,11 @@ def _downloads(spec: Spec) -> list[tuple[str, object]]:
 def placeholders(spec: Spec) -> list[tuple[str, str, str]]:
     """(field, problem, fix) of every download whose sha256 is the all-zero placeholder: a download the
     site must pin (e.g. a login-gated installer). Rendering shows them; only a build refuses them."""
-    return [(f"{field}.sha256", f"placeholder sha256 for {dl.name}",
-             f"stage the file and pin its digest: --set {field}.sha256=$(sha256sum {dl.name} | cut -c1-64)")
+    return [(f"{field}.sha256", f"placeholder sha256 for {dl.name} ({mask_url(dl.url)}: no file has that digest)",
+             f"fetch it where {dl.url.split('/')[2] if '://' in dl.url else 'it'} is reachable, put it in a "
+             f"--download-cache folder and pin it: --set {field}.sha256=$(sha256sum {dl.name} | cut -c1-64)"
+             + (" (or build from a git mirror: --set framework.source.git=URL --set framework.source.ref=REF)"
+                if field.startswith("framework.source") else ""))
             for field, dl in _downloads(spec) if set(dl.sha256) == {"0"}]
 
 

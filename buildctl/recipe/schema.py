@@ -318,6 +318,22 @@ class Site(Model):
     download_cache: StrictStr | None = None
     # A shared compile cache (redis://): handed to the compile container at run time, never rendered.
     cache_url: StrictStr | None = None
+    # Git mirrors, PREFIX=MIRROR (git's url.<MIRROR>.insteadOf PREFIX): handed to the build at run time
+    # with its credentials, never rendered; the manifest records the upstream URL and the mirror used.
+    git_mirrors: tuple[StrictStr, ...] = ()
+
+    @field_validator("git_mirrors")
+    @classmethod
+    def _mirrors(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for pair in v:
+            prefix, eq, mirror = pair.partition("=")
+            if not eq:
+                raise ValueError("a git mirror is PREFIX=MIRROR; fix: e.g. https://github.com/=https://git.corp/github/")
+            for what, url in (("prefix", prefix), ("mirror", mirror)):
+                why = urls.problem(url)
+                if why:  # the value is not quoted: the mirror's may hold a password
+                    raise ValueError(f"git mirror {what}: {why}")
+        return v
 
     @field_validator("cache_url")
     @classmethod

@@ -36,8 +36,10 @@ from buildctl.recipe.schema import Spec
 DEFAULT_ARTIFACTS_DIR = Path("artifacts")
 DEFAULT_NAMESPACE = "default"
 _NAMESPACE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
-# Files of the rendered folder that decide the output (pip.conf, certs/, apt/ are site settings).
-KEYED_FILES = ("Dockerfile", "build.sh", "fetch.sh", "git-fetch.sh", "secrets.sh")
+# Files of the rendered folder that decide the output (pip.conf, certs/, apt/ are site settings; the
+# probe's files decide only how the output is checked).
+KEYED_FILES = ("Dockerfile", "build.sh", "fetch.sh", "git-fetch.sh", "secrets.sh", "patch.sh", "frontend.py",
+               "wheelnorm.py")
 SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".eggs", ".pytest_cache"}
 
 

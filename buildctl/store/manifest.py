@@ -39,6 +39,7 @@ class Source(_Section):
     path: str | None = None
     tarball: str | None = None
     commit: str | None = None
+    mirror: str | None = None  # the git mirror the upstream `git` URL was fetched from (masked), if any
 
 
 class Images(_Section):

@@ -49,6 +49,7 @@ import sys
 import threading
 import time
 import uuid
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -379,7 +380,23 @@ def runfile_build(ws, stand_in_runfile) -> BuildRun:
     return run
 
 
-BUILDS = {"demo-cpu": "demo_cpu", "demo-cuda13": "demo_cuda13", "runfile": "runfile_build"}
+@pytest.fixture(scope="module")
+def demo_skbuild_cpu(ws) -> BuildRun:
+    """The demo turned scikit-build-core (PyTorch 2.14+'s frontend): built by the real backend from PyPI."""
+    run = ws.build("demo-skbuild-cpu")
+    ws.canonical |= {("demo-skbuild-cpu", run.payload["key"])} if run.payload.get("key") else set()
+    return run
+
+
+@pytest.fixture(scope="module")
+def demo_skbuild_cuda13(ws) -> BuildRun:
+    run = ws.build("demo-skbuild-cuda13")
+    ws.canonical |= {("demo-skbuild-cuda13", run.payload["key"])} if run.payload.get("key") else set()
+    return run
+
+
+BUILDS = {"demo-cpu": "demo_cpu", "demo-cuda13": "demo_cuda13", "runfile": "runfile_build",
+          "demo-skbuild-cpu": "demo_skbuild_cpu", "demo-skbuild-cuda13": "demo_skbuild_cuda13"}
 
 
 # demo-cpu's build is part of the engine matrix (docs/engines.md): build, publish and verify on every engine
@@ -398,7 +415,42 @@ EXPECT = {
                         arch_list=["sm_80", "sm_90"], nccl=[2, 28, 9], version="0.1.0+cu132"),
     "runfile": dict(cuda_arch=["8.0", "9.0"], toolchain={"cuda": RUNFILE_CUDA.rsplit(".", 1)[0]},
                     arch_list=["sm_80", "sm_90"], nccl=None, version="0.1.0"),
+    "demo-skbuild-cpu": dict(cuda_arch=[], toolchain={}, arch_list=[], nccl=None, version="0.1.0+cpu.skbuild"),
+    "demo-skbuild-cuda13": dict(cuda_arch=["8.0", "9.0"], toolchain={"cuda": "13.2", "nccl": "2.30.7"},
+                                arch_list=["sm_80", "sm_90"], nccl=[2, 30, 7], version="0.1.0+cu132.skbuild"),
 }
+FRONTENDS = {"demo-skbuild-cpu": "scikit-build-core", "demo-skbuild-cuda13": "scikit-build-core"}
+
+
+def test_the_frontend_comes_from_the_tree_and_the_manifest_says_which(build: BuildRun, request):
+    """demofw's setup.py tree is built by setuptools, the same tree turned scikit-build-core (PyTorch
+    2.14's switch) by the real scikit-build-core: the wheel's WHEEL file says which packed it, and the
+    manifest records both (issue 17)."""
+    build.ok()
+    name = request.node.callspec.params["build"]
+    expected = FRONTENDS.get(name, "setuptools")
+    frontend = build.manifest["frontend"]
+    assert frontend["name"] == expected, frontend
+    with zipfile.ZipFile(build.artifact / build.manifest["wheels"][0]["file"]) as z:
+        wheel_file = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/WHEEL"))).decode()
+    generator = re.search(r"^Generator: (.+)$", wheel_file, re.M).group(1)
+    assert generator == frontend["generator"] and generator.startswith(expected), generator
+    if expected == "scikit-build-core":
+        assert frontend["version"] == "1.1.2" and generator == "scikit-build-core 1.1.2"
+        log = (build.artifact / "build.log").read_text()
+        assert "buildctl: frontend scikit-build-core" in log and "ninja: no work to do." in log  # the wheel step
+        assert "setup.py" not in log
+
+
+def test_until_configure_on_scikit_build_core_prints_the_cmake_summary(ws, demo_skbuild_cpu):
+    """`--until configure` on the scikit-build-core tree: its sdist hook configures into build/ and the
+    summary is shown, as on setup.py's --cmake-only."""
+    demo_skbuild_cpu.ok()
+    run = ws.build("demo-skbuild-cpu", "--set", "build.type=Debug", "--until", "configure", artifacts="skb-until")
+    assert run.returncode == 0 and run.payload["until"] == "configure", run.explain()
+    assert run.payload["configure"]["Build type"] == "Debug", run.payload["configure"]
+    assert run.payload["ninja"]["steps"] == 0
+    ws.built.add(("demo-skbuild-cpu", run.payload["key"]))
 
 
 def test_build_exits_0_with_json_and_a_wheel_matching_the_manifest(build: BuildRun, request):
@@ -657,29 +709,33 @@ def poll(condition, deadline: float, what: str, interval: float = 0.2):
         time.sleep(interval)
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
-def test_interrupted_build_leaves_no_container_and_no_artifact(ws, demo_cpu, docker_client, tmp_path, how):
+@pytest.mark.parametrize(("how", "recipe_name"), [("SIGTERM", "demo-cpu"), ("Ctrl-C", "demo-cpu"),
+                                                  ("SIGTERM", "demo-skbuild-cpu")])
+def test_interrupted_build_leaves_no_container_and_no_artifact(ws, demo_cpu, docker_client, tmp_path, how,
+                                                               recipe_name, request):
     """Stop a build while it compiles (a changed source, so it really compiles): SIGTERM to the
-    process (a CI runner, `timeout`), or SIGINT to its process group (Ctrl-C in a terminal)."""
-    demo_cpu.ok()
+    process (a CI runner, `timeout`), or SIGINT to its process group (Ctrl-C in a terminal); then the
+    same command resumes it. Also on the scikit-build-core tree (its patch applied again over the
+    volume's tree: the files it creates are there from the first run)."""
+    (demo_cpu if recipe_name == "demo-cpu" else request.getfixturevalue("demo_skbuild_cpu")).ok()
     src = copy_source(tmp_path / "demofw", ws.src)
     change_source(src, "csrc/heavy/heavy_unit.cpp")  # the slowest unit, compiled first: a long window
-    name = f"interrupt-{how.lower()}"
+    name = f"interrupt-{how.lower()}-{recipe_name}"
     root = ws.artifacts_root(name)
-    proc = ws.spawn("demo-cpu", "--set", f"framework.source.path={src}", "--no-verify", artifacts=name, json_out=False)
+    proc = ws.spawn(recipe_name, "--set", f"framework.source.path={src}", "--no-verify", artifacts=name, json_out=False)
     lines = Lines(proc.stdout)
     try:
         deadline = time.monotonic() + BUILD_TIMEOUT
-        tagged = re.escape(tag("demo-cpu", "KEY")).replace("KEY", "([0-9a-f]{16})")
+        tagged = re.escape(tag(recipe_name, "KEY")).replace("KEY", "([0-9a-f]{16})")
         key = lines.wait_for(rf"Successfully tagged {tagged}\b", deadline).group(1)
-        ws.built.add(("demo-cpu", key))
+        ws.built.add((recipe_name, key))
         lines.wait_for(r"^==> compile: running", deadline)  # CMake is done, ninja runs
-        volume = work_volume("demo-cpu", key)
+        volume = work_volume(recipe_name, key)
         running = poll(lambda: [c for c in containers_on_volume(docker_client, volume) if c.status == "running"],
                        time.monotonic() + 60, "the compile container")
         assert len(running) == 1
         container = running[0]
-        assert container.labels.get("buildctl") == "1" and container.labels.get("buildctl.recipe") == "demo-cpu"
+        assert container.labels.get("buildctl") == "1" and container.labels.get("buildctl.recipe") == recipe_name
         if how == "SIGTERM":
             os.kill(proc.pid, signal.SIGTERM)
         else:
@@ -696,22 +752,22 @@ def test_interrupted_build_leaves_no_container_and_no_artifact(ws, demo_cpu, doc
     with pytest.raises(derr.NotFound):
         docker_client.containers.get(container.id)
     assert containers_on_volume(docker_client, volume) == []
-    assert [c.name for c in engine.list_buildctl_containers(docker_client, {"buildctl.recipe": "demo-cpu"})
+    assert [c.name for c in engine.list_buildctl_containers(docker_client, {"buildctl.recipe": recipe_name})
             if c.id == container.id] == []
-    assert not (root / "demo-cpu" / key).exists()
+    assert not (root / recipe_name / key).exists()
     assert sorted(p.name for p in root.rglob(".tmp-*")) == []
     assert sorted(p.name for p in ws.tmp.glob("buildctl-out-*")) == []
     assert sorted(p.name for p in (ws.cwd / "build").glob(".tmp-*")) == []  # the build's private render
     # What the stop cost: the compilers in flight (docker top just before the container went away).
-    record_file = root / "demo-cpu" / f".{key}.interrupted.json"
+    record_file = root / recipe_name / f".{key}.interrupted.json"
     record = json.loads(record_file.read_text())
     assert f"interrupted at {record['at_step'] or 'an unknown step'}" in out
     assert all(p["command"] in resume.COMPILERS for p in record["in_flight"]), record
     assert record["lost_core_s"] == sum(p["elapsed_s"] for p in record["in_flight"])
     # and the next build of the same key succeeds (resuming the build directory)
-    again = ws.build("demo-cpu", "--set", f"framework.source.path={src}", "--no-verify", artifacts=name).ok()
+    again = ws.build(recipe_name, "--set", f"framework.source.path={src}", "--no-verify", artifacts=name).ok()
     assert again.key == key and again.payload["cached"] is False
-    assert (root / "demo-cpu" / key / "manifest.json").is_file()
+    assert (root / recipe_name / key / "manifest.json").is_file()
     assert sorted(p.name for p in root.rglob(".tmp-*")) == []
     # The manifest says where it resumed; the record moved into it.
     resumed = again.manifest["resumed"]

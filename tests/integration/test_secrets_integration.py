@@ -1,7 +1,8 @@
 """Credentials against the real engine: used for real, found nowhere afterwards.
 
 * The secret scan (`test_credentials_are_used_and_found_nowhere`): a purpose-built recipe (demofw,
-  from git) built with `--network host` through four local servers that each demand their own token:
+  from git: the first build names an upstream URL that is unreachable here and fetches it from its
+  `--git-mirror`, the second the git server itself) built with `--network host` through four local servers that each demand their own token:
   an HTTP proxy (Proxy-Authorization), an apt mirror forwarding to deb.debian.org, a git smart-HTTP
   server (`git http-backend`) holding demofw, and a PEP 503 index forwarding to PyPI that alone has
   this session's marker package (Authorization: Basic). Each server records what it answered, which
@@ -336,14 +337,21 @@ def servers(tmp: Path, marker: str, tokens: list[Tokens]) -> Iterator[dict[str, 
             s.close()
 
 
-def site_args(t: Tokens, srv: dict[str, Server]) -> list[str]:
+UPSTREAM = "https://github.com/buildctl-itest/"  # unreachable here: the git mirror stands in for it
+
+
+def site_args(t: Tokens, srv: dict[str, Server], *, mirror: bool = False) -> list[str]:
+    """The build's site options; with `mirror`, the source is the upstream URL and the authenticated git
+    server is its mirror (--git-mirror PREFIX=MIRROR), else the source is that server itself."""
     proxy = f"http://px:{t.encoded('proxy')}@127.0.0.1:{srv['proxy'].port}/"
+    git = f"http://gituser:{t.encoded('git')}@127.0.0.1:{srv['git'].port}/"
+    source = ["--set", f"framework.source.git={UPSTREAM}demofw.git", "--git-mirror", f"{UPSTREAM}={git}"] if mirror \
+        else ["--set", f"framework.source.git={git}demofw.git"]
     # (no verification: it needs no network and no credentials, and the classic builder has built
     # every stage of the Dockerfile, the runtime image's included, for the builder already)
     return ["--no-verify", "--network", "host", "--ca-cert", CA_BUNDLE, "--http-proxy", proxy, "--https-proxy", proxy,
             "--apt-mirror", f"http://aptuser:{t.encoded('apt')}@127.0.0.1:{srv['apt'].port}/debian",
-            "--pip-index-url", f"http://pipuser:{t.encoded('pip')}@127.0.0.1:{srv['pip'].port}/simple",
-            "--set", f"framework.source.git=http://gituser:{t.encoded('git')}@127.0.0.1:{srv['git'].port}/demofw.git"]
+            "--pip-index-url", f"http://pipuser:{t.encoded('pip')}@127.0.0.1:{srv['pip'].port}/simple", *source]
 
 
 def run_build(recipe_file: Path, args: list[str], cwd: Path, artifacts: Path) -> subprocess.CompletedProcess:
@@ -433,7 +441,7 @@ def test_credentials_are_used_and_found_nowhere(tmp_path, docker_client, base_im
     runs: list[subprocess.CompletedProcess] = []
     try:
         with servers(tmp_path, marker, [first, second]) as srv:
-            ok = run_build(recipe_file, site_args(first, srv), cwd, artifacts)
+            ok = run_build(recipe_file, site_args(first, srv, mirror=True), cwd, artifacts)
             runs.append(ok)
             print(f"first build: {payload(ok).get('durations_s')}", file=sys.stderr)
             assert ok.returncode == 0 and payload(ok).get("ok"), ok.stderr[-6000:]
@@ -455,6 +463,10 @@ def test_credentials_are_used_and_found_nowhere(tmp_path, docker_client, base_im
 
         result, failure = payload(ok), payload(bad)
         artifact, bundle = Path(result["artifact"]), Path(failure["bundle"])
+        # the first build fetched its upstream URL from the mirror: the manifest says both, the login masked
+        source = result["manifest"]["source"]
+        assert source["git"] == f"{UPSTREAM}demofw.git", source
+        assert source["mirror"] == f"http://***@127.0.0.1:{srv['git'].port}/demofw.git", source
         log = (artifact / "build.log").read_text()
         assert re.search(rf"^Successfully installed .*\b{marker}-1\.0\b", log, re.M), "the marker came from the index"
         bad_log = (bundle / "build.log").read_text()

@@ -20,7 +20,7 @@ from buildctl.store.manifest import Manifest
 from buildctl.build import compile_cache, resume
 from buildctl.errors import InputError, StepFailed
 from buildctl.recipe.loader import masked_dump
-from buildctl.secrets import mask_url
+from buildctl.secrets import mask_url, mirror_for
 from buildctl.recipe.schema import Spec
 from buildctl.build.stages import Compiled, Published, Run
 from buildctl.recipe.loader import spec_hash
@@ -76,7 +76,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "framework": spec.framework.name,
         "source": {"kind": src.kind, "git": src.git and mask_url(src.git), "ref": src.ref,
                    "path": src.path, "tarball": src.tarball and mask_url(src.tarball.url),
-                   "commit": versions.pop("source_commit", None)},
+                   "commit": versions.pop("source_commit", None), "mirror": mirror_for(src.git, spec.site)},
         "source_date_epoch": int(source_date_epoch) if source_date_epoch.isdigit() else None,
         "build_type": spec.build.type,
         "cuda_arch": list(spec.build.cuda_arch),
