@@ -167,7 +167,7 @@ def test_placeholder_sha256_renders_but_build_refuses(tmp_path):
     build = invoke("build", "--recipe", "ascend-cann8.0", "--no-preflight",
                    env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
     assert_one_line_error(build, "recipes/ascend-cann8.0.yaml: toolchain.ascend.installer.sha256: placeholder sha256",
-                          "fix: stage the file and pin its digest: --set toolchain.ascend.installer.sha256=")
+                          "put it in a --download-cache folder and pin it: --set toolchain.ascend.installer.sha256=")
 
 
 def test_env_vars_feed_the_options(tmp_path):

@@ -87,7 +87,7 @@ def test_ascend_placeholder_sha256_renders_marked():
     head = dockerfile.splitlines()[:3]
     assert head[0].startswith("# Rendered by buildctl from recipe ascend-cann8.0;")
     assert head[1].startswith("# PLACEHOLDER, NOT BUILDABLE AS IS: toolchain.ascend.installer.sha256: "
-                              "placeholder sha256 for Ascend-cann-toolkit_8.0.0_linux-x86_64.run; fix: ")
+                              "placeholder sha256 for Ascend-cann-toolkit_8.0.0_linux-x86_64.run (")
     assert "--set toolchain.ascend.installer.sha256=$(sha256sum " in head[1]
     pinned = render_recipe("ascend-cann8.0")  # pinned: no mark
     assert "PLACEHOLDER" not in pinned.files["Dockerfile"]
