@@ -153,8 +153,10 @@ def repro(c, bundle, shell=False, json=False):
     cli.repro(bundle, shell=shell, as_json=json)
 
 
-@settings_task("network", iterable=["set", "expect"], help={
+@settings_task("network", iterable=["set", "expect", "beside"], help={
     "recipe": "Verify the latest artifact of this recipe (and check its pins); with --image: expect its pins",
+    "beside": "Install this NAME==VERSION (a wheel from the index, no dependencies) beside the artifact's torch "
+              "and its extensions, and check it fits that torch, e.g. torchvision==0.21.0; repeatable",
     "wheel": "Verify this wheel file (with --recipe: against that recipe's pins)",
     "image": "Verify the framework already installed in this local image (never pulled), with its own Python",
     "python": "With --image: the image's Python, a command on its PATH or an absolute path (default python3)",
@@ -166,10 +168,12 @@ def repro(c, bundle, shell=False, json=False):
     "iters": "Timed iterations per message size",
     "module": "Python module of the framework (torch, demofw); default from the recipe or wheel name"})
 def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, host=False, json=False,
-           sizes="8:256M", iters=20, module="", settings=None):
-    """Verify a built wheel or an image's framework: config, pins, arch coverage, GPUs, all-reduce sweep."""
+           sizes="8:256M", iters=20, module="", beside=None, settings=None):
+    """Verify a built wheel or an image's framework: config, pins, arch coverage, GPUs, all-reduce sweep; a
+    recipe's extensions beside it: import, smoke check, ABI."""
     cli.verify(recipe or None, wheel or None, set, image=image or None, python=python or None, expect=expect,
-               host=host, as_json=json, sizes=sizes, iters=iters, module=module, settings=settings)
+               host=host, as_json=json, sizes=sizes, iters=iters, module=module, beside=tuple(beside or ()),
+               settings=settings)
 
 
 @task(auto_shortflags=False, help={"a": "First build: an artifact folder or a report.json",

@@ -41,7 +41,7 @@ def strip_controls(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
-STAGES = ("fetch", "image", "source", "configure", "compile", "wheel", "publish", "verify")
+STAGES = ("fetch", "image", "source", "configure", "compile", "wheel", "extensions", "publish", "verify")
 NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
 
 

@@ -54,7 +54,7 @@ __all__ = ["BUILD_COMMAND", "BuildOptions", "BuildResult", "PartialResult", "run
 # A build waits for another build of its key at most this much longer than that build may compile.
 LOCK_SLACK_S = 2 * 3600
 # The build script announces its steps (templates/build.sh.j2 `step`).
-STEP_MARKER = re.compile(r"^buildctl: step (source|configure|compile|wheel)$")
+STEP_MARKER = re.compile(r"^buildctl: step (source|configure|compile|wheel|extensions)$")
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                 step = steps.failed(exc)
                 raise failure.build_failed(ctx, exc, step, reached, steps.durations) from None
             if published.cached:
-                for name in ("image", "compile", "wheel"):
+                for name in ("image", "compile", "wheel", *(("extensions",) if spec.extensions else ())):
                     steps.skip(name, "cached")
             verified, verify_error = (_verify(ctx, steps, published, prepared.context_dir) if opts.verify
                                       else (None, None))

@@ -63,7 +63,7 @@ def _cache_rows(cc: dict) -> list[tuple[str, str]]:
     return rows
 
 
-UNTIL_STEPS = ("configure", "compile", "wheel")
+UNTIL_STEPS = ("configure", "compile", "wheel", "extensions")
 
 
 def _print_partial(result, as_json: bool) -> None:

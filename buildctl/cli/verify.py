@@ -35,12 +35,15 @@ def _artifact_wheel(artifact: Path) -> Path:
 @command
 def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: bool, sizes: str, iters: int,
            settings: Settings, module: str | None = None, image: str | None = None, python: str | None = None,
-           expect=None) -> None:
+           expect=None, beside: tuple[str, ...] = ()) -> None:
     from buildctl import engine
     from buildctl.build import pipeline
     from buildctl.build.stages.artifact import recorded_requirements
     from buildctl.verify import runner
 
+    if beside and (image is not None or wheel or host or not recipe):
+        raise InputError("--beside installs packages beside a recipe's artifact (its torch and extensions); fix: "
+                         "invoke verify --recipe R --beside NAME==VERSION")
     if image is not None:
         return _verify_image(image, recipe, wheel, sets, host=host, python=python, expect=expect, as_json=as_json,
                              sizes=sizes, iters=iters, module=module, settings=settings)
@@ -66,7 +69,7 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
     pipeline.verify_artifact(spec, _latest_artifact(spec),
                              on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
                                                                 markup=False, highlight=False),
-                             options=runner.VerifyOptions(**kwargs))
+                             options=runner.VerifyOptions(**kwargs, beside=beside))
 
 
 def _verify_image(image: str, recipe: str | None, wheel: str | None, sets, *, host: bool, python: str | None,

@@ -15,6 +15,10 @@ PROBE = HERE / "probe.py"
 WHEELNORM = HERE / "wheelnorm.py"
 FRONTEND = HERE / "frontend.py"
 GPU_SELFCHECK = HERE / "gpu_selfcheck.py"
+# The extension step of the build script: the framework's facts (abi_check --facts), Requires-Dist pinned.
+EXTENSION_BUILD_FILES = (HERE / "abi_check.py", HERE / "pin_requires.py")
+# Verification of an extension set, where it is installed.
+EXTENSION_CHECK_FILES = (HERE / "ext_set.py", HERE / "abi_check.py")
 
 
 def probe_inputs(folder: str) -> dict[str, Path]:

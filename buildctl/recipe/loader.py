@@ -366,11 +366,23 @@ def load(recipe: str, overrides: list[str] | None = None, *, site: dict | None =
         raise _error_from_validation(exc, loc, where) from None
 
 
+# Fields added after recipes were first built, left out of the dump while unset: the resolved recipe is a
+# rendered file (keyed), so a recipe that does not use them keeps its key and its build volume.
+LATER_FIELDS = (("extensions",), ("framework", "source", "prebuilt"), ("toolchain", "ascend", "torch_npu", "prebuilt"))
+
+
 def masked_dump(spec: Spec) -> dict:
     """The spec as plain data, with credentials in every URL masked (it is written and shown)."""
     from buildctl.secrets import mask_data
 
-    return mask_data(spec.model_dump(mode="json"))
+    data = spec.model_dump(mode="json")
+    for *parents, name in LATER_FIELDS:
+        holder = data
+        for part in parents:
+            holder = holder.get(part) or {}
+        if holder.get(name, 0) in (None, [], ()):
+            holder.pop(name, None)
+    return mask_data(data)
 
 
 def resolved_yaml(spec: Spec) -> str:

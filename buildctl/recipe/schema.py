@@ -96,19 +96,23 @@ class Packages(Model):
 
 
 class Source(Model):
-    """Exactly one of git, path (relative to the recipe's directory or absolute) or tarball."""
+    """Exactly one of git, path (relative to the recipe's directory or absolute), tarball, or prebuilt:
+    a framework not built here, its extensions built against it (`base-image`: the one the base image
+    has installed, e.g. Debian's python3-torch or NGC's; or a wheel to install, e.g. a buildctl
+    artifact's, by URL and sha256)."""
 
     git: Url | None = None
     ref: GitRef | None = None
     submodules: StrictBool = True
     path: StrictStr | None = None
     tarball: Download | None = None
+    prebuilt: Literal["base-image"] | Download | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> Source:
-        kinds = [k for k in ("git", "path", "tarball") if getattr(self, k) is not None]
+        kinds = [k for k in ("git", "path", "tarball", "prebuilt") if getattr(self, k) is not None]
         if len(kinds) != 1:
-            raise ValueError("give exactly one of git, path, tarball")
+            raise ValueError("give exactly one of git, path, tarball, prebuilt")
         if self.git and not self.ref:
             raise ValueError("a git source needs ref (a tag, branch or commit)")
         if self.path is not None and not re.fullmatch(r"[A-Za-z0-9._/+-]+", self.path):
@@ -117,6 +121,8 @@ class Source(Model):
 
     @property
     def kind(self) -> str:
+        if self.prebuilt is not None:
+            return "prebuilt"
         return "git" if self.git else "path" if self.path is not None else "tarball"
 
 
@@ -170,6 +176,11 @@ class Framework(Model):
     # build script carries that path only, and refuses a tree that says otherwise).
     frontend: Literal["auto", "setuptools", "scikit-build-core"] = "auto"
 
+    @property
+    def dist(self) -> str:
+        """The distribution its wheel is (what an extension's Requires-Dist names), also its module."""
+        return {"pytorch": "torch", "demofw": "demofw"}[self.name]
+
     @model_validator(mode="after")
     def _post_before_local(self) -> Framework:
         if self.version and "+" in self.version and self.build_number > 1:  # setup.py appends .postN last
@@ -177,6 +188,59 @@ class Framework(Model):
                              f"a .post inside the local label; write version: "
                              f"\"{self.version.replace('+', f'.post{self.build_number}+', 1)}\" and build_number: 1")
         return self
+
+
+class ExtensionSource(Model):
+    """Exactly one of pypi (an sdist by name==version, with its sha256), tarball, or git (+ ref)."""
+
+    pypi: PipPin | None = None
+    sha256: Sha256 | None = None  # the pypi sdist's
+    tarball: Download | None = None
+    git: Url | None = None
+    ref: GitRef | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ExtensionSource:
+        kinds = [k for k in ("pypi", "tarball", "git") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("give exactly one of pypi, tarball, git")
+        if self.pypi and not self.sha256:
+            raise ValueError("a pypi source needs sha256 (of the sdist: pip checks it before building)")
+        if self.git and not self.ref:
+            raise ValueError("a git source needs ref (a tag, branch or commit)")
+        return self
+
+
+class Extension(Model):
+    """A package with compiled ops built against this recipe's framework, after it, in the same venv
+    (`pip wheel --no-build-isolation --no-deps`, the framework's frontend detection), its own wheel in
+    the artifact, its Requires-Dist on the framework pinned to the exact build (docs/extensions.md)."""
+
+    name: Name  # the distribution, e.g. torch-scatter
+    source: ExtensionSource
+    module: Name | None = None  # what `import` names; default: the name with - as _
+    env: dict[EnvName, StrictStr] = {}  # on top of the build's (TORCH_CUDA_ARCH_LIST, MAX_JOBS, compilers)
+    # Python run in the runtime image after the set is installed: the extension against plain
+    # framework ops; raises (or exits non-zero) when they disagree.
+    smoke: StrictStr | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _no_reserved_env(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if name in RESERVED_BUILD_ENV:
+                raise ValueError(f"{name} is reserved (the build script sets it); fix: remove {name} from the "
+                                 "extension's env")
+        return env
+
+    @property
+    def import_name(self) -> str:
+        return self.module or self.name.replace("-", "_")
+
+    @property
+    def source_label(self) -> str:
+        s = self.source
+        return s.pypi or s.tarball.name if (s.pypi or s.tarball) else f"{s.git}@{s.ref}"
 
 
 class Cuda(Model):
@@ -359,6 +423,7 @@ class Spec(Model):
     framework: Framework
     toolchain: Toolchain = Toolchain()
     build: Build = Build()
+    extensions: tuple[Extension, ...] = ()
     verify: Verify = Verify()
     site: Site = Site()
 
@@ -393,6 +458,14 @@ class Spec(Model):
             )
         if self.build.cuda_arch and not tc.cuda:
             raise ValueError("build.cuda_arch is set but toolchain.cuda is absent; remove cuda_arch")
+        if self.framework.source.kind == "prebuilt" and not self.extensions:
+            raise ValueError("framework.source.prebuilt builds no framework, and extensions is empty: nothing to "
+                             "build; fix: list the extensions to build against it, or build the framework from source")
+        names = [e.name.lower().replace("_", "-") for e in self.extensions]
+        if len(set(names)) != len(names):
+            raise ValueError("extensions: a name is listed twice; fix: list each extension once")
+        if self.framework.dist in names:
+            raise ValueError(f"extensions: {self.framework.dist} is the framework itself; fix: remove it")
         return self
 
     @property

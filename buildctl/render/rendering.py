@@ -19,7 +19,7 @@ import jinja2
 
 from buildctl import settings
 from buildctl.errors import InputError
-from buildctl.in_container import FRONTEND, PROBE_FILES, WHEELNORM
+from buildctl.in_container import EXTENSION_BUILD_FILES, FRONTEND, PROBE_FILES, WHEELNORM
 from buildctl.recipe import parallel_jobs, preflight
 from buildctl.recipe.fields import DEFAULT_SOURCE_DATE_EPOCH
 from buildctl.recipe.loader import resolved_yaml
@@ -33,6 +33,8 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # A Debug or RelWithDebInfo build is for chasing a crash: its runtime image can resolve symbols
 # (binutils; verification checks a symbol resolves to a source line) and debug (gdb).
 DEBUG_RUNTIME_PACKAGES = ("binutils", "gdb")
+# The ABI check of an extension set reads its symbols (nm, readelf, c++filt) where it is installed.
+EXTENSION_RUNTIME_PACKAGES = ("binutils",)
 # The build script's path in the builder image: the Dockerfile installs it there, the compile runs it.
 BUILD_COMMAND = ("/usr/local/bin/buildctl-build",)
 # Python build requirements every framework build gets in its venv (PyTorch's minimal set).
@@ -147,7 +149,8 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         patch_lines=_patch_lines(spec),
         build_packages=sorted({*spec.packages.build, *spec.packages.runtime}),
         runtime_packages=sorted({*spec.packages.runtime, *(p for f in frags for p in f.apt_runtime),
-                                 *(DEBUG_RUNTIME_PACKAGES if spec.build.type != "Release" else ())}),
+                                 *(DEBUG_RUNTIME_PACKAGES if spec.build.type != "Release" else ()),
+                                 *(EXTENSION_RUNTIME_PACKAGES if spec.extensions else ())}),
         apt_components=sorted({*spec.packages.components, *(c for f in frags for c in f.apt_components)}),
         constraints=bool(constraints),
         pre_build=[line for f in frags for line in f.pre_build],
@@ -160,6 +163,12 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         default_source_date_epoch=DEFAULT_SOURCE_DATE_EPOCH,
         # nvcc's --objdir-as-tempdir, documented from the CUDA 12.4 manual on (docs/reproducible.md)
         nvcc_objtemp=bool(spec.toolchain.cuda) and _version(spec.toolchain.cuda.version) >= (12, 4),
+        dist=spec.framework.dist,
+        prebuilt=_prebuilt(spec),
+        extensions=[_extension(e, spec) for e in spec.extensions],
+        extension_files=[p.name for p in EXTENSION_BUILD_FILES] if spec.extensions else [],
+        # a framework the base image has installed: the venvs see the system site-packages
+        system_site_packages=spec.framework.source.prebuilt == "base-image",
     )
     files = {
         "Dockerfile": _env.get_template("Dockerfile.j2").render(**ctx),
@@ -173,6 +182,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         **{p.name: p.read_text() for p in PROBE_FILES},
         "wheelnorm.py": WHEELNORM.read_text(),
         "frontend.py": FRONTEND.read_text(),
+        **({p.name: p.read_text() for p in EXTENSION_BUILD_FILES} if spec.extensions else {}),
         "recipe.resolved.yaml": shown,
         ".dockerignore": "downloads/**/.keep\n",
     }
@@ -185,6 +195,27 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
 
 
 PATCH_DIR = "/usr/local/share/buildctl/patches"
+
+
+def _prebuilt(spec: Spec) -> str | None:
+    """None (the framework is built), 'base-image' or 'wheel'."""
+    prebuilt = spec.framework.source.prebuilt
+    return None if prebuilt is None else prebuilt if isinstance(prebuilt, str) else "wheel"
+
+
+@dataclass(frozen=True)
+class _RenderedExtension:
+    name: str
+    label: str
+    source: object
+    env: dict[str, str]
+
+
+def _extension(ext, spec: Spec) -> _RenderedExtension:
+    """One extension as the build script builds it: its env over the defaults a GPU-less builder needs
+    (PyG and most setup.py files build CUDA ops only when torch sees a GPU, unless FORCE_CUDA=1)."""
+    env = {"FORCE_CUDA": "1"} if spec.toolchain.cuda else {}
+    return _RenderedExtension(ext.name, ext.source_label, ext.source, {**env, **ext.env})
 
 
 def _patch_file_name(index: int, patch) -> str:

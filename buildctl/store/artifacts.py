@@ -40,13 +40,17 @@ _NAMESPACE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
 # probe's files decide only how the output is checked).
 KEYED_FILES = ("Dockerfile", "build.sh", "fetch.sh", "git-fetch.sh", "secrets.sh", "patch.sh", "frontend.py",
                "wheelnorm.py")
+# ... and those only a recipe with extensions renders (keyed when there: other recipes keep their keys).
+KEYED_WHEN_RENDERED = ("abi_check.py", "pin_requires.py")
 SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".eggs", ".pytest_cache"}
 
 
 def source_digest(spec: Spec) -> str:
     src = spec.framework.source
     h = hashlib.sha256()
-    if src.kind == "git":
+    if src.kind == "prebuilt":  # the base image's framework is keyed by the image; a wheel by its digest
+        h.update(f"prebuilt {src.prebuilt if isinstance(src.prebuilt, str) else src.prebuilt.sha256}".encode())
+    elif src.kind == "git":
         h.update(f"git {src.git} {src.ref} {src.submodules}".encode())
     elif src.kind == "tarball":
         h.update(f"tarball {src.tarball.sha256}".encode())
@@ -69,7 +73,7 @@ def _source_files(root: Path) -> Iterator[Path]:
 
 def artifact_key(files: dict[str, str], source: str, base_image_id: str) -> str:
     h = hashlib.sha256()
-    for name in KEYED_FILES:
+    for name in (*KEYED_FILES, *(n for n in KEYED_WHEN_RENDERED if n in files)):
         h.update(name.encode() + b"\0" + files.get(name, "").encode() + b"\0")
     h.update(f"source {source}\0base {base_image_id}".encode())
     return h.hexdigest()[:16]

@@ -69,6 +69,14 @@ class Frontend(_Section):
     generator: str | None = None  # the wheel's own WHEEL `Generator:`
 
 
+class Extensions(_Section):
+    """What each extension was built against (the framework as the build venv had it: version, git hash,
+    C++11 ABI, CUDA/HIP, arch list, its wheel's sha256) and what it became."""
+
+    built_against: dict[str, Any] = {}
+    extensions: list[dict[str, Any]] = []
+
+
 class Manifest(_Section):
     schema_version: int = 1
     recipe: str
@@ -100,17 +108,28 @@ class Manifest(_Section):
     resolved_recipe: dict[str, Any] = {}
     reproducible: dict[str, Any] | None = None  # --check-reproducible's comparison, when it ran
     frontend: Frontend | None = None  # what built the wheel (recorded since the scikit-build-core frontend)
+    extensions: Extensions | None = None  # the extensions built against the framework, when the recipe has any
 
     @property
     def wheel(self) -> WheelEntry:
         """The framework's wheel (the first one recorded)."""
         return self.wheels[0]
 
+    @property
+    def extension_files(self) -> list[str]:
+        return [e.get("file") for e in (self.extensions.extensions if self.extensions else [])]
+
+    @property
+    def framework_wheel(self) -> WheelEntry | None:
+        """The framework's wheel; None when the framework was prebuilt (the wheels are its extensions)."""
+        own = [w for w in self.wheels if w.file not in self.extension_files]
+        return own[0] if own else None
+
     def to_json(self) -> dict[str, Any]:
         """The manifest as it is written: every field (None included) in order, then unknown keys;
         `reproducible` only once a check recorded it (as before it was typed)."""
         data = self.model_dump(mode="json")
-        for optional in ("reproducible", "frontend"):  # as manifests without them were written
+        for optional in ("reproducible", "frontend", "extensions"):  # as manifests without them were written
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

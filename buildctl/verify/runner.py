@@ -79,13 +79,15 @@ class VerifyOptions:
     iters: int = 20
     json_out: bool = False
     module: str | None = None
+    beside: tuple[str, ...] = ()  # NAME==VERSION installed beside the set and checked against its torch
 
     def kwargs(self) -> dict:
-        return {"sizes": self.sizes, "iters": self.iters, "json_out": self.json_out, "module": self.module}
+        return {"sizes": self.sizes, "iters": self.iters, "json_out": self.json_out, "module": self.module,
+                "beside": self.beside}
 
 
 def verify_wheel(
-    wheel: Path,
+    wheel: Path | None,
     *,
     spec: Spec | None = None,
     host: bool = False,
@@ -104,14 +106,23 @@ def verify_wheel(
     console: Console | None = None,
     timeout: float = 3600,
     client=None,
+    artifact: Path | None = None,
+    beside: Sequence[str] = (),
 ) -> rep.Report:
     """Verify `wheel`; write report.json/.md/.png to `out_dir`; print tables (or the JSON with json_out).
+
+    `artifact`: the artifact folder whose manifest lists extensions built against `wheel`: they are
+    installed beside it and checked (verify/extensions.py), with the `beside` packages (NAME==VERSION).
 
     `runtime_requirements`: with host=True, the pip packages the recipe's runtime image holds (its
     artifact's manifest records them: runtime.requirements).
     Raises VerificationFailed (one line, with the report) when an expectation fails, InputError for
     bad arguments.
     """
+    if wheel is None:  # a prebuilt framework: its extension set only
+        return _verify_prebuilt(spec=spec, image=image, sizes=sizes, iters=iters, warmup=warmup, out_dir=out_dir,
+                                json_out=json_out, network_mode=network_mode, sweep=sweep, cache_dir=cache_dir,
+                                console=console, timeout=timeout, client=client, artifact=artifact, beside=beside)
     wheel = Path(wheel).resolve()
     if not wheel.is_file():
         raise InputError(f"{wheel}: no such wheel; fix: give the path of a .whl file")
@@ -158,6 +169,10 @@ def verify_wheel(
     else:
         glibc = DISTRO_GLIBC.get(spec.base.distro if spec else "bookworm", (2, 17))
     plats = manylinux_platforms(glibc, platform.machine())
+    ext_set = _extension_set(spec, artifact, python, plats, cache_dir, beside, module, host=host,
+                             on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim", markup=False))
+    if ext_set is not None:
+        reqs += [r for r in ext_set.requirements if r not in reqs]
     console.print(f"[bold]verify[/] {escape(wheel.name)} ({'fresh venv on this host' if host else 'fresh container'})")
     wheelhouse, have_optional = prepare_wheelhouse(wheel, reqs, optional, python, plats, cache_dir, on_line)
     install = reqs + have_optional
@@ -174,16 +189,96 @@ def verify_wheel(
         client = client or engine.connect()
         probe, environment = run_in_container(wheel, wheelhouse, install, python, image, spec, args_for,
                                               on_line, gpus=cuda and engine_gives_gpus(client),
-                                              network_mode=network_mode, client=client, timeout=timeout)
+                                              network_mode=network_mode, client=client, timeout=timeout,
+                                              ext_set=ext_set)
     environment["seconds"] = round(time.monotonic() - t0, 1)
 
     exp = Expectations.from_spec(spec) if spec is not None else Expectations.from_wheel_name(wheel.name)
     report = rep.Report(
         wheel={"path": str(wheel), "name": wheel.name, "size": wheel.stat().st_size, "sha256": sha256_of(wheel)},
         mode="host" if host else "container", module=module, environment=environment,
-        expectations=exp.to_dict(), checks=evaluate(exp, probe), probe=probe, verdict=verdict(probe),
+        expectations=exp.to_dict(), checks=_checks(exp, probe, environment), probe=probe, verdict=verdict(probe),
         spec=_spec_facts(spec),
     )
+    return _publish(report, out_dir, json_out, console)
+
+
+def _extension_set(spec: Spec | None, artifact: Path | None, python: str, plats: Sequence[str], cache_dir: Path,
+                   beside: Sequence[str], module: str, *, host: bool, on_line):
+    """The artifact's extensions (and the --beside packages) to install beside the framework, or None."""
+    from buildctl.store.manifest import Manifest
+    from buildctl.verify import extensions
+
+    manifest = Manifest.read(artifact) if artifact is not None and (artifact / "manifest.json").is_file() else None
+    if (manifest is None or manifest.extensions is None) and not beside:
+        return None
+    if host:
+        raise InputError("an extension set (or --beside) is verified in a container of the runtime image, where "
+                         "binutils reads its symbols; fix: drop --host")
+    beside_wheels = extensions.fetch_beside(beside, python, plats, cache_dir, on_line)
+    smoke = {e.name: e.smoke for e in spec.extensions} if spec is not None else {}
+    return extensions.from_artifact(artifact, manifest, module, smoke, python, beside_wheels)
+
+
+def _checks(exp: Expectations, probe: dict, environment: dict, subject: str = "wheel") -> list:
+    """The framework's checks, then (with an extension set) one per extension, its results in the probe's."""
+    from buildctl.verify import extensions
+
+    checks = evaluate(exp, probe, subject=subject)
+    found = environment.pop("extensions", None)
+    if found is not None:
+        probe["extensions"] = found
+        checks += extensions.checks(found)
+    return checks
+
+
+def _verify_prebuilt(*, spec: Spec | None, image: str | None, sizes: str, iters: int, warmup: int,
+                     out_dir: Path | None, json_out: bool, network_mode: str | None, sweep: bool | None,
+                     cache_dir: Path | None, console: Console | None, timeout: float, client,
+                     artifact: Path | None, beside: Sequence[str]) -> rep.Report:
+    """A prebuilt framework's extension set, in a fresh container of the recipe's runtime image: the
+    framework as the image has it (probed like a wheel), the set installed beside it and checked."""
+    from buildctl import engine
+
+    if spec is None or image is None or artifact is None:
+        raise InputError("a prebuilt framework's extension set is verified from its artifact; fix: invoke verify "
+                         "--recipe R")
+    module, python = spec.framework.dist, spec.python.version
+    console = console or Console(stderr=json_out)
+    cache_dir = Path(cache_dir or os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
+    out_dir = Path(out_dir) if out_dir else artifact
+    if sweep is None:
+        sweep = spec.verify.allreduce
+    from buildctl.in_container.probe_sweep import parse_sizes
+
+    try:
+        parse_sizes(sizes)
+    except ValueError as e:
+        raise InputError(f"--sizes: {e}") from None
+
+    def on_line(line: str) -> None:
+        console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
+
+    plats = manylinux_platforms(DISTRO_GLIBC.get(spec.base.distro, (2, 17)), platform.machine())
+    ext_set = _extension_set(spec, artifact, python, plats, cache_dir, beside, module, host=False, on_line=on_line)
+    console.print(f"[bold]verify[/] the extension set of {escape(spec.name)} against {module} as {escape(image)} "
+                  "has it (fresh container)")
+    wheelhouse, have_optional = prepare_wheelhouse(None, list(ext_set.requirements), OPTIONAL_TOOLS, python, plats,
+                                                   cache_dir, on_line)
+    client = client or engine.connect()
+    t0 = time.monotonic()
+    probe, environment = run_in_container(
+        None, wheelhouse, [*ext_set.requirements, *have_optional], python, image, spec,
+        lambda out: probe_args(module, out, sweep=sweep, sizes=sizes, iters=iters, warmup=warmup), on_line,
+        gpus=engine_gives_gpus(client), network_mode=network_mode, client=client, timeout=timeout, ext_set=ext_set)
+    environment["seconds"] = round(time.monotonic() - t0, 1)
+    exp = Expectations.from_spec(spec)
+    ident = image_id(client, image)
+    report = rep.Report(
+        wheel=None, image={"reference": image, "id": ident, "python": f"{spec.python.venv}/bin/python"},
+        mode="container", module=module, environment=environment, expectations=exp.to_dict(),
+        checks=_checks(exp, probe, environment, subject="image"), probe=probe, verdict=verdict(probe),
+        spec=_spec_facts(spec))
     return _publish(report, out_dir, json_out, console)
 
 

@@ -139,26 +139,40 @@ def ensure_verify_image(client, base_image: str, python: str, *, network_mode: s
     return tag
 
 
-def container_script(venv: str, python: str, wheel_name: str, reqs: Sequence[str], probe_argv: list[str]) -> str:
+def container_script(venv: str, python: str, wheel_name: str | None, reqs: Sequence[str], probe_argv: list[str],
+                     ext_set=None) -> str:
+    """Install (the wheel under test, or with a prebuilt framework only its requirements), probe; with an
+    extension set, its wheels are installed after the probe and checked (extensions.container_lines)."""
     import shlex
 
     q = shlex.quote
-    return "\n".join([
+    what = wheel_name or "the extension set"
+    install = [q("/verify/in/" + wheel_name)] if wheel_name else []
+    install += [q(r) for r in reqs]
+    lines = [
         "set -e",
         "mkdir -p /verify/out",
         f'if [ ! -x {q(venv)}/bin/python ]; then python{python} -m venv {q(venv)}; fi',
-        f"echo 'installing {wheel_name} into a fresh container ({venv})'",
-        f"{q(venv)}/bin/python -m pip install -q --no-index --find-links /verify/wheelhouse --no-compile "
-        f"{q('/verify/in/' + wheel_name)} {' '.join(q(r) for r in reqs)}",
-        f"exec {q(venv)}/bin/python /verify/in/probe.py {' '.join(q(a) for a in probe_argv)}",
-    ])
+        f"echo 'installing {what} into a fresh container ({venv})'",
+    ]
+    if install:
+        lines.append(f"{q(venv)}/bin/python -m pip install -q --no-index --find-links /verify/wheelhouse --no-compile "
+                     f"{' '.join(install)}")
+    probe = f"{q(venv)}/bin/python /verify/in/probe.py {' '.join(q(a) for a in probe_argv)}"
+    if ext_set is None:
+        return "\n".join([*lines, f"exec {probe}"])
+    from buildctl.verify import extensions
+
+    return "\n".join([*lines, probe, *extensions.container_lines(f"{venv}/bin/python", ext_set)])
 
 
 def probe_in_container(client, image: str, command: list[str], inputs: dict[str, Path], *, shown: str,
                         what: str, on_line: LineSink, gpus: bool, network_mode: str | None,
-                        timeout: float | None, user: str | None = None, entrypoint: list[str] | None = None):
+                        timeout: float | None, user: str | None = None, entrypoint: list[str] | None = None,
+                        read_out: Callable[[Path], None] | None = None):
     """Run `command` (which writes /verify/out/probe.json) in a fresh container of `image`, always removed;
-    (probe.json validated by schema.py, the container result). `shown` names the image in messages."""
+    (probe.json validated by schema.py, the container result). `shown` names the image in messages.
+    `read_out` is given the folder of /verify/out, to read the command's other files before it goes."""
     from buildctl import engine
 
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-out-") as out:
@@ -178,12 +192,17 @@ def probe_in_container(client, image: str, command: list[str], inputs: dict[str,
             raise VerificationFailed(f"the verification container ran out of memory: {last_lines(res.log)}")
         if not probe_json.is_file():
             raise VerificationFailed(f"verification in {shown} failed (exit {res.exit_code}): {last_lines(res.log)}")
+        if read_out is not None:
+            read_out(Path(out))
         return schema.load_probe(probe_json, what), res
 
 
-def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python: str, image: str | None,
+def run_in_container(wheel: Path | None, wheelhouse: Path, reqs: Sequence[str], python: str, image: str | None,
                      spec: Spec | None, args_for: Callable[[str], list[str]], on_line: LineSink, *,
-                     gpus: bool, network_mode: str | None, client=None, timeout: float | None = None) -> tuple[dict, dict]:
+                     gpus: bool, network_mode: str | None, client=None, timeout: float | None = None,
+                     ext_set=None) -> tuple[dict, dict]:
+    """The probe (and, with an extension set, its check) in a fresh container; (probe JSON, environment
+    facts, with the set's results under "extensions")."""
     from buildctl import engine
 
     client = client or engine.connect()
@@ -193,11 +212,26 @@ def run_in_container(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python:
         image = ensure_verify_image(client, base, python, network_mode=network_mode, on_line=on_line)
     artifacts.record_images(client, [image])  # for invoke clean: this image is in use
     venv = spec.python.venv if spec else DEFAULT_VENV
-    script = container_script(venv, python, wheel.name, reqs, args_for("/verify/out/probe.json"))
-    probe, res = probe_in_container(
-        client, image, ["/bin/sh", "-c", script],
-        {f"/verify/in/{wheel.name}": wheel, **probe_inputs("/verify/in"),
-         "/verify/wheelhouse": wheelhouse},
-        shown=image, what=f"probe.json of {wheel.name} (written in a container of {image})", on_line=on_line,
-        gpus=gpus, network_mode=network_mode, timeout=timeout)
-    return probe, {"image": image, "venv": venv, "exit_code": res.exit_code}
+    script = container_script(venv, python, wheel.name if wheel else None, reqs, args_for("/verify/out/probe.json"),
+                              ext_set)
+    subject = wheel.name if wheel else "the extension set"
+    with tempfile.TemporaryDirectory(prefix="buildctl-verify-set-") as set_dir:
+        inputs = {**({f"/verify/in/{wheel.name}": wheel} if wheel else {}), **probe_inputs("/verify/in"),
+                  "/verify/wheelhouse": wheelhouse}
+        if ext_set is not None:
+            from buildctl.verify import extensions
+
+            inputs.update(extensions.container_inputs(ext_set, Path(set_dir)))
+        results: dict = {}
+
+        def read_out(out: Path) -> None:
+            if ext_set is not None:
+                from buildctl.verify import extensions
+
+                results["extensions"] = extensions.load_result(out / extensions.RESULT_FILE, f"{subject} in {image}")
+
+        probe, res = probe_in_container(
+            client, image, ["/bin/sh", "-c", script], inputs,
+            shown=image, what=f"probe.json of {subject} (written in a container of {image})", on_line=on_line,
+            gpus=gpus, network_mode=network_mode, timeout=timeout, read_out=read_out)
+    return probe, {"image": image, "venv": venv, "exit_code": res.exit_code, **results}

@@ -56,17 +56,19 @@ def _pip_download(dest: Path, reqs: Sequence[str], python: str, plats: Sequence[
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def prepare_wheelhouse(wheel: Path, requirements: Sequence[str], optional: Sequence[str], python: str,
+def prepare_wheelhouse(wheel: Path | None, requirements: Sequence[str], optional: Sequence[str], python: str,
                        plats: Sequence[str], cache_dir: Path, on_line: LineSink) -> tuple[Path, list[str]]:
     """A directory with every wheel that installing `wheel` + `requirements` needs, except `wheel`
     itself (two different builds can share a file name); and the optional requirements it holds.
+    No wheel: a prebuilt framework's extension set, only its requirements.
 
     Filled in a folder of its own, then renamed into place whole: a verification running beside this one
     (two builds, two `invoke verify`) never reads a wheelhouse still being filled, nor writes into one."""
     # pip download judges markers by the interpreter it runs on, not --python-version: name the
     # wheel's own requirements that hold for the target Python (torch: setuptools on >= 3.12).
-    own = requires_for_python(wheel_requires(wheel), python)
-    key_src = json.dumps({"requires": wheel_requires(wheel), "reqs": sorted([*own, *requirements]),
+    requires = wheel_requires(wheel) if wheel is not None else []
+    own = requires_for_python(requires, python)
+    key_src = json.dumps({"requires": requires, "reqs": sorted([*own, *requirements]),
                           "optional": sorted(optional), "python": python, "platforms": list(plats),
                           "filled": "aside"},  # not the folders that older buildctl filled in place
                          sort_keys=True)
@@ -89,15 +91,17 @@ def prepare_wheelhouse(wheel: Path, requirements: Sequence[str], optional: Seque
     return wh, json.loads(done.read_text())["optional"]
 
 
-def _fill(dest: Path, wheel: Path, reqs: Sequence[str], optional: Sequence[str], python: str,
+def _fill(dest: Path, wheel: Path | None, reqs: Sequence[str], optional: Sequence[str], python: str,
           plats: Sequence[str], on_line: LineSink) -> list[str]:
     """pip download of what `wheel` + `reqs` need into `dest` (the wheel itself left out), then of each
     optional requirement it can have; those it had."""
-    r = _pip_download(dest, [str(wheel), *reqs], python, plats, on_line)
-    if r.returncode != 0:
+    wanted = [*([str(wheel)] if wheel is not None else []), *reqs]
+    r = _pip_download(dest, wanted, python, plats, on_line) if wanted else None
+    if r is not None and r.returncode != 0:
         tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
-        raise VerificationFailed(f"cannot fetch the dependencies of {wheel.name} for Python {python}: "
-                                 f"{' '.join(tail)}; fix: check pip's index and proxy settings (pip config list)")
+        raise VerificationFailed(f"cannot fetch the dependencies of {wheel.name if wheel else ' '.join(reqs)} for "
+                                 f"Python {python}: {' '.join(tail)}; fix: check pip's index and proxy settings "
+                                 "(pip config list)")
     have = []
     for req in optional:
         r = _pip_download(dest, [req], python, plats, on_line)
@@ -105,5 +109,6 @@ def _fill(dest: Path, wheel: Path, reqs: Sequence[str], optional: Sequence[str],
             have.append(req)
         else:
             on_line(f"optional {req} not available ({(r.stderr or '').strip().splitlines()[-1:]}); going on")
-    (dest / wheel.name).unlink(missing_ok=True)
+    if wheel is not None:
+        (dest / wheel.name).unlink(missing_ok=True)
     return have

@@ -448,7 +448,7 @@ def test_until_configure_on_scikit_build_core_prints_the_cmake_summary(ws, demo_
     demo_skbuild_cpu.ok()
     run = ws.build("demo-skbuild-cpu", "--set", "build.type=Debug", "--until", "configure", artifacts="skb-until")
     assert run.returncode == 0 and run.payload["until"] == "configure", run.explain()
-    assert run.payload["configure"]["Build type"] == "Debug", run.payload["configure"]
+    assert run.payload["configure"]["CMAKE_BUILD_TYPE"] == "Debug", run.payload["configure"]
     assert run.payload["ninja"]["steps"] == 0
     ws.built.add(("demo-skbuild-cpu", run.payload["key"]))
 

@@ -47,7 +47,7 @@ def test_reserved_names_cover_every_variable_the_build_script_sets():
             assigned |= set(re.findall(r"(?:^|\s)([A-Z][A-Z0-9_]*)=", line))
     assert {"SRC", "OUT", "VENV", "VIRTUAL_ENV", "PATH", "MAX_JOBS", "CCACHE_DIR"} <= assigned
     # the compiler flags the script appends its prefix map to: a recipe's own value is kept
-    appended = {"CFLAGS", "CXXFLAGS", "CUDAFLAGS", "HIPFLAGS"}
+    appended = {"CFLAGS", "CXXFLAGS", "CUDAFLAGS", "HIPFLAGS", "CPPFLAGS"}
     assert assigned - set(RESERVED_BUILD_ENV) == appended
     # and buildctl's own settings it reads from the container's environment
     read = set(re.findall(r"\$\{?(BUILDCTL_[A-Z0-9_]+)", TEMPLATE.read_text()))

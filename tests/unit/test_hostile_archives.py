@@ -442,7 +442,7 @@ BUNDLE_CASES = {
     "volume-at-another-path": ("mounted at '/etc'", "a volume over the image's /etc"),
     "network-of-another-container": ("network: Input should be 'host', 'bridge', 'none' or 'default'",
                                      "joined another container's network namespace (its localhost services)"),
-    "unknown-step": ("step: Input should be 'fetch', 'image', 'source', 'configure', 'compile' or 'wheel'",
+    "unknown-step": ("step: Input should be 'fetch', 'image', 'source', 'configure', 'compile', 'wheel' or 'extensions'",
                      "built the image and ran the command of an unknown step"),
     "compile-without-command": ("step compile ran a command in a container, but the bundle names none",
                                 "TypeError after building the image: 'internal error', exit 1"),

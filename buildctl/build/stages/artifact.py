@@ -43,9 +43,11 @@ def download_list(rendered: render.Rendered) -> list[dict]:
 def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, float]) -> Manifest:
     """The wheel, build.log, the runtime context and the manifest in `staging`; the manifest."""
     out_dir, prepared = compiled.out_dir, compiled.image.prepared
+    spec = run.spec
     wheels = sorted(out_dir.glob("*.whl"))
-    if not wheels:
+    if not wheels and spec.framework.source.kind != "prebuilt":
         raise StepFailed("wheel", 1, run.log.text(), detail="the build produced no wheel")
+    built_extensions = extension_wheels(spec, out_dir, run.log.text())
     versions = _parse_kv(out_dir / "versions.txt")
     cache = _cache_stats(out_dir, run.spec.site.cache_url if run.spec.build.cache == "ccache" else None)
     peak = (out_dir / "peak-memory.txt").read_text().strip() if (out_dir / "peak-memory.txt").exists() else ""
@@ -56,7 +58,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
     if warning:
         run.log(f"buildctl: {warning}")
     entries = []
-    for w in wheels:
+    for w in [*wheels, *(w for w, _ in built_extensions)]:
         shutil.copy2(w, staging / w.name)
         entries.append({"file": w.name, "sha256": artifacts.sha256_of(w), "bytes": w.stat().st_size})
     (staging / "build.log").write_text(run.log.text() + "\n")
@@ -64,7 +66,6 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         shutil.copy2(out_dir / "ninja_log.txt", staging / "ninja_log.txt")
     (staging / "recipe.resolved.yaml").write_text(prepared.rendered.files["recipe.resolved.yaml"])
     render.write(prepared.rendered, staging / CONTEXT_DIR)  # the files only: no downloads, no credentials
-    spec = run.spec
     src = spec.framework.source
     return Manifest.model_validate({
         "schema_version": 1,
@@ -76,6 +77,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "framework": spec.framework.name,
         "source": {"kind": src.kind, "git": src.git and mask_url(src.git), "ref": src.ref,
                    "path": src.path, "tarball": src.tarball and mask_url(src.tarball.url),
+                   **_prebuilt(src),
                    "commit": versions.pop("source_commit", None), "mirror": mirror_for(src.git, spec.site)},
         "source_date_epoch": int(source_date_epoch) if source_date_epoch.isdigit() else None,
         "build_type": spec.build.type,
@@ -98,8 +100,102 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
                                                              "os", "arch", "cpus", "memory_bytes")},
         "host": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "resolved_recipe": masked_dump(spec),
-        "frontend": _frontend(frontend, wheels[0]),
+        "frontend": _frontend(frontend, wheels[0]) if wheels else None,
+        "extensions": _extensions_section(spec, out_dir, wheels, built_extensions),
     })
+
+
+def _prebuilt(src) -> dict:
+    """The framework the extensions were built against when it was not built here (only then a key)."""
+    if src.prebuilt is None:
+        return {}
+    if isinstance(src.prebuilt, str):
+        return {"prebuilt": src.prebuilt}
+    return {"prebuilt": mask_url(src.prebuilt.url), "prebuilt_sha256": src.prebuilt.sha256}
+
+
+def extension_wheels(spec: Spec, out_dir: Path, log: str) -> list[tuple[Path, dict]]:
+    """[(wheel, what the build script recorded of its build)] in the recipe's order, one per extension;
+    StepFailed (step extensions) when one is missing or the build left a wheel no extension names."""
+    if not spec.extensions:
+        return []
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+    folder = out_dir / "extensions"
+    by_name: dict[str, Path] = {}
+    for w in sorted(folder.glob("*.whl")):
+        try:
+            by_name[canonicalize_name(parse_wheel_filename(w.name)[0])] = w
+        except InvalidWheelFilename:
+            raise StepFailed("extensions", 1, log, detail=f"the extension build left {ascii(w.name)}, not a wheel "
+                                                          "name") from None
+    built = {}
+    for line in _read_text(folder / "built.txt").splitlines():
+        name, _, rest = line.partition(" ")
+        built[name] = dict(part.split("=", 1) for part in rest.split() if "=" in part)
+    out = []
+    for ext in spec.extensions:
+        wheel = by_name.pop(canonicalize_name(ext.name), None)
+        if wheel is None:
+            raise StepFailed("extensions", 1, log, detail=f"extension {ext.name} built no wheel of that name "
+                                                          f"(the wheels: {', '.join(sorted(by_name)) or 'none'}); fix: "
+                                                          "name the extension as its distribution is named")
+        out.append((wheel, built.get(ext.name, {})))
+    if by_name:
+        raise StepFailed("extensions", 1, log, detail=f"the extension build left wheels no extension names: "
+                                                      f"{', '.join(sorted(by_name))}")
+    return out
+
+
+def _extensions_section(spec: Spec, out_dir: Path, framework_wheels: list[Path],
+                        built: list[tuple[Path, dict]]) -> dict | None:
+    """What each extension was built against (the framework as the build venv had it) and how long it took."""
+    if not spec.extensions:
+        return None
+    try:
+        against = json.loads(_read_text(out_dir / "extensions" / "built-against.json") or "{}")
+    except ValueError:
+        against = {}
+    if not isinstance(against, dict):
+        against = {}
+    keep = ("version", "git_version", "cxx11_abi", "cuda", "hip", "pybind11_abi", "cuda_arch_list",
+            "TORCH_CUDA_ARCH_LIST")
+    against = {k: against.get(k) for k in keep if k in against}
+    src = spec.framework.source
+    against["framework"] = spec.framework.dist
+    against["from"] = "this build" if src.prebuilt is None else (
+        "the base image" if isinstance(src.prebuilt, str) else f"wheel {src.prebuilt.name}")
+    against["wheel_sha256"] = (artifacts.sha256_of(framework_wheels[0]) if framework_wheels else
+                               src.prebuilt.sha256 if src.prebuilt is not None and not isinstance(src.prebuilt, str)
+                               else None)
+    against["cuda_arch"] = list(spec.build.cuda_arch)
+    rows = []
+    for ext, (wheel, facts) in zip(spec.extensions, built, strict=True):
+        seconds = facts.get("seconds", "")
+        rows.append({"name": ext.name, "source": mask_url(ext.source_label), "module": ext.import_name,
+                     "file": wheel.name, "version": wheel_facts.wheel_tags(wheel).get("version"),
+                     "requires": [r for r in wheel_facts.wheel_requires(wheel)
+                                  if _names(r, spec.framework.dist)],
+                     "frontend": facts.get("frontend"), "build_seconds": int(seconds) if seconds.isdigit() else None})
+    return {"built_against": against, "extensions": rows}
+
+
+def _names(requirement: str, dist: str) -> bool:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        return canonicalize_name(Requirement(requirement).name) == canonicalize_name(dist)
+    except InvalidRequirement:
+        return False
+
+
+def _read_text(path: Path, limit: int = 1 << 20) -> str:
+    """A small file the build container wrote (untrusted: bounded, never followed out of place)."""
+    if not path.is_file() or path.is_symlink():
+        return ""
+    with open(path, "rb") as fh:
+        return fh.read(limit).decode("utf-8", "replace")
 
 
 def _frontend(reported: str, wheel: Path) -> dict:

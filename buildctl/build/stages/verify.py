@@ -86,8 +86,9 @@ def verify(spec: Spec, published: Published, *, client=None, context_dir: Path |
     image = runtime_image(spec, published.key, client=client, context_dir=context_dir, namespace=namespace,
                           on_line=on_line, secrets=secrets, image_key=manifest.runtime.image_key if manifest.runtime else "")
     artifacts.record_images(client, [image], artifact.parent.parent)
-    wheel = artifact / manifest.wheel.file
-    report = runner.verify_wheel(wheel, spec=spec, image=image, out_dir=artifact,
+    own = manifest.framework_wheel  # None: a prebuilt framework, verified as the image has it, with its set
+    wheel = artifact / own.file if own is not None else None
+    report = runner.verify_wheel(wheel, spec=spec, image=image, out_dir=artifact, artifact=artifact,
                                  network_mode=engine.network_mode_for(spec.site.network), client=client, console=console,
                                  **options.kwargs())
     return Verified(report, cached=False)

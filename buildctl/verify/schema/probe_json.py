@@ -278,6 +278,24 @@ class FrameworkChecks(StrictModel):
     debug_info: DebugInfo | None = None
 
 
+class ExtensionResult(StrictModel):
+    name: Str
+    role: Str  # extension (of the artifact's set) | beside (--beside)
+    version: Str | None = None
+    ok: bool
+    reason: LongText | None = None  # one line: what differs, naming both torches
+    requires: StrList = []  # its Requires-Dist on the framework
+    smoke: Annotated[dict[Key, ScalarOrList], Field(max_length=64)] | None = None
+
+
+class ExtensionFacts(StrictModel):
+    """ext_set.py's findings, added to the probe's by the verification (verify/extensions.py)."""
+
+    torch: Annotated[dict[Key, ScalarOrList], Field(max_length=64)] | None = None
+    error: Str | None = None
+    results: Annotated[list[ExtensionResult], Field(max_length=MAX_ITEMS)] = []
+
+
 class Probe(StrictModel):
     """probe.py's JSON (docs/verify.md); every section optional, as a crashed probe writes few."""
 
@@ -297,6 +315,7 @@ class Probe(StrictModel):
     arch_coverage: ArchCoverage | None = None
     checks: FrameworkChecks | None = None
     sweep: Sweep | None = None
+    extensions: ExtensionFacts | None = None
     fatal: Str | None = None
     traceback: LongText | None = None
     seconds: Num | None = None

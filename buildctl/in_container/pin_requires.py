@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Pin a wheel's Requires-Dist on its framework to the exact build it was compiled against (an
+extension's compiled ops fit one torch only, and pip would otherwise take PyPI's). Standard library only.
+
+    python3 pin_requires.py WHEEL --dist torch --version VERSION [--out DIR]
+
+Every `Requires-Dist: torch...` line without an `extra ==` marker becomes `torch==VERSION` (its
+environment marker kept); a wheel that names no torch (torch-scatter's setup.py has
+install_requires=[]) gets one. METADATA's sha256 and size in RECORD are rewritten; every other
+member is copied byte for byte, in order, with its date and mode. The file name is unchanged (the
+wheel's version is not), written to DIR (default: over WHEEL).
+Exit status: 0 written, 2 bad input.
+"""
+
+import argparse
+import base64
+import hashlib
+import os
+import re
+import sys
+import tempfile
+import zipfile
+
+# PEP 440, with a local version label (2.6.0+buildctl).
+VERSION = re.compile(
+    r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[a-z0-9]+([._-][a-z0-9]+)*)?$", re.I
+)
+DIST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+
+
+def requirement_line(dist):
+    """`Requires-Dist: <dist>...` (any spelling PEP 503 normalises to the same name)."""
+    name = "[-_.]+".join(re.escape(part) for part in re.split(r"[-_.]+", dist))
+    return re.compile(rf"^Requires-Dist:\s*{name}(?![-_.\w])\s*(?:\[[^\]]*\])?\s*(?:\(?[^;]*\)?)?(;.*)?$", re.I)
+
+
+class BadInput(Exception):
+    pass
+
+
+def pin_metadata(text, dist, version):
+    head, sep, body = text.partition("\n\n")
+    lines = head.split("\n")
+    out, pinned = [], False
+    wanted = requirement_line(dist)
+    for line in lines:
+        m = wanted.match(line)
+        if m and not re.search(r"\bextra\s*==", m.group(1) or ""):
+            marker = (m.group(1) or "").strip()
+            line = f"Requires-Dist: {dist}=={version}" + (f" {marker}" if marker else "")
+            pinned = True
+        out.append(line)
+    if not pinned:
+        last = max(
+            (i for i, line in enumerate(out) if line.startswith("Requires-Dist:")), default=len(out) - 1
+        )
+        out.insert(last + 1, f"Requires-Dist: {dist}=={version}")
+    return "\n".join(out) + sep + body
+
+
+def record_hash(data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"sha256={digest}"
+
+
+def pin(wheel, dist, version, out_dir=None):
+    if not DIST.match(dist):
+        raise BadInput(f"--dist {dist!r}: not a distribution name; give one like torch")
+    if not VERSION.match(version):
+        raise BadInput(f"--version {version}: not a PEP 440 version; give one like 2.6.0 or 2.6.0+buildctl")
+    try:
+        src = zipfile.ZipFile(wheel)
+    except (OSError, zipfile.BadZipFile) as e:
+        raise BadInput(f"{wheel}: not a readable wheel ({e}); name a .whl file") from None
+    with src:
+        infos = src.infolist()
+        names = [i.filename for i in infos]
+        meta = [n for n in names if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+        if len(meta) != 1:
+            raise BadInput(f"{wheel}: {len(meta)} .dist-info/METADATA files; a wheel has exactly one")
+        meta_name = meta[0]
+        record_name = meta_name.rsplit("/", 1)[0] + "/RECORD"
+        if record_name not in names:
+            raise BadInput(f"{wheel}: no {record_name}; a wheel needs one")
+        new_meta = pin_metadata(src.read(meta_name).decode("utf-8"), dist, version).encode("utf-8")
+        record = []
+        for row in src.read(record_name).decode("utf-8").splitlines():
+            if row.split(",")[0] == meta_name:
+                row = f"{meta_name},{record_hash(new_meta)},{len(new_meta)}"
+            record.append(row)
+        new_record = ("\n".join(record) + "\n").encode("utf-8")
+        target = os.path.join(out_dir or os.path.dirname(os.path.abspath(wheel)), os.path.basename(wheel))
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".whl.part")
+        os.close(fd)
+        try:
+            with zipfile.ZipFile(tmp, "w") as dst:
+                for info in infos:
+                    if info.filename.endswith("/RECORD.jws") or info.filename.endswith("/RECORD.p7s"):
+                        continue  # a signature over the old RECORD no longer holds
+                    data = {meta_name: new_meta, record_name: new_record}.get(info.filename)
+                    dst.writestr(
+                        info, src.read(info) if data is None else data, compress_type=info.compress_type
+                    )
+            os.replace(tmp, target)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    return target
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("wheel")
+    parser.add_argument("--dist", required=True, metavar="NAME", help="the framework's distribution, e.g. torch")
+    parser.add_argument("--version", required=True, metavar="VERSION", help="its exact version to pin")
+    parser.add_argument("--out", metavar="DIR", help="folder for the pinned wheel (default: over WHEEL)")
+    args = parser.parse_args(argv)
+    try:
+        if args.out and not os.path.isdir(args.out):
+            raise BadInput(f"--out {args.out}: no such folder; create it first")
+        print(pin(args.wheel, args.dist, args.version, args.out))
+    except BadInput as e:
+        print(f"pin_requires: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

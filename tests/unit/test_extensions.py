@@ -1,0 +1,251 @@
+"""Extensions (issue 18) without an engine: the recipe fields and their refusals, what the build script
+does for them, the Requires-Dist pin (in_container/pin_requires.py), what the artifact records and how a
+verification's findings become checks. The builds themselves: tests/integration/test_extensions_integration.py."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from buildctl import recipe
+from buildctl import render as render_mod
+from buildctl.build.stages import artifact as artifact_stage
+from buildctl.errors import RecipeError, StepFailed
+from buildctl.in_container import pin_requires
+from buildctl.recipe.schema import Spec
+from buildctl.store import artifacts
+from buildctl.verify import extensions
+
+REPO = Path(__file__).resolve().parents[2]
+SCATTER = {"name": "torch-scatter", "source": {"pypi": "torch-scatter==2.1.2", "sha256": "69b3" + "0" * 60}}
+
+
+def spec_with(**changes) -> Spec:
+    data = recipe.load("ext-torch2.6-debian").model_dump(mode="json")
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        holder = data
+        for p in parents:
+            holder = holder[p]
+        holder[last] = value
+    return Spec.model_validate(data)
+
+
+# --- the recipe ------------------------------------------------------------------------------------
+
+
+def test_a_prebuilt_framework_with_no_extension_is_refused():
+    with pytest.raises(ValueError, match="nothing to build"):
+        spec_with(extensions=[])
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"name": "torch-scatter", "source": {"pypi": "torch-scatter==2.1.2"}}, "needs sha256"),
+    ({"name": "x", "source": {"pypi": "x==1", "sha256": "0" * 64, "git": "https://e.org/x"}}, "exactly one"),
+    ({"name": "x", "source": {"git": "https://e.org/x"}}, "needs ref"),
+    ({"name": "x", "source": {"pypi": "x>=1", "sha256": "0" * 64}}, "pattern"),
+    ({**SCATTER, "env": {"MAX_JOBS": "9"}}, "MAX_JOBS is reserved"),
+    ({**SCATTER, "env": {"FRAMEWORK_VERSION": "1"}}, "FRAMEWORK_VERSION is reserved"),
+])
+def test_an_extension_entry_that_cannot_build_is_refused(bad, words):
+    with pytest.raises(ValueError, match=words):
+        spec_with(extensions=[bad])
+
+
+def test_the_framework_itself_or_a_name_twice_is_refused():
+    with pytest.raises(ValueError, match="listed twice"):
+        spec_with(extensions=[SCATTER, {**SCATTER, "name": "torch_scatter"}])
+    with pytest.raises(ValueError, match="the framework itself"):
+        spec_with(extensions=[{**SCATTER, "name": "torch"}])
+
+
+def test_a_recipe_error_names_the_field(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text((REPO / "recipes/ext-torch2.6-debian.yaml").read_text().replace(
+        "extends: fragments/torch-extensions-pyg.yaml",
+        "extends: " + str(REPO / "recipes/fragments/torch-extensions-pyg.yaml"))
+        .replace("prebuilt: base-image", "prebuilt: image"))
+    with pytest.raises(RecipeError) as e:
+        recipe.load(str(path))
+    assert "framework.source.prebuilt" in str(e.value)
+
+
+def test_recipes_without_extensions_dump_as_before():
+    """The new fields are left out of the resolved recipe while unset: keys and build volumes survive."""
+    dumped = recipe.masked_dump(recipe.load("pytorch2.6-cpu-trixie"))
+    assert "extensions" not in dumped and "prebuilt" not in dumped["framework"]["source"]
+    assert recipe.masked_dump(recipe.load("ext-torch2.6-debian"))["framework"]["source"] == {
+        "git": None, "ref": None, "submodules": True, "path": None, "tarball": None, "prebuilt": "base-image"}
+
+
+# --- the build script ------------------------------------------------------------------------------
+
+
+def test_the_extension_step_builds_each_against_the_installed_framework():
+    files = render_mod.render(recipe.load("ext-torch2.6-debian")).files
+    script, dockerfile = files["build.sh"], files["Dockerfile"]
+    assert "step configure" not in script and "python setup.py" not in script  # no torch built
+    assert "step extensions" in script
+    assert "--require-hashes" in script and "--hash=sha256:69b3aa43" in script
+    assert "pip wheel --no-build-isolation --no-deps" in script
+    assert 'pin_requires.py "$wheel" --dist torch --version "$FRAMEWORK_VERSION"' in script
+    assert "-m venv --system-site-packages /opt/venv" in dockerfile  # Debian's torch is seen from the venv
+    assert "COPY abi_check.py pin_requires.py /usr/local/share/buildctl/" in dockerfile
+    assert "binutils" in dockerfile.split("FROM base AS runtime\n")[1].split("FROM base AS builder")[0]
+    # a framework built here: installed into the venv before the extensions, its wheel in their key
+    built = render_mod.render(spec_with(framework={"name": "pytorch", "source": {"path": "/src"}})).files["build.sh"]
+    assert built.index("step wheel") < built.index("step extensions") \
+        < built.index('pip install --no-deps --force-reinstall --no-compile "$OUT"/*.whl') < built.index("--- torch-scatter")
+
+
+def test_an_extension_env_and_cuda_defaults_reach_only_its_build():
+    spec = spec_with(extensions=[{**SCATTER, "env": {"WITH_METIS": "1"}}])
+    script = render_mod.render(spec).files["build.sh"]
+    block = script[script.index("--- torch-scatter"):]
+    assert "export WITH_METIS=1" in block
+    assert "WITH_METIS" not in script[:script.index("--- torch-scatter")]
+
+
+def test_extension_files_are_keyed_only_where_rendered():
+    plain = render_mod.render(recipe.load("demo-cpu")).files
+    assert "abi_check.py" not in plain
+    key = artifacts.artifact_key(plain, "s", "b")
+    assert artifacts.artifact_key({**plain, "other.txt": "x"}, "s", "b") == key
+    ext = render_mod.render(recipe.load("ext-torch2.6-debian")).files
+    assert artifacts.artifact_key(ext, "s", "b") != artifacts.artifact_key({**ext, "pin_requires.py": ""}, "s", "b")
+
+
+# --- pinning Requires-Dist -------------------------------------------------------------------------
+
+
+def _wheel(tmp_path: Path, requires: list[str]) -> Path:
+    info = "torch_scatter-2.1.2.dist-info"
+    meta = "Metadata-Version: 2.1\nName: torch_scatter\nVersion: 2.1.2\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires) + "\nlong description\n"
+    files = {"torch_scatter/__init__.py": b"", f"{info}/METADATA": meta.encode(),
+             f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp313-cp313-linux_x86_64\n"}
+    record = "".join(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},"
+                     f"{len(d)}\n" for n, d in files.items()) + f"{info}/RECORD,,\n"
+    path = tmp_path / "torch_scatter-2.1.2-cp313-cp313-linux_x86_64.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for n, d in {**files, f"{info}/RECORD": record.encode()}.items():
+            z.writestr(n, d)
+    return path
+
+
+def _metadata(wheel: Path) -> tuple[list[str], str]:
+    with zipfile.ZipFile(wheel) as z:
+        meta = z.read("torch_scatter-2.1.2.dist-info/METADATA").decode()
+        record = z.read("torch_scatter-2.1.2.dist-info/RECORD").decode()
+    row = next(r for r in record.splitlines() if r.startswith("torch_scatter-2.1.2.dist-info/METADATA,"))
+    digest = base64.urlsafe_b64encode(hashlib.sha256(meta.encode()).digest()).rstrip(b"=").decode()
+    assert row == f"torch_scatter-2.1.2.dist-info/METADATA,sha256={digest},{len(meta.encode())}"
+    return [line.split(": ", 1)[1] for line in meta.splitlines() if line.startswith("Requires-Dist:")], meta
+
+
+@pytest.mark.parametrize("requires, expected", [
+    ([], ["torch==2.6.0+debian"]),  # torch-scatter's own wheel names no torch at all
+    (["scipy"], ["scipy", "torch==2.6.0+debian"]),
+    (["torch>=2.0.0", "ninja"], ["torch==2.6.0+debian", "ninja"]),  # deepspeed's
+    (["Torch (>=2.0)"], ["torch==2.6.0+debian"]),
+    (['torch>=2; python_version >= "3.9"'], ['torch==2.6.0+debian ; python_version >= "3.9"']),
+    (['torch>=2; extra == "all"', "torchvision"], ['torch>=2; extra == "all"', "torchvision", "torch==2.6.0+debian"]),
+])
+def test_the_pin_names_the_exact_framework_and_keeps_the_rest(tmp_path, requires, expected):
+    wheel = _wheel(tmp_path, requires)
+    out = tmp_path / "out"
+    out.mkdir()
+    pinned = Path(pin_requires.pin(str(wheel), "torch", "2.6.0+debian", str(out)))
+    got, meta = _metadata(pinned)
+    assert got == expected and meta.endswith("\nlong description\n")
+    with zipfile.ZipFile(wheel) as a, zipfile.ZipFile(pinned) as b:
+        assert [i.filename for i in a.infolist()] == [i.filename for i in b.infolist()]
+
+
+def test_the_pin_refuses_bad_input_in_one_line(tmp_path):
+    wheel = _wheel(tmp_path, [])
+    for args, words in ((["--dist", "torch", "--version", "2.6 0"], "not a PEP 440 version"),
+                        (["--dist", "../x", "--version", "2.6.0"], "not a distribution name")):
+        done = subprocess.run([sys.executable, pin_requires.__file__, str(wheel), *args], capture_output=True, text=True)
+        assert done.returncode == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    (tmp_path / "junk.whl").write_bytes(b"not a zip")
+    done = subprocess.run([sys.executable, pin_requires.__file__, str(tmp_path / "junk.whl"), "--dist", "torch",
+                           "--version", "2.6.0"], capture_output=True, text=True)
+    assert done.returncode == 2 and "not a readable wheel" in done.stderr and "Traceback" not in done.stderr
+
+
+# --- what the artifact records ---------------------------------------------------------------------
+
+
+def test_each_extension_wheel_is_found_by_its_name(tmp_path):
+    spec = recipe.load("ext-torch2.6-debian")
+    (tmp_path / "extensions").mkdir()
+    with pytest.raises(StepFailed, match="torch-scatter built no wheel"):
+        artifact_stage.extension_wheels(spec, tmp_path, "log")
+    wheel = _wheel(tmp_path / "extensions", [])
+    (tmp_path / "extensions" / "built.txt").write_text("torch-scatter seconds=321 frontend=setuptools\n")
+    [(found, facts)] = artifact_stage.extension_wheels(spec, tmp_path, "log")
+    assert found == wheel and facts == {"seconds": "321", "frontend": "setuptools"}
+    (tmp_path / "extensions" / "other-1.0-py3-none-any.whl").write_bytes(b"")
+    with pytest.raises(StepFailed, match="no extension names: other"):
+        artifact_stage.extension_wheels(spec, tmp_path, "log")
+
+
+def test_the_manifest_says_what_each_extension_was_built_against(tmp_path):
+    spec = recipe.load("ext-torch2.6-debian")
+    (tmp_path / "extensions").mkdir()
+    (tmp_path / "extensions" / "built-against.json").write_text(json.dumps({
+        "version": "2.6.0+debian", "git_version": "Unknown", "cxx11_abi": True, "cuda": None, "hip": None,
+        "dir": "/usr/lib/python3/dist-packages/torch", "cuda_arch_list": []}))
+    pinned = Path(pin_requires.pin(str(_wheel(tmp_path, ["scipy"])), "torch", "2.6.0+debian",
+                                   str(tmp_path / "extensions")))
+    section = artifact_stage._extensions_section(spec, tmp_path, [], [(pinned, {"seconds": "9"})])
+    assert section["built_against"] == {"version": "2.6.0+debian", "git_version": "Unknown", "cxx11_abi": True,
+                                        "cuda": None, "hip": None, "cuda_arch_list": [], "framework": "torch",
+                                        "from": "the base image", "wheel_sha256": None, "cuda_arch": []}
+    [row] = section["extensions"]
+    assert row["requires"] == ["torch==2.6.0+debian"] and row["build_seconds"] == 9 and row["version"] == "2.1.2"
+
+
+# --- a verification's findings ---------------------------------------------------------------------
+
+
+def test_findings_become_one_check_each_with_the_reason(tmp_path):
+    reason = ("torchvision 0.21.0+cu124 (Requires-Dist: torch==2.6.0, CUDA 12, C++11 ABI 0) does not fit torch "
+              "2.6.0+debian (CPU, C++11 ABI 1, git Unknown): _C.so: C++11 ABI 0 here, 1 in torch")
+    (tmp_path / extensions.RESULT_FILE).write_text(json.dumps({"torch": {"version": "2.6.0+debian"}, "results": [
+        {"name": "torch-scatter", "role": "extension", "version": "2.1.2", "ok": True, "reason": None,
+         "smoke": {"ok": True, "detail": "scatter_add = index_add_", "seconds": 2.1}},
+        {"name": "torchvision", "role": "beside", "version": "0.21.0+cu124", "ok": False, "reason": reason,
+         "abi": [{"so": "x", "differs": ["y"]}], "unknown": "kept out"},
+        "not a result"]}))
+    found = extensions.load_result(tmp_path / extensions.RESULT_FILE, "test")
+    checks = extensions.checks(found)
+    assert [(c.name, c.ok) for c in checks] == [("extension torch-scatter", True), ("beside torchvision", False)]
+    assert checks[1].detail == reason
+    assert "unknown" not in found["results"][1]
+
+
+def test_findings_that_are_not_an_extension_check_are_refused(tmp_path):
+    path = tmp_path / extensions.RESULT_FILE
+    for text in ("[1, 2]", "{not json", '{"results": "no"}'):
+        path.write_text(text)
+        with pytest.raises(extensions.VerificationFailed):
+            extensions.load_result(path, "test")
+    with pytest.raises(extensions.VerificationFailed, match="wrote no"):
+        extensions.load_result(tmp_path / "absent.json", "test")
+
+
+def test_a_beside_requirement_is_one_pinned_distribution(tmp_path):
+    from buildctl.errors import InputError
+
+    for bad in ("torchvision", "torchvision>=0.21", "-e .", "x==1; rm -rf /"):
+        with pytest.raises(InputError, match="not NAME==VERSION"):
+            extensions.fetch_beside([bad], "3.13", ["linux_x86_64"], tmp_path, print)
