@@ -51,7 +51,8 @@ def is_buildctl_image(tags: list[str], labels: Mapping[str, str] | None) -> bool
     """Whether a tagged image is one buildctl made: one of its names is buildctl's own, or it is a base
     image under the name `invoke base-image` gave it. An untagged one says nothing of its maker (the
     artifacts root's records do: artifacts.is_own_image)."""
-    return any(t.startswith(IMAGE_REPOSITORIES) for t in tags) or (labels or {}).get(BASE_IMAGE_LABEL) in tags
+    names = [short_name(t) for t in tags]  # Podman answers docker.io/buildctl/x:1 for buildctl/x:1
+    return any(t.startswith(IMAGE_REPOSITORIES) for t in names) or (labels or {}).get(BASE_IMAGE_LABEL) in names
 
 
 def process_start(pid: int) -> str | None:

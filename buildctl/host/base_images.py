@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -258,7 +259,7 @@ def import_rootfs(
     assert proc.stdout is not None and proc.stderr is not None
     try:
         with engine.terminate_as_interrupt():
-            client.api.import_image(
+            answer = client.api.import_image(
                 src=iter(lambda: proc.stdout.read(1 << 20), b""),
                 repository=repo,
                 tag=tagpart,
@@ -279,9 +280,31 @@ def import_rootfs(
     if rc != 0:
         raise BaseImageError(f"tar of {rootfs} failed (exit code {rc}): {engine.one_line(err, 300)}")
     try:
-        return str(client.api.inspect_image(tag)["Id"])
+        image_id = _imported_id(answer) or str(client.api.inspect_image(tag)["Id"])
+        # Podman 4.3's Docker API imports as REPO:latest whatever tag it is given: name it as asked
+        client.api.tag(image_id, repo, tagpart)
+        if tagpart != "latest" and _image_id(client, f"{repo}:latest") == image_id:
+            client.api.remove_image(f"{repo}:latest", noprune=True)
+        return image_id
     except derr.APIError as e:
         raise engine.api_error(e, f"inspecting the imported {tag}") from e
+
+
+def _imported_id(answer) -> str | None:
+    """The image id an import answered with (its last JSON line's status), None if it named none."""
+    for line in reversed(str(answer or "").splitlines()):
+        with contextlib.suppress(ValueError, AttributeError):
+            status = json.loads(line).get("status", "")
+            if isinstance(status, str) and re.fullmatch(r"sha256:[0-9a-f]{64}", status):
+                return status
+    return None
+
+
+def _image_id(client, ref: str) -> str | None:
+    try:
+        return str(client.api.inspect_image(ref)["Id"])
+    except derr.NotFound:
+        return None
 
 
 def _quote(v: str) -> str:

@@ -330,12 +330,16 @@ def default_image_out_dir(reference: str, image_id: str) -> Path:
 
 def image_id(client, reference: str) -> str:
     """The id (sha256:...) of a local image; InputError when the engine does not have it (never pulled)."""
+    return str(_inspect_image(client, reference)["Id"])
+
+
+def _inspect_image(client, reference: str) -> dict:
     from docker import errors as derr
 
     from buildctl.engine import api_error as _api_error
 
     try:
-        return str(client.api.inspect_image(reference)["Id"])
+        return client.api.inspect_image(reference)
     except derr.NotFound:
         raise InputError(f"image {reference} is not in the Docker engine, and buildctl never pulls; fix: "
                          f"`docker pull {reference}` (or docker load / docker build it) first") from None
@@ -388,7 +392,8 @@ def verify_image(
     if iters < 1 or warmup < 0:
         raise InputError("--iters must be >= 1 and warm-up >= 0")
     client = client or engine.connect()
-    ident = image_id(client, image)
+    info = _inspect_image(client, image)
+    ident = str(info["Id"])
     console = console or Console(stderr=json_out)
     out_dir = Path(out_dir) if out_dir else default_image_out_dir(image, ident)
     if sweep is None:
@@ -399,7 +404,8 @@ def verify_image(
 
     gpus = engine_gives_gpus(client)  # the image may hold a CUDA build: give it the GPUs its engine has
     console.print(f"[bold]verify[/] {escape(image)} ({escape(ident[:19])}, {escape(python)}, fresh container)")
-    artifacts.record_images(client, [ident])  # for invoke clean (by id: any name), when it is one of buildctl's
+    if engine.is_buildctl_image(info.get("RepoTags") or [], (info.get("Config") or {}).get("Labels")):
+        artifacts.record_images(client, [ident])  # for invoke clean (by id: any name); a user's image is not its to age
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-empty-") as empty:
         t0 = time.monotonic()
         try:

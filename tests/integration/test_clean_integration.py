@@ -233,7 +233,10 @@ def test_images_and_containers_made_from_buildctls_are_the_users_own(docker_clie
                                     client=docker_client)
         assert [(r["kind"], r["name"]) for r in report["removed"]] == [("image", base)], report["removed"]
         report = clean.clean(older_than_days=0, root=root, labels=own, caches=False, client=docker_client)
-        assert report["removed"] == [] and [f["name"] for f in report["failed"]] == [base]  # on-base is FROM it
+        # Docker refuses to remove an image another is FROM; Podman removes the name, the layers stay
+        # the child's: either way only the base image was touched, and every image of the user's stays
+        outcome = [r["name"] for r in report["removed"]] + [f["name"] for f in report["failed"]]
+        assert outcome == [base], report
         assert all(engine.image_exists(docker_client, i) for i in (first, mine, on_base))
         assert _exists_container(docker_client, container)
     finally:

@@ -15,6 +15,7 @@ from buildctl.verify.report import VerificationFailed
 from buildctl.render.rendering import Rendered
 from buildctl.build.stages import ImageBuilt, Planned, Prepared, Published, Run
 from buildctl.render.rendering import BUILD_COMMAND
+from buildctl.secrets import proxy_env
 
 
 def _context(run: Run, max_jobs: int | None) -> dict:
@@ -31,7 +32,8 @@ def _context(run: Run, max_jobs: int | None) -> dict:
 def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepared | Planned | ImageBuilt,
                  durations: Mapping[str, float]) -> BuildFailed:
     """The repro bundle and diagnosis of a step that failed after the pipeline `reached` that record
-    (the compile's environment and mounts as it planned them: never worked out again here)."""
+    (the compile's environment and mounts as it planned them: never worked out again here; before the
+    plan, the recipe's proxies, which the fetch used)."""
     built = reached if isinstance(reached, ImageBuilt) else None
     planned = built.planned if built else reached if isinstance(reached, Planned) else None
     prepared = planned.prepared if planned else reached if isinstance(reached, Prepared) else None
@@ -43,7 +45,7 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
     bundle = repro.write_bundle(
         spec=run.spec, rendered=rendered, context_dir=prepared.context_dir if prepared else None, step=step,
         exit_code=exc.returncode, log=log, diagnosis=diag, image_id=built.image_id if built else None,
-        command=list(BUILD_COMMAND) if exc.step == "compile" else None, env=planned.env_with_jobs(max_jobs) if planned else {},
+        command=list(BUILD_COMMAND) if exc.step == "compile" else None, env=planned.env_with_jobs(max_jobs) if planned else dict(proxy_env(run.spec)),
         volumes=dict(planned.mounts) if planned else {}, network=engine.network_mode_for(run.spec.site.network),
         memory=run.opts.memory, secrets=run.secrets, namespace=run.namespace, root=run.opts.artifacts_root,
         engine_name=engine.display_name(run.opts.engine_url),

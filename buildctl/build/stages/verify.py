@@ -27,14 +27,15 @@ def stored_report(published: Published):
     from buildctl.verify import report as rep
 
     path = published.artifact / rep.JSON_NAME
-    wheels = published.manifest.wheels
-    if not path.is_file() or not wheels:
+    if not path.is_file() or not published.manifest.wheels:
         return None
+    own = published.manifest.framework_wheel  # None: a prebuilt framework, whose report names no wheel
     try:
         report = rep.load_report(path)
     except (BuildctlError, KeyError, TypeError, ValueError):
         return None
-    return report if report.ok and (report.wheel or {}).get("sha256") == wheels[0].get("sha256") else None
+    expected = own.sha256 if own is not None else None
+    return report if report.ok and (report.wheel or {}).get("sha256") == expected else None
 
 
 def _bases(context_dir: Path, spec: Spec) -> list[str]:
