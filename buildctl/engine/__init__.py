@@ -36,6 +36,7 @@ from buildctl.engine.kind import DOCKER, PODMAN, EngineKind, kind_of, refuse_mem
 from buildctl.engine.lines import LineSink
 from buildctl.engine.objects import (
     BASE_IMAGE_LABEL,
+    DISTRO_LABEL,
     IMAGE_REPOSITORIES,
     KEEP_LABEL,
     LABEL,
@@ -60,7 +61,7 @@ from buildctl.engine.signals import terminate_as_interrupt
 from buildctl.errors import EngineError, StepFailed
 
 __all__ = [
-    "API_TIMEOUT", "BASE_IMAGE_LABEL", "CONNECT_TIMEOUT", "ContainerNameInUse", "ContainerResult", "DOCKER",
+    "API_TIMEOUT", "BASE_IMAGE_LABEL", "DISTRO_LABEL", "CONNECT_TIMEOUT", "ContainerNameInUse", "ContainerResult", "DOCKER",
     "EngineError", "EngineKind", "IMAGE_REPOSITORIES", "KEEP_LABEL", "LABEL", "LABEL_VALUE", "LineSink",
     "NAMESPACE_LABEL", "OWNER_LABEL", "PODMAN", "RECIPE_LABEL", "StepFailed", "api_error", "base_image_refs",
     "build_image", "buildctl_labels", "connect", "connection_lost", "container_state", "display_name",

@@ -33,6 +33,7 @@ NAMESPACE_LABEL = "buildctl.namespace"
 # On an image `invoke base-image` made: the name it was made under. An image built FROM it inherits the
 # label but not the name, so the two agree only on the base image itself.
 BASE_IMAGE_LABEL = "buildctl.base-image"
+DISTRO_LABEL = "buildctl.distro"  # what `invoke base-image` debootstrapped
 # buildctl's own image names: builds' builder and runtime images, verification images and base images
 # (buildctl/...), replays (buildctl-repro/...).
 IMAGE_REPOSITORIES = ("buildctl/", "buildctl-repro/")

@@ -275,6 +275,26 @@ def _patch(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
     return cause, fix
 
 
+def _apt_package(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
+    pkg, distro = f.get("package", "a package"), ctx.get("distro")
+    on = f"{distro}'s" if distro else "the base image's"
+    python = re.fullmatch(r"python(\d+\.\d+)(?:-\w+)?", pkg)
+    if python:
+        shipped = compat.PYTHON_BY_DISTRO.get(distro or "")
+        if shipped == python.group(1):
+            return (f"apt has no {pkg}, which {distro} packages: the base image is not {distro}.",
+                    f"use a {distro} base image (--base-image buildctl/base:{distro}, made by `invoke base-image "
+                    f"{distro}`), or a recipe for the image's distro.")
+        return (f"apt has no {pkg} in {on} archive: Python {python.group(1)} is not what it packages"
+                + (f" (it ships Python {shipped})." if shipped else "."),
+                f"use a base image of the recipe's distro (base.image, --base-image buildctl/base:{distro or 'DISTRO'})"
+                + (f", or python.version: \"{shipped}\" for {distro}" if shipped else "") + ".")
+    return (f"apt has no package {pkg} in {on} archive as the image's sources list it.",
+            f"check that base.image is {distro or 'the recipe distro'} (a base image of another distro lacks its "
+            "packages), the name in the recipe's packages (apt-cache search on that distro), and, for non-free "
+            "or contrib packages, that the sources enable that component (site.apt_mirror).")
+
+
 # ---------------------------------------------------------------------------------------------
 # The table, in priority order (first match wins).
 
@@ -320,6 +340,11 @@ SIGNATURES: tuple[Signature, ...] = (
         r"(?:sha256sum|sha512sum|shasum|md5sum): WARNING: \d+ computed checksums? did NOT match",
         r"THESE PACKAGES DO NOT MATCH THE HASHES",
     ), _checksum),
+    Signature("apt-package-missing", "apt cannot find a package", _p(
+        r"E: Unable to locate package (?P<package>[\w.+-]+)",
+        r"E: Package '(?P<package>[\w.+-]+)' has no installation candidate",
+        r"E: Couldn't find any package by (?:glob|regex) '(?P<package>[\w.+*-]+)'",
+    ), _apt_package),
     Signature("patch-does-not-apply", "A source patch does not apply", _p(
         r"buildctl: patch (?P<patch>\S+) does not apply: (?P<where>.+)",
         r"buildctl: skip names (?P<patch>\S+), which the series (?P<where>\S+) does not list",

@@ -356,7 +356,7 @@ def make_base_image(
             client,
             rootfs,
             tag,
-            labels={"buildctl.distro": distro, "buildctl.mirror": mirror, **(labels or {})},
+            labels={engine.DISTRO_LABEL: distro, "buildctl.mirror": mirror, **(labels or {})},
             changes=['CMD ["/bin/bash"]'],
         )
     emit(f"made {tag} ({image_id})")

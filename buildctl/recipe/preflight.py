@@ -23,6 +23,7 @@ from buildctl.recipe.compat import (
     major_minor,
     vcmp,
 )
+from buildctl.recipe.fields import DISTROS
 from buildctl.recipe.rules import torch_version
 from buildctl.secrets import mask_url
 
@@ -70,6 +71,7 @@ def preflight(spec: Spec, *, source: str) -> list[str]:
     def warn(field: str, text: str) -> None:
         warnings.append(f"{field}: {text}")
 
+    _check_base_distro(spec, refuse)
     _check_python(spec, refuse, warn)
     if spec.toolchain.cuda is not None:
         _check_cuda(spec, refuse, warn)
@@ -132,6 +134,29 @@ def _check_providers(spec: Spec, refuse) -> None:
         refuse("toolchain.nccl.install",
                f"install: source compiles NCCL in the CUDA runfile stage, and this recipe's CUDA is {how} (no such stage)",
                "use install: redist or pip, or toolchain.cuda.install: runfile")
+
+
+def base_image_distro(image: str) -> str | None:
+    """The distro an image's name says it is: buildctl's base images are buildctl/base:<distro>
+    (`invoke base-image`), Docker's official ones debian:<codename> and ubuntu:<codename|version>."""
+    repo, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
+    repo = repo.removeprefix("docker.io/").removeprefix("library/")
+    ubuntu = {"22.04": "jammy", "24.04": "noble"}
+    if repo in ("buildctl/base", "debian") and tag.split("-")[0] in DISTROS:
+        return tag.split("-")[0]
+    if repo == "ubuntu":
+        return ubuntu.get(tag, tag if tag in DISTROS else None)
+    return None
+
+
+def _check_base_distro(spec: Spec, refuse) -> None:
+    """A base image of another distro than the recipe's: its apt has none of the recipe's packages."""
+    named = base_image_distro(spec.base.image)
+    if named is not None and named != spec.base.distro:
+        refuse("base.image", f"{spec.base.image} is {named}, the recipe is for {spec.base.distro} "
+                             f"(its packages, Python {spec.python.version} and toolchain are {spec.base.distro}'s)",
+               f"give a {spec.base.distro} image (--base-image buildctl/base:{spec.base.distro}, made by "
+               f"`invoke base-image {spec.base.distro}`), or a recipe for {named}")
 
 
 def _check_python(spec: Spec, refuse, warn) -> None:

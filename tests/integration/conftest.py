@@ -7,6 +7,8 @@ EngineError, and so does every test that uses it.
 * `base_image`: the tag of the bookworm base image (buildctl/base:bookworm), made once with
   debootstrap when the engine does not have it yet, reused otherwise.
 * `trixie_base_image`: the same for trixie (buildctl/base:trixie; the ROCm-from-Debian recipes).
+* `debian_torch`: Debian trixie's python3-torch in that base image (DEBIAN_TORCH), for `verify --image`
+  and the extension recipes.
 * `test_labels`: labels unique to this session; everything created with them (containers,
   volumes, images) is removed when the session ends. Pass them as `labels=` to the engine calls.
 * TEST_NAMESPACE: the session's BUILDCTL_NAMESPACE (set by tests/conftest.py); what buildctl created
@@ -21,6 +23,7 @@ import contextlib
 import os
 import signal
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,6 +97,28 @@ def trixie_base_image(docker_client: docker.DockerClient) -> str:
     """Tag of the trixie base image; made (debootstrap, a few minutes) only if the engine lacks it."""
     base_images.ensure_base_image(docker_client, "trixie", on_line=lambda line: print(line, file=sys.stderr, flush=True))
     return base_images.default_tag("trixie")
+
+
+DEBIAN_TORCH = "buildctl-test/debian-torch:trixie"
+DEBIAN_TORCH_DOCKERFILE = """\
+FROM buildctl/base:trixie
+ENV DEBIAN_FRONTEND=noninteractive
+# hadolint ignore=DL3008
+RUN apt-get update && apt-get install -y --no-install-recommends python3-torch && rm -rf /var/lib/apt/lists/*
+"""
+
+
+@pytest.fixture(scope="session")
+def debian_torch(docker_client: docker.DockerClient, trixie_base_image: str) -> str:
+    """The image id of Debian's python3-torch 2.6.0 in buildctl/base:trixie (apt over http://deb.debian.org,
+    six minutes cold; the engine's layer cache makes it seconds after). A torch neither pip nor buildctl
+    built: `invoke verify --image` probes it, extension recipes build against it. A stable tag, no session
+    label (reruns reuse it), labelled buildctl.role=test-image so that it can be found."""
+    with tempfile.TemporaryDirectory(prefix="buildctl-test-debian-torch-") as ctx:
+        Path(ctx, "Dockerfile").write_text(DEBIAN_TORCH_DOCKERFILE)
+        return engine.build_image(docker_client, Path(ctx), DEBIAN_TORCH, network_mode="host",
+                                  labels={"buildctl.role": "test-image"},
+                                  on_line=lambda line: print(line, file=sys.stderr, flush=True))
 
 
 @pytest.fixture(scope="session")

@@ -18,33 +18,16 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import default_sigint
+from conftest import DEBIAN_TORCH, default_sigint
 from verify_fixtures import cpu_probe, make_report
 
 from buildctl import engine
 from buildctl.verify import report as rep
 
 ROOT = Path(__file__).resolve().parents[2]
-DEBIAN_TORCH = "buildctl-test/debian-torch:trixie"
-DOCKERFILE = """\
-FROM buildctl/base:trixie
-ENV DEBIAN_FRONTEND=noninteractive
-# hadolint ignore=DL3008
-RUN apt-get update && apt-get install -y --no-install-recommends python3-torch && rm -rf /var/lib/apt/lists/*
-"""
 SMALL = ("--sizes", "8:64K", "--iters", "5")
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def debian_torch(docker_client, trixie_base_image) -> str:
-    """The image id of Debian's python3-torch in buildctl/base:trixie (apt over http://deb.debian.org)."""
-    with tempfile.TemporaryDirectory(prefix="buildctl-test-debian-torch-") as ctx:
-        Path(ctx, "Dockerfile").write_text(DOCKERFILE)
-        return engine.build_image(docker_client, Path(ctx), DEBIAN_TORCH, network_mode="host",
-                                  labels={"buildctl.role": "test-image"},
-                                  on_line=lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def containers_of(client, image_id: str) -> list:

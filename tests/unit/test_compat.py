@@ -242,6 +242,24 @@ def test_preflight_cpu_recipe_passes():
     assert preflight(spec(BASE), source="r.yaml") == []
 
 
+@pytest.mark.parametrize(("image", "named"), [("buildctl/base:bookworm", "bookworm"), ("ubuntu:22.04", "jammy"),
+                                              ("docker.io/library/debian:trixie-slim", "trixie")])
+def test_preflight_refuses_a_base_image_named_for_another_distro(image, named):
+    """The jammy recipe given buildctl/base:bookworm: refused before any Docker call (before: apt failed
+    after the image step started, `Unable to locate package python3.10-venv`)."""
+    d = cuda_recipe()
+    d["base"] = {"image": image, "distro": "noble" if named == "jammy" else "jammy"}
+    d["python"] = {"version": "3.12" if named == "jammy" else "3.10"}
+    e = refused(d)
+    assert e.field == "base.image" and f"{image} is {named}" in e.problem
+    assert f"--base-image buildctl/base:{d['base']['distro']}" in e.fix and "\n" not in str(e)
+
+
+def test_preflight_takes_a_base_image_whose_name_says_nothing_or_the_same_distro():
+    for image in ("corp/base:1", "buildctl/base:bookworm", "debian:bookworm", "registry:5000/debian:bookworm"):
+        assert preflight(spec({**BASE, "base": {"image": image, "distro": "bookworm"}}), source="r.yaml") == []
+
+
 def test_preflight_cuda_recipe_passes():
     assert preflight(spec(cuda_recipe()), source="r.yaml") == []
 

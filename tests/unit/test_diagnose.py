@@ -135,6 +135,9 @@ REAL_LINES = [
     ("git-ref-not-found", "fatal: Couldn't find remote ref avl"),
     ("git-ref-not-found", "fatal: couldn't find remote ref refs/tags/v9.9.9"),
     ("git-ref-not-found", "error: pathspec 'v2.99.0' did not match any file(s) known to git"),
+    # the jammy recipe's image step on a bookworm base image (issue 23), apt 2.6.1
+    ("apt-package-missing", "Reading package lists...\nE: Unable to locate package python3.10-venv"),
+    ("apt-package-missing", "E: Package 'nvidia-cuda-toolkit' has no installation candidate"),
     # templates/patch.sh over GNU patch 2.7.6, run against a tree the patch was not written for
     (
         "patch-does-not-apply",
@@ -417,3 +420,11 @@ def test_docs_table_lists_every_signature():
     for sig in SIGNATURES:
         assert f"| `{sig.id}` |" in doc, sig.id
     assert "| `nccl-version` |" in doc
+
+
+def test_a_missing_python_package_of_the_recipes_distro_says_the_base_image_is_another():
+    d = diagnose("E: Unable to locate package python3.10-venv\n", step="image", context={"distro": "jammy"})
+    assert d.id == "apt-package-missing" and "the base image is not jammy" in d.cause
+    assert "--base-image buildctl/base:jammy" in d.fix
+    d = diagnose("E: Unable to locate package python3.9-venv\n", step="image", context={"distro": "bookworm"})
+    assert "it ships Python 3.11" in d.cause and 'python.version: "3.11"' in d.fix

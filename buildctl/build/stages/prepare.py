@@ -16,6 +16,7 @@ from buildctl.recipe import parallel_jobs
 from buildctl.engine import registry
 from buildctl.engine.pull import ensure_images
 from buildctl.build.stages import Planned, Prepared, Run
+from buildctl.errors import InputError
 
 
 def render_files(run: Run) -> render.Rendered:
@@ -29,7 +30,7 @@ def prepare(run: Run, rendered: render.Rendered) -> Prepared:
     try:
         ensure_images(run.client, [run.spec.base.image], run.spec.site.pull, distro=run.spec.base.distro,
                       on_line=run.log)
-        base_id = _image_id(run.client, run.spec.base.image)
+        base_id = _base_image_id(run)
         artifacts.record_images(run.client, [base_id], run.opts.artifacts_root)  # invoke clean: in use, cached or not
         key = artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), base_id)
         place_render(context_dir, run.opts.render_root / run.spec.name / key)
@@ -71,11 +72,21 @@ def plan_jobs(run: Run, facts) -> int:
     return max_jobs
 
 
-def _image_id(client, ref: str) -> str:
+def _base_image_id(run: Run) -> str:
+    """The base image's id; refused when its label says another distro than the recipe's (a base image
+    made by `invoke base-image` under any name carries buildctl.distro)."""
+    spec = run.spec
     try:
-        return client.images.get(ref).id
+        image = run.client.images.get(spec.base.image)
     except Exception:
-        return f"unresolved:{ref}"  # the image build will say what is missing
+        return f"unresolved:{spec.base.image}"  # the image build will say what is missing
+    distro = (image.labels or {}).get(engine.DISTRO_LABEL)
+    if distro and distro != spec.base.distro:
+        raise InputError(f"base image {spec.base.image} is {distro} (its {engine.DISTRO_LABEL} label), the recipe "
+                         f"{spec.name} is for {spec.base.distro}; fix: give a {spec.base.distro} image (--base-image "
+                         f"buildctl/base:{spec.base.distro}, made by `invoke base-image {spec.base.distro}`), or a "
+                         f"recipe for {distro}")
+    return image.id
 
 
 def _link_or_copy(src: str, dst: str) -> None:
