@@ -186,6 +186,20 @@ def _summary_table(rows: list[tuple[str, str]], view: View) -> Table:
     return table
 
 
+def print_detail(console: Console, name: str, text: str, *, style: str = "bold") -> None:
+    """`name: text` under a table. On a terminal, wrapped at words at its width with the text hanging
+    under itself (a terminal breaks a long line mid-word); elsewhere (a pipe, a CI log) one line as
+    before. Both are text, never markup: details quote paths and recipe values."""
+    if not console.is_terminal:
+        console.print(Text.assemble((name, style), ": ", text), soft_wrap=True)
+        return
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")  # words wrap; only a word wider than the column is cut
+    grid.add_row(Text(f"{name}: ", style), Text(text))
+    console.print(grid)
+
+
 def make_view(as_json: bool) -> View:
     if as_json:
         return QuietView()

@@ -29,7 +29,7 @@ from buildctl.cli.common import (
 )
 from buildctl.errors import BuildctlError, InputError
 from buildctl.settings import Settings
-from buildctl.ui import strip_controls
+from buildctl.ui import print_detail, strip_controls
 
 # tasks.py calls cli.<command>; the tests and tasks.py use the shared helpers through here too.
 # --- tasks ------------------------------------------------------------------------------------
@@ -62,7 +62,7 @@ def print_recipes(rows: list[dict], console: Console) -> None:
     console.print(table)
     for r in rows:
         if r["description"]:
-            console.print(Text.assemble((r["name"], "bold"), f": {r['description']}"))
+            print_detail(console, r["name"], r["description"])
 
 
 @command

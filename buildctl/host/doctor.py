@@ -173,6 +173,8 @@ def print_doctor(report: dict, console=None) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from buildctl.ui import print_detail
+
     console = console or Console()
     eng = report["engine"]
     if not eng["ok"]:
@@ -219,8 +221,8 @@ def print_doctor(report: dict, console=None) -> None:
         for r in report["recipes"]:
             for reason in r["build"]["reasons"]:
                 if reason != "ok":
-                    console.print(Text(f"{r['name']} build: {reason}"))
-            console.print(Text(f"{r['name']} verify: {r['verify']['reason']}"))
+                    print_detail(console, f"{r['name']} build", reason, style="")
+            print_detail(console, f"{r['name']} verify", r["verify"]["reason"], style="")
             for w in r["warnings"]:
-                console.print(Text.assemble(("warning", "yellow"), f" {r['name']}: {w}"))
+                print_detail(console, f"warning {r['name']}", w, style="yellow")
     console.print("[bold green]doctor: ok[/]" if report["ok"] else "[bold red]doctor: problems found[/]")

@@ -104,3 +104,36 @@ def test_error_lines_of_the_cli_have_no_controls_and_keep_brackets(capsys):
     assert "error: cannot load [/opt/lib]" in err and not _has_controls(err)
 
 
+
+
+def _words_intact(text: str, sources: list[str]) -> list[str]:
+    """The words of `text` that are no word of `sources` (a word a terminal split across lines)."""
+    known = {w for s in sources for w in s.split()}
+    return [w for w in text.split() if w not in known]
+
+
+def test_details_under_the_recipes_table_wrap_at_words_at_80_columns():
+    """In an 80-column terminal each description wraps at words under itself (before: one long line
+    that the terminal broke mid-word, `NCCL 2.18` / `.1, Release`); piped, each stays one line."""
+    from buildctl.cli.commands import print_recipes, recipe_rows
+
+    rows = recipe_rows()
+    buf = io.StringIO()
+    print_recipes(rows, Console(file=buf, width=80, force_terminal=True, color_system=None, highlight=False))
+    text = buf.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    details = text[text.rindex("┘") + 1:]
+    sources = [f"{r['name']}: {r['description']}" for r in rows]
+    assert _words_intact(details, sources) == [], details
+    assert any(len(r["description"]) > 60 for r in rows)  # some do need wrapping
+    piped = io.StringIO()
+    print_recipes(rows, Console(file=piped, width=80, force_terminal=False, highlight=False, soft_wrap=True))
+    assert [ln for ln in piped.getvalue().splitlines() if ": " in ln and "│" not in ln] == sources
+
+
+def test_a_detail_line_hangs_under_its_text():
+    buf = io.StringIO()
+    ui.print_detail(Console(file=buf, width=40, force_terminal=True, color_system=None), "name",
+                    "alpha beta gamma delta epsilon zeta eta theta iota kappa")
+    lines = [ln.rstrip() for ln in buf.getvalue().splitlines()]
+    assert lines[0].startswith("name: alpha") and all(ln.startswith("      ") for ln in lines[1:]), lines
