@@ -187,10 +187,11 @@ def _summary_table(rows: list[tuple[str, str]], view: View) -> Table:
 
 
 def print_detail(console: Console, name: str, text: str, *, style: str = "bold") -> None:
-    """`name: text` under a table. On a terminal, wrapped at words at its width with the text hanging
-    under itself (a terminal breaks a long line mid-word); elsewhere (a pipe, a CI log) one line as
-    before. Both are text, never markup: details quote paths and recipe values."""
-    if not console.is_terminal:
+    """`name: text` under a table. On a terminal (or a console that wraps), wrapped at words at its
+    width with the text hanging under itself (a terminal breaks a long line mid-word); piped through a
+    soft-wrapping console (a CI log), one line as before. Text, never markup: details quote paths and
+    recipe values."""
+    if console.soft_wrap and not console.is_terminal:
         console.print(Text.assemble((name, style), ": ", text), soft_wrap=True)
         return
     grid = Table.grid()

@@ -169,7 +169,6 @@ def base_image(distro: str, *, mirror: str | None, tag: str | None, force: bool,
 @command
 def clean(*, older_than_days: float | None, keep_gb: float | None, images: bool, caches: bool, containers: bool,
           dry_run: bool, as_json: bool, namespace: str | None = None) -> None:
-    from rich.text import Text
 
     from buildctl.host import clean
 

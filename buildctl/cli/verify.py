@@ -75,7 +75,7 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
 def _verify_image(image: str, recipe: str | None, wheel: str | None, sets, *, host: bool, python: str | None,
                   expect, as_json: bool, sizes: str, iters: int, module: str | None, settings: Settings) -> None:
     from buildctl import engine
-    from buildctl.verify import runner
+    from buildctl.verify import image as image_verify
     from buildctl.verify.expectations import parse_expect
 
     if wheel or host:
@@ -89,5 +89,5 @@ def _verify_image(image: str, recipe: str | None, wheel: str | None, sets, *, ho
     elif sets:
         raise InputError("--set changes a recipe; fix: add --recipe R, or use --expect key=value")
     network = spec.site.network if spec else settings.network
-    runner.verify_image(image, python=python or "python3", module=module, expect=expectations, spec=spec,
-                        sizes=sizes, iters=iters, json_out=as_json, network_mode=engine.network_mode_for(network))
+    image_verify.verify_image(image, python=python or "python3", module=module, expect=expectations, spec=spec,
+                              sizes=sizes, iters=iters, json_out=as_json, network_mode=engine.network_mode_for(network))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
 from buildctl import urls
 
@@ -118,3 +118,21 @@ PipPin = Annotated[str, matching(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.*+!-]
                                  "write a pin like nvidia-cublas-cu12==12.1.3.1 (name==version)")]
 
 DISTROS = ("bookworm", "trixie", "jammy", "noble")
+
+
+class Model(BaseModel):
+    """Strict: unknown keys are errors, no silent coercion (a YAML float is not a version)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Download(Model):
+    """A file fetched over the network or taken pre-staged from the download cache by its sha256."""
+
+    url: Url
+    sha256: Sha256
+    filename: Name | None = None
+
+    @property
+    def name(self) -> str:
+        return self.filename or self.url.rstrip("/").rsplit("/", 1)[-1]

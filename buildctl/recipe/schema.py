@@ -12,8 +12,6 @@ import re
 from typing import Annotated, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     StrictBool,
     StrictInt,
@@ -23,6 +21,7 @@ from pydantic import (
 )
 
 from buildctl import urls
+from buildctl.recipe.extensions import Extension
 from buildctl.recipe.fields import (
     _SECONDS,
     DEFAULT_SOURCE_DATE_EPOCH,
@@ -33,41 +32,24 @@ from buildctl.recipe.fields import (
     AbsPath,
     CudaArch,
     DistroPackage,
+    Download,
     Duration,
     EnvName,
     FrameworkVersion,
     GitRef,
     ImageRef,
+    Model,
     Name,
     PipPin,
     PipRequirement,
     PythonVersion,
-    RocmArch,
-    Sha256,
     TreePath,
     Url,
     Version,
     matching,
 )
+from buildctl.recipe.toolchains import Cuda, Cudnn, Nccl, Rocm
 from buildctl.settings import extend_site
-
-
-class Model(BaseModel):
-    """Strict: unknown keys are errors, no silent coercion (a YAML float is not a version)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Download(Model):
-    """A file fetched over the network or taken pre-staged from the download cache by its sha256."""
-
-    url: Url
-    sha256: Sha256
-    filename: Name | None = None
-
-    @property
-    def name(self) -> str:
-        return self.filename or self.url.rstrip("/").rsplit("/", 1)[-1]
 
 
 class Base(Model):
@@ -188,118 +170,6 @@ class Framework(Model):
                              f"a .post inside the local label; write version: "
                              f"\"{self.version.replace('+', f'.post{self.build_number}+', 1)}\" and build_number: 1")
         return self
-
-
-class ExtensionSource(Model):
-    """Exactly one of pypi (an sdist by name==version, with its sha256), tarball, or git (+ ref)."""
-
-    pypi: PipPin | None = None
-    sha256: Sha256 | None = None  # the pypi sdist's
-    tarball: Download | None = None
-    git: Url | None = None
-    ref: GitRef | None = None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> ExtensionSource:
-        kinds = [k for k in ("pypi", "tarball", "git") if getattr(self, k) is not None]
-        if len(kinds) != 1:
-            raise ValueError("give exactly one of pypi, tarball, git")
-        if self.pypi and not self.sha256:
-            raise ValueError("a pypi source needs sha256 (of the sdist: pip checks it before building)")
-        if self.git and not self.ref:
-            raise ValueError("a git source needs ref (a tag, branch or commit)")
-        return self
-
-
-class Extension(Model):
-    """A package with compiled ops built against this recipe's framework, after it, in the same venv
-    (`pip wheel --no-build-isolation --no-deps`, the framework's frontend detection), its own wheel in
-    the artifact, its Requires-Dist on the framework pinned to the exact build (docs/extensions.md)."""
-
-    name: Name  # the distribution, e.g. torch-scatter
-    source: ExtensionSource
-    module: Name | None = None  # what `import` names; default: the name with - as _
-    env: dict[EnvName, StrictStr] = {}  # on top of the build's (TORCH_CUDA_ARCH_LIST, MAX_JOBS, compilers)
-    # Python run in the runtime image after the set is installed: the extension against plain
-    # framework ops; raises (or exits non-zero) when they disagree.
-    smoke: StrictStr | None = None
-
-    @field_validator("env")
-    @classmethod
-    def _no_reserved_env(cls, env: dict[str, str]) -> dict[str, str]:
-        for name in env:
-            if name in RESERVED_BUILD_ENV:
-                raise ValueError(f"{name} is reserved (the build script sets it); fix: remove {name} from the "
-                                 "extension's env")
-        return env
-
-    @property
-    def import_name(self) -> str:
-        return self.module or self.name.replace("-", "_")
-
-    @property
-    def source_label(self) -> str:
-        s = self.source
-        return s.pypi or s.tarball.name if (s.pypi or s.tarball) else f"{s.git}@{s.ref}"
-
-
-class Cuda(Model):
-    version: Version  # major.minor[.patch] of the toolkit
-    install: Literal["runfile", "apt", "pip", "base-image"]
-    runfile: Download | None = None  # install: runfile
-    pip_release: Version | None = None  # install: pip, the nvidia-cuda-* wheel release, e.g. 13.2.86
-    apt_package: Name = "nvidia-cuda-toolkit"  # install: apt
-    home: AbsPath = "/usr/local/cuda"
-
-    @model_validator(mode="after")
-    def _install_inputs(self) -> Cuda:
-        if self.install == "runfile" and self.runfile is None:
-            raise ValueError("install: runfile needs runfile: {url, sha256}")
-        if self.install == "pip" and self.pip_release is None:
-            raise ValueError("install: pip needs pip_release (the nvidia-cuda-nvcc version)")
-        return self
-
-    @property
-    def major_minor(self) -> str:
-        return ".".join(self.version.split(".")[:2])
-
-
-class Cudnn(Model):
-    version: Version
-    install: Literal["archive", "pip"]
-    archive: Download | None = None  # install: archive (cudnn-linux-x86_64-<ver>_cuda<maj>-archive.tar.xz)
-
-    @model_validator(mode="after")
-    def _install_inputs(self) -> Cudnn:
-        if self.install == "archive" and self.archive is None:
-            raise ValueError("install: archive needs archive: {url, sha256}")
-        return self
-
-
-class Nccl(Model):
-    version: Version
-    install: Literal["redist", "pip", "apt", "source", "none"]
-    archive: Download | None = None  # install: redist (nccl_<ver>-1+cuda<x>_x86_64.txz)
-    git: Url = "https://github.com/NVIDIA/nccl"  # install: source
-    ref: GitRef | None = None  # install: source, defaults to v<version>-1
-
-    @model_validator(mode="after")
-    def _install_inputs(self) -> Nccl:
-        if self.install == "redist" and self.archive is None:
-            raise ValueError("install: redist needs archive: {url, sha256}")
-        return self
-
-
-class Rocm(Model):
-    """ROCm from a ROCm base image (AMD's layout under /opt/rocm) or from the distro's archive (apt:
-    Debian trixie main ships HIP 5.7 under /usr)."""
-
-    version: Version
-    arch: tuple[RocmArch, ...] = Field(min_length=1)
-    install: Literal["base-image", "apt"] = "base-image"
-    # The NCCL API version RCCL's rccl.h declares (RCCL is found as the system NCCL): checked in the
-    # image, expected at run time (demofw.cuda.nccl.version(), torch.cuda.nccl.version()).
-    rccl: Version | None = None
 
 
 class Ascend(Model):

@@ -12,9 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,10 +22,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from buildctl.errors import InputError
-from buildctl.in_container import probe_inputs
 from buildctl.recipe.compat import PYTHON_BY_DISTRO
 from buildctl.recipe.schema import Spec
-from buildctl.store import artifacts
 from buildctl.store.artifacts import sha256_of
 from buildctl.store.wheel_facts import is_cuda_wheel, wheel_requires, wheel_tags
 from buildctl.ui import strip_controls
@@ -37,8 +33,6 @@ from buildctl.verify.expectations import Expectations, evaluate, summary_line, v
 from buildctl.verify.report import VerificationFailed
 from buildctl.verify.targets import (
     DEFAULT_BASE_IMAGE,
-    last_lines,
-    probe_in_container,
     run_in_container,
     run_on_host,
 )
@@ -198,9 +192,9 @@ def verify_wheel(
         wheel={"path": str(wheel), "name": wheel.name, "size": wheel.stat().st_size, "sha256": sha256_of(wheel)},
         mode="host" if host else "container", module=module, environment=environment,
         expectations=exp.to_dict(), checks=_checks(exp, probe, environment), probe=probe, verdict=verdict(probe),
-        spec=_spec_facts(spec),
+        spec=spec_facts(spec),
     )
-    return _publish(report, out_dir, json_out, console)
+    return publish_report(report, out_dir, json_out, console)
 
 
 def _extension_set(spec: Spec | None, artifact: Path | None, python: str, plats: Sequence[str], cache_dir: Path,
@@ -278,8 +272,8 @@ def _verify_prebuilt(*, spec: Spec | None, image: str | None, sizes: str, iters:
         wheel=None, image={"reference": image, "id": ident, "python": f"{spec.python.venv}/bin/python"},
         mode="container", module=module, environment=environment, expectations=exp.to_dict(),
         checks=_checks(exp, probe, environment, subject="image"), probe=probe, verdict=verdict(probe),
-        spec=_spec_facts(spec))
-    return _publish(report, out_dir, json_out, console)
+        spec=spec_facts(spec))
+    return publish_report(report, out_dir, json_out, console)
 
 
 def engine_gives_gpus(client) -> bool:
@@ -291,11 +285,11 @@ def engine_gives_gpus(client) -> bool:
     return bool(engine.engine_facts(client).get("nvidia_runtime"))
 
 
-def _spec_facts(spec: Spec | None) -> dict | None:
+def spec_facts(spec: Spec | None) -> dict | None:
     return {"name": spec.name, "accelerator": spec.accelerator, "framework": spec.framework.name} if spec else None
 
 
-def _publish(report: rep.Report, out_dir: Path, json_out: bool, console: Console) -> rep.Report:
+def publish_report(report: rep.Report, out_dir: Path, json_out: bool, console: Console) -> rep.Report:
     """Write report.json/.md/.png, append the step summary, print it; VerificationFailed when a check failed."""
     report_files.write_all(report, out_dir)
     report_files.append_step_summary(report)
@@ -312,28 +306,12 @@ def _publish(report: rep.Report, out_dir: Path, json_out: bool, console: Console
     return report
 
 
-# --------------------------------------------------------------------------- an existing image
-
-# A reference as Docker reads one (name[:tag][@digest], or an image id); refused before the engine sees it.
-IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")
-# `python3` (looked up on the image's PATH) or an absolute path; the probe runs it directly, no shell.
-PYTHON_PATH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}|(/[A-Za-z0-9._+-]+){1,32}")
-# What the engine says when the container's command is not there (runc's exec error, on start).
-_NO_EXECUTABLE = re.compile(r"executable file not found|no such file or directory|not a directory|permission denied")
-
-
-def default_image_out_dir(reference: str, image_id: str) -> Path:
-    """artifacts/verify/images/<reference>-<id12>/: one folder per image verified, the tag kept readable."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", reference).strip("._") or "image"
-    return artifacts.artifacts_root() / "verify" / "images" / f"{safe[:100]}-{image_id.removeprefix('sha256:')[:12]}"
-
-
 def image_id(client, reference: str) -> str:
     """The id (sha256:...) of a local image; InputError when the engine does not have it (never pulled)."""
-    return str(_inspect_image(client, reference)["Id"])
+    return str(inspect_image(client, reference)["Id"])
 
 
-def _inspect_image(client, reference: str) -> dict:
+def inspect_image(client, reference: str) -> dict:
     from docker import errors as derr
 
     from buildctl.engine import api_error as _api_error
@@ -345,96 +323,3 @@ def _inspect_image(client, reference: str) -> dict:
                          f"`docker pull {reference}` (or docker load / docker build it) first") from None
     except derr.APIError as e:
         raise _api_error(e, f"looking up image {reference}") from e
-
-
-def verify_image(
-    image: str,
-    *,
-    python: str = "python3",
-    module: str = "torch",
-    expect: Expectations | None = None,
-    spec: Spec | None = None,
-    sizes: str = "8:256M",
-    iters: int = 20,
-    warmup: int = 5,
-    out_dir: Path | None = None,
-    json_out: bool = False,
-    network_mode: str | None = None,
-    sweep: bool | None = None,
-    console: Console | None = None,
-    timeout: float = 3600,
-    client=None,
-) -> rep.Report:
-    """Verify the framework installed in `image`: the probe runs with the image's own `python` in a fresh
-    container of it (root, removed on every path), nothing installed; the same report, checks and files
-    as verify_wheel. Expectations: the recipe's (`spec`), then `expect` over them.
-
-    Raises InputError for a bad reference or Python path, an image the engine lacks or a Python the image
-    lacks; VerificationFailed (one line, after writing the report) when a check fails.
-    """
-    from buildctl import engine
-    from buildctl.engine import EngineError
-    from buildctl.in_container.probe_sweep import parse_sizes
-    from buildctl.verify.expectations import merge
-
-    if not IMAGE_REF.fullmatch(image or ""):
-        raise InputError(f"--image {ascii(str(image)[:100])[1:-1]}: not an image reference; fix: give a local image as "
-                         "docker images lists it, e.g. --image nvcr.io/nvidia/pytorch:25.01-py3")
-    if not PYTHON_PATH.fullmatch(python or ""):
-        raise InputError(f"--python {ascii(str(python)[:100])[1:-1]}: not a command name or an absolute path; fix: "
-                         "e.g. --python python3 (on the image's PATH) or --python /opt/venv/bin/python")
-    if module not in MODULES.values():
-        raise InputError(f"--module {ascii(str(module)[:40])[1:-1]}: not a framework module buildctl probes; fix: --module torch")
-    try:
-        parse_sizes(sizes)
-    except ValueError as e:
-        raise InputError(f"--sizes: {e}") from None
-    if iters < 1 or warmup < 0:
-        raise InputError("--iters must be >= 1 and warm-up >= 0")
-    client = client or engine.connect()
-    info = _inspect_image(client, image)
-    ident = str(info["Id"])
-    console = console or Console(stderr=json_out)
-    out_dir = Path(out_dir) if out_dir else default_image_out_dir(image, ident)
-    if sweep is None:
-        sweep = spec.verify.allreduce if spec is not None else True
-
-    def on_line(line: str) -> None:
-        console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
-
-    gpus = engine_gives_gpus(client)  # the image may hold a CUDA build: give it the GPUs its engine has
-    console.print(f"[bold]verify[/] {escape(image)} ({escape(ident[:19])}, {escape(python)}, fresh container)")
-    if engine.is_buildctl_image(info.get("RepoTags") or [], (info.get("Config") or {}).get("Labels")):
-        artifacts.record_images(client, [ident])  # for invoke clean (by id: any name); a user's image is not its to age
-    with tempfile.TemporaryDirectory(prefix="buildctl-verify-empty-") as empty:
-        t0 = time.monotonic()
-        try:
-            # By id, not by name: what runs is what is recorded, even if the tag moves meanwhile. As root, so
-            # that the probe can write /verify/out whatever USER the image sets; no shell (distroless images)
-            # and no ENTRYPOINT (an image's `python` or launcher script would take the command as arguments).
-            probe, res = probe_in_container(
-                client, ident, [python, "/verify/in/probe.py",
-                                *probe_args(module, "/verify/out/probe.json", sweep=sweep, sizes=sizes,
-                                            iters=iters, warmup=warmup)],
-                {**probe_inputs("/verify/in"), "/verify/out": Path(empty)},
-                shown=image, what=f"probe.json of {image} (written by its own {python})", on_line=on_line,
-                gpus=gpus, network_mode=network_mode, timeout=timeout, user="0", entrypoint=[""])
-        except EngineError as e:
-            if python in str(e) and _NO_EXECUTABLE.search(str(e)):
-                found = re.search(r'exec: "[^"]*": .*?(?=: unknown|$)', str(e))
-                raise InputError(f"image {image} has no Python at {python} "
-                                 f"({found.group(0)[:200] if found else last_lines(str(e), 1)[-200:]}); "
-                                 "fix: give the image's interpreter with --python: a command on its PATH "
-                                 "(python3.12) or an absolute path (/opt/conda/bin/python)") from None
-            raise
-    environment = {"image": image, "image_id": ident, "python": python, "exit_code": res.exit_code,
-                   "seconds": round(time.monotonic() - t0, 1)}
-    exp = Expectations.from_spec(spec) if spec is not None else Expectations()
-    if expect is not None:
-        exp = merge(exp, expect)
-    report = rep.Report(
-        wheel=None, image={"reference": image, "id": ident, "python": python}, mode="image", module=module,
-        environment=environment, expectations=exp.to_dict(), checks=evaluate(exp, probe, subject="image"),
-        probe=probe, verdict=verdict(probe), spec=_spec_facts(spec),
-    )
-    return _publish(report, out_dir, json_out, console)

@@ -156,12 +156,12 @@ def test_gpus_are_the_engines_fact_not_this_hosts(docker_client, base_image, tmp
     refused to start the container (could not select device driver "" with capabilities: [[gpu]])."""
     from buildctl.errors import InputError
     from buildctl.host import gpus
-    from buildctl.verify import runner
+    from buildctl.verify import image as image_verify
 
     assert "nvidia" not in (docker_client.info().get("Runtimes") or {})
     monkeypatch.setattr(gpus, "inventory", lambda: gpus.GpuReport(
         "550.54.15", "12.4", [gpus.GpuInfo(0, "NVIDIA H100 80GB HBM3", "9.0", 80 << 30)]))
     with pytest.raises(InputError, match=f"image {base_image} has no Python at python3 "):
-        runner.verify_image(base_image, out_dir=tmp_path / "report", sweep=False, client=docker_client)
+        image_verify.verify_image(base_image, out_dir=tmp_path / "report", sweep=False, client=docker_client)
     assert docker_client.containers.list(all=True, filters={  # the engine is shared: only verify containers
         "ancestor": docker_client.images.get(base_image).id, "label": "buildctl.role=verify"}) == []

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from buildctl.host import base_images
+from buildctl.host import apt_mirrors, base_images
 from buildctl.host.base_images import BaseImageError
 
 # ---------------------------------------------------------------------------------------------- mirror
@@ -26,7 +26,7 @@ def test_default_mirror_from_one_line_sources(tmp_path):
         )
     )
     assert base_images.default_mirror("bookworm", tmp_path) == "http://mirror.corp.example/debian"
-    assert base_images.default_mirror("noble", tmp_path) == base_images.UBUNTU_MIRROR
+    assert base_images.default_mirror("noble", tmp_path) == apt_mirrors.UBUNTU_MIRROR
 
 
 def test_default_mirror_from_deb822_sources(tmp_path):
@@ -55,7 +55,7 @@ def test_default_mirror_from_deb822_sources(tmp_path):
     )
     (d / "other.list").write_text("deb https://nodesource.example/node_20.x nodistro main\n")
     (d / "ignored.list.disabled").write_text("deb http://ignored.example/debian bookworm main\n")
-    uris = base_images.host_apt_uris(tmp_path)
+    uris = apt_mirrors.host_apt_uris(tmp_path)
     assert uris == [  # apt's order: sources.list.d by file name
         "http://snapshot.debian.org/archive/debian/20250520T000000Z",
         "http://second.example/debian",
@@ -99,9 +99,9 @@ def test_ubuntu_needs_its_keyring_or_the_flag(monkeypatch, tmp_path):
     (scripts / "gutsy").write_text("# ubuntu family script\n")
     monkeypatch.setattr(base_images, "SCRIPTS_DIR", str(scripts))
     with pytest.raises(BaseImageError, match="ubuntu-keyring"):
-        base_images.debootstrap_command("noble", tmp_path / "root", base_images.UBUNTU_MIRROR)
+        base_images.debootstrap_command("noble", tmp_path / "root", apt_mirrors.UBUNTU_MIRROR)
     cmd = base_images.debootstrap_command(
-        "noble", tmp_path / "root", base_images.UBUNTU_MIRROR, no_check_gpg=True
+        "noble", tmp_path / "root", apt_mirrors.UBUNTU_MIRROR, no_check_gpg=True
     )
     assert cmd == [
         "/usr/sbin/debootstrap",
@@ -109,7 +109,7 @@ def test_ubuntu_needs_its_keyring_or_the_flag(monkeypatch, tmp_path):
         "--no-check-gpg",
         "noble",
         str(tmp_path / "root"),
-        base_images.UBUNTU_MIRROR,
+        apt_mirrors.UBUNTU_MIRROR,
         str(scripts / "gutsy"),  # an older debootstrap without a noble script
     ]
 

@@ -16,7 +16,8 @@ from rich.console import Console
 from verify_fixtures import cpu_probe, debian_probe, make_report, make_spec
 
 from buildctl.errors import InputError
-from buildctl.verify import compare, report_files, runner
+from buildctl.verify import compare, report_files
+from buildctl.verify import image as image_verify
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import ABSENT, Expectations, evaluate, merge, parse_expect, verdict
 
@@ -188,7 +189,7 @@ class NoSuchImage:
 
 def test_missing_image_is_one_line_with_the_fix(tmp_path):
     with pytest.raises(InputError) as e:
-        runner.verify_image("registry.example/team/torch:old", client=NoSuchImage(), out_dir=tmp_path)
+        image_verify.verify_image("registry.example/team/torch:old", client=NoSuchImage(), out_dir=tmp_path)
     msg = str(e.value)
     assert msg == ("image registry.example/team/torch:old is not in the Docker engine, and buildctl never pulls; "
                    "fix: `docker pull registry.example/team/torch:old` (or docker load / docker build it) first")
@@ -208,12 +209,12 @@ def test_missing_image_is_one_line_with_the_fix(tmp_path):
 def test_bad_arguments_are_refused_before_the_engine(kwargs, words):
     args = {"image": IMAGE, **kwargs}
     with pytest.raises(InputError) as e:
-        runner.verify_image(args.pop("image"), client=object(), **args)  # object(): any engine call would fail
+        image_verify.verify_image(args.pop("image"), client=object(), **args)  # object(): any engine call would fail
     assert words in str(e.value) and "\n" not in str(e.value)
 
 
 def test_image_out_dir_is_under_artifacts_and_names_the_image():
-    d = runner.default_image_out_dir("nvcr.io/nvidia/pytorch:25.01-py3", IMAGE_ID)
+    d = image_verify.default_image_out_dir("nvcr.io/nvidia/pytorch:25.01-py3", IMAGE_ID)
     assert d.parts[-3:] == ("verify", "images", "nvcr.io_nvidia_pytorch_25.01-py3-290eb3e61ddc")
 
 
