@@ -72,15 +72,21 @@ def from_artifact(artifact: Path | None, manifest: Manifest | None, dist: str, s
     return ExtensionSet(tuple(wheels), tuple(beside), tuple(requirements), description)
 
 
+def check_beside(req: str) -> str:
+    """`--beside` as given, or one line refusing it (it also names a folder of the artifact)."""
+    if not BESIDE.fullmatch(req or ""):
+        raise InputError(f"--beside {ascii(str(req)[:80])[1:-1]}: not NAME==VERSION; fix: e.g. --beside "
+                         "torchvision==0.21.0")
+    return req
+
+
 def fetch_beside(requirements: Sequence[str], python: str, platforms: Sequence[str], cache_dir: Path,
                  on_line) -> list[Path]:
     """The wheels of `--beside NAME==VERSION` for the target (the host's pip, no dependencies): PyPI's
     torchvision beside this torch is the mismatch users meet."""
     out = []
     for req in requirements:
-        if not BESIDE.fullmatch(req or ""):
-            raise InputError(f"--beside {ascii(str(req)[:80])[1:-1]}: not NAME==VERSION; fix: e.g. --beside "
-                             "torchvision==0.21.0")
+        check_beside(req)
         folder = cache_dir / "beside" / hashlib.sha256(json.dumps([req, python, list(platforms)]).encode()).hexdigest()[:16]
         found = sorted(folder.glob("*.whl"))
         if not found:

@@ -171,6 +171,10 @@ def test_pypi_torchvision_beside_this_torch_is_refused_in_one_line(ext_build, do
     for why in ("C++11 ABI 0", "1 in torch", "CUDA", TORCH):
         assert why in beside["detail"], beside["detail"]
     assert docker_client.containers.list(all=True, filters={"label": f"{engine.RECIPE_LABEL}={RECIPE}"}) == []
+    # a question about the set, answered beside it: the artifact's own verification stands
+    artifact = ext_build["artifact"]
+    assert json.loads((artifact / "report.json").read_text())["ok"] is True
+    assert json.loads((artifact / "beside" / "torchvision-0.21.0" / "report.json").read_text())["ok"] is False
 
 
 PIP_SCRIPT = """\

@@ -249,3 +249,28 @@ def test_a_beside_requirement_is_one_pinned_distribution(tmp_path):
     for bad in ("torchvision", "torchvision>=0.21", "-e .", "x==1; rm -rf /"):
         with pytest.raises(InputError, match="not NAME==VERSION"):
             extensions.fetch_beside([bad], "3.13", ["linux_x86_64"], tmp_path, print)
+
+
+def test_a_prebuilt_framework_is_not_expected_to_have_the_recipes_build_type():
+    """Debian's torch is RelWithDebInfo; the recipe's build section (Release by default) builds the
+    extensions, not the torch: the evidence run failed on `BUILD_TYPE RelWithDebInfo, recipe pins Release`."""
+    from buildctl import recipe
+    from buildctl.verify.expectations import Expectations
+
+    exp = Expectations.from_spec(recipe.load("ext-torch2.6-debian"))
+    assert exp.build_type is None and exp.cuda is not None  # CPU (absent CUDA) still expected
+    pinned = Expectations.from_spec(recipe.load("ext-torch2.6-debian", ["verify.expect.build_type=RelWithDebInfo"]))
+    assert pinned.build_type == "RelWithDebInfo"
+
+
+def test_a_package_tried_beside_the_set_reports_into_a_folder_of_its_own():
+    """`invoke verify --recipe R --beside torchvision==0.21.0` wrote its (failing) report over the
+    artifact's report.json; it goes to beside/<packages>/ now, and a value that is no NAME==VERSION
+    (it names that folder) is refused in one line."""
+    from buildctl.build.stages.verify import beside_folder
+    from buildctl.errors import InputError
+
+    assert beside_folder(["torchvision==0.21.0", "pillow==11.0"]) == "pillow-11.0+torchvision-0.21.0"
+    for bad in ("../../x==1", "torchvision", "a/b==1"):
+        with pytest.raises(InputError, match="not NAME==VERSION"):
+            beside_folder([bad])

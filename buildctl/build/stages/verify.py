@@ -22,6 +22,13 @@ from buildctl.build.engine_names import image_tag
 from buildctl.secrets import proxy_env
 
 
+def beside_folder(beside) -> str:
+    """torchvision-0.21.0+pillow-11.0: the packages tried beside a set, as one folder name (never a path)."""
+    from buildctl.verify.extensions import check_beside
+
+    return "+".join(sorted(check_beside(req) for req in beside)).replace("==", "-")[:200]
+
+
 def stored_report(published: Published):
     """The passing verification report stored beside an unchanged artifact, for this very wheel; else None."""
     from buildctl.verify import report as rep
@@ -77,6 +84,8 @@ def verify(spec: Spec, published: Published, *, client=None, context_dir: Path |
     from buildctl.verify import runner
 
     artifact, manifest = published.artifact, published.manifest
+    # A package tried beside the set is a question about the set, not its verification: its own folder
+    out_dir = artifact / "beside" / beside_folder(options.beside) if options.beside else artifact
     if context_dir is None:
         context_dir, _ = recorded_runtime(artifact, manifest)
     # the namespace the artifact was built in (its root's, for manifests older than the field)
@@ -89,7 +98,7 @@ def verify(spec: Spec, published: Published, *, client=None, context_dir: Path |
     artifacts.record_images(client, [image], artifact.parent.parent)
     own = manifest.framework_wheel  # None: a prebuilt framework, verified as the image has it, with its set
     wheel = artifact / own.file if own is not None else None
-    report = runner.verify_wheel(wheel, spec=spec, image=image, out_dir=artifact, artifact=artifact,
+    report = runner.verify_wheel(wheel, spec=spec, image=image, out_dir=out_dir, artifact=artifact,
                                  network_mode=engine.network_mode_for(spec.site.network), client=client, console=console,
                                  **options.kwargs())
     return Verified(report, cached=False)

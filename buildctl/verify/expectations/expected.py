@@ -71,13 +71,15 @@ class Expectations:
         else:
             src["arch"] = "recipe pins"
             arch = normalize_arch_list(build.cuda_arch) if (build.cuda_arch or cpu) else None
-        build_type = pick("build_type", exp.build_type, build.type)
         fw = spec.framework
+        # A prebuilt framework was not built by this recipe: its build section is the extensions'
+        prebuilt = fw.source.prebuilt is not None
+        build_type = pick("build_type", exp.build_type, None if prebuilt else build.type)
         version = None
         if fw.version:
             src["version"] = "recipe pins"
             version = fw.version if fw.build_number == 1 else f"{fw.version}.post{fw.build_number}"
-        features = {**build.features, **exp.features}
+        features = {**({} if prebuilt else build.features), **exp.features}
         return cls(accelerator=acc, version=version, cuda=cuda, hip=hip, nccl=nccl, cudnn=cudnn, arch=arch,
                    build_type=build_type, features=features, sources=src)
 
