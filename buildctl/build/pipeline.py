@@ -263,15 +263,37 @@ def _verify(ctx: Run, steps: Steps, published: Published,
     return verified, None
 
 
-def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, options: VerifyOptions = VerifyOptions(),
-                    console=None) -> Report:
-    """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
-    records (the runtime image's context); under its key's lock, shared, as a build that finds it."""
+@contextlib.contextmanager
+def _published_artifact(spec: Spec, artifact_dir: Path, on_line=None):
+    """A published artifact found on its own, under its key's lock, shared, as a build that finds it."""
     recipe, key = artifact_dir.parent.name, artifact_dir.name
     with artifacts.key_lock(recipe, key, artifact_dir.parent.parent, shared=True, on_wait=on_line,
                             timeout=spec.build.timeout_s + LOCK_SLACK_S):
         if not (artifact_dir / "manifest.json").is_file():
             raise InputError(f"{artifact_dir} was removed meanwhile (by invoke clean?); fix: invoke build --recipe "
                              f"{spec.name}")
-        published = artifact.found(recipe, key, artifact_dir)
+        yield artifact.found(recipe, key, artifact_dir)
+
+
+def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, options: VerifyOptions = VerifyOptions(),
+                    console=None) -> Report:
+    """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
+    records (the runtime image's context)."""
+    with _published_artifact(spec, artifact_dir, on_line) as published:
         return verify_stage.verify(spec, published, on_line=on_line, options=options, console=console).report
+
+
+def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout: float, cache_dir: Path):
+    """`invoke debug`: `program` (verify.debug.Program) under gdb against a published artifact's wheel, in
+    a fresh container of its runtime image (as verification builds it); the DebugResult."""
+    from buildctl.verify import debug
+
+    with _published_artifact(spec, artifact_dir, on_line) as published:
+        manifest = published.manifest
+        client = engine.connect()
+        image, namespace = verify_stage.artifact_runtime_image(spec, published, client=client, on_line=on_line)
+        facts = {"recipe": manifest.recipe, "key": published.key, "build_type": manifest.build_type,
+                 "artifact": str(artifact_dir), "image": image}
+        return debug.run_program(artifact_dir / manifest.framework_wheel.file, program, spec=spec, image=image,
+                                 namespace=namespace, client=client, on_line=on_line, timeout=timeout,
+                                 cache_dir=cache_dir, facts=facts)

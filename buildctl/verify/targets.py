@@ -139,6 +139,22 @@ def ensure_verify_image(client, base_image: str, python: str, *, network_mode: s
     return tag
 
 
+def install_lines(venv: str, python: str, wheel_name: str | None, reqs: Sequence[str]) -> list[str]:
+    """Shell lines that install the wheel under test (/verify/in/<wheel_name>; None: only `reqs`) and `reqs`
+    into `venv` (made when the image has none) from /verify/wheelhouse, with no index."""
+    import shlex
+
+    q = shlex.quote
+    install = [q("/verify/in/" + wheel_name)] if wheel_name else []
+    install += [q(r) for r in reqs]
+    lines = [f'if [ ! -x {q(venv)}/bin/python ]; then python{python} -m venv {q(venv)}; fi',
+             f"echo 'installing {wheel_name or 'the extension set'} into a fresh container ({venv})'"]
+    if install:
+        lines.append(f"{q(venv)}/bin/python -m pip install -q --no-index --find-links /verify/wheelhouse --no-compile "
+                     f"{' '.join(install)}")
+    return lines
+
+
 def container_script(venv: str, python: str, wheel_name: str | None, reqs: Sequence[str], probe_argv: list[str],
                      ext_set=None) -> str:
     """Install (the wheel under test, or with a prebuilt framework only its requirements), probe; with an
@@ -146,18 +162,7 @@ def container_script(venv: str, python: str, wheel_name: str | None, reqs: Seque
     import shlex
 
     q = shlex.quote
-    what = wheel_name or "the extension set"
-    install = [q("/verify/in/" + wheel_name)] if wheel_name else []
-    install += [q(r) for r in reqs]
-    lines = [
-        "set -e",
-        "mkdir -p /verify/out",
-        f'if [ ! -x {q(venv)}/bin/python ]; then python{python} -m venv {q(venv)}; fi',
-        f"echo 'installing {what} into a fresh container ({venv})'",
-    ]
-    if install:
-        lines.append(f"{q(venv)}/bin/python -m pip install -q --no-index --find-links /verify/wheelhouse --no-compile "
-                     f"{' '.join(install)}")
+    lines = ["set -e", "mkdir -p /verify/out", *install_lines(venv, python, wheel_name, reqs)]
     probe = f"{q(venv)}/bin/python /verify/in/probe.py {' '.join(q(a) for a in probe_argv)}"
     if ext_set is None:
         return "\n".join([*lines, f"exec {probe}"])

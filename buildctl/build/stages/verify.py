@@ -73,6 +73,24 @@ def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace:
     return tag
 
 
+def artifact_runtime_image(spec: Spec, published: Published, *, client, context_dir: Path | None = None,
+                           on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (),
+                           namespace: str | None = None) -> tuple[str, str]:
+    """The runtime image of a published artifact (built from the context it records unless `context_dir`
+    names the build's own) and the namespace it was built in; both images stamped as used."""
+    artifact, manifest = published.artifact, published.manifest
+    if context_dir is None:
+        context_dir, _ = recorded_runtime(artifact, manifest)
+    # the namespace the artifact was built in (its root's, for manifests older than the field)
+    namespace = namespace or manifest.namespace or artifacts.namespace(artifact.parent.parent)
+    # invoke clean: the runtime image's base is in use (stamped first: the image may be built from it now)
+    artifacts.record_images(client, _bases(context_dir, spec), artifact.parent.parent)
+    image = runtime_image(spec, published.key, client=client, context_dir=context_dir, namespace=namespace,
+                          on_line=on_line, secrets=secrets, image_key=manifest.runtime.image_key if manifest.runtime else "")
+    artifacts.record_images(client, [image], artifact.parent.parent)
+    return image, namespace
+
+
 def verify(spec: Spec, published: Published, *, client=None, context_dir: Path | None = None,
            on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (),
            namespace: str | None = None, options: VerifyOptions = VerifyOptions(), console=None) -> Verified:
@@ -86,16 +104,9 @@ def verify(spec: Spec, published: Published, *, client=None, context_dir: Path |
     artifact, manifest = published.artifact, published.manifest
     # A package tried beside the set is a question about the set, not its verification: its own folder
     out_dir = artifact / "beside" / beside_folder(options.beside) if options.beside else artifact
-    if context_dir is None:
-        context_dir, _ = recorded_runtime(artifact, manifest)
-    # the namespace the artifact was built in (its root's, for manifests older than the field)
-    namespace = namespace or manifest.namespace or artifacts.namespace(artifact.parent.parent)
     client = client or engine.connect()
-    # invoke clean: the runtime image's base is in use (stamped first: the image may be built from it now)
-    artifacts.record_images(client, _bases(context_dir, spec), artifact.parent.parent)
-    image = runtime_image(spec, published.key, client=client, context_dir=context_dir, namespace=namespace,
-                          on_line=on_line, secrets=secrets, image_key=manifest.runtime.image_key if manifest.runtime else "")
-    artifacts.record_images(client, [image], artifact.parent.parent)
+    image, namespace = artifact_runtime_image(spec, published, client=client, context_dir=context_dir,
+                                              on_line=on_line, secrets=secrets, namespace=namespace)
     own = manifest.framework_wheel  # None: a prebuilt framework, verified as the image has it, with its set
     wheel = artifact / own.file if own is not None else None
     report = runner.verify_wheel(wheel, spec=spec, image=image, out_dir=out_dir, artifact=artifact,

@@ -1,0 +1,67 @@
+"""`invoke debug`: Python run against a recipe's artifact under gdb, the crash's backtrace printed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from invoke.exceptions import Exit
+
+from buildctl.cli.common import command, console, load_spec, out, print_json, site_options
+from buildctl.errors import InputError
+from buildctl.settings import Settings
+from buildctl.ui import strip_controls
+
+
+def _artifact_of(spec, artifact: str | None) -> Path:
+    """The artifact folder to debug (--artifact, else the recipe's latest), refused in one line when it
+    is none, another recipe's, or holds no wheel of its own framework."""
+    from buildctl.store import artifacts
+    from buildctl.store.manifest import Manifest
+
+    if artifact is None:
+        found = artifacts.latest(spec.name)
+        if found is None:
+            raise InputError(f"no artifact of {spec.name} yet; fix: invoke build --recipe {spec.name}")
+    else:
+        found = Path(artifact)
+        if not (found / "manifest.json").is_file():
+            raise InputError(f"--artifact {artifact}: not an artifact folder (no manifest.json); fix: give "
+                             f"artifacts/{spec.name}/<key>, or leave --artifact out for the latest")
+    fix = f"fix: rebuild it (invoke build --recipe {spec.name})"
+    manifest = Manifest.read(found, fix)
+    if manifest.recipe != spec.name:
+        raise InputError(f"{found} is an artifact of {manifest.recipe}, not of {spec.name}; fix: --recipe "
+                         f"{manifest.recipe}")
+    own = manifest.framework_wheel
+    if own is None:
+        raise InputError(f"{found} holds no wheel of its own framework (a prebuilt one): nothing of it was built "
+                         "with debug info; fix: debug a recipe that builds its framework")
+    if "/" in own.file or own.file in (".", "..") or not (found / own.file).is_file():
+        raise InputError(f"{found}/manifest.json names no wheel file beside it ({ascii(own.file[:100])}); {fix}")
+    return found.resolve()
+
+
+@command
+def debug(recipe: str | None, sets, *, artifact: str | None, code: str | None, script: str | None, as_json: bool,
+          timeout: float, settings: Settings) -> None:
+    from buildctl.build import pipeline
+    from buildctl.verify import debug_report
+    from buildctl.verify.debug import Program, check_timeout
+
+    program = Program.of(code, script)  # bad input refused before the recipe, the artifact or the engine
+    timeout = check_timeout(timeout)
+    spec, _ = load_spec(recipe or "", sets, site=site_options(settings), preflight=False)
+    found = _artifact_of(spec, artifact)
+    cache_dir = Path(os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
+    result = pipeline.debug_artifact(
+        spec, found, program, timeout=timeout, cache_dir=cache_dir,
+        on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False))
+    if as_json:
+        print_json(result.to_dict())
+    if not result.crashed:
+        console.print(debug_report.not_crashed_line(result), markup=False, highlight=False, soft_wrap=True)
+        raise Exit(code=1)
+    if not as_json:
+        for line in debug_report.text_lines(result):
+            out.print(line, markup=False, highlight=False)
