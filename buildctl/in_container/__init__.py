@@ -14,6 +14,8 @@ PROBE_FILES = tuple(HERE / name for name in ("probe.py", "probe_facts.py", "prob
 PROBE = HERE / "probe.py"
 WHEELNORM = HERE / "wheelnorm.py"
 FRONTEND = HERE / "frontend.py"
+# The build script's wheel repair (auditwheel, from the build venv) and its record, portability.json.
+WHEELREPAIR = HERE / "wheelrepair.py"
 GPU_SELFCHECK = HERE / "gpu_selfcheck.py"
 # The extension step of the build script: the framework's facts (abi_check --facts), Requires-Dist pinned.
 EXTENSION_BUILD_FILES = (HERE / "abi_check.py", HERE / "pin_requires.py")

@@ -188,6 +188,26 @@ class Toolchain(Model):
     ascend: Ascend | None = None
 
 
+# A soname glob auditwheel leaves out of the wheel (`auditwheel repair --exclude`), e.g. libfoo.so.*
+SonameGlob = Annotated[str, matching(r"^lib[A-Za-z0-9_.+*?\[\]-]{1,120}$",
+                                     "write a soname glob, e.g. libfoo.so.* (letters, digits, . _ + - and * ? [ ])")]
+
+
+class Wheel(Model):
+    """What happens to the framework's wheel once it is built (docs/portable-wheels.md)."""
+
+    # auto: a Release wheel of a CPU, CUDA or ROCm build is repaired (auditwheel); off: an image-only
+    # wheel, tagged linux_*. Debug/RelWithDebInfo (for chasing a crash in its image) and Ascend stay off.
+    repair: Literal["auto", "off"] = "auto"
+    # sonames never vendored, beyond the driver and what the toolchain's wheels provide
+    exclude: tuple[SonameGlob, ...] = ()
+
+    @field_validator("repair", mode="before")
+    @classmethod
+    def _yaml_off(cls, v):
+        return "off" if v is False else v  # YAML reads an unquoted `off` as false
+
+
 class Build(Model):
     type: Literal["Release", "Debug", "RelWithDebInfo"] = "Release"
     cuda_arch: tuple[CudaArch, ...] = ()
@@ -207,6 +227,8 @@ class Build(Model):
     # SOURCE_DATE_EPOCH of the build (seconds, UTC); unset: the commit date of a git source, else
     # DEFAULT_SOURCE_DATE_EPOCH (docs/reproducible.md). Zip entries hold 1980..2107.
     source_date_epoch: Annotated[StrictInt, Field(ge=DEFAULT_SOURCE_DATE_EPOCH, le=4102444800)] | None = None
+    # unset: Wheel() (repair auto, no exclusions); None keeps the resolved recipe of a recipe without it as it was
+    wheel: Wheel | None = None
 
     @field_validator("env")
     @classmethod
@@ -216,6 +238,10 @@ class Build(Model):
                 raise ValueError(f"{name} is reserved (the build script sets it, or it changes how every "
                                  f"process of the build starts); fix: remove {name} from build.env")
         return env
+
+    @property
+    def wheel_settings(self) -> Wheel:
+        return self.wheel or Wheel()
 
     @property
     def timeout_s(self) -> int:

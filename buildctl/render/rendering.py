@@ -19,12 +19,12 @@ import jinja2
 
 from buildctl import settings
 from buildctl.errors import InputError
-from buildctl.in_container import EXTENSION_BUILD_FILES, FRONTEND, PROBE_FILES, WHEELNORM
+from buildctl.in_container import EXTENSION_BUILD_FILES, FRONTEND, PROBE_FILES, WHEELNORM, WHEELREPAIR
 from buildctl.recipe import parallel_jobs, preflight
 from buildctl.recipe.fields import DEFAULT_SOURCE_DATE_EPOCH
 from buildctl.recipe.loader import resolved_yaml
 from buildctl.recipe.schema import Spec
-from buildctl.render import providers
+from buildctl.render import portable, providers
 from buildctl.secrets import split_credentials
 from buildctl.settings import REPO_ROOT
 
@@ -124,6 +124,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         build_env[key] = "1" if on else "0"
     per_job, reserve = _jobs_rule(spec.accelerator)
     constraints = sorted({*spec.python.constraints, *(c for f in frags for c in f.pip_constraints)})
+    repair = portable.repairs(spec)
     ctx = dict(
         build_command=BUILD_COMMAND[0],
         frontend=spec.framework.frontend,
@@ -132,7 +133,9 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         python=python,
         python_pkgs=[python, f"{python}-venv", f"{python}-dev"],
         stages=[f for f in frags if f.stage],
-        build_requirements=[*BASE_BUILD_REQUIREMENTS, *spec.python.packages, *(p for f in frags for p in f.pip_build)],
+        build_requirements=[*BASE_BUILD_REQUIREMENTS, *spec.python.packages, *(p for f in frags for p in f.pip_build),
+                            *(portable.REPAIR_REQUIREMENTS if repair else ())],
+        repair_args=portable.repair_args(spec) if repair else None,
         runtime_requirements=[p for f in frags for p in f.pip_runtime],
         apt_packages=sorted({p for f in frags for p in f.apt_packages}),
         cache_pkg={"ccache": "ccache", "sccache": "sccache", "none": ""}[spec.build.cache],
@@ -182,6 +185,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         **{p.name: p.read_text() for p in PROBE_FILES},
         "wheelnorm.py": WHEELNORM.read_text(),
         "frontend.py": FRONTEND.read_text(),
+        **({"wheelrepair.py": WHEELREPAIR.read_text()} if repair else {}),
         **({p.name: p.read_text() for p in EXTENSION_BUILD_FILES} if spec.extensions else {}),
         "recipe.resolved.yaml": shown,
         ".dockerignore": "downloads/**/.keep\n",

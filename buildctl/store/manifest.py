@@ -77,6 +77,42 @@ class Extensions(_Section):
     extensions: list[dict[str, Any]] = []
 
 
+class VendoredLibrary(_Section):
+    soname: str
+    file: str | None = None  # its hashed copy in the wheel (<dist>.libs/...)
+    bytes: int | None = None
+    package: str | None = None  # the Debian package (and version) it came from, when dpkg knew it
+
+
+class ExcludedLibrary(_Section):
+    soname: str
+    pattern: str | None = None  # the glob that left it out
+    reason: str | None = None
+    package: str | None = None
+
+
+class Portability(_Section):
+    """What the wheel repair did (build/portability.json, shaped by store.portability): the tag, the glibc
+    and GLIBCXX floors, what was vendored and what was left to its provider, or why it stayed linux_*."""
+
+    repaired: bool = False
+    tag: str | None = None
+    wheel: str | None = None
+    original: str | None = None
+    tool: str | None = None
+    reason: str | None = None  # why the wheel stayed linux_* (None when repaired)
+    glibc: str | None = None
+    glibcxx: str | None = None
+    vendored: list[VendoredLibrary] = []
+    excluded: list[ExcludedLibrary] = []
+    external: list[ExcludedLibrary] = []  # external libraries left in place because the repair did not run
+
+    def package_of(self, soname: str) -> str | None:
+        """The package that provides `soname`, as the build image's dpkg knew it."""
+        return next((lib.package for lib in (*self.vendored, *self.excluded, *self.external)
+                     if lib.soname == soname and lib.package), None)
+
+
 class Manifest(_Section):
     schema_version: int = 1
     recipe: str
@@ -109,6 +145,7 @@ class Manifest(_Section):
     reproducible: dict[str, Any] | None = None  # --check-reproducible's comparison, when it ran
     frontend: Frontend | None = None  # what built the wheel (recorded since the scikit-build-core frontend)
     extensions: Extensions | None = None  # the extensions built against the framework, when the recipe has any
+    portability: Portability | None = None  # the wheel repair's record; absent: repair off or an older build
 
     @property
     def wheel(self) -> WheelEntry:
@@ -129,7 +166,7 @@ class Manifest(_Section):
         """The manifest as it is written: every field (None included) in order, then unknown keys;
         `reproducible` only once a check recorded it (as before it was typed)."""
         data = self.model_dump(mode="json")
-        for optional in ("reproducible", "frontend", "extensions"):  # as manifests without them were written
+        for optional in ("reproducible", "frontend", "extensions", "portability"):  # as manifests without them were written
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

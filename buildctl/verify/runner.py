@@ -188,10 +188,14 @@ def verify_wheel(
     environment["seconds"] = round(time.monotonic() - t0, 1)
 
     exp = Expectations.from_spec(spec) if spec is not None else Expectations.from_wheel_name(wheel.name)
+    checks = _checks(exp, probe, environment)
+    if not host and artifact is not None:  # a repaired wheel, also where none of its build's packages are
+        checks += _portable_checks(artifact, wheel, spec, client=client, module=module, plats=plats,
+                                   cache_dir=cache_dir, network_mode=network_mode, on_line=on_line, timeout=timeout)
     report = rep.Report(
         wheel={"path": str(wheel), "name": wheel.name, "size": wheel.stat().st_size, "sha256": sha256_of(wheel)},
         mode="host" if host else "container", module=module, environment=environment,
-        expectations=exp.to_dict(), checks=_checks(exp, probe, environment), probe=probe, verdict=verdict(probe),
+        expectations=exp.to_dict(), checks=checks, probe=probe, verdict=verdict(probe),
         spec=spec_facts(spec),
     )
     return publish_report(report, out_dir, json_out, console)
@@ -212,6 +216,18 @@ def _extension_set(spec: Spec | None, artifact: Path | None, python: str, plats:
     beside_wheels = extensions.fetch_beside(beside, python, plats, cache_dir, on_line)
     smoke = {e.name: e.smoke for e in spec.extensions} if spec is not None else {}
     return extensions.from_artifact(artifact, manifest, module, smoke, python, beside_wheels)
+
+
+def _portable_checks(artifact: Path, wheel: Path, spec: Spec | None, **kwargs) -> list:
+    """verify/portable.py's check, when the artifact's manifest records a repair of this wheel."""
+    from buildctl.store.manifest import Manifest
+    from buildctl.verify import portable
+
+    if not (artifact / "manifest.json").is_file():
+        return []
+    manifest = Manifest.read(artifact)
+    requirements = (manifest.runtime.requirements if manifest.runtime is not None else None) or []
+    return portable.checks(manifest, wheel, spec, runtime_requirements=requirements, **kwargs)
 
 
 def _checks(exp: Expectations, probe: dict, environment: dict, subject: str = "wheel") -> list:

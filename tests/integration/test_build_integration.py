@@ -464,7 +464,8 @@ def test_build_exits_0_with_json_and_a_wheel_matching_the_manifest(build: BuildR
     assert m == p["manifest"]
     assert len(m["wheels"]) == 1
     w = m["wheels"][0]
-    assert w["file"] == f"demofw-{version}-cp311-cp311-linux_x86_64.whl"  # the stack's local label in the name
+    # the stack's local label in the name; the platform the repair chose (docs/portable-wheels.md)
+    assert re.fullmatch(rf"demofw-{re.escape(version)}-cp311-cp311-manylinux_2_\d+_x86_64\.whl", w["file"]), w["file"]
     assert build.wheel.is_file() and build.wheel.stat().st_size == w["bytes"]
     assert hashlib.sha256(build.wheel.read_bytes()).hexdigest() == w["sha256"]
     assert sorted(p.name for p in build.artifacts_root.rglob(".tmp-*")) == []
@@ -568,6 +569,41 @@ def test_wheel_works_in_a_fresh_container(request, build: BuildRun, docker_clien
     assert got["cuda_built"] is bool(exp["arch_list"])
     assert got["arch_list"] == exp["arch_list"]
     assert got.get("nccl") == exp["nccl"]
+
+
+def test_demo_cpu_wheel_is_repaired_to_the_manylinux_tag_its_floor_allows(demo_cpu):
+    """The repair (issue 19): a manylinux tag no lower than the glibc floor the manifest records, the
+    floors read from the wheel's ELF files, and the wheel imports in a bare bookworm image (the base
+    image and its Python only) in the stored report's `portable` check."""
+    demo_cpu.ok()
+    section = demo_cpu.manifest["portability"]
+    assert section["repaired"] is True and section["reason"] is None, section
+    assert section["wheel"] == demo_cpu.wheel.name and section["tool"] == "auditwheel 6.8.2"
+    policy = re.fullmatch(r"manylinux_(\d+)_(\d+)_x86_64", section["tag"])
+    assert policy and demo_cpu.wheel.name.endswith(f"-{section['tag']}.whl"), section
+    floor = tuple(int(p) for p in section["glibc"].split("."))
+    assert (int(policy.group(1)), int(policy.group(2))) >= floor[:2] and floor <= (2, 36)  # bookworm's glibc
+    assert re.fullmatch(r"3\.4\.\d+", section["glibcxx"]), section  # demofw is C++
+    report = rep.load_report(demo_cpu.artifact / "report.json")
+    portable = next(c for c in report.checks if c.name == "portable")
+    assert portable.ok is True and "buildctl/verify-runtime:py3.11-" in portable.expected, portable
+    assert f"tag {section['tag']}" in portable.detail
+
+
+def test_demo_cuda13_wheel_vendors_nothing_of_cuda_or_the_driver(demo_cuda13):
+    """The CUDA demo's wheel leaves NCCL to nvidia-nccl-cu13 (excluded, with the reason) and carries no
+    libcuda, libcudart or libnccl; it imports in the bare image beside the nvidia-* wheels it runs with."""
+    demo_cuda13.ok()
+    with zipfile.ZipFile(demo_cuda13.wheel) as z:
+        names = z.namelist()
+    assert not [n for n in names if re.search(r"/lib(cuda|cudart|nccl|nvidia-)[^/]*\.so", n)], names
+    section = demo_cuda13.manifest["portability"]
+    assert section["repaired"] is True and section["tag"].startswith("manylinux_2_"), section
+    nccl = next(e for e in section["excluded"] if e["soname"] == "libnccl.so.2")
+    assert nccl["pattern"] == "libnccl.so*" and "nvidia-*" in nccl["reason"], section
+    assert not [v for v in section["vendored"] if re.match(r"lib(cuda|cudart|nccl|nvidia-)", v["soname"])]
+    report = rep.load_report(demo_cuda13.artifact / "report.json")
+    assert next(c for c in report.checks if c.name == "portable").ok is True
 
 
 @pytest.mark.engines

