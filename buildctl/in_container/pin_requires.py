@@ -40,7 +40,8 @@ class BadInput(Exception):
 
 def pin_metadata(text, dist, version):
     head, sep, body = text.partition("\n\n")
-    lines = head.split("\n")
+    trailing = head[len(head.rstrip("\n")):]  # METADATA without a body ends its headers with a newline
+    lines = head[:len(head) - len(trailing)].split("\n")
     out, pinned = [], False
     wanted = requirement_line(dist)
     for line in lines:
@@ -55,7 +56,7 @@ def pin_metadata(text, dist, version):
             (i for i, line in enumerate(out) if line.startswith("Requires-Dist:")), default=len(out) - 1
         )
         out.insert(last + 1, f"Requires-Dist: {dist}=={version}")
-    return "\n".join(out) + sep + body
+    return "\n".join(out) + trailing + sep + body
 
 
 def record_hash(data):

@@ -203,7 +203,7 @@ def _result(log: str) -> dict:
 def test_the_published_set_installs_beside_its_torch_and_only_there(ext_build, docker_client):
     work, env = ext_build["work"], ext_build["env"]
     folder = work / "index"
-    published = invoke("publish", "--recipe", str(ext_build["recipe"]), "--to", str(folder), "--json", env=env,
+    published = invoke("publish", "--artifact", str(ext_build["artifact"]), "--to", str(folder), "--json", env=env,
                        cwd=work, timeout=300)
     assert published.returncode == 0, published.stderr
     assert [w["file"] for w in json.loads(published.stdout)["wheels"]] == [ext_build["manifest"]["wheels"][0]["file"]]

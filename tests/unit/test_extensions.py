@@ -274,3 +274,16 @@ def test_a_package_tried_beside_the_set_reports_into_a_folder_of_its_own():
     for bad in ("../../x==1", "torchvision", "a/b==1"):
         with pytest.raises(InputError, match="not NAME==VERSION"):
             beside_folder([bad])
+
+
+@pytest.mark.parametrize("text", ["Metadata-Version: 2.1\nName: tinyop\nVersion: 0.1.0\n",
+                                  "Metadata-Version: 2.1\nName: tinyop\nVersion: 0.1.0",
+                                  "Metadata-Version: 2.1\nName: tinyop\nVersion: 0.1.0\n\n"])
+def test_the_pin_lands_in_the_headers_of_a_metadata_without_a_body(text):
+    """tinyop's METADATA (no description, no Requires-Dist) got the pin after its closing newline, in the
+    body, where pip never reads it (the CI's extension test: requires [])."""
+    from email.parser import Parser
+
+    pinned = pin_requires.pin_metadata(text, "torch", "2.6.0+debian")
+    assert Parser().parsestr(pinned).get_all("Requires-Dist") == ["torch==2.6.0+debian"]
+    assert pinned.startswith(text.rstrip("\n"))
