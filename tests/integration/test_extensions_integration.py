@@ -207,15 +207,17 @@ def test_the_published_set_installs_beside_its_torch_and_only_there(ext_build, d
                        cwd=work, timeout=300)
     assert published.returncode == 0, published.stderr
     assert [w["file"] for w in json.loads(published.stdout)["wheels"]] == [ext_build["manifest"]["wheels"][0]["file"]]
+    # the recipe's runtime image: Debian's torch and python3-venv, nothing of the build
+    runtime = engine_names.image_tag(RECIPE, ext_build["payload"]["key"], artifacts.namespace(), "runtime")
     with serve_folder(folder) as url:
         index = f"{url}simple/"
         for extra in ("", "--extra-index-url https://pypi.org/simple"):
-            res = _pip_in_fresh_container(docker_client, DEBIAN_TORCH, index, extra=extra)
+            res = _pip_in_fresh_container(docker_client, runtime, index, extra=extra)
             assert res.exit_code == 0, res.log[-3000:]
             got = _result(res.log)
             # ours, beside the image's torch, which pip kept (PyPI's torch 2.15 was one index away)
             assert got == {"torch": TORCH, "torch_file": "/usr/lib/python3/dist-packages/torch/__init__.py",
                            "tinyop": "0.1.0", "add_one": [2.0, 2.0]}, (extra, got)
-        res = _pip_in_fresh_container(docker_client, DEBIAN_TORCH, index, system_torch=False)
+        res = _pip_in_fresh_container(docker_client, runtime, index, system_torch=False)
     assert res.exit_code != 0
     assert f"No matching distribution found for torch=={TORCH}" in res.log, res.log[-2000:]
