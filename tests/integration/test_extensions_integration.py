@@ -13,8 +13,8 @@ run, docs/extensions.md). One build for the module, through the real CLI:
 * `invoke verify --beside torchvision==0.21.0` (PyPI's, built for torch 2.6.0+cu124 with the old C++
   ABI) fails with one line naming why: the mismatch users meet as "operator torchvision::nms does not
   exist";
-* published to a folder index, pip installs the extension beside the image's torch and keeps it, also
-  with PyPI as an extra index; a venv without that torch is refused by pip (no torch==2.6.0+debian).
+* published to a folder index, pip (with PyPI as the extra index) installs the extension beside the
+  image's torch and keeps it; a venv without that torch is refused by pip (no torch==2.6.0+debian).
 
 Costs (2 cores, cold): the Debian torch image 6 min (shared with test_verify_image_integration), the
 recipe's images 3 min, the compile and verification 2 min, the rest 2 min.
@@ -90,7 +90,8 @@ framework:
 verify:
   allreduce: false
 extensions:
-  - name: tinyop
+  - name: buildctl-test-tinyop
+    module: tinyop
     source:
       tarball:
         url: {url}
@@ -141,8 +142,8 @@ def test_the_manifest_records_what_the_extension_was_built_against_and_pins_it(e
     assert against["version"] == TORCH and against["cxx11_abi"] is True and against["cuda"] is None
     assert against["framework"] == "torch" and against["from"] == "the base image" and against["wheel_sha256"] is None
     [row] = ext["extensions"]
-    assert row["name"] == "tinyop" and row["version"] == "0.1.0" and row["frontend"] == "setuptools"
-    assert row["file"] == "tinyop-0.1.0-cp313-cp313-linux_x86_64.whl"
+    assert row["name"] == "buildctl-test-tinyop" and row["module"] == "tinyop" and row["version"] == "0.1.0"
+    assert row["frontend"] == "setuptools" and row["file"] == "buildctl_test_tinyop-0.1.0-cp313-cp313-linux_x86_64.whl"
     assert f"torch=={TORCH}" in row["requires"]
     # the framework was not built: the artifact's wheels are the extension's alone, and it requires this torch
     assert [w["file"] for w in manifest["wheels"]] == [row["file"]]
@@ -154,7 +155,7 @@ def test_the_build_verified_the_extension_in_a_fresh_container(ext_build):
     report = ext_build["report"]
     assert report["ok"] is True and report["wheel"] is None  # the torch of the image, probed as it is
     checks = {c["name"]: c for c in report["checks"]}
-    assert checks["extension tinyop"]["ok"] is True, checks["extension tinyop"]
+    assert checks["extension buildctl-test-tinyop"]["ok"] is True, checks["extension buildctl-test-tinyop"]
     assert report["probe"]["extensions"]["torch"]["version"] == TORCH
 
 
@@ -164,7 +165,7 @@ def test_pypi_torchvision_beside_this_torch_is_refused_in_one_line(ext_build, do
     assert proc.returncode == 1, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     checks = {c["name"]: c for c in report["checks"]}
-    assert checks["extension tinyop"]["ok"] is True  # ours still fits
+    assert checks["extension buildctl-test-tinyop"]["ok"] is True  # ours still fits
     beside = checks["beside torchvision"]
     assert beside["ok"] is False and "\n" not in beside["detail"], beside
     # why, in the user's terms: the old C++ ABI, CUDA that this torch lacks, the torch it was built for
@@ -180,12 +181,12 @@ def test_pypi_torchvision_beside_this_torch_is_refused_in_one_line(ext_build, do
 PIP_SCRIPT = """\
 set -e
 {venv} /tmp/v
-/tmp/v/bin/python -m pip install -q --no-cache-dir --disable-pip-version-check --index-url "$INDEX" $EXTRA tinyop
+/tmp/v/bin/python -m pip install -q --no-cache-dir --disable-pip-version-check --index-url "$INDEX" $EXTRA buildctl-test-tinyop
 cd /tmp && /tmp/v/bin/python -c '
 import importlib.metadata as m, json, torch, tinyop
 x = torch.ones(2)
 print("RESULT " + json.dumps({{"torch": torch.__version__, "torch_file": torch.__file__,
-    "tinyop": m.version("tinyop"), "add_one": tinyop.add_one(x).tolist()}}))'
+    "tinyop": m.version("buildctl-test-tinyop"), "add_one": tinyop.add_one(x).tolist()}}))'
 """
 
 
@@ -209,15 +210,16 @@ def test_the_published_set_installs_beside_its_torch_and_only_there(ext_build, d
     assert [w["file"] for w in json.loads(published.stdout)["wheels"]] == [ext_build["manifest"]["wheels"][0]["file"]]
     # the recipe's runtime image: Debian's torch and python3-venv, nothing of the build
     runtime = engine_names.image_tag(RECIPE, ext_build["payload"]["key"], artifacts.namespace(), "runtime")
+    # With PyPI as the extra index, as teams install: Debian's torch declares setuptools and sympy, which
+    # come from PyPI; PyPI's torch 2.15 (newer) and 2.6.0 (a better tag) are one index away.
+    pypi = "--extra-index-url https://pypi.org/simple"
     with serve_folder(folder) as url:
-        index = f"{url}simple/"
-        for extra in ("", "--extra-index-url https://pypi.org/simple"):
-            res = _pip_in_fresh_container(docker_client, runtime, index, extra=extra)
-            assert res.exit_code == 0, res.log[-3000:]
-            got = _result(res.log)
-            # ours, beside the image's torch, which pip kept (PyPI's torch 2.15 was one index away)
-            assert got == {"torch": TORCH, "torch_file": "/usr/lib/python3/dist-packages/torch/__init__.py",
-                           "tinyop": "0.1.0", "add_one": [2.0, 2.0]}, (extra, got)
-        res = _pip_in_fresh_container(docker_client, runtime, index, system_torch=False)
+        res = _pip_in_fresh_container(docker_client, runtime, f"{url}simple/", extra=pypi)
+        assert res.exit_code == 0, res.log[-3000:]
+        # ours, beside the image's torch, which pip kept
+        assert _result(res.log) == {"torch": TORCH, "torch_file": "/usr/lib/python3/dist-packages/torch/__init__.py",
+                                    "tinyop": "0.1.0", "add_one": [2.0, 2.0]}
+        # a venv without that torch: the pin refuses every other (PyPI has no 2.6.0+debian)
+        res = _pip_in_fresh_container(docker_client, runtime, f"{url}simple/", extra=pypi, system_torch=False)
     assert res.exit_code != 0
     assert f"No matching distribution found for torch=={TORCH}" in res.log, res.log[-2000:]
