@@ -65,10 +65,10 @@ def test_release_and_debug_of_one_recipe_at_once_publish_their_own_files(tmp_pat
     builders = set()
     for build_type, result in results.items():
         m = result.manifest
-        assert result.cached is False and m["key"] == result.key and m["build_type"] == build_type
+        assert result.cached is False and m.key == result.key and m.build_type == build_type
         assert (result.artifact / "recipe.resolved.yaml").read_text().count(f"type: {build_type}") == 1
         # the build script baked into the builder image is this build's own
-        script = engine.run_container(docker_client, m["images"]["builder"], ["cat", "/usr/local/bin/buildctl-build"],
+        script = engine.run_container(docker_client, m.images.builder, ["cat", "/usr/local/bin/buildctl-build"],
                                       network_mode="none", labels=test_labels)
         assert script.exit_code == 0, script.log
         assert ("export DEBUG=1" in script.log) is (build_type == "Debug"), (build_type, result.key)
@@ -76,7 +76,7 @@ def test_release_and_debug_of_one_recipe_at_once_publish_their_own_files(tmp_pat
         placed = (tmp_path / "build" / "demo-cpu" / result.key / "build.sh").read_text()
         assert ("export DEBUG=1" in placed) is (build_type == "Debug")
         assert placed.strip() == script.log.strip()
-        builders.add(m["images"]["builder"])
+        builders.add(m.images.builder)
     assert len(builders) == 2
     # each build's private render folder is gone
     assert sorted(p.name for p in (tmp_path / "build").glob(".tmp-*")) == []
