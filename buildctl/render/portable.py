@@ -27,10 +27,12 @@ ROCM_LIBS = ("libamdhip64.so*", "libhsa-runtime64.so*", "libamd_comgr.so*", "lib
 
 
 def repairs(spec: Spec) -> bool:
-    """The framework's wheel is repaired: `auto`, a Release build of a CPU, CUDA or ROCm framework built here.
-    A Debug wheel is for chasing a crash in its image (and several GB); CANN is the host's install."""
+    """The framework's wheel is repaired: `auto`, a Release build of a CPU or CUDA framework built here.
+    A Debug wheel is for chasing a crash in its image (and several GB); CANN is the host's install; a ROCm
+    wheel loads the ROCm runtime the target installs (apt or a ROCm image, no wheels provide it), so a
+    bare image cannot prove it: its check failed every demo-rocm build."""
     return (spec.build.wheel_settings.repair == "auto" and spec.build.type == "Release"
-            and spec.framework.source.prebuilt is None and spec.accelerator in ("cpu", "cuda", "rocm"))
+            and spec.framework.source.prebuilt is None and spec.accelerator in ("cpu", "cuda"))
 
 
 def exclusions(spec: Spec) -> list[tuple[str, str]]:

@@ -227,13 +227,6 @@ else
 python setup.py bdist_wheel
 fi
 cp dist/*.whl "$OUT/"
-# A wheel that installs outside this image (docs/portable-wheels.md): auditwheel vendors the external
-# libraries under hashed names, rewrites NEEDED and RPATH, and tags it with the manylinux policy its ELF
-# files allow; never the driver, what the toolchain's wheels provide, nor the recipe's exclusions.
-# What it did, or why the wheel stays linux_*, goes to portability.json; a refusal never fails the build.
-python /usr/local/share/buildctl/wheelrepair.py "$OUT"/*.whl --report "$OUT/portability.json" \
-  '--exclude=libcuda.so*,libcudadebugger.so*,libnvidia-*.so*,libnvcuvid.so*=the GPU driver: the host provides it, never a wheel' \
-  '--exclude=libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,librccl.so*,libhip*.so*,libroc*.so*,libMIOpen.so*,libhsakmt.so*=ROCm: the ROCm runtime the wheel runs with provides it'
 # The same files make the same wheel: member order, dates and permissions fixed (contents untouched).
 for wheel in "$OUT"/*.whl; do python /usr/local/share/buildctl/wheelnorm.py "$wheel"; done
 finish
