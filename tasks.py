@@ -91,7 +91,8 @@ def matrix(c, label=None):
       "recipe": RECIPE_HELP["recipe"] + "; repeatable: several recipes are built side by side over the engines",
       "label": "Build every recipe with this label (see `invoke recipes`); repeatable",
       "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)",
-      "until": "Stop after this step and show what it produced: configure (the CMake summary), compile or wheel; "
+      "until": "Stop after this step and show what it produced: image (the builder image, no source needed), "
+               "configure (the CMake summary), compile or wheel; "
                "publishes nothing, a later full build resumes",
       "target": "With --until compile: build only this ninja output (a sample, e.g. one .cu.o); repeatable",
       "check_reproducible": "Then build again from a clean build dir at another path without compile cache and "

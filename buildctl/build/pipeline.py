@@ -150,6 +150,8 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                     steps.start("image")
                     reached = compile_stage.build_image(ctx, planned)
                     steps.finish()
+                    if opts.until == "image":
+                        return _image_only(ctx, steps, reached)
                     return _build_until(ctx, steps, reached)
                 held.enter_context(_key_lock(ctx, prepared.key, shared=True))
                 published = _found(ctx, prepared.key)
@@ -221,6 +223,19 @@ def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published
         published = artifact.publish(ctx, compiled, staging, manifest)
         steps.finish()
     return published
+
+
+def _image_only(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
+    """`--until image`: the builder image is built (its Dockerfile checked the toolchain's pins); nothing
+    is fetched or compiled, and what pip installed in it is listed for the user to compare."""
+    spec, key = ctx.spec, built.prepared.key
+    out_dir = ctx.opts.render_root / ".until" / spec.name / key / "image"
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    (out_dir / "image.txt").write_text(f"{image_tag(spec.name, key, ctx.namespace)} {built.image_id}\n")
+    (out_dir / "build.log").write_text(ctx.log.text() + "\n")
+    work, _ = volume_names(spec, key, ctx.namespace)
+    return PartialResult(spec.name, key, "image", out_dir, work, dict(steps.durations))
 
 
 def _build_until(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:

@@ -63,7 +63,7 @@ def _cache_rows(cc: dict) -> list[tuple[str, str]]:
     return rows
 
 
-UNTIL_STEPS = ("configure", "compile", "wheel", "extensions")
+UNTIL_STEPS = ("image", "configure", "compile", "wheel", "extensions")
 
 
 def _print_partial(result, as_json: bool) -> None:
@@ -77,7 +77,8 @@ def _print_partial(result, as_json: bool) -> None:
     ninja = until_report.ninja_steps(result.out_dir)
     wheels = sorted(p.name for p in result.out_dir.glob("*.whl"))
     if as_json:
-        print_json({"recipe": result.recipe, "ok": True, "key": result.key, "until": result.until,
+        image = (result.out_dir / "image.txt").read_text().split() if result.until == "image" else [None]
+        print_json({"recipe": result.recipe, "ok": True, "key": result.key, "until": result.until, "image": image[0],
                     "out_dir": str(result.out_dir.resolve()), "build_volume": result.volume, "configure": facts,
                     "ninja": ninja, "wheels": wheels})
         return
@@ -86,13 +87,20 @@ def _print_partial(result, as_json: bool) -> None:
     table.add_column(overflow="fold")
     for key, value in until_report.headline(facts):
         table.add_row(Text(key), Text(value))
-    if result.until != "configure":
+    image = (result.out_dir / "image.txt").read_text().split() if result.until == "image" else []
+    if image:
+        table.add_row("builder image", Text(f"{image[0]} ({image[1][:19]})"))
+    elif result.until != "configure":
         table.add_row("ninja steps", f"{ninja['steps']} built ({ninja['busy_s']:.0f} s of compile time)")
     for name in wheels:
         table.add_row("wheel", Text(str(result.out_dir / name)))
     if (result.out_dir / "cuobjdump.txt").is_file():
         table.add_row("device code", Text(str(result.out_dir / "cuobjdump.txt")))
     console.print(table)
+    if image:
+        console.print(Text(f"the toolchain's pins were checked as the image was built (build log: "
+                           f"{result.out_dir / 'build.log'}); `invoke build` without --until builds on it"))
+        return
     console.print(Text(f"outputs: {result.out_dir} (full CMake summary: cmake-summary.txt)\n"
                        f"the build directory stays in volume {result.volume}: "
                        "`invoke build` without --until resumes from it"))
@@ -111,7 +119,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
     site = site_options(settings)
     spec, warnings = load_spec(recipe, sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
     # Even with --no-preflight: no file has the all-zero digest, so the fetch could only fail.
-    preflight.refuse_placeholders(spec, source=recipe_source(recipe))
+    preflight.refuse_placeholders(spec, source=recipe_source(recipe), image_only=until == "image")
     jobs = settings.jobs
     if jobs != "auto":
         try:

@@ -521,6 +521,23 @@ def test_placeholder_sha256_refused_for_a_build_only():
     assert placeholders(spec(cuda_recipe())) == []
 
 
+def test_placeholder_source_digest_does_not_stop_the_builder_image():
+    """`--until image` builds the toolchain only: a framework source still to be pinned does not stop it,
+    a toolchain download's placeholder still does."""
+    d = cuda_recipe()
+    d["framework"]["source"] = {"tarball": {"url": "https://github.com/pytorch/pytorch/releases/download/v2.15.0/"
+                                                   "pytorch-v2.15.0.tar.gz", "sha256": "0" * 64}}
+    s = spec(d)
+    refuse_placeholders(s, source="recipes/t.yaml", image_only=True)
+    with pytest.raises(RecipeError) as ei:
+        refuse_placeholders(s, source="recipes/t.yaml")
+    assert ei.value.field == "framework.source.tarball.sha256"
+    d["toolchain"]["cuda"]["runfile"]["sha256"] = "0" * 64
+    with pytest.raises(RecipeError) as ei:
+        refuse_placeholders(spec(d), source="recipes/t.yaml", image_only=True)
+    assert ei.value.field == "toolchain.cuda.runfile.sha256"
+
+
 def test_preflight_cudnn_pip_too_old_for_cuda13():
     d = cuda_recipe(cuda="13.0.2", driver="580.95.05", arch=("9.0",))
     d["base"] = {"image": "ubuntu:24.04", "distro": "noble"}
