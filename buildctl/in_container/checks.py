@@ -141,7 +141,14 @@ def compile_matrix(torch, device: str, timeout: float = CELL_TIMEOUT_S) -> dict:
     if not hasattr(torch, "compile"):
         return {"state": "skipped", "reason": "this torch has no torch.compile", "device": device, "cells": []}
     cells = []
+    # inductor's CPU code is C++ that it compiles at run time with $CXX or g++ (torch._inductor.config.cpp.cxx)
+    cxx = os.environ.get("CXX") or "g++"
     for backend, mode in COMPILE_CELLS:
+        if backend == "inductor" and device == "cpu" and shutil.which(cxx) is None:
+            cells.append({"backend": backend, "mode": mode, "state": "skipped", "compile_s": None, "run_ms": None,
+                          "seconds": 0.0, "error": f"no C++ compiler ({cxx}) in this image: inductor compiles "
+                                                   "C++ at run time on CPU"})
+            continue
         t0 = time.perf_counter()
         try:
             proc = subprocess.run([sys.executable, os.path.abspath(__file__), "compile-cell", backend, mode, device],

@@ -3,7 +3,10 @@
 A BARE image (the recipe's base image plus its Python and venv only: none of the recipe's runtime
 packages; targets.ensure_verify_image, built once and cached under buildctl/verify-runtime) gets the wheel
 and the pip packages the build recorded as its runtime requirements (the nvidia-* wheels the repair left
-libraries to), and the probe imports it with the same smoke test as the main verification. A library the
+libraries to), and the probe imports it with the same smoke test as the main verification; a torch wheel
+also runs the framework checks there (numerics against NumPy, the torch.compile matrix, the DDP step over
+gloo), judged as the main verification judges them (inductor needs a C++ compiler at run time, which a
+bare image has not: its cells are shown as skipped, not expected). A library the
 loader cannot find there fails the check, by name (the import error, and ldd over the wheel's files), with
 the Debian package that provides it when the build image's dpkg knew it (the manifest's portability
 section). Only for wheels whose repair is not off: the manifest records the section then.
@@ -11,6 +14,7 @@ section). Only for wheels whose repair is not off: the manifest records the sect
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Callable, Sequence
@@ -20,6 +24,8 @@ from buildctl.in_container import probe_inputs
 from buildctl.recipe.schema import Spec
 from buildctl.store.manifest import Manifest, Portability
 from buildctl.verify.expectations import Check
+from buildctl.verify.expectations.evaluation import framework_check_results
+from buildctl.verify.expectations.expected import Expectations
 from buildctl.verify.report import VerificationFailed
 from buildctl.verify.targets import ensure_verify_image, last_lines, probe_in_container
 from buildctl.verify.wheelhouse import prepare_wheelhouse
@@ -34,7 +40,8 @@ def container_script(python: str, wheel_name: str, reqs: Sequence[str], module: 
     """Install into a fresh venv, probe (import + smoke, nothing GPU- or tool-bound), then list what the
     loader cannot find for the wheel's own files (its package folder and the *.libs auditwheel made)."""
     q = shlex.quote
-    probe = ["--module", module, "--out", "/verify/out/probe.json", "--no-arch-coverage", "--no-checks"]
+    probe = ["--module", module, "--out", "/verify/out/probe.json", "--no-arch-coverage",
+             *(() if module == "torch" else ("--no-checks",))]
     site = f"$({VENV}/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"platlib\"])')"
     return "\n".join([
         "set -e",
@@ -55,6 +62,12 @@ def missing_libraries(import_error: str, ldd_listing: str) -> list[str]:
     found = _NOT_FOUND.findall(import_error or "")
     found += [ln.strip() for ln in ldd_listing.splitlines() if re.fullmatch(r"lib[\w.+-]+\.so[\w.+-]*", ln.strip())]
     return list(dict.fromkeys(found))
+
+
+def framework_checks(probe: dict) -> list[Check]:
+    """The bare image's numerics, torch.compile and DDP results, judged as the main verification's are."""
+    release = Expectations(build_type="Release")
+    return [dataclasses.replace(c, name=f"{NAME}: {c.name}") for c in framework_check_results(release, probe)]
 
 
 def judge(probe: dict, missing: list[str], section: Portability, image: str) -> Check:
@@ -89,7 +102,8 @@ def checks(manifest: Manifest | None, wheel: Path, spec: Spec | None, *, client,
     python = spec.python.version
     try:
         image = ensure_verify_image(client, spec.base.image, python, network_mode=network_mode, on_line=on_line)
-        reqs = list(runtime_requirements)
+        # NumPy as the main verification installs it for torch: the numerics compare against it
+        reqs = [*(["numpy"] if module == "torch" else []), *runtime_requirements]
         wheelhouse, _ = prepare_wheelhouse(wheel, reqs, (), python, plats, cache_dir, on_line)
         listing: dict[str, str] = {}
 
@@ -108,4 +122,4 @@ def checks(manifest: Manifest | None, wheel: Path, spec: Spec | None, *, client,
         return [Check(NAME, f"installs and imports in a bare {spec.base.distro} image", "fails", False,
                       last_lines(str(e), 1))]
     missing = missing_libraries(str((probe.get("import") or {}).get("error") or ""), listing.get("missing", ""))
-    return [judge(probe, missing, section, image)]
+    return [judge(probe, missing, section, image), *framework_checks(probe)]

@@ -453,6 +453,24 @@ def test_until_configure_on_scikit_build_core_prints_the_cmake_summary(ws, demo_
     ws.built.add(("demo-skbuild-cpu", run.payload["key"]))
 
 
+def test_until_image_builds_the_toolchain_image_with_a_source_still_to_pin(ws, demo_cpu, docker_client):
+    """`--until image` with the framework source's digest a placeholder (as pytorch2.15-cuda13.2 ships it):
+    the builder image is built (here: found in the layer cache) and named; nothing is fetched or compiled."""
+    demo_cpu.ok()
+    run = ws.build("demo-cpu", "--set", "framework.source=null", "--set",
+                   "framework.source.tarball.url=http://127.0.0.1:9/demofw.tar.gz", "--set",
+                   f'framework.source.tarball.sha256="{"0" * 64}"', "--until", "image", artifacts="until-image")
+    assert run.returncode == 0 and run.payload["until"] == "image", run.explain()
+    assert run.payload["image"] == tag("demo-cpu", run.payload["key"]), run.payload
+    assert docker_client.images.get(run.payload["image"]).labels["buildctl.recipe"] == "demo-cpu"
+    assert containers_on_volume(docker_client, work_volume("demo-cpu", run.payload["key"])) == []
+    ws.built.add(("demo-cpu", run.payload["key"]))
+    full = ws.build("demo-cpu", "--set", "framework.source=null", "--set",
+                    "framework.source.tarball.url=http://127.0.0.1:9/demofw.tar.gz", "--set",
+                    f'framework.source.tarball.sha256="{"0" * 64}"', artifacts="until-image")
+    assert full.returncode == 2 and "placeholder sha256 for demofw.tar.gz" in full.stderr, full.explain()
+
+
 def test_build_exits_0_with_json_and_a_wheel_matching_the_manifest(build: BuildRun, request):
     build.ok()
     version = EXPECT[request.node.callspec.params["build"]]["version"]
@@ -604,6 +622,24 @@ def test_demo_cuda13_wheel_vendors_nothing_of_cuda_or_the_driver(demo_cuda13):
     assert not [v for v in section["vendored"] if re.match(r"lib(cuda|cudart|nccl|nvidia-)", v["soname"])]
     report = rep.load_report(demo_cuda13.artifact / "report.json")
     assert next(c for c in report.checks if c.name == "portable").ok is True
+
+
+def test_a_library_left_out_of_the_wheel_fails_the_bare_image_check_by_name(ws):
+    """A demo linked against a library the bare image lacks (libgomp: in the builder image with the
+    compiler, not in a base image with only Python), kept out of the wheel by build.wheel.exclude: the
+    build publishes, and verification fails on the `portable` check naming the library and its package."""
+    run = ws.build("demo-cpu", "--set", "build.env.LDFLAGS=-Wl,--no-as-needed -lgomp",
+                   "--set", 'build.wheel.exclude=["libgomp.so*"]', artifacts="gomp")
+    assert run.returncode == 1 and run.payload.get("ok") is False, run.explain()
+    section = run.manifest["portability"]
+    gomp = next(e for e in section["excluded"] if e["soname"] == "libgomp.so.1")
+    assert gomp["reason"] == "listed in build.wheel.exclude" and gomp["package"].startswith("libgomp1 "), section
+    report = rep.load_report(run.artifact / "report.json")
+    portable = next(c for c in report.checks if c.name == "portable")
+    assert portable.ok is False and portable.actual == "missing libgomp.so.1", portable
+    assert portable.detail.startswith("libgomp.so.1 missing (Debian package libgomp1 "), portable
+    assert "left out of the wheel: listed in build.wheel.exclude" in portable.detail
+    assert "portable" in run.payload["error"], run.payload["error"]  # the one line a user reads first
 
 
 @pytest.mark.engines

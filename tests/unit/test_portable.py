@@ -186,3 +186,37 @@ def test_no_recorded_repair_no_portable_check(tmp_path):
     assert portable.checks(manifest, tmp_path / WHEEL, recipe.load("demo-cpu"), client=None, module="demofw",
                            runtime_requirements=(), plats=(), cache_dir=tmp_path, network_mode=None,
                            on_line=print, timeout=1) == []
+
+
+def test_a_torch_wheel_runs_the_framework_checks_in_the_bare_image():
+    """numerics, the torch.compile matrix and the DDP step run there too (demofw has none: --no-checks)."""
+    torch = portable.container_script("3.13", "torch-2.6.0-cp313-cp313-manylinux_2_35_x86_64.whl", ["numpy"], "torch")
+    assert "--no-checks" not in torch and "--no-arch-coverage" in torch
+    assert "--no-checks" in portable.container_script("3.11", WHEEL, [], "demofw")
+
+
+def test_the_bare_image_checks_are_judged_as_the_main_verification_judges_them():
+    probe = {"import": {"ok": True, "smoke": "ok"}, "checks": {
+        "numerics": {"state": "ok"}, "ddp": {"state": "failed", "reason": "losses differ across ranks"},
+        "compile": {"cells": [{"backend": "eager", "state": "pass"}, {"backend": "aot_eager", "state": "pass"},
+                              {"backend": "inductor", "state": "skipped", "error": "no C++ compiler (g++)"}]}}}
+    checks = {c.name: c for c in portable.framework_checks(probe)}
+    assert checks["portable: numerics vs NumPy"].ok is True
+    assert checks["portable: DDP step (2 ranks, gloo)"].ok is False
+    assert "losses differ" in checks["portable: DDP step (2 ranks, gloo)"].detail
+    assert checks["portable: torch.compile eager"].ok and checks["portable: torch.compile aot_eager"].ok
+    assert not any("inductor" in name for name in checks)  # shown in the matrix, never an expectation
+    assert portable.framework_checks({"import": {"ok": True}}) == []  # demofw: nothing run, nothing judged
+
+
+def test_inductor_on_cpu_without_a_compiler_is_skipped_with_the_reason(monkeypatch):
+    from buildctl.in_container import checks
+
+    class NoTorchRun:
+        compile = object()
+
+    monkeypatch.setenv("CXX", "no-such-compiler-here")
+    monkeypatch.setattr(checks.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(AssertionError(a)))
+    monkeypatch.setattr(checks, "COMPILE_CELLS", (("inductor", "default"),))
+    cell, = checks.compile_matrix(NoTorchRun, "cpu")["cells"]
+    assert cell["state"] == "skipped" and "no C++ compiler (no-such-compiler-here)" in cell["error"]
