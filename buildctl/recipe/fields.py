@@ -84,6 +84,15 @@ RECIPE_NAME_MAX = 64
 # Durations like 90m, 12h, 3600s.
 Duration = Annotated[str, matching(r"^[1-9][0-9]{0,5}[smh]$", "write a duration like 90m, 12h or 3600s")]
 _SECONDS = {"s": 1, "m": 60, "h": 3600}
+# Sizes like 200MB or 1GiB (MB and GB decimal, as PyPI and pip print them; MiB and GiB binary).
+ByteSize = Annotated[str, matching(r"^[1-9][0-9]{0,5}(KB|MB|GB|KiB|MiB|GiB)$", "write a size like 200MB or 1GiB")]
+_SIZE_UNITS = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def size_bytes(text: str) -> int:
+    """The bytes of a ByteSize: 200MB -> 200000000."""
+    digits = text.rstrip("KMGiB")
+    return int(digits) * _SIZE_UNITS[text[len(digits):]]
 # 1980-01-01T00:00:00Z: the earliest date a zip entry (a wheel member) holds; Nix's default too.
 DEFAULT_SOURCE_DATE_EPOCH = 315532800
 

@@ -30,6 +30,7 @@ from buildctl.recipe.fields import (
     RECIPE_NAME_MAX,
     RESERVED_BUILD_ENV,
     AbsPath,
+    ByteSize,
     CudaArch,
     DistroPackage,
     Download,
@@ -201,6 +202,8 @@ class Wheel(Model):
     repair: Literal["auto", "off"] = "auto"
     # sonames never vendored, beyond the driver and what the toolchain's wheels provide
     exclude: tuple[SonameGlob, ...] = ()
+    # the repair fails the build when the libraries it vendors add up to more than this (unpacked)
+    max_vendored: ByteSize | None = None
 
     @field_validator("repair", mode="before")
     @classmethod

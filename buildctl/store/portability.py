@@ -81,3 +81,23 @@ def read(out_dir: Path, wheel_names: list[str]) -> dict | None:
     except (ValueError, UnicodeDecodeError, RecursionError):
         return shape(None, wheel_names) | {"reason": "the build's portability.json is not JSON"}
     return shape(data, wheel_names)
+
+
+def growth_refusal(section: dict | None, limit: int | None, limit_text: str = "") -> str | None:
+    """Why the repair grew the wheel too much (the libraries it vendored, unpacked, past the recipe's
+    build.wheel.max_vendored), naming the three largest; None within the limit or with no limit."""
+    if limit is None or not section or not section.get("repaired"):
+        return None
+    vendored = sorted(section.get("vendored") or [], key=lambda lib: -(lib.get("bytes") or 0))
+    total = sum(lib.get("bytes") or 0 for lib in vendored)
+    if total <= limit:
+        return None
+    largest = ", ".join(f"{lib['soname']} {_mb(lib.get('bytes') or 0)}"
+                        + (f" (from {lib['package']})" if lib.get("package") else "") for lib in vendored[:3])
+    return (f"the repair vendored {len(vendored)} libraries, {_mb(total)} unpacked, past build.wheel.max_vendored "
+            f"{limit_text or _mb(limit)}; largest: {largest}; fix: leave what a dependency or the target provides to it "
+            "(build.wheel.exclude), or raise build.wheel.max_vendored")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"

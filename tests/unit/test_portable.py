@@ -220,3 +220,33 @@ def test_inductor_on_cpu_without_a_compiler_is_skipped_with_the_reason(monkeypat
     monkeypatch.setattr(checks, "COMPILE_CELLS", (("inductor", "default"),))
     cell, = checks.compile_matrix(NoTorchRun, "cpu")["cells"]
     assert cell["state"] == "skipped" and "no C++ compiler (no-such-compiler-here)" in cell["error"]
+
+
+def test_the_size_guard_names_the_three_largest_additions():
+    section = {"repaired": True, "vendored": [
+        {"soname": "libcuda.so.1", "bytes": 71_000_000, "package": "libcuda1 550.54.15-1"},
+        {"soname": "libgomp.so.1", "bytes": 310_369, "package": "libgomp1 12.2.0-14"},
+        {"soname": "libopenblas.so.0", "bytes": 39_000_000, "package": None},
+        {"soname": "libz.so.1", "bytes": 120_000, "package": "zlib1g"}]}
+    why = portability.growth_refusal(section, 100_000_000, "100MB")
+    assert why.startswith("the repair vendored 4 libraries, 110.4 MB unpacked, past build.wheel.max_vendored 100MB; "
+                          "largest: libcuda.so.1 71.0 MB (from libcuda1 550.54.15-1), libopenblas.so.0 39.0 MB, "
+                          "libgomp.so.1 0.3 MB (from libgomp1 12.2.0-14); fix: "), why
+    assert "\n" not in why
+    assert portability.growth_refusal(section, 200_000_000) is None
+    assert portability.growth_refusal(section, None) is None
+    assert portability.growth_refusal({"repaired": False, "vendored": section["vendored"]}, 1) is None
+
+
+@pytest.mark.parametrize("text,n", [("200MB", 200_000_000), ("1GiB", 1 << 30), ("512KiB", 512 << 10), ("3GB", 3 * 10**9)])
+def test_wheel_max_vendored_reads_sizes(text, n):
+    from buildctl.recipe.fields import size_bytes
+
+    spec = recipe.load("demo-cpu", overrides=[f"build.wheel.max_vendored={text}"])
+    assert size_bytes(spec.build.wheel.max_vendored) == n
+
+
+def test_wheel_max_vendored_refuses_a_size_without_its_unit():
+    with pytest.raises(Exception) as ei:
+        recipe.load("demo-cpu", overrides=["build.wheel.max_vendored=2TB"])
+    assert "write a size like 200MB or 1GiB" in str(ei.value)

@@ -19,6 +19,7 @@ from buildctl.store import manifest as manifest_mod
 from buildctl.store.manifest import Manifest
 from buildctl.build import compile_cache, resume
 from buildctl.errors import InputError, StepFailed
+from buildctl.recipe.fields import size_bytes
 from buildctl.recipe.loader import masked_dump
 from buildctl.secrets import mask_url, mirror_for
 from buildctl.recipe.schema import Spec
@@ -54,6 +55,11 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
     counts = _parse_kv(out_dir / "resumed.txt")
     source_date_epoch = versions.pop("source_date_epoch", "")
     frontend = versions.pop("frontend", "")
+    section = portability.read(out_dir, [w.name for w in wheels])
+    limit = spec.build.wheel.max_vendored if spec.build.wheel is not None else None
+    too_big = portability.growth_refusal(section, size_bytes(limit) if limit else None, limit or "")
+    if too_big:
+        raise StepFailed("wheel", 1, run.log.text(), detail=too_big)
     interrupt, warning = resume.read(run.spec.name, prepared.key, run.opts.artifacts_root)
     if warning:
         run.log(f"buildctl: {warning}")
@@ -102,7 +108,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "resolved_recipe": masked_dump(spec),
         "frontend": _frontend(frontend, wheels[0]) if wheels else None,
         "extensions": _extensions_section(spec, out_dir, wheels, built_extensions),
-        "portability": portability.read(out_dir, [w.name for w in wheels]),
+        "portability": section,
     })
 
 
