@@ -136,6 +136,24 @@ def _flag_tokens(row: dict) -> None:
     row["only_b"] = [t for t in dict.fromkeys(tb) if t not in ta]
 
 
+def _portability(manifest: dict | None) -> dict:
+    """The repair's record as rows a person compares: the tag, the floors, what was vendored (with sizes)
+    and what was left to a provider; all None for a build that recorded none."""
+    sec = (manifest or {}).get("portability") if isinstance(manifest, dict) else None
+    sec = sec if isinstance(sec, dict) else {}
+
+    def libs(key: str, size: bool) -> str | None:
+        entries = [e for e in sec.get(key) or [] if isinstance(e, dict)]
+        if not sec:
+            return None
+        return ", ".join(f"{e.get('soname')}" + (f" ({(e.get('bytes') or 0) / 1e6:.1f} MB)" if size else "")
+                         for e in entries) or "none"
+
+    return {"tag": sec.get("tag"), "glibc floor": sec.get("glibc"), "GLIBCXX floor": sec.get("glibcxx"),
+            "vendored": libs("vendored", True), "excluded": libs("excluded", False),
+            "stayed linux_* because": sec.get("reason")}
+
+
 def diff_reports(a: dict, b: dict) -> dict:
     """Compare two loaded sides (see load_side)."""
     ra: Report | None = a["report"]
@@ -146,6 +164,7 @@ def diff_reports(a: dict, b: dict) -> dict:
     result: dict[str, Any] = {"a": a["label"], "b": b["label"]}
     result["verified"] = _rows(_verified(ra), _verified(rb))
     result["manifest"] = _rows(flatten(a["manifest"] or {}), flatten(b["manifest"] or {}))
+    result["portability"] = _rows(_portability(a["manifest"]), _portability(b["manifest"]))
     result["versions"] = _rows({k: fa.get(k) for k in VERSION_FIELDS}, {k: fb.get(k) for k in VERSION_FIELDS})
     result["cpu"] = _rows(_cpu(ra), _cpu(rb)) if ra and rb else []
     result["build_settings"] = _rows((pa.get("config") or {}).get("build_settings") or {},
@@ -235,6 +254,7 @@ def print_diff(result: dict, console: Console, *, show_all: bool = False) -> Non
 
     table("verified", result.get("verified") or [])
     table("manifest", result["manifest"])
+    table("portability (the repair)", result.get("portability") or [])
     table("versions", result["versions"])
     table("CPU and BLAS", result.get("cpu") or [])
     table("__config__ build settings", result["build_settings"])

@@ -86,3 +86,27 @@ def test_diff_refuses_what_it_cannot_read(tmp_path):
     (tmp_path / "bad.json").write_text("[1, 2]")
     with pytest.raises(InputError, match="not a manifest or report"):
         compare.diff_paths(tmp_path / "bad.json", tmp_path / "bad.json")
+
+
+def test_diff_shows_the_tag_the_floors_and_what_was_vendored_side_by_side(tmp_path):
+    """A repaired wheel against one that stayed linux_* (issue 19): the portability rows a user compares."""
+    repaired = {"repaired": True, "tag": "manylinux_2_35_x86_64", "glibc": "2.35", "glibcxx": "3.4.29", "reason": None,
+                "vendored": [{"soname": "libgomp.so.1", "file": "d.libs/libgomp-f9a9ad78.so.1.0.0", "bytes": 310369}],
+                "excluded": [{"soname": "libnccl.so.2", "pattern": "libnccl.so*", "reason": "CUDA"}]}
+    stayed = {"repaired": False, "tag": "linux_x86_64", "glibc": "2.38", "glibcxx": "3.4.33",
+              "reason": "its symbol versions are newer than every manylinux policy", "vendored": [], "excluded": []}
+    a = artifact(tmp_path / "a", cpu_probe(), {"recipe": "r", "key": "a", "portability": repaired})
+    b = artifact(tmp_path / "b", cpu_probe(), {"recipe": "r", "key": "b", "portability": stayed})
+    result = compare.diff_paths(a, b)
+    p = rows(result, "portability")
+    assert (p["tag"]["a"], p["tag"]["b"]) == ("manylinux_2_35_x86_64", "linux_x86_64")
+    assert (p["glibc floor"]["a"], p["GLIBCXX floor"]["b"]) == ("2.35", "3.4.33")
+    assert (p["vendored"]["a"], p["vendored"]["b"]) == ("libgomp.so.1 (0.3 MB)", "none")
+    assert p["excluded"]["a"] == "libnccl.so.2" and p["stayed linux_* because"]["b"].startswith("its symbol")
+    console = Console(record=True, width=80)
+    compare.print_diff(result, console)
+    out = console.export_text()
+    assert "portability (the repair)" in out and "manylinux_2_35_x86_64" in out and "libgomp.so.1" in out
+    none = compare.diff_paths(artifact(tmp_path / "c", cpu_probe(), {"recipe": "r", "key": "c"}),
+                              artifact(tmp_path / "d", cpu_probe(), {"recipe": "r", "key": "d"}))
+    assert all(r["same"] and r["a"] is None for r in none["portability"])  # no repair on either side
