@@ -75,15 +75,20 @@ def network_mode_for(mode: str | None) -> str | None:
     return None if mode in (None, "", "default") else mode
 
 
-def image_exists(client: docker.DockerClient, ref: str) -> bool:
-    """Whether the engine has image `ref` (a name or id)."""
+def image_facts(client: docker.DockerClient, ref: str) -> dict | None:
+    """The engine's inspect record of image `ref` (a name or id: Id, RepoTags, Config.Labels, ...), None
+    when it has no such image; any other engine error is BuildctlError naming the lookup."""
     try:
-        client.api.inspect_image(ref)
-        return True
+        return client.api.inspect_image(ref)
     except derr.NotFound:
-        return False
+        return None
     except derr.APIError as e:
         raise api_error(e, f"looking up image {ref}") from e
+
+
+def image_exists(client: docker.DockerClient, ref: str) -> bool:
+    """Whether the engine has image `ref` (a name or id)."""
+    return image_facts(client, ref) is not None
 
 
 def remove_volume(client: docker.DockerClient, name: str) -> bool:

@@ -229,10 +229,8 @@ def _imported_id(answer) -> str | None:
 
 
 def _image_id(client, ref: str) -> str | None:
-    try:
-        return str(client.api.inspect_image(ref)["Id"])
-    except derr.NotFound:
-        return None
+    facts = engine.image_facts(client, ref)
+    return str(facts["Id"]) if facts is not None else None
 
 
 def _quote(v: str) -> str:
@@ -302,12 +300,9 @@ def ensure_base_image(
 ) -> str:
     """The id of `tag` (default buildctl/base:<distro>), made with make_base_image only when missing."""
     tag = tag or default_tag(distro)
-    try:
-        return str(client.api.inspect_image(tag)["Id"])
-    except derr.NotFound:
-        pass
-    except derr.APIError as e:
-        raise engine.api_error(e, f"looking up {tag}") from e
+    found = _image_id(client, tag)
+    if found is not None:
+        return found
     return make_base_image(client, distro, mirror=mirror, tag=tag, on_line=on_line, no_check_gpg=no_check_gpg)
 
 

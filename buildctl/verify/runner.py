@@ -328,14 +328,10 @@ def image_id(client, reference: str) -> str:
 
 
 def inspect_image(client, reference: str) -> dict:
-    from docker import errors as derr
+    from buildctl import engine
 
-    from buildctl.engine import api_error as _api_error
-
-    try:
-        return client.api.inspect_image(reference)
-    except derr.NotFound:
+    facts = engine.image_facts(client, reference)
+    if facts is None:
         raise InputError(f"image {reference} is not in the Docker engine, and buildctl never pulls; fix: "
-                         f"`docker pull {reference}` (or docker load / docker build it) first") from None
-    except derr.APIError as e:
-        raise _api_error(e, f"looking up image {reference}") from e
+                         f"`docker pull {reference}` (or docker load / docker build it) first")
+    return facts

@@ -77,16 +77,18 @@ def _base_image_id(run: Run) -> str:
     made by `invoke base-image` under any name carries buildctl.distro)."""
     spec = run.spec
     try:
-        image = run.client.images.get(spec.base.image)
-    except Exception:
+        facts = engine.image_facts(run.client, spec.base.image)
+    except Exception:  # noqa: BLE001 - the image build will say what is wrong
+        facts = None
+    if facts is None:
         return f"unresolved:{spec.base.image}"  # the image build will say what is missing
-    distro = (image.labels or {}).get(engine.DISTRO_LABEL)
+    distro = ((facts.get("Config") or {}).get("Labels") or {}).get(engine.DISTRO_LABEL)
     if distro and distro != spec.base.distro:
         raise InputError(f"base image {spec.base.image} is {distro} (its {engine.DISTRO_LABEL} label), the recipe "
                          f"{spec.name} is for {spec.base.distro}; fix: give a {spec.base.distro} image (--base-image "
                          f"buildctl/base:{spec.base.distro}, made by `invoke base-image {spec.base.distro}`), or a "
                          f"recipe for {distro}")
-    return image.id
+    return str(facts["Id"])
 
 
 def _link_or_copy(src: str, dst: str) -> None:
