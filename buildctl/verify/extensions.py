@@ -80,6 +80,11 @@ def check_beside(req: str) -> str:
     return req
 
 
+def beside_folder(beside: Sequence[str]) -> str:
+    """torchvision-0.21.0+pillow-11.0: the packages tried beside a set, as one folder name (never a path)."""
+    return "+".join(sorted(check_beside(req) for req in beside)).replace("==", "-")[:200]
+
+
 def fetch_beside(requirements: Sequence[str], python: str, platforms: Sequence[str], cache_dir: Path,
                  on_line) -> list[Path]:
     """The wheels of `--beside NAME==VERSION` for the target (the host's pip, no dependencies): PyPI's

@@ -267,7 +267,7 @@ def test_a_package_tried_beside_the_set_reports_into_a_folder_of_its_own():
     """`invoke verify --recipe R --beside torchvision==0.21.0` wrote its (failing) report over the
     artifact's report.json; it goes to beside/<packages>/ now, and a value that is no NAME==VERSION
     (it names that folder) is refused in one line."""
-    from buildctl.build.stages.verify import beside_folder
+    from buildctl.verify.extensions import beside_folder
     from buildctl.errors import InputError
 
     assert beside_folder(["torchvision==0.21.0", "pillow==11.0"]) == "pillow-11.0+torchvision-0.21.0"

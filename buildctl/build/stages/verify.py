@@ -22,13 +22,6 @@ from buildctl.build.engine_names import image_tag
 from buildctl.secrets import proxy_env
 
 
-def beside_folder(beside) -> str:
-    """torchvision-0.21.0+pillow-11.0: the packages tried beside a set, as one folder name (never a path)."""
-    from buildctl.verify.extensions import check_beside
-
-    return "+".join(sorted(check_beside(req) for req in beside)).replace("==", "-")[:200]
-
-
 def stored_report(published: Published):
     """The passing verification report stored beside an unchanged artifact, for this very wheel; else None."""
     from buildctl.verify import report as rep
@@ -103,7 +96,12 @@ def verify(spec: Spec, published: Published, *, client=None, context_dir: Path |
 
     artifact, manifest = published.artifact, published.manifest
     # A package tried beside the set is a question about the set, not its verification: its own folder
-    out_dir = artifact / "beside" / beside_folder(options.beside) if options.beside else artifact
+    if options.beside:
+        from buildctl.verify.extensions import beside_folder
+
+        out_dir = artifact / "beside" / beside_folder(options.beside)
+    else:
+        out_dir = artifact
     client = client or engine.connect()
     image, namespace = artifact_runtime_image(spec, published, client=client, context_dir=context_dir,
                                               on_line=on_line, secrets=secrets, namespace=namespace)
