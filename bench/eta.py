@@ -9,7 +9,12 @@ the time left is compared with the time that really was left:
 
 * cost-weighted (buildctl/build/eta.py, what the live view shows when the recipe, or one of the same
   framework and version, was built before): each step weighted by its duration in PRIOR;
-* step rate over the last 600 s (what the live view showed before), for comparison.
+* step rate over the whole run (what the live view shows without a prior) and over the last 600 s
+  (what it showed before), for comparison.
+
+A resumed build's log (several ninja runs) is replayed as one run, for the goal, and then its last
+run as its own ninja showed it ([N/M] from the run's start, M the steps left then): what a person
+watching the resumed build saw (the runs before it were stopped, so their time left is unknown).
 
 Error = (estimated left - really left) / really left, at 10, 25, 50, 75 and 90 % of the build's wall
 time, and the largest |error| over every step from 10 % to 90 %. Goal: within +-10 % from 10 % of
@@ -92,7 +97,11 @@ def main(argv=None) -> int:
     if a.partial:
         actual, prior, _ = cut_to_common_prefix(actual, prior)
     rows = eta.replay(actual, prior)
-    results = {"cost-weighted": score(rows), "step rate (600 s)": score(step_rate_rows(rows, len(rows)))}
+    results = {"cost-weighted": score(rows), "step rate (whole)": score(eta.replay(actual, None)),
+               "step rate (600 s)": score(step_rate_rows(rows, len(rows)))}
+    runs = [] if a.partial else eta.replay_runs(actual, prior)
+    if len(runs) > 1 and len(runs[-1]) > 1:
+        results[f"run {len(runs)} (resumed)"] = score(runs[-1])
     finish = rows[-1][0] + rows[-1][2]
     if a.json:
         print(json.dumps({"steps": len(rows), "wall_s": finish, "prior_steps": len(prior), "partial": a.partial,

@@ -100,18 +100,33 @@ class Eta:
 
 def replay(actual_log: str, prior: dict[str, float] | None) -> list[tuple[float, float, float]]:
     """(elapsed, estimated left, really left) after each step of a finished build's .ninja_log,
-    replayed in the order its steps ended (timeline)."""
+    replayed in the order its steps ended (timeline): as if its runs had been one."""
     events = timeline(actual_log)
-    total = len(events)
+    return _replay(events, len(events), prior)
+
+
+def replay_runs(actual_log: str, prior: dict[str, float] | None) -> list[list[tuple[float, float, float]]]:
+    """`replay` of each run of a finished, resumed build as its own ninja showed it: [N/M] counted
+    from the run's start, M the steps left then, the clock the run's."""
+    runs = _runs(actual_log)
+    left = sum(len(r) for r in runs)
+    out = []
+    for run in runs:
+        out.append(_replay([(t, o) for t, o, _ in run], left, prior))
+        left -= len(run)
+    return out
+
+
+def _replay(events: list[tuple[float, str]], total: int, prior: dict[str, float] | None):
     eta = Eta(prior, start=0.0)
     finish = events[-1][0] if events else 0.0
-    out_rows = []
+    rows = []
     for i, (t, out) in enumerate(events, 1):
         eta.line(f"[{i}/{total}] Building CXX object {out}", t)
         left = eta.remaining(t)
         if left is not None:
-            out_rows.append((t, left, finish - t))
-    return out_rows
+            rows.append((t, left, finish - t))
+    return rows
 
 
 def timeline(log: str) -> list[tuple[float, str]]:
@@ -123,18 +138,23 @@ def timeline(log: str) -> list[tuple[float, str]]:
 def _ordered(log: str) -> list[tuple[float, str, float]]:
     """(end, output, seconds) of each edge, as `timeline` orders them."""
     events: list[tuple[float, str, float]] = []
-    offset = last_end = 0.0
-    run_end = 0.0
-    for start_ms, end_ms, out in _steps(log):
-        end = end_ms / 1000
-        if end < last_end:  # the clock restarted: a new run, after the previous one
-            offset += run_end
-            run_end = 0.0
-        last_end = end
-        run_end = max(run_end, end)
-        events.append((offset + end, out, max(0, end_ms - start_ms) / 1000))
-    events.sort()
+    offset = 0.0
+    for run in _runs(log):
+        events += [(offset + t, out, cost) for t, out, cost in run]
+        offset += run[-1][0]
     return events
+
+
+def _runs(log: str) -> list[list[tuple[float, str, float]]]:
+    """The log's ninja runs (where its clock restarts), each [(end, output, seconds)] in end order."""
+    runs: list[list[tuple[float, str, float]]] = []
+    last_end = None
+    for start_ms, end_ms, out in _steps(log):
+        if last_end is None or end_ms < last_end:  # the clock restarted: a new run, after the previous one
+            runs.append([])
+        last_end = end_ms
+        runs[-1].append((end_ms / 1000, out, max(0, end_ms - start_ms) / 1000))
+    return [sorted(run) for run in runs]
 
 
 def _steps(text: str) -> Iterable[tuple[int, int, str]]:
