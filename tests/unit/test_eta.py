@@ -89,3 +89,13 @@ def test_a_resumed_build_is_left_the_steps_the_prior_finished_last():
         e.line(f"[{i - 349}/{len(left)}] Building CXX object obj/{i}.o", done_s)
     really = sum(left[10:]) / 2
     assert abs(e.remaining(done_s) - really) / really < 0.10, (e.remaining(done_s), really)
+
+
+def test_a_resumed_log_is_replayed_as_one_build_and_its_last_run_as_its_ninja_saw_it():
+    first = ninja_log(pytorch_like(1)[:350]).splitlines()[1:]  # stopped after 350 steps
+    second = ninja_log(pytorch_like(1)[350:]).replace("obj/", "obj/r").splitlines()[1:]  # its clock restarts
+    log = "# ninja log v5\n" + "\n".join(first + second) + "\n"
+    assert len(eta.replay(log, None)) == 500
+    runs = eta.replay_runs(log, eta.ninja_costs(log))
+    assert [len(r) for r in runs] == [350, 150]
+    assert runs[1][-1][2] == 0.0 and all(abs(e) <= 0.10 for e in errors(runs[1]))
