@@ -110,8 +110,15 @@ def _dirs(base: Path) -> Iterator[Path]:
 
 def _published(recipe_dir: Path) -> list[Path]:
     """A recipe's published artifacts with a ninja log, newest first (staging folders are dot-named)."""
-    found = [d for d in _dirs(recipe_dir) if (d / "manifest.json").is_file() and (d / LOG_NAME).exists()]
+    found = [d for d in _dirs(recipe_dir) if _is_file(d / "manifest.json") and _mtime(d / LOG_NAME)]
     return sorted(found, key=lambda d: -_mtime(d / LOG_NAME))
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)  # a FIFO, a device: no (reading one would block or not end)
+    except OSError:  # absent, or a folder this user may not read: not a candidate
+        return False
 
 
 def _mtime(path: Path) -> float:

@@ -198,3 +198,4 @@ def test_the_live_view_says_step_rate_without_a_prior_and_cuts_a_long_name(live)
 def test_the_eta_is_shown_in_minutes(seconds, shown):
     assert ui.TimeLeft(seconds, 100.0, "step rate").text(100.0) == f"ETA {shown} (step rate)"
     assert ui.TimeLeft(seconds, 100.0, "step rate").text(100.0 + seconds + 5) == "ETA <1m (step rate)"
+
