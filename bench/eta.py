@@ -43,6 +43,8 @@ from buildctl.build import eta  # noqa: E402
 GOAL = 0.10
 CHECKPOINTS = (0.10, 0.25, 0.50, 0.75, 0.90)
 WINDOW_S = 600.0
+# A last run shorter than this is the wheel step's ninja (it finds a step or two left), not a resume.
+MIN_RESUMED_STEPS = 20
 
 
 def read_log(path: Path) -> str:
@@ -100,7 +102,7 @@ def main(argv=None) -> int:
     results = {"cost-weighted": score(rows), "step rate (whole)": score(eta.replay(actual, None)),
                "step rate (600 s)": score(step_rate_rows(rows, len(rows)))}
     runs = [] if a.partial else eta.replay_runs(actual, prior)
-    if len(runs) > 1 and len(runs[-1]) > 1:
+    if len(runs) > 1 and len(runs[-1]) >= MIN_RESUMED_STEPS:
         results[f"run {len(runs)} (resumed)"] = score(runs[-1])
     finish = rows[-1][0] + rows[-1][2]
     if a.json:
