@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Bench: the live ETA replayed on a real build's .ninja_log. Starts nothing.
 
-    python bench/eta.py ACTUAL --prior PRIOR [--json]
+    python bench/eta.py ACTUAL --prior PRIOR [--partial] [--json]
 
 ACTUAL and PRIOR are artifact folders (their ninja_log.txt) or .ninja_log files: ACTUAL's steps are
 replayed in the order they ended (a resumed build's runs end to end) and, after each, the estimate of
@@ -9,12 +9,23 @@ the time left is compared with the time that really was left:
 
 * cost-weighted (buildctl/build/eta.py, what the live view shows when the recipe, or one of the same
   framework and version, was built before): each step weighted by its duration in PRIOR;
-* step rate over the last 600 s (what the live view showed before), for comparison.
+* step rate over the whole run (what the live view shows without a prior) and over the last 600 s
+  (what it showed before), for comparison.
+
+A resumed build's log (several ninja runs) is replayed as one run, for the goal, and then its last
+run as its own ninja showed it ([N/M] from the run's start, M the steps left then): what a person
+watching the resumed build saw (the runs before it were stopped, so their time left is unknown).
 
 Error = (estimated left - really left) / really left, at 10, 25, 50, 75 and 90 % of the build's wall
 time, and the largest |error| over every step from 10 % to 90 %. Goal: within +-10 % from 10 % of
 the build on (past 90 % a few seconds' miss is a large share of what is left). The baseline is the
 same build's own clock.
+
+--partial: ACTUAL or PRIOR is still compiling (its .ninja_log copied while ninja runs). The time that
+is really left is known only up to ACTUAL's last logged step, so the replay is cut to the first steps
+of ACTUAL that PRIOR logged too (up to its first step PRIOR has not reached, less a 5 % slack for the
+order ninja picked), and PRIOR to those steps: the figures say how the estimate settles on that
+prefix of the build, with the real cost shape of PRIOR against ACTUAL, not how it ends.
 """
 
 from __future__ import annotations
@@ -32,10 +43,26 @@ from buildctl.build import eta  # noqa: E402
 GOAL = 0.10
 CHECKPOINTS = (0.10, 0.25, 0.50, 0.75, 0.90)
 WINDOW_S = 600.0
+# A last run shorter than this is the wheel step's ninja (it finds a step or two left), not a resume.
+MIN_RESUMED_STEPS = 20
 
 
 def read_log(path: Path) -> str:
     return (path / "ninja_log.txt").read_text() if path.is_dir() else path.read_text()
+
+
+def cut_to_common_prefix(actual: str, prior: dict[str, float]) -> tuple[str, dict[str, float], int]:
+    """ACTUAL's log cut to its longest first run of steps that PRIOR knows (5 % of them may be
+    unknown: the two builds' ninja did not pick the same order), PRIOR cut to those steps."""
+    ends = eta.timeline(actual)
+    known = cut = 0
+    for i, (_, out) in enumerate(ends, 1):
+        known += out in prior
+        if known >= 0.95 * i:
+            cut = i
+    kept = {out for _, out in ends[:cut]}
+    lines = [ln for ln in actual.splitlines() if ln.split("\t")[3:4] and ln.split("\t")[3] in kept]
+    return "\n".join(lines) + "\n", {o: c for o, c in prior.items() if o in kept}, cut
 
 
 def step_rate_rows(rows: list[tuple[float, float, float]], total_steps: int) -> list[tuple[float, float, float]]:
@@ -64,16 +91,27 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("actual", type=Path)
     ap.add_argument("--prior", type=Path, required=True)
+    ap.add_argument("--partial", action="store_true", help="ACTUAL or PRIOR is still compiling: see above")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     actual, prior = read_log(a.actual), eta.ninja_costs(read_log(a.prior))
+    all_steps = len(eta.timeline(actual))
+    if a.partial:
+        actual, prior, _ = cut_to_common_prefix(actual, prior)
     rows = eta.replay(actual, prior)
-    results = {"cost-weighted": score(rows), "step rate (600 s)": score(step_rate_rows(rows, len(rows)))}
+    results = {"cost-weighted": score(rows), "step rate (whole)": score(eta.replay(actual, None)),
+               "step rate (600 s)": score(step_rate_rows(rows, len(rows)))}
+    runs = [] if a.partial else eta.replay_runs(actual, prior)
+    if len(runs) > 1 and len(runs[-1]) >= MIN_RESUMED_STEPS:
+        results[f"run {len(runs)} (resumed)"] = score(runs[-1])
     finish = rows[-1][0] + rows[-1][2]
     if a.json:
-        print(json.dumps({"steps": len(rows), "wall_s": finish, "prior_steps": len(prior), **results}, indent=1))
+        print(json.dumps({"steps": len(rows), "wall_s": finish, "prior_steps": len(prior), "partial": a.partial,
+                          "logged_steps": all_steps, **results}, indent=1))
     else:
-        print(f"{a.actual}: {len(rows)} steps, {finish / 3600:.2f} h of ninja; prior {a.prior}: {len(prior)} steps")
+        cut = f" (partial: its first {len(rows)} of {all_steps} logged steps)" if a.partial else ""
+        print(f"{a.actual}: {len(rows)} steps{cut}, {finish / 3600:.2f} h of ninja; prior {a.prior}: "
+              f"{len(prior)} steps")
         print(f"{'ETA':<20}" + "".join(f"{f:>8.0%}" for f in CHECKPOINTS)
               + "   worst 10-90 %")
         for name, r in results.items():

@@ -10,7 +10,9 @@ settled only within -28..+13 %. A build that has run before left its `.ninja_log
 so the machine's speed and the parallelism are measured on this build and the shape of the work
 comes from the last one. Steps the prior does not know cost its mean; without a prior (or before
 any prior-known step is done) the estimate is the step rate. A resumed build's ninja counts only
-the steps left; the prior's not-done cost is then scaled to the number of steps ninja says remain.
+the steps left: the ones an earlier run built are taken to be those the prior finished first (ninja
+walks the same graph in about the same order), and the prior's cost of the rest is scaled to the
+number of steps ninja says remain.
 """
 
 from __future__ import annotations
@@ -24,13 +26,12 @@ STATUS = re.compile(r"^\[(\d+)/(\d+)\]\s+(?P<what>.*?)\s*$")
 
 def ninja_costs(text: str) -> dict[str, float]:
     """{output: seconds} from a .ninja_log (v5/v6: start, end, mtime, output, hash in ms), one entry per
-    edge: an edge with several outputs (codegen) logs each with the same times and hash, and keeps
-    the last-listed name. A step logged again (a later run rebuilt it) keeps its last duration."""
-    by_edge: dict[tuple[str, str, str], tuple[str, float]] = {}
-    for start, end, out, edge_hash in _lines(text):
-        by_edge[(str(start), str(end), edge_hash)] = (out, max(0, end - start) / 1000)
+    edge (an edge with several outputs, codegen, logs each with the same times and hash: it keeps the
+    last-listed name), in the order the steps ended (`timeline`'s: what a resumed build's ninja finds
+    done is what ran first). A step logged again (a later run rebuilt it) keeps its last duration."""
     costs: dict[str, float] = {}
-    for out, cost in by_edge.values():
+    for _, out, cost in _ordered(text):
+        costs.pop(out, None)
         costs[out] = cost
     return costs
 
@@ -56,10 +57,11 @@ class Eta:
 
     def __init__(self, prior: dict[str, float] | None = None, start: float | None = None) -> None:
         """`start`: when ninja started, if known (else taken as the first step's end less its cost)."""
-        self.prior = dict(prior or {})
+        self.prior = dict(prior or {})  # in the order the prior's steps ended
         self.mean = sum(self.prior.values()) / len(self.prior) if self.prior else 0.0
         self.start = start
         self.done: set[str] = set()
+        self.built_before: set[str] = set()  # by an earlier run of a resumed build (guessed by order)
         self.done_cost = 0.0
         self.n = self.total = 0
 
@@ -70,6 +72,8 @@ class Eta:
         n, total = int(m.group(1)), int(m.group(2))
         if self.start is None:  # ninja prints a step when it finishes: the first one ran since about now
             self.start = now - self.prior.get(output_of(m.group("what")), self.mean)
+        if total != self.total:
+            self.built_before = set(list(self.prior)[:max(len(self.prior) - total, 0)])
         self.n, self.total = n, total
         out = output_of(m.group("what"))
         if out and out not in self.done:
@@ -85,7 +89,7 @@ class Eta:
         prior_total = sum(self.prior.values())
         if not self.prior or self.done_cost <= self.WARMUP_SHARE * prior_total:
             return elapsed / self.n * left_steps
-        not_done = [c for out, c in self.prior.items() if out not in self.done]
+        not_done = [c for out, c in self.prior.items() if out not in self.done and out not in self.built_before]
         left_cost = sum(not_done)
         if not_done and len(not_done) != left_steps:  # another graph, or a resumed build: scale by count
             left_cost *= left_steps / len(not_done)
@@ -96,29 +100,61 @@ class Eta:
 
 def replay(actual_log: str, prior: dict[str, float] | None) -> list[tuple[float, float, float]]:
     """(elapsed, estimated left, really left) after each step of a finished build's .ninja_log,
-    replayed in the order its steps ended, its runs (a resumed build's) laid end to end."""
-    events: list[tuple[float, str]] = []
-    offset = last_end = 0.0
-    run_end = 0.0
-    for _, end_ms, out in _steps(actual_log):
-        end = end_ms / 1000
-        if end < last_end:  # the clock restarted: a new run, after the previous one
-            offset += run_end
-            run_end = 0.0
-        last_end = end
-        run_end = max(run_end, end)
-        events.append((offset + end, out))
-    events.sort()
-    total = len(events)
+    replayed in the order its steps ended (timeline): as if its runs had been one."""
+    events = timeline(actual_log)
+    return _replay(events, len(events), prior)
+
+
+def replay_runs(actual_log: str, prior: dict[str, float] | None) -> list[list[tuple[float, float, float]]]:
+    """`replay` of each run of a finished, resumed build as its own ninja showed it: [N/M] counted
+    from the run's start, M the steps left then, the clock the run's."""
+    runs = _runs(actual_log)
+    left = sum(len(r) for r in runs)
+    out = []
+    for run in runs:
+        out.append(_replay([(t, o) for t, o, _ in run], left, prior))
+        left -= len(run)
+    return out
+
+
+def _replay(events: list[tuple[float, str]], total: int, prior: dict[str, float] | None):
     eta = Eta(prior, start=0.0)
     finish = events[-1][0] if events else 0.0
-    out_rows = []
+    rows = []
     for i, (t, out) in enumerate(events, 1):
         eta.line(f"[{i}/{total}] Building CXX object {out}", t)
         left = eta.remaining(t)
         if left is not None:
-            out_rows.append((t, left, finish - t))
-    return out_rows
+            rows.append((t, left, finish - t))
+    return rows
+
+
+def timeline(log: str) -> list[tuple[float, str]]:
+    """(seconds since the build started, output) of each step of a .ninja_log in the order the steps
+    ended, a resumed build's runs (where the clock restarts) laid end to end."""
+    return [(t, out) for t, out, _ in _ordered(log)]
+
+
+def _ordered(log: str) -> list[tuple[float, str, float]]:
+    """(end, output, seconds) of each edge, as `timeline` orders them."""
+    events: list[tuple[float, str, float]] = []
+    offset = 0.0
+    for run in _runs(log):
+        events += [(offset + t, out, cost) for t, out, cost in run]
+        offset += run[-1][0]
+    return events
+
+
+def _runs(log: str) -> list[list[tuple[float, str, float]]]:
+    """The log's ninja runs (where its clock restarts), each [(end, output, seconds)] in end order."""
+    runs: list[list[tuple[float, str, float]]] = []
+    last_end = None
+    for start_ms, end_ms, out in _steps(log):
+        if last_end is None or end_ms < last_end:  # the clock restarted: a new run, after the previous one
+            runs.append([])
+        last_end = end_ms
+        runs[-1].append((end_ms / 1000, out, max(0, end_ms - start_ms) / 1000))
+    return [sorted(run) for run in runs]
 
 
 def _steps(text: str) -> Iterable[tuple[int, int, str]]:

@@ -38,13 +38,14 @@ from buildctl import engine
 from buildctl.errors import InputError, StepFailed
 from buildctl.verify.report import VerificationFailed
 from buildctl.recipe.schema import Spec
+from buildctl.build import eta, eta_prior
 from buildctl.build.stages import BuildLog, BuildOptions, ImageBuilt, Published, Run, Verified, artifact, prepare
 from buildctl.build.stages import compile as compile_stage
 from buildctl.build.stages import verify as verify_stage
 from buildctl.build.engine_names import compile_container_name, image_tag, rebuild_volume_name, volume_names, work_volume_name
 from buildctl.secrets import proxy_env
 from buildctl.recipe.loader import spec_hash
-from buildctl.ui import View
+from buildctl.ui import TimeLeft, View
 
 if TYPE_CHECKING:
     from buildctl.verify.report import Report
@@ -83,19 +84,23 @@ class PartialResult:
 
 class Steps:
     """Which step runs and how long each took: started and finished by the pipeline, moved during
-    the compile by the build script's step lines, reported to the view."""
+    the compile by the build script's step lines, reported to the view; during the compile, ninja's
+    status lines move its ETA (weighted by `prior`, once the pipeline chose one)."""
 
     def __init__(self, view: View) -> None:
         self.view = view
         self.current: str | None = None
         self.durations: dict[str, float] = {}
         self._since = 0.0
+        self.prior: eta_prior.Prior | None = None
+        self._eta: eta.Eta | None = None
 
     def start(self, name: str) -> None:
         if name == self.current:
             return  # announced twice (the pipeline, then the script's step line): one step, one clock
         self.finish()
         self.current, self._since = name, time.monotonic()
+        self._eta = eta.Eta(self.prior.costs, start=self._since) if name == "compile" and self.prior else None
         self.view.step_started(name)
 
     def finish(self, status: str = "ok") -> None:
@@ -112,6 +117,10 @@ class Steps:
         m = STEP_MARKER.match(text)
         if m:
             self.start(m.group(1))
+        elif self._eta is not None and eta.STATUS.match(text):
+            now = time.monotonic()
+            self._eta.line(text, now)
+            self.view.time_left(TimeLeft(self._eta.remaining(now), now, self.prior.source))
 
     def failed(self, exc: StepFailed) -> str:
         """Mark the running step failed; the step a failure is reported in (for a compile: the
@@ -213,6 +222,7 @@ def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published
     with artifacts.staging(spec.name, key, opts.artifacts_root) as staging:
         out_dir = Path(tempfile.mkdtemp(prefix="buildctl-out-"))
         try:
+            steps.prior = _eta_prior(ctx)
             steps.start("source")  # then configure, compile, wheel, from the script's step lines
             compiled = compile_stage.compile(ctx, built, out_dir)
             steps.finish()
@@ -223,6 +233,13 @@ def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published
         published = artifact.publish(ctx, compiled, staging, manifest)
         steps.finish()
     return published
+
+
+def _eta_prior(ctx: Run) -> eta_prior.Prior:
+    """The earlier build whose step costs weight the compile's ETA, named in the build log."""
+    prior = eta_prior.find(ctx.spec, ctx.opts.artifacts_root, log=ctx.log)
+    ctx.log(prior.note())
+    return prior
 
 
 def _image_only(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
@@ -245,6 +262,7 @@ def _build_until(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
     out_dir = opts.render_root / ".until" / spec.name / key / opts.until
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
+    steps.prior = _eta_prior(ctx)
     steps.start("source")
     compile_stage.compile(ctx, built, out_dir)
     steps.finish()

@@ -74,3 +74,28 @@ def test_a_line_that_is_no_ninja_status_changes_nothing():
     e = eta.Eta({"a.o": 1.0})
     e.line("-- Configuring done", 1.0)
     assert e.remaining(1.0) is None
+
+
+def test_a_resumed_build_is_left_the_steps_the_prior_finished_last():
+    """The Debug build's third run: ninja said [1/395] of 1454, and the 395 left are the big kernels and the
+    links, which PyTorch builds last. Scaling the average of all the prior's steps to 395 said 55 % too
+    little here; the steps the prior finished last are what is left."""
+    costs = pytorch_like(1)  # 300 cheap steps, then 200 heavy ones
+    prior = eta.ninja_costs(ninja_log(costs))
+    e = eta.Eta(prior, start=0.0)
+    left = costs[350:]  # an earlier run built the first 350
+    done_s = sum(left[:10]) / 2  # two jobs
+    for i in range(350, 360):
+        e.line(f"[{i - 349}/{len(left)}] Building CXX object obj/{i}.o", done_s)
+    really = sum(left[10:]) / 2
+    assert abs(e.remaining(done_s) - really) / really < 0.10, (e.remaining(done_s), really)
+
+
+def test_a_resumed_log_is_replayed_as_one_build_and_its_last_run_as_its_ninja_saw_it():
+    first = ninja_log(pytorch_like(1)[:350]).splitlines()[1:]  # stopped after 350 steps
+    second = ninja_log(pytorch_like(1)[350:]).replace("obj/", "obj/r").splitlines()[1:]  # its clock restarts
+    log = "# ninja log v5\n" + "\n".join(first + second) + "\n"
+    assert len(eta.replay(log, None)) == 500
+    runs = eta.replay_runs(log, eta.ninja_costs(log))
+    assert [len(r) for r in runs] == [350, 150]
+    assert runs[1][-1][2] == 0.0 and all(abs(e) <= 0.10 for e in errors(runs[1]))
