@@ -11,15 +11,6 @@ import time
 from collections import deque
 
 from rich.console import Console, Group
-from rich.live import Live
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
@@ -121,6 +112,17 @@ class LiveView(View):
     """A terminal: live stage table, compile progress bar with ETA, last log lines."""
 
     def __init__(self, console: Console | None = None, tail: int = 8) -> None:
+        # here, not at the top: the plain and quiet views (CI, --json) never load them
+        from rich.live import Live
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         super().__init__()
         self.console = console or Console()
         self.tail: deque[str] = deque(maxlen=tail)

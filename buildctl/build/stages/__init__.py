@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from buildctl.store import artifacts
-from buildctl.verify.runner import VerifyOptions
+from buildctl.verify.options import VerifyOptions
 from buildctl.render.rendering import Rendered
 from buildctl.secrets import Credentials, secret_values_from_env_and_site, split_credentials
 from buildctl.recipe.schema import Spec
