@@ -132,7 +132,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
         view.line(line)
 
     steps.start("fetch")
-    ctx = Run.of(spec, opts, BuildLog(on_line), engine.connect(opts.engine_url))
+    ctx = Run.of(spec, opts, BuildLog(on_line), engine.EngineConnection.open(opts.engine_url))
     reached = rendered = prepare.render_files(ctx)
     prepared = None
     # The key's lock is held until the artifact is verified: shared while a found artifact is read (builds
