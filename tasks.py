@@ -14,8 +14,13 @@ import sys
 
 from invoke import task
 
-from buildctl import settings
-from buildctl.settings import BUILD, CLEAN, RECIPE, SITE
+# Invoke turns off writing bytecode for what its tasks import (its --write-pyc), so every command compiled
+# buildctl's modules again: about a quarter of a no-op build (issue 23). The interpreter's own setting is
+# restored: -B and PYTHONDONTWRITEBYTECODE still turn it off.
+sys.dont_write_bytecode = bool(sys.flags.dont_write_bytecode)
+
+from buildctl import settings  # noqa: E402 - after the bytecode setting, which applies to it
+from buildctl.settings import BUILD, CLEAN, RECIPE, SITE  # noqa: E402
 
 RECIPE_HELP = {
     "recipe": "Recipe name from recipes/ (see `invoke recipes`) or a path to a YAML file",
