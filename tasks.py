@@ -3,6 +3,9 @@
 The options that are settings (site, build, namespace: buildctl/settings.py) are not written here:
 `settings_task` adds them to a task's signature and --help from the Settings fields, and hands the
 task one Settings built from them and the BUILDCTL_* variables.
+
+Each task imports buildctl.cli when it runs: loading this file (`invoke --list`, --help, and every
+command before it starts) takes only the settings (tests/unit/test_import_budget.py).
 """
 
 import inspect
@@ -11,8 +14,13 @@ import sys
 
 from invoke import task
 
-from buildctl import cli, settings
-from buildctl.settings import BUILD, CLEAN, RECIPE, SITE
+# Invoke turns off writing bytecode for what its tasks import (its --write-pyc), so every command compiled
+# buildctl's modules again: about a quarter of a no-op build (issue 23). The interpreter's own setting is
+# restored: -B and PYTHONDONTWRITEBYTECODE still turn it off.
+sys.dont_write_bytecode = bool(sys.flags.dont_write_bytecode)
+
+from buildctl import settings  # noqa: E402 - after the bytecode setting, which applies to it
+from buildctl.settings import BUILD, CLEAN, RECIPE, SITE  # noqa: E402
 
 RECIPE_HELP = {
     "recipe": "Recipe name from recipes/ (see `invoke recipes`) or a path to a YAML file",
@@ -42,6 +50,8 @@ def settings_task(*groups_or_names, help=None, iterable=(), **task_kwargs):
             params.append(inspect.Parameter(flag, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
 
         def run(c, *args, **kwargs):
+            from buildctl import cli
+
             given = {flag: kwargs.pop(flag) for flag in flags if flag in kwargs}
             chosen = cli.command(settings.Settings.from_cli)(body.__name__, **given)
             return body(c, *args, settings=chosen, **kwargs)
@@ -63,12 +73,16 @@ def _help_if_asked(task_name, value):
 @task(auto_shortflags=False, help={"json": RECIPE_HELP["json"]})
 def recipes(c, json=False):
     """List the shipped recipes with their accelerator and labels."""
+    from buildctl import cli
+
     cli.recipes(as_json=json)
 
 
 @settings_task(RECIPE, iterable=["set"], help=RECIPE_HELP)
 def show(c, recipe="", set=None, json=False, settings=None):
     """Show a recipe resolved: fragments merged, overrides applied, defaults filled in."""
+    from buildctl import cli
+
     cli.show(recipe, set, as_json=json, settings=settings)
 
 
@@ -77,12 +91,16 @@ def show(c, recipe="", set=None, json=False, settings=None):
     "no_preflight": "Skip the compatibility preflight (to reproduce what it would refuse)"})
 def render(c, recipe="", set=None, out="", json=False, no_preflight=False, settings=None):
     """Render a recipe into a self-contained folder: Dockerfile, build script, verify probe, resolved recipe."""
+    from buildctl import cli
+
     cli.render(recipe, set, out_dir=out or None, as_json=json, no_preflight=no_preflight, settings=settings)
 
 
 @task(auto_shortflags=False, iterable=["label"], help={"label": "Keep recipes with this label; repeatable (default: all)"})
 def matrix(c, label=None):
     """Print a GitHub Actions strategy.matrix (JSON) of recipes, filtered by label."""
+    from buildctl import cli
+
     cli.matrix(label)
 
 
@@ -100,6 +118,8 @@ def matrix(c, label=None):
 def build(c, recipe=None, label=None, set=None, no_preflight=False, json=False, until="", target=None,
           check_reproducible=False, settings=None):
     """Build a recipe's wheel from source in a container, publish it to artifacts/, verify it."""
+    from buildctl import cli
+
     recipes = list(recipe or [])
     if len(recipes) > 1 or label or len(settings.engines) > 1:
         cli.command(cli.build_several)(recipes, label or [], set, settings=settings, no_preflight=no_preflight,
@@ -114,6 +134,8 @@ def build(c, recipe=None, label=None, set=None, no_preflight=False, json=False, 
 def doctor(c, recipe="", json=False, settings=None):
     """Check this host: container engine, GPUs and driver, and which recipes it can build and verify
     (with --engine: on each engine)."""
+    from buildctl import cli
+
     cli.doctor(recipe or None, as_json=json, engines=settings.engines)
 
 
@@ -125,6 +147,8 @@ def doctor(c, recipe="", json=False, settings=None):
     "no_check_gpg": "Skip the archive signature check (Ubuntu suites on a Debian host without ubuntu-keyring)"})
 def base_image(c, distro="bookworm", mirror="", tag="", force=False, no_check_gpg=False):
     """Make a minimal base image with debootstrap + docker import: no registry needed (air-gapped hosts)."""
+    from buildctl import cli
+
     cli.base_image(distro, mirror=mirror, tag=tag, force=force, no_check_gpg=no_check_gpg)
 
 
@@ -140,6 +164,8 @@ def clean(c, older_than_days=-1.0, keep_gb=-1.0, images=True, caches=True, conta
           json=False, settings=None):
     """Remove orphans (containers of killed builds, stale staging folders, untagged images), then what was
     not used for N days or beyond a size; say what was freed. Never follows a symlink out of artifacts/."""
+    from buildctl import cli
+
     cli.clean(older_than_days=older_than_days if older_than_days != -1.0 else None,
               keep_gb=keep_gb if keep_gb != -1.0 else None, images=images, caches=caches, containers=containers,
               namespace=settings.namespace, dry_run=dry_run, as_json=json)
@@ -151,6 +177,8 @@ def clean(c, older_than_days=-1.0, keep_gb=-1.0, images=True, caches=True, conta
 def repro(c, bundle, shell=False, json=False):
     """Replay a failed build from its repro bundle: same image, same step, same environment."""
     _help_if_asked("repro", bundle)
+    from buildctl import cli
+
     cli.repro(bundle, shell=shell, as_json=json)
 
 
@@ -172,6 +200,8 @@ def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, h
            sizes="8:256M", iters=20, module="", beside=None, settings=None):
     """Verify a built wheel or an image's framework: config, pins, arch coverage, GPUs, all-reduce sweep; a
     recipe's extensions beside it: import, smoke check, ABI."""
+    from buildctl import cli
+
     cli.verify(recipe or None, wheel or None, set, image=image or None, python=python or None, expect=expect,
                host=host, as_json=json, sizes=sizes, iters=iters, module=module, beside=tuple(beside or ()),
                settings=settings)
@@ -189,6 +219,8 @@ def debug(c, recipe="", set=None, artifact="", code=None, script="", timeout=600
     """Run Python against a built wheel under gdb, in a fresh container of its runtime image, and print the
     crash: the signal, the faulting thread's C++ frames with file:line (a Debug build has them) and the
     Python stack. Exit 0 when it crashed and the backtrace was taken, 1 when it did not crash."""
+    from buildctl import cli
+
     cli.debug(recipe or None, set, artifact=artifact or None, code=code, script=script or None, as_json=json,
               timeout=timeout, settings=settings)
 
@@ -198,6 +230,8 @@ def debug(c, recipe="", set=None, artifact="", code=None, script="", timeout=600
                                    "json": RECIPE_HELP["json"], "all": "Show equal rows too"})
 def diff(c, a, b, json=False, all=False):
     """Compare two builds: manifest, __config__ build settings, arch lists, latency headlines."""
+    from buildctl import cli
+
     cli.diff(a, b, as_json=json, show_all=all)
 
 
@@ -210,4 +244,6 @@ def diff(c, a, b, json=False, all=False):
     "json": RECIPE_HELP["json"]})
 def publish(c, to="", recipe="", artifact=None, json=False):
     """Put built wheels, with their manifests, on a PEP 503 index that pip installs from."""
+    from buildctl import cli
+
     cli.publish(recipe or None, artifact, to=to or None, as_json=json)

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from buildctl.errors import InputError
 
@@ -48,12 +47,20 @@ def option(default: Any, help: str, *, group: str, env: str | None = None, flag:
     return Field(default, description=help, validation_alias=env, json_schema_extra=extra)
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="BUILDCTL_", frozen=True, extra="ignore", populate_by_name=True,
-                                      env_ignore_empty=True)
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    def __init__(self, **values: Any) -> None:
+        """The values given over the variables (env_name; empty ones unset, names in any case), over the
+        defaults. A variable's value is its text: a list field splits it in its validator. (Read here, not
+        through pydantic-settings: that import alone cost every command ~0.1 s, issue 23.)"""
+        environ = {key.upper(): value for key, value in os.environ.items() if value}
+        variables = {name: environ[env_name(name, type(self))] for name in type(self).model_fields
+                     if env_name(name, type(self)) in environ}
+        super().__init__(**{**variables, **values})
 
     # --- site: host and network facts, never part of the artifact key (spec.Site) --------------
-    ca_certs: Annotated[tuple[str, ...], NoDecode] = option(
+    ca_certs: tuple[str, ...] = option(
         (), "Extra CA certificate (PEM) trusted in the image and by pip; repeatable", group=SITE,
         env="BUILDCTL_CA_CERT", flag="ca_cert")
     pip_index_url: str | None = option(None, "pip index URL used in the image", group=SITE)
@@ -68,7 +75,7 @@ class Settings(BaseSettings):
     cache_url: str | None = option(
         None, "Shared compile cache behind the local one: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]; "
               "an unreachable server only warns", group=SITE)
-    git_mirrors: Annotated[tuple[str, ...], NoDecode] = option(
+    git_mirrors: tuple[str, ...] = option(
         (), "Fetch git URLs under PREFIX from MIRROR instead: PREFIX=MIRROR (git's url.<MIRROR>.insteadOf "
             "PREFIX); repeatable; a login in MIRROR is a credential, never stored", group=SITE, flag="git_mirror",
         env="BUILDCTL_GIT_MIRROR")
@@ -84,7 +91,7 @@ class Settings(BaseSettings):
     jobs: str = option("auto", "Parallel compile jobs: a number, or auto (from the engine's cores and memory)",
                        group=BUILD)
     memory: str | None = option(None, "Memory limit of the build container, e.g. 8g", group=BUILD)
-    engines: Annotated[tuple[str, ...], NoDecode] = option(
+    engines: tuple[str, ...] = option(
         (), "Docker engine to build on (unix://, tcp://, ssh://); repeatable: the recipes are spread over the "
             "engines by their cores and memory (default: DOCKER_HOST)", group=BUILD, flag="engine")
     no_verify: bool = option(False, "Skip the post-build verification", group=BUILD)
@@ -181,8 +188,8 @@ def flag_name(name: str) -> str:
     return extra.get("flag") or name
 
 
-def env_name(name: str) -> str:
-    alias = Settings.model_fields[name].validation_alias
+def env_name(name: str, model: type[BaseModel] | None = None) -> str:
+    alias = (model or Settings).model_fields[name].validation_alias
     return alias if isinstance(alias, str) else f"BUILDCTL_{name.upper()}"
 
 

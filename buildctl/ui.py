@@ -12,14 +12,6 @@ from collections import deque
 from dataclasses import dataclass
 
 from rich.console import Console, Group
-from rich.live import Live
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
@@ -151,6 +143,16 @@ class LiveView(View):
     was off by -28..+13 % on the real build), last log lines."""
 
     def __init__(self, console: Console | None = None, tail: int = 8) -> None:
+        # here, not at the top: the plain and quiet views (CI, --json) never load them
+        from rich.live import Live
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         super().__init__()
         self.console = console or Console()
         self.tail: deque[str] = deque(maxlen=tail)

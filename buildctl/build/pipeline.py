@@ -17,6 +17,10 @@ those files and builds its images from that folder, so two builds of one recipe 
 never build from each other's files; a copy is left in build/<recipe>/<key>/ to look at. The engine
 objects it creates (image tags, volumes, the compile container) are named in the namespace of its
 artifacts root (artifacts.namespace), so two roots never share a build directory.
+
+A build that finds its artifact renders, computes the key and reads the manifest; the modules of the
+stages it skips (image, compile, verify, the failure's bundle) are imported where those stages start
+(tests/unit/test_import_budget.py).
 """
 
 from __future__ import annotations
@@ -32,23 +36,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildctl.store import artifacts
-from buildctl.verify.runner import VerifyOptions
+from buildctl.verify.options import VerifyOptions
 from buildctl.store.manifest import Manifest
 from buildctl import engine
 from buildctl.errors import InputError, StepFailed
-from buildctl.verify.report import VerificationFailed
 from buildctl.recipe.schema import Spec
 from buildctl.build import eta, eta_prior
 from buildctl.build.stages import BuildLog, BuildOptions, ImageBuilt, Published, Run, Verified, artifact, prepare
-from buildctl.build.stages import compile as compile_stage
-from buildctl.build.stages import verify as verify_stage
-from buildctl.build.engine_names import compile_container_name, image_tag, rebuild_volume_name, volume_names, work_volume_name
-from buildctl.secrets import proxy_env
-from buildctl.recipe.loader import spec_hash
+from buildctl.build.engine_names import image_tag, volume_names
 from buildctl.ui import TimeLeft, View
 
 if TYPE_CHECKING:
-    from buildctl.verify.report import Report
+    from buildctl.verify.report import Report, VerificationFailed
 
 __all__ = ["BUILD_COMMAND", "BuildOptions", "BuildResult", "PartialResult", "run", "verify_artifact"]
 
@@ -142,7 +141,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
         view.line(line)
 
     steps.start("fetch")
-    ctx = Run.of(spec, opts, BuildLog(on_line), engine.connect(opts.engine_url))
+    ctx = Run.of(spec, opts, BuildLog(on_line), engine.EngineConnection.open(opts.engine_url))
     reached = rendered = prepare.render_files(ctx)
     prepared = None
     # The key's lock is held until the artifact is verified: shared while a found artifact is read (builds
@@ -154,6 +153,8 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                 reached = prepared = prepare.prepare(ctx, rendered)
                 steps.finish()
                 if opts.until:
+                    from buildctl.build.stages import compile as compile_stage
+
                     held.enter_context(_key_lock(ctx, prepared.key))
                     reached = planned = prepare.plan(ctx, prepared)
                     steps.start("image")
@@ -169,6 +170,8 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                     held.enter_context(_key_lock(ctx, prepared.key))
                     published = _found(ctx, prepared.key, say_why=True)  # built while we waited?
                     if published is None:
+                        from buildctl.build.stages import compile as compile_stage
+
                         reached = planned = prepare.plan(ctx, prepared)
                         steps.start("image")
                         reached = compile_stage.build_image(ctx, planned)
@@ -218,6 +221,8 @@ def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
 
 
 def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published:
+    from buildctl.build.stages import compile as compile_stage
+
     spec, opts, key = ctx.spec, ctx.opts, built.prepared.key
     with artifacts.staging(spec.name, key, opts.artifacts_root) as staging:
         out_dir = Path(tempfile.mkdtemp(prefix="buildctl-out-"))
@@ -257,6 +262,8 @@ def _image_only(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
 
 def _build_until(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
     """Run the build script up to opts.until in the key's build directory; keep what it produced."""
+    from buildctl.build.stages import compile as compile_stage
+
     spec, opts, key = ctx.spec, ctx.opts, built.prepared.key
     # outside the render folder, and per key: two --until builds of one recipe never share it
     out_dir = opts.render_root / ".until" / spec.name / key / opts.until
@@ -275,6 +282,9 @@ def _verify(ctx: Run, steps: Steps, published: Published,
             context_dir: Path) -> tuple[Verified | None, VerificationFailed | None]:
     """The stored report of an unchanged artifact, else a verification in a fresh container; a
     failed one is diagnosed (the wheel is published all the same)."""
+    from buildctl.build.stages import verify as verify_stage
+    from buildctl.verify.report import VerificationFailed
+
     stored = verify_stage.stored_report(published) if published.cached else None
     if stored is not None:  # a no-op starts no container: the artifact passed verification already
         steps.skip("verify", "cached")
@@ -312,6 +322,8 @@ def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, options: Ve
                     console=None) -> Report:
     """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
     records (the runtime image's context)."""
+    from buildctl.build.stages import verify as verify_stage
+
     with _published_artifact(spec, artifact_dir, on_line) as published:
         return verify_stage.verify(spec, published, on_line=on_line, options=options, console=console).report
 
@@ -319,6 +331,7 @@ def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, options: Ve
 def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout: float, cache_dir: Path):
     """`invoke debug`: `program` (verify.debug.Program) under gdb against a published artifact's wheel, in
     a fresh container of its runtime image (as verification builds it); the DebugResult."""
+    from buildctl.build.stages import verify as verify_stage
     from buildctl.verify import debug
 
     with _published_artifact(spec, artifact_dir, on_line) as published:

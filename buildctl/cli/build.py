@@ -1,5 +1,9 @@
 """`invoke build`: the checks on its options, the run, and what it prints (summary rows, the partial
-result of --until, the JSON payload)."""
+result of --until, the JSON payload).
+
+A build that finds its artifact (a no-op) imports only what it runs: the failure path, verification,
+the reproducibility check and --until's report are imported where they are used
+(tests/unit/test_import_budget.py)."""
 
 from __future__ import annotations
 
@@ -111,10 +115,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
           check_reproducible=False) -> None:
     from buildctl import engine, ui
     from buildctl.build import pipeline
-    from buildctl.build.rebuild_check import NotReproducible
-    from buildctl.build.stages.failure import BuildFailed
     from buildctl.recipe import preflight
-    from buildctl.verify.report import VerificationFailed
 
     site = site_options(settings)
     spec, warnings = load_spec(recipe, sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
@@ -158,11 +159,15 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
             _print_partial(result, as_json)
             return
         error = result.verify_error
-    except (BuildFailed, VerificationFailed) as e:
+    except BuildctlError as e:
+        if not _run_failed(e):
+            raise
         error = e
     finally:
         view.close()
     if error is None and reproducibility is not None and not reproducibility.ok:
+        from buildctl.build.rebuild_check import NotReproducible
+
         error = NotReproducible(reproducibility.comparison.reason())
     if as_json:
         durations = result.durations if result is not None else getattr(error, "durations", {})
@@ -174,6 +179,8 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         if reproducibility is not None:
             payload["reproducible"] = reproducibility.to_dict()
         if error is not None:
+            from buildctl.build.stages.failure import BuildFailed
+
             payload["error"] = str(error).splitlines()[0]
             payload["bundle"] = str(error.bundle) if isinstance(error, BuildFailed) else None
             payload["diagnosis"] = error.diagnosis.to_dict() if error.diagnosis else None
@@ -191,6 +198,15 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
             console.print(strip_controls(render_diagnosis(result.verify_error.diagnosis)), markup=False, highlight=False)
     if error is not None:
         raise error
+
+
+def _run_failed(error: BuildctlError) -> bool:
+    """Whether `error` is the run's own failure (a failed step, a verification that does not hold), which
+    the build reports with its payload; any other error ends the command as it is."""
+    from buildctl.build.stages.failure import BuildFailed
+    from buildctl.verify.report import VerificationFailed
+
+    return isinstance(error, (BuildFailed, VerificationFailed))
 
 
 def build_several(recipes: list[str], labels: list[str], sets, *, settings: Settings, no_preflight: bool,

@@ -40,6 +40,7 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
     from buildctl.build import pipeline
     from buildctl.build.stages.artifact import recorded_requirements
     from buildctl.verify import runner
+    from buildctl.verify.options import VerifyOptions
 
     if beside and (image is not None or wheel or host or not recipe):
         raise InputError("--beside installs packages beside a recipe's artifact (its torch and extensions); fix: "
@@ -69,7 +70,7 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
     pipeline.verify_artifact(spec, _latest_artifact(spec),
                              on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
                                                                 markup=False, highlight=False),
-                             options=runner.VerifyOptions(**kwargs, beside=beside))
+                             options=VerifyOptions(**kwargs, beside=beside))
 
 
 def _verify_image(image: str, recipe: str | None, wheel: str | None, sets, *, host: bool, python: str | None,

@@ -7,67 +7,55 @@ is an error with the fix, because buildctl targets hosts without a registry.
 The modules, one job each: connection (DOCKER_HOST, connection errors, engine facts), kind (Docker or
 Podman, and what its Docker API does not say), ssh (the ssh:// transport), build (image builds),
 dockerfile (the images a Dockerfile names), run (containers), transfer (files in and out of a
-container), objects (labels, owners, listing and removal), signals, lines (streamed output), failures
-(the errors and their one-line messages). This module is their public API:
+container), labels (labels, buildctl's names, owners), objects (looking up, listing and removal),
+lazy (the connection a build holds: docker-py when a stage needs it), signals, lines (streamed output),
+failures (the errors and their one-line messages). This module is their public API:
 `from buildctl import engine; engine.run_container(...)`. The engines tested and their differences:
 docs/engines.md.
+
+A name is imported from its module when it is first used: a build that finds its artifact uses labels,
+lazy and signals alone, and never loads docker-py (tests/unit/test_import_budget.py).
 """
 
-from buildctl.engine.build import build_image
-from buildctl.engine.connection import (
-    API_TIMEOUT,
-    CONNECT_TIMEOUT,
-    connect,
-    engine_facts,
-    engine_on_this_machine,
-    explain_connect_error,
-    facts_at,
-)
-from buildctl.engine.dockerfile import base_image_refs
-from buildctl.engine.failures import (
-    ContainerNameInUse,
-    api_error,
-    connection_lost,
-    display_name,
-    one_line,
-    pull_hint,
-)
-from buildctl.engine.kind import DOCKER, PODMAN, EngineKind, kind_of, refuse_memory_limit
-from buildctl.engine.lines import LineSink
-from buildctl.engine.objects import (
-    BASE_IMAGE_LABEL,
-    DISTRO_LABEL,
-    IMAGE_REPOSITORIES,
-    KEEP_LABEL,
-    LABEL,
-    LABEL_VALUE,
-    NAMESPACE_LABEL,
-    OWNER_LABEL,
-    RECIPE_LABEL,
-    buildctl_labels,
-    image_exists,
-    image_facts,
-    is_buildctl_image,
-    labelled,
-    list_buildctl_containers,
-    list_buildctl_volumes,
-    network_mode_for,
-    process_owner,
-    process_start,
-    remove_volume,
-    short_name,
-)
-from buildctl.engine.run import ContainerResult, container_state, remove_container, run_container
-from buildctl.engine.signals import terminate_as_interrupt
-from buildctl.errors import EngineError, StepFailed
+from __future__ import annotations
 
-__all__ = [
-    "API_TIMEOUT", "BASE_IMAGE_LABEL", "DISTRO_LABEL", "CONNECT_TIMEOUT", "ContainerNameInUse", "ContainerResult", "DOCKER",
-    "EngineError", "EngineKind", "IMAGE_REPOSITORIES", "KEEP_LABEL", "LABEL", "LABEL_VALUE", "LineSink",
-    "NAMESPACE_LABEL", "OWNER_LABEL", "PODMAN", "RECIPE_LABEL", "StepFailed", "api_error", "base_image_refs",
-    "build_image", "buildctl_labels", "connect", "connection_lost", "container_state", "display_name",
-    "engine_facts", "engine_on_this_machine", "explain_connect_error", "facts_at", "image_exists", "image_facts",
-    "is_buildctl_image", "kind_of", "labelled", "list_buildctl_containers", "list_buildctl_volumes",
-    "network_mode_for", "one_line", "process_owner", "process_start", "pull_hint", "refuse_memory_limit",
-    "remove_container", "remove_volume", "run_container", "short_name", "terminate_as_interrupt",
-]
+import importlib
+
+from buildctl.errors import EngineError as EngineError  # re-exported: the engine's failures
+from buildctl.errors import StepFailed as StepFailed
+
+# Each module and the names of the API it holds.
+_MODULES = {
+    "build": ("build_image",),
+    "connection": ("API_TIMEOUT", "connect", "engine_facts", "engine_on_this_machine", "explain_connect_error",
+                   "facts_at"),
+    "dockerfile": ("base_image_refs",),
+    "failures": ("ContainerNameInUse", "api_error", "connection_lost", "display_name", "one_line", "pull_hint"),
+    "kind": ("DOCKER", "PODMAN", "EngineKind", "kind_of", "refuse_memory_limit"),
+    "labels": ("BASE_IMAGE_LABEL", "DISTRO_LABEL", "IMAGE_REPOSITORIES", "KEEP_LABEL", "LABEL", "LABEL_VALUE",
+               "NAMESPACE_LABEL", "OWNER_LABEL", "RECIPE_LABEL", "buildctl_labels", "is_buildctl_image",
+               "network_mode_for", "process_owner", "process_start", "short_name"),
+    "lazy": ("CONNECT_TIMEOUT", "EngineConnection"),
+    "lines": ("LineSink",),
+    "objects": ("image_exists", "inspect_image", "labelled", "list_buildctl_containers", "list_buildctl_volumes",
+                "remove_volume"),
+    "run": ("ContainerResult", "container_state", "remove_container", "run_container"),
+    "signals": ("terminate_as_interrupt",),
+}
+_HOME = {name: module for module, names in _MODULES.items() for name in names}
+
+
+def __getattr__(name: str):
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # imported once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})
+
+
+__all__ = sorted([*_HOME, "EngineError", "StepFailed"])

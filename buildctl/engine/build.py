@@ -28,8 +28,9 @@ from buildctl.engine.connection import engine_on_this_machine
 from buildctl.engine.dockerfile import base_image_refs
 from buildctl.engine.failures import CLEAN_FIX, NO_SPACE, api_error, connection_lost, one_line, pull_hint
 from buildctl.engine.kind import kind_of
+from buildctl.engine.labels import buildctl_labels, network_mode_for
 from buildctl.engine.lines import LineSink, LineSplitter, StepLog
-from buildctl.engine.objects import buildctl_labels, image_exists, network_mode_for
+from buildctl.engine.objects import image_exists
 from buildctl.engine.signals import terminate_as_interrupt
 from buildctl.errors import EngineError, StepFailed
 from buildctl.secrets import Credentials, Masker, SecretServer, url_secrets

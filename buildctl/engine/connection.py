@@ -16,11 +16,11 @@ from docker import errors as derr
 
 from buildctl.engine.failures import api_error, connection_lost, one_line
 from buildctl.engine.kind import kind_of
+from buildctl.engine.lazy import CONNECT_TIMEOUT
 from buildctl.engine.ssh import SshBridge
 from buildctl.errors import EngineError
 from buildctl.secrets import mask_url
 
-CONNECT_TIMEOUT = 20  # seconds to reach the engine at all
 API_TIMEOUT = 600  # seconds for one ordinary API call (a big put_archive included); streams have none
 
 

@@ -12,10 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Literal
 
-from docker import errors as derr
-
-from buildctl.engine import image_exists, one_line
-from buildctl.errors import EngineError
+from buildctl.errors import EngineError, one_line
 
 LOCAL_ONLY_REPOSITORY = "buildctl/base"  # `invoke base-image` tags buildctl/base:<distro>
 Action = Literal["use", "pull", "refuse"]
@@ -53,6 +50,10 @@ def refusal(ref: str, policy: str, distro: str | None = None) -> str:
 
 def pull(client, ref: str, distro: str | None = None, on_line: Callable[[str], None] | None = None) -> None:
     """Pull `ref`, its progress to `on_line`; a failure (no registry reachable, no such image) is one line."""
+    from docker import (
+        errors as derr,  # here: a build whose base image is there (`decide`) never loads docker-py
+    )
+
     error = None
     try:
         for chunk in client.api.pull(ref, stream=True, decode=True):
@@ -69,6 +70,8 @@ def pull(client, ref: str, distro: str | None = None, on_line: Callable[[str], N
 def ensure_images(client, refs: Iterable[str], policy: str | None, *, distro: str | None = None,
                   on_line: Callable[[str], None] | None = None) -> list[str]:
     """Apply the pull policy (None: `missing`) to each image before the build; the images pulled."""
+    from buildctl.engine.objects import image_exists
+
     policy = policy or "missing"
     pulled = []
     for ref in dict.fromkeys(refs):

@@ -17,18 +17,14 @@ import hashlib
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import docker
-import docker.errors as derr
-import requests
+from typing import TYPE_CHECKING, Any
 
 from buildctl import urls
 
+if TYPE_CHECKING:  # docker-py is imported by the pull and the push: a build computes image_key without it
+    import docker
+
 LineSink = Callable[[str], None]
-# What a pull or push can raise: APIError from the engine, DockerException before any request (a credsStore
-# or credHelpers helper that is missing or fails), requests' errors when the engine connection drops.
-FAILURES = (derr.DockerException, requests.exceptions.RequestException)
 # docker-py also warns (two lines on stderr) of the missing helper that its DockerException then names.
 warnings.filterwarnings("ignore", message=r".* not installed or not available in PATH", category=UserWarning,
                         module=r"docker\.credentials")
@@ -49,6 +45,16 @@ def remote_ref(registry: str, recipe: str, key: str, target: str) -> tuple[str, 
     return f"{registry}/buildctl-{recipe.lower()}", f"{key}-{target}"
 
 
+def _failures() -> tuple[type[Exception], ...]:
+    """What a pull or push can raise: APIError from the engine, DockerException before any request (a
+    credsStore or credHelpers helper that is missing or fails), requests' errors when the engine
+    connection drops."""
+    import docker.errors
+    import requests
+
+    return docker.errors.DockerException, requests.exceptions.RequestException
+
+
 def _stream_error(lines) -> str | None:
     """The engine reports a failed push or pull in the stream, not as an HTTP error."""
     for item in lines:
@@ -61,13 +67,15 @@ def fetch(client: docker.DockerClient, registry: str, recipe: str, key: str, tar
           on_line: LineSink = print) -> str | None:
     """Pull the image from the registry and tag it `local_tag`; its id, or None when the registry does not
     have it (built here then) or does not answer (one warning line)."""
+    import docker.errors
+
     repo, tag = remote_ref(registry, recipe, key, target)
     try:
         err = _stream_error(client.api.pull(repo, tag=tag, stream=True, decode=True))
-    except derr.NotFound:
+    except docker.errors.NotFound:
         on_line(f"buildctl: registry {registry}: no {target} image {key} yet; building it here")
         return None
-    except FAILURES as e:
+    except _failures() as e:
         err = str(getattr(e, "explanation", None) or e).splitlines()[0][:300]
     if err:
         if "not found" in err or "manifest unknown" in err:
@@ -89,12 +97,12 @@ def share(client: docker.DockerClient, registry: str, recipe: str, key: str, tar
     try:
         client.images.get(local_tag).tag(repo, tag=tag)
         err = _stream_error(client.images.push(repo, tag=tag, stream=True, decode=True))
-    except FAILURES as e:
+    except _failures() as e:
         err = str(getattr(e, "explanation", None) or e).splitlines()[0][:300]
     finally:
         try:  # the registry's name for it is not needed locally: the local tag stays
             client.images.remove(f"{repo}:{tag}", noprune=True)
-        except FAILURES:
+        except _failures():
             pass
     if err:
         on_line(f"buildctl: warning: registry {registry}: push of the {target} image failed ({err}); "

@@ -31,8 +31,8 @@ from buildctl.engine.failures import (
     pull_hint,
 )
 from buildctl.engine.kind import kind_of, refuse_memory_limit
+from buildctl.engine.labels import KEEP_LABEL, OWNER_LABEL, buildctl_labels, network_mode_for, process_owner
 from buildctl.engine.lines import LineSink, LineSplitter, StepLog
-from buildctl.engine.objects import KEEP_LABEL, OWNER_LABEL, buildctl_labels, network_mode_for, process_owner
 from buildctl.engine.signals import signals_deferred, terminate_as_interrupt
 from buildctl.engine.transfer import get_output, owner_of, put_credentials, put_input
 from buildctl.errors import EngineError

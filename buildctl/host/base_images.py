@@ -229,7 +229,7 @@ def _imported_id(answer) -> str | None:
 
 
 def _image_id(client, ref: str) -> str | None:
-    facts = engine.image_facts(client, ref)
+    facts = engine.inspect_image(client, ref)
     return str(facts["Id"]) if facts is not None else None
 
 

@@ -168,20 +168,25 @@ def record_use(objects: dict[str, list[str]], root: Path | None = None) -> None:
 
 
 def record_images(client, refs, root: Path | None = None) -> None:
-    """Stamp images (names or ids) as used now, by id: the stamp holds under any name the image has.
-    Those that are buildctl's (engine.is_buildctl_image) are recorded as its own, by id. Never fails
-    the command: an image the engine cannot show is just not stamped."""
-    from buildctl.engine import is_buildctl_image
-
-    ids, own = [], []
+    """Stamp images (names or ids) as used now (record_inspected). Never fails the command: an image
+    the engine cannot show is just not stamped."""
+    inspected = []
     for ref in dict.fromkeys(refs):
         try:
-            info = client.api.inspect_image(ref)
+            inspected.append(client.api.inspect_image(ref))
         except Exception:  # noqa: BLE001 - a stamp is a record for invoke clean, never a failure
             continue
-        ids.append(info["Id"])
-        if is_buildctl_image(info.get("RepoTags") or [], (info.get("Config") or {}).get("Labels")):
-            own.append(info["Id"])
+    record_inspected(inspected, root)
+
+
+def record_inspected(images, root: Path | None = None) -> None:
+    """Stamp images, as the engine's inspections of them, as used now, by id: the stamp holds under any
+    name the image has. Those that are buildctl's (engine.is_buildctl_image) are recorded as its own."""
+    from buildctl.engine import is_buildctl_image
+
+    ids = [info["Id"] for info in images]
+    own = [info["Id"] for info in images
+           if is_buildctl_image(info.get("RepoTags") or [], (info.get("Config") or {}).get("Labels"))]
     record_use({"image": ids, OWN_IMAGE: own}, root)
 
 

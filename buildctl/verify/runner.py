@@ -15,7 +15,6 @@ import platform
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -62,22 +61,6 @@ def default_out_dir(wheel: Path) -> Path:
     if os.access(wheel.parent, os.W_OK):
         return wheel.parent
     return Path("artifacts") / "verify" / wheel.name[: -len(".whl")]
-
-
-@dataclass(frozen=True)
-class VerifyOptions:
-    """What a verification is asked to do beyond the wheel and where (invoke verify's options; a build
-    verifies with the defaults)."""
-
-    sizes: str = "8:256M"
-    iters: int = 20
-    json_out: bool = False
-    module: str | None = None
-    beside: tuple[str, ...] = ()  # NAME==VERSION installed beside the set and checked against its torch
-
-    def kwargs(self) -> dict:
-        return {"sizes": self.sizes, "iters": self.iters, "json_out": self.json_out, "module": self.module,
-                "beside": self.beside}
 
 
 def verify_wheel(
@@ -330,7 +313,7 @@ def image_id(client, reference: str) -> str:
 def inspect_image(client, reference: str) -> dict:
     from buildctl import engine
 
-    facts = engine.image_facts(client, reference)
+    facts = engine.inspect_image(client, reference)
     if facts is None:
         raise InputError(f"image {reference} is not in the Docker engine, and buildctl never pulls; fix: "
                          f"`docker pull {reference}` (or docker load / docker build it) first")

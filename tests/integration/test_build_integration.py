@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
+import import_budget
 import jinja2
 import pytest
 from conftest import default_sigint
@@ -658,6 +659,20 @@ def test_second_identical_build_is_a_no_op_and_starts_no_container(ws, demo_cpu,
     # no verification (it would run the key's runtime image). Other builds may share the engine, so
     # only what belongs to this key counts.
     assert containers_of_key(docker_client, "demo-cpu", demo_cpu.key, again) == ([], [])
+
+
+@pytest.mark.engines
+def test_a_no_op_build_loads_only_what_it_runs(ws, demo_cpu):
+    """The no-op itself, as `invoke build --no-verify` runs it (issue 23): it asks the engine for the base
+    image over its socket, without docker-py, and loads none of the stages it skips, verification or the
+    failure path (tests/import_budget.py; the unit test checks the same list on the path's modules)."""
+    demo_cpu.ok()
+    env = {**ws.env(ws.artifacts_root("main")), "PYTHONPROFILEIMPORTTIME": "1"}
+    proc = subprocess.run([*invoke_cmd(), *ws.args("demo-cpu", "--no-verify")], cwd=ws.cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["key"] == demo_cpu.key, proc.stderr[-4000:]
+    assert json.loads(proc.stdout)["cached"] is True
+    assert import_budget.heavy_among(import_budget.imported(proc.stderr)) == []
 
 
 @pytest.mark.engines

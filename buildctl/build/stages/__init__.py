@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from buildctl.store import artifacts
-from buildctl.verify.runner import VerifyOptions
+from buildctl.verify.options import VerifyOptions
+from buildctl.engine.lazy import EngineConnection
 from buildctl.render.rendering import Rendered
 from buildctl.secrets import Credentials, secret_values_from_env_and_site, split_credentials
 from buildctl.recipe.schema import Spec
@@ -66,16 +67,24 @@ class Run:
     spec: Spec
     opts: BuildOptions
     log: BuildLog
-    client: Any  # the engine (docker.DockerClient)
+    engine: EngineConnection | None  # docker-py connected when a stage first asks for `client`
     credentials: Credentials  # what the build needs at run time and nothing may record
     secrets: frozenset[str]  # values masked in every log, layer and file the build writes
     namespace: str  # the artifacts root's engine-object namespace (artifacts.namespace)
 
     @classmethod
-    def of(cls, spec: Spec, opts: BuildOptions, log: BuildLog | None = None, client: Any = None) -> Run:
+    def of(cls, spec: Spec, opts: BuildOptions, log: BuildLog | None = None,
+           client: EngineConnection | Any = None) -> Run:
+        """`client`: the engine's connection, or a docker client already connected."""
         credentials = split_credentials(spec)[1]
         secrets = frozenset(secret_values_from_env_and_site(spec.site) | credentials.values())
-        return cls(spec, opts, log or BuildLog(), client, credentials, secrets, artifacts.namespace(opts.artifacts_root))
+        engine = client if client is None or isinstance(client, EngineConnection) else EngineConnection(client=client)
+        return cls(spec, opts, log or BuildLog(), engine, credentials, secrets, artifacts.namespace(opts.artifacts_root))
+
+    @property
+    def client(self) -> Any:
+        """The engine's docker client (docker.DockerClient), connected on first use."""
+        return None if self.engine is None else self.engine.client
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,9 @@
 
 manifest.json records what later stages read instead of the recipe: the runtime image's context
 (context/, the rendered files without downloads), the runtime requirements and the download list.
+
+A build that finds its artifact only reads its manifest (`found`): what reads wheels (wheel_facts,
+packaging) is imported by the publish's functions.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from buildctl import __version__, render
-from buildctl.store import artifacts, portability, wheel_facts
+from buildctl.store import artifacts, portability
 from buildctl.store import manifest as manifest_mod
 from buildctl.store.manifest import Manifest
 from buildctl.build import compile_cache, resume
@@ -157,6 +160,8 @@ def extension_wheels(spec: Spec, out_dir: Path, log: str) -> list[tuple[Path, di
 def _extensions_section(spec: Spec, out_dir: Path, framework_wheels: list[Path],
                         built: list[tuple[Path, dict]]) -> dict | None:
     """What each extension was built against (the framework as the build venv had it) and how long it took."""
+    from buildctl.store import wheel_facts
+
     if not spec.extensions:
         return None
     try:
@@ -208,6 +213,8 @@ def _read_text(path: Path, limit: int = 1 << 20) -> str:
 def _frontend(reported: str, wheel: Path) -> dict:
     """Which frontend built the wheel (the build script's word, from the tree) and what the wheel's
     WHEEL file says packed it."""
+    from buildctl.store import wheel_facts
+
     name, _, version = reported.partition(" ")
     try:
         generator = wheel_facts.wheel_generator(wheel)

@@ -1,9 +1,11 @@
-"""fetch: the rendered files, the pre-staged downloads, the artifact key and the jobs to compile with."""
+"""fetch: the rendered files, the pre-staged downloads, the artifact key and the jobs to compile with.
+
+The key needs the base image's id: one inspection, which the engine answers without docker-py when it is
+local (engine.lazy); a build that finds its artifact asks the engine nothing else."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import shutil
 import tempfile
@@ -13,8 +15,7 @@ from pathlib import Path
 from buildctl.store import artifacts, downloads
 from buildctl import engine, render
 from buildctl.recipe import parallel_jobs
-from buildctl.engine import registry
-from buildctl.engine.pull import ensure_images
+from buildctl.engine import pull, registry
 from buildctl.build.stages import Planned, Prepared, Run
 from buildctl.errors import InputError
 
@@ -28,10 +29,10 @@ def prepare(run: Run, rendered: render.Rendered) -> Prepared:
     """This build's own folder with the pre-staged downloads in it, its key, and MAX_JOBS."""
     context_dir = write_context(run, rendered)
     try:
-        ensure_images(run.client, [run.spec.base.image], run.spec.site.pull, distro=run.spec.base.distro,
-                      on_line=run.log)
-        base_id = _base_image_id(run)
-        artifacts.record_images(run.client, [base_id], run.opts.artifacts_root)  # invoke clean: in use, cached or not
+        base = _base_image(run)
+        base_id = _base_image_id(run, base)
+        if base is not None:  # invoke clean: in use, cached or not
+            artifacts.record_inspected([base], run.opts.artifacts_root)
         key = artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), base_id)
         place_render(context_dir, run.opts.render_root / run.spec.name / key)
         # MAX_JOBS and the engine's facts wait for `plan`: an unchanged artifact needs neither
@@ -72,23 +73,31 @@ def plan_jobs(run: Run, facts) -> int:
     return max_jobs
 
 
-def _base_image_id(run: Run) -> str:
+def _base_image(run: Run) -> dict | None:
+    """The engine's inspection of the base image, after the pull policy (pull.decide) is applied: pulled
+    when it says so, refused when the image is absent and may not be pulled; None if it is still absent."""
+    spec = run.spec
+    ref, policy = spec.base.image, spec.site.pull
+    base = run.engine.inspect_image(ref)
+    if pull.decide(ref, policy or "missing", base is not None) == "use":
+        return base
+    pull.ensure_images(run.client, [ref], policy, distro=spec.base.distro, on_line=run.log)
+    return run.engine.inspect_image(ref)
+
+
+def _base_image_id(run: Run, base: dict | None) -> str:
     """The base image's id; refused when its label says another distro than the recipe's (a base image
     made by `invoke base-image` under any name carries buildctl.distro)."""
     spec = run.spec
-    try:
-        facts = engine.image_facts(run.client, spec.base.image)
-    except Exception:  # noqa: BLE001 - the image build will say what is wrong
-        facts = None
-    if facts is None:
+    if base is None:
         return f"unresolved:{spec.base.image}"  # the image build will say what is missing
-    distro = ((facts.get("Config") or {}).get("Labels") or {}).get(engine.DISTRO_LABEL)
+    distro = ((base.get("Config") or {}).get("Labels") or {}).get(engine.DISTRO_LABEL)
     if distro and distro != spec.base.distro:
         raise InputError(f"base image {spec.base.image} is {distro} (its {engine.DISTRO_LABEL} label), the recipe "
                          f"{spec.name} is for {spec.base.distro}; fix: give a {spec.base.distro} image (--base-image "
                          f"buildctl/base:{spec.base.distro}, made by `invoke base-image {spec.base.distro}`), or a "
                          f"recipe for {distro}")
-    return str(facts["Id"])
+    return base["Id"]
 
 
 def _link_or_copy(src: str, dst: str) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from buildctl.store import artifacts
-from buildctl.verify.runner import VerifyOptions
+from buildctl.verify.options import VerifyOptions
 from buildctl import engine
 from buildctl.engine import registry
 from buildctl.errors import BuildctlError
