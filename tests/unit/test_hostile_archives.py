@@ -29,7 +29,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from repro_helpers import one_line_exit_2, run_repro
+from repro_helpers import one_line_exit_2, repro_here
 
 from buildctl import archive, engine
 from buildctl.engine import transfer
@@ -464,7 +464,7 @@ def test_hostile_bundle_json_is_refused_by_invoke_repro(case, tmp_path):
     data = json.loads((bundle / "bundle.json").read_text())
     _hostile(data, case)
     (bundle / "bundle.json").write_text(json.dumps(data))
-    line = one_line_exit_2(run_repro(bundle, "--shell"), f"bundle {bundle}: bundle.json", BUNDLE_CASES[case][0],
+    line = one_line_exit_2(repro_here(bundle, "--shell"), f"bundle {bundle}: bundle.json", BUNDLE_CASES[case][0],
                             "fix: use a bundle written by `invoke build`, unchanged")
     assert "\x1b" not in line
 
@@ -477,7 +477,7 @@ def test_packed_bundle_with_cve_2025_4517_is_refused_by_invoke_repro(tmp_path):
     bundle = tmp_path / "bundle.tar.gz"
     bundle.write_bytes(_tar(cve_2025_4517(len(str(old_dest))), gz=True))
     assert bundle.stat().st_size < 2048
-    proc = run_repro(bundle, env={"TMPDIR": str(sandbox)})
+    proc = repro_here(bundle, env={"TMPDIR": str(sandbox)})
     one_line_exit_2(proc, f"bundle {bundle}: member 'a': a symbolic link", "fix: use a bundle written by")
     assert _outside_changed(sandbox, set()) == []  # nothing unpacked left in TMPDIR either
 
@@ -489,7 +489,7 @@ def test_bundle_with_a_symlinked_context_is_refused(tmp_path):
     (tmp_path / "elsewhere").mkdir()
     os.rename(bundle / "context", tmp_path / "elsewhere" / "context")
     (bundle / "context").symlink_to(tmp_path / "elsewhere" / "context")
-    one_line_exit_2(run_repro(bundle), "context is a symbolic link")
+    one_line_exit_2(repro_here(bundle), "context is a symbolic link")
 
 
 def test_bundle_source_travels_as_files(tmp_path):

@@ -2,19 +2,17 @@
 
 The corpus (tests/corpus/*.yaml, expectations in tests/corpus/expected.yaml) is loaded through
 `buildctl.cli.load_spec` (load + preflight, as every task does) and, for a handful, through the real
-command line (`invoke render --recipe tests/corpus/X.yaml --out DIR`) in a subprocess.
+command line (`invoke render --recipe tests/corpus/X.yaml --out DIR`, run in this process: tests/invoke_here.py).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from invoke_here import invoke_here
 
 from buildctl import recipe
 from buildctl.cli.common import load_spec
@@ -120,9 +118,8 @@ def test_corpus_cli(name, tmp_path):
     work.mkdir()
     out = work / "out"
     arg = str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
-    proc = subprocess.run([sys.executable, "-m", "invoke", "render", "--recipe", arg, "--out", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "COLUMNS": "60", "BUILDCTL_DEBUG": ""})
+    proc = invoke_here("render", "--recipe", arg, "--out", str(out), cwd=REPO,
+                       env={"COLUMNS": "60", "BUILDCTL_DEBUG": ""})
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     lines = proc.stderr.splitlines()
