@@ -152,6 +152,28 @@ def test_python_tag_runs_nothing(tmp_path):
     assert not marker.exists()
 
 
+def test_a_text_is_parsed_once_and_every_caller_gets_its_own_copy(tmp_path):
+    """A fragment is read again for every recipe that extends it: its text is parsed once, and each
+    load gets data of its own (a caller changing it changes no other load); an edited file is new text."""
+    from buildctl.recipe import safe_yaml
+
+    text = "name: x\nbuild:\n  features: {USE_A: true}\n  cuda_arch: ['8.0']\n"
+    first = recipe.parse_yaml(text, "x.yaml")
+    hits = safe_yaml._parse.cache_info().hits
+    first.data["build"]["features"]["USE_A"] = False
+    first.data["build"]["cuda_arch"].append("9.0")
+    first.lines.clear()
+    second = recipe.parse_yaml(text, "x.yaml")
+    assert safe_yaml._parse.cache_info().hits == hits + 1
+    assert second.data == {"name": "x", "build": {"features": {"USE_A": True}, "cuda_arch": ["8.0"]}}
+    assert second.lines[("build", "cuda_arch")] == ("x.yaml", 4)
+    fragment = tmp_path / "fragment.yaml"
+    fragment.write_text(f"extends: {REPO / 'recipes' / 'demo-cpu.yaml'}\ndescription: before\n")
+    assert recipe.load(str(fragment)).description == "before"
+    fragment.write_text(f"extends: {REPO / 'recipes' / 'demo-cpu.yaml'}\ndescription: after\n")
+    assert recipe.load(str(fragment)).description == "after"
+
+
 @pytest.mark.parametrize(("text", "expect"), [
     ("a: !!int abc\n", "x.yaml:1: a: 'abc' is not a valid int"),
     ("a: !!bool maybe\n", "x.yaml:1: a: 'maybe' is not a valid bool"),
