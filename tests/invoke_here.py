@@ -8,9 +8,9 @@ test of what only a fresh process shows (the console script, warnings at import,
 a signal) starts one (tests/unit/test_cli.py keeps those).
 
 `env` is laid over os.environ for the call (a value of None unsets the variable); the call runs in
-`cwd`; stdout and stderr are captured; sys.path, sys.modules['tasks'], the environment, the working
-directory and tempfile's folder (read again from a TMPDIR given in `env`, as a process would) are as
-they were afterwards.
+`cwd`; stdout and stderr are captured; sys.path, sys.modules['tasks'], sys.dont_write_bytecode (which
+invoke turns on), the environment, the working directory and tempfile's folder (read again from a
+TMPDIR given in `env`, as a process would) are as they were afterwards.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def invoke_here(*args: str, env: Mapping[str, str | None] | None = None, cwd: Pa
     program = Program(name="Invoke", binary="inv[oke]", binary_names=["invoke", "inv"], version=invoke.__version__)
     out, err = io.StringIO(), io.StringIO()
     saved_path, saved_tasks, saved_cwd = list(sys.path), sys.modules.get("tasks"), os.getcwd()
-    saved_exec, saved_tempdir = os.execvp, tempfile.tempdir
+    saved_exec, saved_tempdir, saved_bytecode = os.execvp, tempfile.tempdir, sys.dont_write_bytecode
     code = 0
     try:
         os.chdir(cwd)
@@ -85,7 +85,7 @@ def invoke_here(*args: str, env: Mapping[str, str | None] | None = None, cwd: Pa
                 traceback.print_exc()
                 code = 1
     finally:
-        os.execvp, tempfile.tempdir = saved_exec, saved_tempdir
+        os.execvp, tempfile.tempdir, sys.dont_write_bytecode = saved_exec, saved_tempdir, saved_bytecode
         os.chdir(saved_cwd)
         sys.path[:] = saved_path
         if saved_tasks is None:
