@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from invoke_here import invoke_here
 
 from buildctl import engine, recipe, render
 from buildctl.build import engine_names
@@ -28,11 +29,8 @@ TEMPLATE = ROOT / "templates" / "build.sh.j2"
 FRAGMENT = ROOT / "recipes" / "fragments" / "demofw.yaml"
 
 
-def invoke(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    exe = Path(sys.executable).with_name("invoke")
-    base = [str(exe)] if exe.exists() else [sys.executable, "-m", "invoke"]
-    return subprocess.run([*base, "-r", str(ROOT), *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=300)
+def invoke(*args: str, cwd: Path, env: dict | None = None):
+    return invoke_here("-r", str(ROOT), *args, cwd=cwd, env=env)
 
 
 # ---------------------------------------------------------------------------------------------- build.env
@@ -136,8 +134,25 @@ def test_every_shipped_recipe_has_a_valid_name():
 # ---------------------------------------------------------------------------------------------- key lock
 
 
-def test_key_lock_says_who_holds_it_and_gives_up_after_the_timeout(tmp_path):
-    """Before, a second build of a key blocked in flock() with no word and no end."""
+class Clock:
+    """artifacts' `time` for the lock's waits: sleep() moves monotonic() on at once."""
+
+    def __init__(self) -> None:
+        self.now, self.sleeps = 0.0, 0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.sleeps += 1
+
+
+def test_key_lock_says_who_holds_it_and_gives_up_after_the_timeout(tmp_path, monkeypatch):
+    """Before, a second build of a key blocked in flock() with no word and no end. (The waits are on a
+    clock of the test's: the poll's sleeps are counted, not slept.)"""
+    clock = Clock()
+    monkeypatch.setattr(artifacts, "time", clock)
     waited: list[str] = []
     with artifacts.key_lock("demo-cpu", "k" * 16, tmp_path):
         note = json.loads((tmp_path / "demo-cpu" / f".{'k' * 16}.lock").read_text())
@@ -148,6 +163,8 @@ def test_key_lock_says_who_holds_it_and_gives_up_after_the_timeout(tmp_path):
     msg = str(info.value)
     assert "\n" not in msg and f"pid {os.getpid()}" in msg and "since" in msg and "fix:" in msg
     assert len(waited) == 1 and f"pid {os.getpid()}" in waited[0]
+    # it polled until the timeout was up, and no longer
+    assert clock.now >= 1 and clock.sleeps == round(1 / artifacts.LOCK_POLL_S)
     # released: the next one gets it at once
     with artifacts.key_lock("demo-cpu", "k" * 16, tmp_path, timeout=0):
         pass
@@ -163,7 +180,7 @@ def test_key_lock_held_by_another_process_is_named(tmp_path):
     try:
         assert child.stdout.readline().strip() == "held"
         with pytest.raises(artifacts.LockTimeout, match=rf"pid {child.pid} on host "):
-            with artifacts.key_lock("demo-cpu", "k" * 16, tmp_path, timeout=0.5):
+            with artifacts.key_lock("demo-cpu", "k" * 16, tmp_path, timeout=0):  # named at the first try
                 pass
     finally:
         child.stdin.write("\n")

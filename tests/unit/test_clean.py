@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from invoke_here import invoke_here
 
 from buildctl import engine
 from buildctl.host import clean
@@ -216,21 +216,20 @@ def test_cli_clean_files_only_says_what_it_freed(tmp_path):
     (root / "team").symlink_to("../shared")
     make_artifact(root, "demo", "gone")
     used(root, "artifact", "demo/gone", 3)
-    env = {**os.environ, "BUILDCTL_ARTIFACTS": str(root), "BUILDCTL_DEBUG": "", "COLUMNS": "200"}
-    cmd = [sys.executable, "-m", "invoke", "clean", "--older-than-days", "2", "--no-images", "--no-caches",
-           "--no-containers"]
-    proc = subprocess.run([*cmd, "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    env = {"BUILDCTL_ARTIFACTS": str(root), "BUILDCTL_DEBUG": "", "COLUMNS": "200"}
+    cmd = ["clean", "--older-than-days", "2", "--no-images", "--no-caches", "--no-containers"]
+    proc = invoke_here(*cmd, "--json", cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["freed"]["artifact"]["count"] == 1 and report["symlinks_left_alone"] == ["team"]
     assert (shared / "demo" / "old" / "x.whl").is_file()
     make_artifact(root, "demo", "gone2")
     used(root, "artifact", "demo/gone2", 3)
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    proc = invoke_here(*cmd, cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "demo/gone2" in proc.stdout and "artifact: 1 removed" in proc.stdout and "total:" in proc.stdout
     assert "left alone: team is a symlink" in proc.stderr
-    proc = subprocess.run([*cmd[:4], "--older-than-days=-3", *cmd[6:]], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    proc = invoke_here(cmd[0], "--older-than-days=-3", *cmd[3:], cwd=ROOT, env=env)
     assert proc.returncode == 2 and proc.stderr.startswith("error: --older-than-days")
 
 
@@ -335,9 +334,8 @@ def test_a_replayed_bundle_is_in_use(tmp_path):
                                 volumes={}, network=None, memory=None, secrets=[], root=root)
     name = f"failures/{bundle.name}"
     used(root, "bundle", name, 40)
-    env = {**os.environ, "BUILDCTL_ARTIFACTS": str(tmp_path / "elsewhere"), "BUILDCTL_DEBUG": ""}
-    proc = subprocess.run([sys.executable, "-m", "invoke", "repro", str(bundle), "--json"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60, env=env)
+    proc = invoke_here("repro", str(bundle), "--json", cwd=ROOT,
+                       env={"BUILDCTL_ARTIFACTS": str(tmp_path / "elsewhere"), "BUILDCTL_DEBUG": ""})
     assert proc.returncode == 0 and json.loads(proc.stdout)["step"] == "fetch", proc.stderr
     assert clean.clean(older_than_days=30, root=root, **FILES_ONLY)["removed"] == []
     assert time.time() - artifacts.last_use("bundle", name, root) < 60

@@ -1,6 +1,9 @@
-"""The command line as users and CI run it: `invoke TASK ...` in a subprocess, from the repository root.
+"""The command line as users and CI run it: `invoke TASK ...` from the repository root.
 
-Each call costs an interpreter start (~0.3 s), so this file keeps to one call per behaviour.
+Most calls run invoke's Program in this process (tests/invoke_here.py: the real argument parsing,
+tasks.py, error lines and exit codes, without the ~1 s interpreter start of a process); a few start
+`python -m invoke` as a user does, for what only a process shows: tasks.py found from the working
+directory, an error that is the one line a fresh interpreter prints, and a partial install.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from invoke_here import invoke_here
 
 from buildctl import recipe
 from buildctl import render as render_mod
@@ -21,13 +25,17 @@ REPO = Path(__file__).resolve().parents[2]
 TASKS = ("recipes", "show", "render", "matrix", "build")
 
 
-def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def invoke_process(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     # The venv's interpreter runs invoke, so the venv's packages and tasks.py are what is tested.
     return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=60, env={**os.environ, "BUILDCTL_DEBUG": "", "COLUMNS": "80", **(env or {})})
 
 
-def assert_one_line_error(proc: subprocess.CompletedProcess, *parts: str) -> str:
+def invoke(*args: str, env: dict | None = None):
+    return invoke_here(*args, env={"BUILDCTL_DEBUG": "", "COLUMNS": "80", **(env or {})})
+
+
+def assert_one_line_error(proc, *parts: str) -> str:
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert "Traceback" not in proc.stdout + proc.stderr
     lines = proc.stderr.splitlines()
@@ -39,7 +47,9 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *parts: str) -> str
 
 
 def test_list_shows_the_tasks():
-    proc = invoke("--list")
+    """The venv's `invoke` entry point, as the README runs it, finds tasks.py from the working directory."""
+    proc = subprocess.run([str(Path(sys.executable).with_name("invoke")), "--list"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     listed = {line.split()[0] for line in proc.stdout.splitlines() if line.startswith("  ")}
     assert set(TASKS) <= listed
@@ -132,7 +142,7 @@ def test_render_cuda12_1_nccl2_18(tmp_path):
 
 
 def test_unknown_recipe(tmp_path):
-    proc = invoke("render", "--recipe", "cuda99-nope", "--out", str(tmp_path / "out"))
+    proc = invoke_process("render", "--recipe", "cuda99-nope", "--out", str(tmp_path / "out"))
     assert_one_line_error(proc, "recipes/cuda99-nope.yaml: file not found", "fix: ")
     assert list(tmp_path.iterdir()) == []
 
@@ -223,13 +233,22 @@ def test_a_regular_install_without_the_checkout_is_refused_in_one_line(tmp_path)
     fix = ("error: buildctl is installed without its checkout: templates, recipes, tasks.py are not beside "
            f"{site / 'buildctl'}; fix: install it editable from a checkout (pip install -e CHECKOUT) and run "
            "invoke there")
-    for call in ("cli.recipes(as_json=True)",
-                 f"cli.render({str(REPO / 'recipes' / 'demo-cpu.yaml')!r}, [], out_dir={str(tmp_path / 'r')!r}, "
-                 "as_json=True, settings=Settings())"):
-        # -S: not the venv's site-packages, whose editable install would win over PYTHONPATH
-        script = ("import buildctl.cli as cli\nfrom buildctl.settings import Settings\nfrom invoke import Exit\n"
-                  f"try:\n    {call}\nexcept Exit as e:\n    raise SystemExit(e.code)")
-        proc = subprocess.run([sys.executable, "-S", "-c", script], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=60)
-        assert (proc.returncode, proc.stdout, proc.stderr.splitlines()) == (2, "", [fix]), call
+    calls = ["cli.recipes(as_json=True)",
+             f"cli.render({str(REPO / 'recipes' / 'demo-cpu.yaml')!r}, [], out_dir={str(tmp_path / 'r')!r}, "
+             "as_json=True, settings=Settings())"]
+    # One interpreter for both calls (each one's stdout and stderr apart); -S: not the venv's
+    # site-packages, whose editable install would win over PYTHONPATH.
+    script = ("import contextlib, io, json, sys\nimport buildctl.cli as cli\nfrom buildctl.settings import Settings\n"
+              "from invoke import Exit\nseen = []\n"
+              f"for call in {calls!r}:\n"
+              "    out, err = io.StringIO(), io.StringIO()\n"
+              "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+              "        try:\n            exec(call)\n            code = 0\n"
+              "        except Exit as e:\n            code = e.code\n"
+              "    seen.append([code, out.getvalue(), err.getvalue().splitlines()])\n"
+              "print(json.dumps(seen))")
+    proc = subprocess.run([sys.executable, "-S", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    assert json.loads(proc.stdout) == [[2, "", [fix]]] * len(calls)
     assert not (tmp_path / "r").exists()

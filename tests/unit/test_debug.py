@@ -5,12 +5,10 @@ refuses in one line before anything asks the engine (the unit suite's DOCKER_HOS
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from invoke_here import invoke_here
 
 from buildctl.verify import debug_report
 from buildctl.verify.debug import CODE_NAME, Program, container_script
@@ -148,10 +146,8 @@ def test_the_container_runs_the_program_under_gdb_after_installing_the_wheel():
     assert script.name == str(Path(__file__)) and script.container_path == "/debug/program/test_debug.py"
 
 
-def invoke(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), "debug", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "BUILDCTL_DEBUG": "", "COLUMNS": "200", **(env or {})})
+def invoke(*args: str, cwd: Path = REPO, env: dict | None = None):
+    return invoke_here("-r", str(REPO), "debug", *args, cwd=cwd, env={"BUILDCTL_DEBUG": "", "COLUMNS": "200", **(env or {})})
 
 
 def artifact(root: Path, recipe: str, wheels: list[dict], extensions=None) -> Path:

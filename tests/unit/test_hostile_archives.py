@@ -24,12 +24,13 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
-from repro_helpers import one_line_exit_2, run_repro
+from repro_helpers import one_line_exit_2, repro_here
 
 from buildctl import archive, engine
 from buildctl.engine import transfer
@@ -396,6 +397,21 @@ def _valid_bundle(root: Path) -> Path:
         network="host", memory="2g", secrets=[], root=root)
 
 
+@pytest.fixture(scope="module")
+def _written_bundle(tmp_path_factory) -> Path:
+    return _valid_bundle(tmp_path_factory.mktemp("written"))
+
+
+@pytest.fixture
+def valid_bundle(_written_bundle):
+    """valid_bundle(root): a copy, under root as write_bundle puts it, of the one bundle the module writes
+    (writing packs demofw's source: 0.1 s a bundle on a loaded machine)."""
+    def copy_to(root: Path) -> Path:
+        return Path(shutil.copytree(_written_bundle, root / _written_bundle.relative_to(_written_bundle.parents[1]),
+                                    symlinks=True))
+    return copy_to
+
+
 def test_buildctl_bundles_open_and_summarise(tmp_path):
     """The writer and the reader agree (folder and packed), and the summary masks every env value."""
     bundle = _valid_bundle(tmp_path)
@@ -456,15 +472,15 @@ BUNDLE_CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(BUNDLE_CASES))
-def test_hostile_bundle_json_is_refused_by_invoke_repro(case, tmp_path):
+def test_hostile_bundle_json_is_refused_by_invoke_repro(case, tmp_path, valid_bundle):
     """`invoke repro` on an edited bundle.json: exit 2, one line on stderr, nothing run, no summary.
     The old behaviour of each case is in BUNDLE_CASES (the --shell ones measured by the command it built:
     `docker run --rm -it -v /:/host-repro-1234abcd:rw --network host img bash` for host-root-volume)."""
-    bundle = _valid_bundle(tmp_path)
+    bundle = valid_bundle(tmp_path)
     data = json.loads((bundle / "bundle.json").read_text())
     _hostile(data, case)
     (bundle / "bundle.json").write_text(json.dumps(data))
-    line = one_line_exit_2(run_repro(bundle, "--shell"), f"bundle {bundle}: bundle.json", BUNDLE_CASES[case][0],
+    line = one_line_exit_2(repro_here(bundle, "--shell"), f"bundle {bundle}: bundle.json", BUNDLE_CASES[case][0],
                             "fix: use a bundle written by `invoke build`, unchanged")
     assert "\x1b" not in line
 
@@ -477,19 +493,19 @@ def test_packed_bundle_with_cve_2025_4517_is_refused_by_invoke_repro(tmp_path):
     bundle = tmp_path / "bundle.tar.gz"
     bundle.write_bytes(_tar(cve_2025_4517(len(str(old_dest))), gz=True))
     assert bundle.stat().st_size < 2048
-    proc = run_repro(bundle, env={"TMPDIR": str(sandbox)})
+    proc = repro_here(bundle, env={"TMPDIR": str(sandbox)})
     one_line_exit_2(proc, f"bundle {bundle}: member 'a': a symbolic link", "fix: use a bundle written by")
     assert _outside_changed(sandbox, set()) == []  # nothing unpacked left in TMPDIR either
 
 
-def test_bundle_with_a_symlinked_context_is_refused(tmp_path):
+def test_bundle_with_a_symlinked_context_is_refused(tmp_path, valid_bundle):
     """A bundle folder whose context/ points elsewhere would send that folder to the engine as the build
     context (before: used as is)."""
-    bundle = _valid_bundle(tmp_path)
+    bundle = valid_bundle(tmp_path)
     (tmp_path / "elsewhere").mkdir()
     os.rename(bundle / "context", tmp_path / "elsewhere" / "context")
     (bundle / "context").symlink_to(tmp_path / "elsewhere" / "context")
-    one_line_exit_2(run_repro(bundle), "context is a symbolic link")
+    one_line_exit_2(repro_here(bundle), "context is a symbolic link")
 
 
 def test_bundle_source_travels_as_files(tmp_path):

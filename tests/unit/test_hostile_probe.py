@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from invoke_here import invoke_here
 from rich.console import Console
 from verify_fixtures import cpu_probe, cuda_spec, h200_probe, make_report, multi_gpu_probe
 
@@ -309,17 +307,15 @@ def test_malformed_report_json_is_refused_by_diff_and_load(tmp_path, case_id, mu
 # --------------------------------------------------------------------------- through the command line
 
 
-def invoke(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "BUILDCTL_DEBUG": "", "COLUMNS": "200", "BUILDCTL_CACHE": str(CACHE)}
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+def invoke(*args: str):
+    return invoke_here(*args, cwd=ROOT, env={"BUILDCTL_DEBUG": "", "COLUMNS": "200", "BUILDCTL_CACHE": str(CACHE)})
 
 
 def test_cli_diff_of_a_damaged_report_is_one_line_exit_2(tmp_path):
     d = make_report().to_dict()
     d["probe"]["import"] = "yes"  # before: AttributeError, "internal error", exit 1
     (tmp_path / "report.json").write_text(json.dumps(d))
-    proc = invoke("diff", str(tmp_path / "report.json"), str(tmp_path / "report.json"), timeout=60)
+    proc = invoke("diff", str(tmp_path / "report.json"), str(tmp_path / "report.json"))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ") and "probe.import" in proc.stderr
 

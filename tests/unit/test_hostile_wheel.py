@@ -6,14 +6,12 @@ Each zip is made in the test, small on disk (hostile_zips.py). Each case says wh
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import tracemalloc
 from pathlib import Path
 
 import pytest
 from hostile_zips import DIST_INFO, MiB, many_members_zip, wheel, zeros_member_wheel
+from invoke_here import invoke_here
 
 from buildctl.errors import InputError
 from buildctl.store import wheel_facts
@@ -120,9 +118,7 @@ def test_cli_verify_refuses_the_bomb_in_one_line(tmp_path, extra):
     """`invoke verify --wheel bomb.whl`: before, 2.1 GB RSS in wheel_requires; now exit 2 in one line,
     before any engine or pip call."""
     bomb = zeros_member_wheel(tmp_path, f"{DIST_INFO}/METADATA", 256 * MiB)
-    proc = subprocess.run([str(Path(sys.executable).parent / "invoke"), "verify", *extra, "--wheel", str(bomb)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "BUILDCTL_DEBUG": "", "COLUMNS": "300"})
+    proc = invoke_here("verify", *extra, "--wheel", str(bomb), cwd=ROOT, env={"BUILDCTL_DEBUG": "", "COLUMNS": "300"})
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == "" and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith(f"error: {bomb.name}: its METADATA unpacks to 268435456 bytes")

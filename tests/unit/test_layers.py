@@ -5,6 +5,7 @@ buildctl, and no two modules import each other, directly or round a longer cycle
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "buildctl"
@@ -19,8 +20,10 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
 def imports() -> dict[str, set[str]]:
-    """{module: the buildctl modules it imports} (`from buildctl import x` names module x)."""
+    """{module: the buildctl modules it imports} (`from buildctl import x` names module x); parsed once for
+    the tests of this file, which only read it."""
     modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():

@@ -1,11 +1,10 @@
 """multibuild's pure parts: what a child build gets from this command's settings (no engine)."""
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from invoke_here import invoke_here
 
 from buildctl import recipe
 from buildctl.errors import InputError
@@ -96,10 +95,8 @@ def test_recipe_and_label_select_the_union_each_recipe_once(recipes, labels, sel
 def test_build_with_a_recipe_path_and_its_label_gets_past_the_selection(tmp_path):
     """`invoke build --recipe recipes/demo-cpu.yaml --label demo` goes on to the engines (none in the unit
     tests), instead of "demo-cpu is selected twice"."""
-    proc = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), "build", "--recipe",
-                           str(REPO / "recipes" / "demo-cpu.yaml"), "--label", "demo", "--no-preflight"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "COLUMNS": "300", "BUILDCTL_DEBUG": ""})
+    proc = invoke_here("-r", str(REPO), "build", "--recipe", str(REPO / "recipes" / "demo-cpu.yaml"), "--label", "demo",
+                       "--no-preflight", cwd=tmp_path, env={"COLUMNS": "300", "BUILDCTL_DEBUG": ""})
     assert proc.returncode == 1 and "selected twice" not in proc.stderr, proc.stderr
     assert proc.stderr.splitlines()[-1].startswith("error: no engine answered"), proc.stderr
 

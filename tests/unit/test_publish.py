@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from invoke.exceptions import Exit
+from invoke_here import invoke_here
 from publish_helpers import make_artifact, make_wheel, sha256
 
 from buildctl import cli
@@ -300,11 +299,8 @@ def test_credentials_are_taken_from_url_env_or_netrc_and_masked(tmp_path, monkey
 # ---------------------------------------------------------------------------------------------- CLI
 
 
-def invoke(*args: str, env_extra: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    exe = Path(sys.executable).with_name("invoke")
-    env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([str(exe), "-r", str(ROOT), *args], capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=120)
+def invoke(*args: str, env_extra: dict | None = None, cwd: Path | None = None):
+    return invoke_here("-r", str(ROOT), *args, env=env_extra, cwd=cwd or os.getcwd())
 
 
 def test_cli_publish_json_and_exit_codes(tmp_path, store, wheel_dir):

@@ -2,19 +2,17 @@
 
 The corpus (tests/corpus/*.yaml, expectations in tests/corpus/expected.yaml) is loaded through
 `buildctl.cli.load_spec` (load + preflight, as every task does) and, for a handful, through the real
-command line (`invoke render --recipe tests/corpus/X.yaml --out DIR`) in a subprocess.
+command line (`invoke render --recipe tests/corpus/X.yaml --out DIR`, run in this process: tests/invoke_here.py).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from invoke_here import invoke_here
 
 from buildctl import recipe
 from buildctl.cli.common import load_spec
@@ -120,9 +118,8 @@ def test_corpus_cli(name, tmp_path):
     work.mkdir()
     out = work / "out"
     arg = str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
-    proc = subprocess.run([sys.executable, "-m", "invoke", "render", "--recipe", arg, "--out", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "COLUMNS": "60", "BUILDCTL_DEBUG": ""})
+    proc = invoke_here("render", "--recipe", arg, "--out", str(out), cwd=REPO,
+                       env={"COLUMNS": "60", "BUILDCTL_DEBUG": ""})
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     lines = proc.stderr.splitlines()
@@ -153,6 +150,28 @@ def test_python_tag_runs_nothing(tmp_path):
     with pytest.raises(RecipeError, match="is not allowed"):
         recipe.parse_yaml(text, "x.yaml")
     assert not marker.exists()
+
+
+def test_a_text_is_parsed_once_and_every_caller_gets_its_own_copy(tmp_path):
+    """A fragment is read again for every recipe that extends it: its text is parsed once, and each
+    load gets data of its own (a caller changing it changes no other load); an edited file is new text."""
+    from buildctl.recipe import safe_yaml
+
+    text = "name: x\nbuild:\n  features: {USE_A: true}\n  cuda_arch: ['8.0']\n"
+    first = recipe.parse_yaml(text, "x.yaml")
+    hits = safe_yaml._parse.cache_info().hits
+    first.data["build"]["features"]["USE_A"] = False
+    first.data["build"]["cuda_arch"].append("9.0")
+    first.lines.clear()
+    second = recipe.parse_yaml(text, "x.yaml")
+    assert safe_yaml._parse.cache_info().hits == hits + 1
+    assert second.data == {"name": "x", "build": {"features": {"USE_A": True}, "cuda_arch": ["8.0"]}}
+    assert second.lines[("build", "cuda_arch")] == ("x.yaml", 4)
+    fragment = tmp_path / "fragment.yaml"
+    fragment.write_text(f"extends: {REPO / 'recipes' / 'demo-cpu.yaml'}\ndescription: before\n")
+    assert recipe.load(str(fragment)).description == "before"
+    fragment.write_text(f"extends: {REPO / 'recipes' / 'demo-cpu.yaml'}\ndescription: after\n")
+    assert recipe.load(str(fragment)).description == "after"
 
 
 @pytest.mark.parametrize(("text", "expect"), [

@@ -4,11 +4,10 @@ test_shared_cache_integration.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from invoke_here import invoke_here
 
 from buildctl import recipe, render, secrets, urls
 from buildctl.build import compile_cache, stages
@@ -53,8 +52,7 @@ def test_a_bad_url_is_one_line_with_the_password_masked(url, why):
 
 def test_the_cli_refuses_a_bad_url_in_one_line():
     """`invoke render --cache-url ...` (and BUILDCTL_CACHE_URL): exit 2, one line, no password."""
-    proc = subprocess.run([sys.executable, "-m", "invoke", "render", "--recipe", "demo-cpu", "--cache-url",
-                           f"https://:{PASSWORD}@cache.example"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = invoke_here("render", "--recipe", "demo-cpu", "--cache-url", f"https://:{PASSWORD}@cache.example", cwd=REPO)
     assert proc.returncode == 2, proc.stderr
     # (the value is never shown: a URL that tools misread masks badly, issue 20)
     assert proc.stderr.count("\n") == 1 and "--cache-url (value not shown): not a Redis URL" in proc.stderr

@@ -10,7 +10,6 @@ AMDGPU ELF whose e_flags name the target (EF_AMDGPU_MACH: gfx90a 0x3f, gfx942 0x
 
 from __future__ import annotations
 
-import os
 import shutil
 import struct
 import subprocess
@@ -18,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from invoke_here import invoke_here
 
 from buildctl import recipe, render
 from buildctl.errors import RecipeError
@@ -239,10 +239,8 @@ def test_a_target_rocm_5_7_cannot_compile_is_refused_in_one_line():
 
 def test_invoke_build_refuses_the_target_before_any_docker_call():
     """Through the CLI: exit 2 and the one line, with no engine needed (preflight runs first)."""
-    exe = Path(sys.executable).with_name("invoke")
-    proc = subprocess.run([str(exe), "-r", str(ROOT), "build", "--recipe", "demo-rocm", "--set",
-                           "toolchain.rocm.arch=[gfx90a, gfx950]"], capture_output=True, text=True,
-                          env={**os.environ, "DOCKER_HOST": "unix:///nonexistent.sock"})
+    proc = invoke_here("-r", str(ROOT), "build", "--recipe", "demo-rocm", "--set", "toolchain.rocm.arch=[gfx90a, gfx950]",
+                       env={"DOCKER_HOST": "unix:///nonexistent.sock"})
     assert proc.returncode == 2
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: recipes/demo-rocm.yaml: toolchain.rocm.arch: gfx950 ")

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from invoke_here import invoke_here
 
 from buildctl import recipe
 from buildctl import settings as settings_mod
@@ -100,8 +101,7 @@ def test_site_options_fill_the_spec_site_section(clean_env):
 
 
 def invoke_help(task: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "invoke", task, "--help"], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, env=os.environ)
+    proc = invoke_here(task, "--help", cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -146,9 +146,8 @@ def test_a_site_option_added_to_settings_reaches_help_variable_and_spec(tmp_path
 
 
 def test_a_bad_variable_ends_the_task_in_one_line_exit_2():
-    proc = subprocess.run([sys.executable, "-m", "invoke", "render", "--recipe", "demo-cpu"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "BUILDCTL_PULL": "sometimes", "BUILDCTL_DEBUG": "", "COLUMNS": "300"})
+    proc = invoke_here("render", "--recipe", "demo-cpu", cwd=REPO,
+                       env={"BUILDCTL_PULL": "sometimes", "BUILDCTL_DEBUG": "", "COLUMNS": "300"})
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == ["error: --pull [BUILDCTL_PULL]: Input should be 'missing', 'always' or "
                                         "'never'; fix: see `invoke render --help`"]
@@ -169,9 +168,8 @@ def test_jobs_auto_given_wins_over_the_variable(clean_env):
 def test_a_bad_variable_is_one_line_exit_2_in_every_command(command, tmp_path):
     """Also in the commands that have no such flag (BUILDCTL_PULL in `invoke recipes`): one line, exit 2,
     naming the variable and the fix, never "internal error"."""
-    proc = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *command], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "BUILDCTL_PULL": "sometimes", "BUILDCTL_DEBUG": "", "COLUMNS": "300"})
+    proc = invoke_here("-r", str(REPO), *command, cwd=tmp_path,
+                       env={"BUILDCTL_PULL": "sometimes", "BUILDCTL_DEBUG": "", "COLUMNS": "300"})
     assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
     takes_flag = command[0] == "build"
     assert proc.stderr.splitlines() == [
@@ -188,4 +186,5 @@ def test_registry_is_a_site_option_checked_where_it_is_given(clean_env):
     with pytest.raises(InputError) as info:
         Settings.from_cli()
     assert "docker login registry.example" in str(info.value) and "hunter22" not in str(info.value)
-    assert "--registry" in invoke_help("build") and "[BUILDCTL_REGISTRY]" in invoke_help("build")
+    build_help = invoke_help("build")
+    assert "--registry" in build_help and "[BUILDCTL_REGISTRY]" in build_help

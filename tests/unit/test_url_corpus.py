@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 import yaml
+from invoke_here import invoke_here
 from publish_helpers import assembled_artifact
 
 from buildctl import recipe, render, secrets, urls
@@ -267,8 +266,7 @@ def test_the_cli_refuses_a_misread_url_in_one_line_and_writes_nothing(flag, tmp_
     scheme = "redis" if flag == "--cache-url" else "http"
     value = url(scheme, "user:password", HOSTS[0], "mixed", encoded=False, path="/0" if scheme == "redis" else "/")
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "invoke", "render", "--recipe", "demo-cpu", flag, value,
-                           "--out", str(out), "--json"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = invoke_here("render", "--recipe", "demo-cpu", flag, value, "--out", str(out), "--json", cwd=REPO)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and flag in proc.stderr and "fix: " in proc.stderr, proc.stderr
     assert leaks(proc.stdout + proc.stderr, "mixed") == []
@@ -277,9 +275,8 @@ def test_the_cli_refuses_a_misread_url_in_one_line_and_writes_nothing(flag, tmp_
 
 def test_the_cli_json_of_an_encoded_login_carries_none(tmp_path):
     value = url("https", "user:password", HOSTS[1], "mixed", encoded=True)
-    proc = subprocess.run([sys.executable, "-m", "invoke", "render", "--recipe", "demo-cpu", "--pip-index-url", value,
-                           "--out", str(tmp_path / "out"), "--json"], cwd=REPO, capture_output=True, text=True,
-                          timeout=60)
+    proc = invoke_here("render", "--recipe", "demo-cpu", "--pip-index-url", value, "--out", str(tmp_path / "out"),
+                       "--json", cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     assert leaks(proc.stdout + proc.stderr, "mixed") == []
     assert [p for p in (tmp_path / "out").rglob("*") if p.is_file() and leaks(p.read_text(errors="replace"), "mixed")] == []

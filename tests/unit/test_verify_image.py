@@ -5,13 +5,11 @@ The runs against the real engine are in test_verify_image_integration.py."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from docker import errors as derr
+from invoke_here import invoke_here
 from rich.console import Console
 from verify_fixtures import cpu_probe, debian_probe, make_report, make_spec
 
@@ -218,11 +216,10 @@ def test_image_out_dir_is_under_artifacts_and_names_the_image():
     assert d.parts[-3:] == ("verify", "images", "nvcr.io_nvidia_pytorch_25.01-py3-290eb3e61ddc")
 
 
-def invoke(*args: str) -> subprocess.CompletedProcess:
+def invoke(*args: str):
     # No engine here: a command that reached Docker would fail with an engine error, not the one asserted.
-    env = {**os.environ, "BUILDCTL_DEBUG": "", "COLUMNS": "200", "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env=env)
+    env = {"BUILDCTL_DEBUG": "", "COLUMNS": "200", "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    return invoke_here(*args, cwd=ROOT, env=env)
 
 
 @pytest.mark.parametrize("args, words", [
