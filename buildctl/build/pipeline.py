@@ -41,12 +41,12 @@ from buildctl.store.manifest import Manifest
 from buildctl import engine
 from buildctl.errors import InputError, StepFailed
 from buildctl.recipe.schema import Spec
-from buildctl.build import eta, eta_prior
 from buildctl.build.stages import BuildLog, BuildOptions, ImageBuilt, Published, Run, Verified, artifact, prepare
 from buildctl.build.engine_names import image_tag, volume_names
 from buildctl.ui import TimeLeft, View
 
 if TYPE_CHECKING:
+    from buildctl.build import eta, eta_prior
     from buildctl.verify.report import Report, VerificationFailed
 
 __all__ = ["BUILD_COMMAND", "BuildOptions", "BuildResult", "PartialResult", "run", "verify_artifact"]
@@ -99,7 +99,11 @@ class Steps:
             return  # announced twice (the pipeline, then the script's step line): one step, one clock
         self.finish()
         self.current, self._since = name, time.monotonic()
-        self._eta = eta.Eta(self.prior.costs, start=self._since) if name == "compile" and self.prior else None
+        self._eta = None
+        if name == "compile" and self.prior:
+            from buildctl.build.eta import Eta  # a no-op never compiles: loaded when one does
+
+            self._eta = Eta(self.prior.costs, start=self._since)
         self.view.step_started(name)
 
     def finish(self, status: str = "ok") -> None:
@@ -116,7 +120,7 @@ class Steps:
         m = STEP_MARKER.match(text)
         if m:
             self.start(m.group(1))
-        elif self._eta is not None and eta.STATUS.match(text):
+        elif self._eta is not None and _ninja_status(text):
             now = time.monotonic()
             self._eta.line(text, now)
             self.view.time_left(TimeLeft(self._eta.remaining(now), now, self.prior.source))
@@ -240,8 +244,16 @@ def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published
     return published
 
 
+def _ninja_status(text: str) -> bool:
+    from buildctl.build.eta import STATUS  # loaded already: there is an ETA only during a compile
+
+    return STATUS.match(text) is not None
+
+
 def _eta_prior(ctx: Run) -> eta_prior.Prior:
     """The earlier build whose step costs weight the compile's ETA, named in the build log."""
+    from buildctl.build import eta_prior
+
     prior = eta_prior.find(ctx.spec, ctx.opts.artifacts_root, log=ctx.log)
     ctx.log(prior.note())
     return prior
