@@ -2,9 +2,12 @@
 exist (its subprocesses too), so one that reaches for an engine fails here instead of passing on a
 machine that happens to run one. A test that sets DOCKER_HOST itself (monkeypatch) still can.
 
-A run of tests/unit alone spreads over two processes (pytest-xdist) unless told otherwise (-n N, -n 0):
-about 70 tests start the real `invoke` CLI as a user would, and on two cores that halves the wall time
-(~35 s to ~19 s). Runs that include tests/integration stay in one process: those share one engine.
+A run of tests/unit alone spreads over two processes (pytest-xdist), a file to a process (--dist loadfile:
+a module's shared results, such as the rendered recipes, are made once), unless told otherwise (-n N,
+-n 0). The tests are CPU-bound in this process (the commands run in it, tests/invoke_here.py): on two
+idle cores two processes finish sooner, though each collects the suite and imports what it needs (about
+a quarter more CPU in all; on a machine already busy they gain nothing). Runs that include
+tests/integration stay in one process: those share one engine.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     paths = [Path(str(arg).split("::")[0]).resolve() for arg in config.args]
     if paths and all(p == UNIT or UNIT in p.parents for p in paths):
         config.option.numprocesses = 2
+        if config.option.dist == "no":
+            config.option.dist = "loadfile"
 
 NO_ENGINE = "unix:///nonexistent/buildctl-unit-tests-use-no-engine.sock"
 
