@@ -267,8 +267,8 @@ def test_a_package_tried_beside_the_set_reports_into_a_folder_of_its_own():
     """`invoke verify --recipe R --beside torchvision==0.21.0` wrote its (failing) report over the
     artifact's report.json; it goes to beside/<packages>/ now, and a value that is no NAME==VERSION
     (it names that folder) is refused in one line."""
-    from buildctl.verify.extensions import beside_folder
     from buildctl.errors import InputError
+    from buildctl.verify.extensions import beside_folder
 
     assert beside_folder(["torchvision==0.21.0", "pillow==11.0"]) == "pillow-11.0+torchvision-0.21.0"
     for bad in ("../../x==1", "torchvision", "a/b==1"):
