@@ -45,18 +45,19 @@ class Ran:
 def _environment(env: Mapping[str, str | None]) -> Iterator[None]:
     saved = {name: os.environ.get(name) for name in env}
     try:
-        for name, value in env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _set_environment(env)
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _set_environment(saved)
+
+
+def _set_environment(values: Mapping[str, str | None]) -> None:
+    """Each variable to its value; None: unset."""
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _no_exec(*args, **kwargs):

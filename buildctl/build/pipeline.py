@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from buildctl.build import eta, eta_prior
     from buildctl.verify.report import Report, VerificationFailed
 
-__all__ = ["BUILD_COMMAND", "BuildOptions", "BuildResult", "PartialResult", "run", "verify_artifact"]
+__all__ = ["BuildOptions", "BuildResult", "PartialResult", "run", "verify_artifact"]
 
 # A build waits for another build of its key at most this much longer than that build may compile.
 LOCK_SLACK_S = 2 * 3600
@@ -93,6 +93,7 @@ class Steps:
         self._since = 0.0
         self.prior: eta_prior.Prior | None = None
         self._eta: eta.Eta | None = None
+        self._ninja_status: re.Pattern[str] | None = None  # eta.STATUS, with the ETA
 
     def start(self, name: str) -> None:
         if name == self.current:
@@ -101,9 +102,9 @@ class Steps:
         self.current, self._since = name, time.monotonic()
         self._eta = None
         if name == "compile" and self.prior:
-            from buildctl.build.eta import Eta  # a no-op never compiles: loaded when one does
+            from buildctl.build.eta import STATUS, Eta  # a no-op never compiles: loaded when one does
 
-            self._eta = Eta(self.prior.costs, start=self._since)
+            self._eta, self._ninja_status = Eta(self.prior.costs, start=self._since), STATUS
         self.view.step_started(name)
 
     def finish(self, status: str = "ok") -> None:
@@ -120,7 +121,7 @@ class Steps:
         m = STEP_MARKER.match(text)
         if m:
             self.start(m.group(1))
-        elif self._eta is not None and _ninja_status(text):
+        elif self._eta is not None and self._ninja_status.match(text):
             now = time.monotonic()
             self._eta.line(text, now)
             self.view.time_left(TimeLeft(self._eta.remaining(now), now, self.prior.source))
@@ -242,12 +243,6 @@ def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published
         published = artifact.publish(ctx, compiled, staging, manifest)
         steps.finish()
     return published
-
-
-def _ninja_status(text: str) -> bool:
-    from buildctl.build.eta import STATUS  # loaded already: there is an ETA only during a compile
-
-    return STATUS.match(text) is not None
 
 
 def _eta_prior(ctx: Run) -> eta_prior.Prior:
