@@ -50,10 +50,10 @@ def settings_task(*groups_or_names, help=None, iterable=(), **task_kwargs):
             params.append(inspect.Parameter(flag, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
 
         def run(c, *args, **kwargs):
-            from buildctl import cli
+            from buildctl.cli.base import command
 
             given = {flag: kwargs.pop(flag) for flag in flags if flag in kwargs}
-            chosen = cli.command(settings.Settings.from_cli)(body.__name__, **given)
+            chosen = command(settings.Settings.from_cli)(body.__name__, **given)
             return body(c, *args, settings=chosen, **kwargs)
 
         run.__name__, run.__doc__, run.__module__ = body.__name__, body.__doc__, body.__module__
@@ -125,7 +125,17 @@ def build(c, recipe=None, label=None, set=None, no_preflight=False, json=False, 
         cli.command(cli.build_several)(recipes, label or [], set, settings=settings, no_preflight=no_preflight,
                                  as_json=json, until=until, targets=target, check_reproducible=check_reproducible)
         return
-    cli.build(recipes[0] if recipes else "", set, settings=settings, no_preflight=no_preflight, as_json=json,
+    if not (until or target or check_reproducible):
+        from buildctl.cli import (
+            noop,  # an unchanged recipe's artifact, from the no-op memo: nothing else loaded
+        )
+
+        if cli.command(noop.build)(recipes[0] if recipes else "", set, settings=settings,
+                                   no_preflight=no_preflight, as_json=json):
+            return
+    from buildctl.cli.build import build as build_one
+
+    build_one(recipes[0] if recipes else "", set, settings=settings, no_preflight=no_preflight, as_json=json,
               until=until or None, targets=target, check_reproducible=check_reproducible)
 
 
@@ -200,11 +210,11 @@ def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, h
            sizes="8:256M", iters=20, module="", beside=None, settings=None):
     """Verify a built wheel or an image's framework: config, pins, arch coverage, GPUs, all-reduce sweep; a
     recipe's extensions beside it: import, smoke check, ABI."""
-    from buildctl import cli
+    from buildctl.cli.verify import verify as verify_command
 
-    cli.verify(recipe or None, wheel or None, set, image=image or None, python=python or None, expect=expect,
-               host=host, as_json=json, sizes=sizes, iters=iters, module=module, beside=tuple(beside or ()),
-               settings=settings)
+    verify_command(recipe or None, wheel or None, set, image=image or None, python=python or None, expect=expect,
+                   host=host, as_json=json, sizes=sizes, iters=iters, module=module, beside=tuple(beside or ()),
+                   settings=settings)
 
 
 @settings_task("network", iterable=["set"], help={
@@ -219,10 +229,10 @@ def debug(c, recipe="", set=None, artifact="", code=None, script="", timeout=600
     """Run Python against a built wheel under gdb, in a fresh container of its runtime image, and print the
     crash: the signal, the faulting thread's C++ frames with file:line (a Debug build has them) and the
     Python stack. Exit 0 when it crashed and the backtrace was taken, 1 when it did not crash."""
-    from buildctl import cli
+    from buildctl.cli.debug import debug as debug_command
 
-    cli.debug(recipe or None, set, artifact=artifact or None, code=code, script=script or None, as_json=json,
-              timeout=timeout, settings=settings)
+    debug_command(recipe or None, set, artifact=artifact or None, code=code, script=script or None, as_json=json,
+                  timeout=timeout, settings=settings)
 
 
 @task(auto_shortflags=False, help={"a": "First build: an artifact folder or a report.json",

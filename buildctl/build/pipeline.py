@@ -67,6 +67,7 @@ class BuildResult:
     durations: Mapping[str, float]  # each step's seconds, and the total
     report: Report | None = None  # the passing verification report
     verify_error: VerificationFailed | None = None  # the wheel is built but not what was asked (its report inside)
+    base_image_id: str = ""  # the key's base image, as the engine named it
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,8 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
     total = round(time.monotonic() - t0, 2)
     view.finished(total)
     return BuildResult(spec.name, published.key, published.artifact, published.manifest, published.cached,
-                       {**steps.durations, "total": total}, verified.report if verified else None, verify_error)
+                       {**steps.durations, "total": total}, verified.report if verified else None, verify_error,
+                       prepared.base_image_id)
 
 
 def _key_lock(ctx: Run, key: str, *, shared: bool = False):

@@ -118,7 +118,9 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
     from buildctl.recipe import preflight
 
     site = site_options(settings)
-    spec, warnings = load_spec(recipe, sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
+    reads: list = []
+    spec, warnings = load_spec(recipe, sets, base_image=settings.base_image, site=site, preflight=not no_preflight,
+                               reads=reads)
     # Even with --no-preflight: no file has the all-zero digest, so the fetch could only fail.
     preflight.refuse_placeholders(spec, source=recipe_source(recipe), image_only=until == "image")
     jobs = settings.jobs
@@ -189,6 +191,13 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         view.summary(_summary_rows(result))
         if reproducibility is not None:
             out.print(rebuild_check.table(reproducibility))
+    if result is not None and result.cached and reproducibility is None and "verify" not in result.durations:
+        from buildctl.cli import noop  # this no-op, for the next identical request to repeat without the work
+
+        skipped = ["image", "compile", "wheel", *(["extensions"] if spec.extensions else []),
+                   *(["verify"] if result.report is not None else [])]
+        noop.remember(recipe, sets, settings=settings, no_preflight=no_preflight, spec=spec, reads=reads,
+                      warnings=warnings, result=result, rows=_summary_rows(result), skipped=skipped)
     if result is not None and result.verify_error is not None and not as_json:
         console.print(f"the wheel is built and published at {escape(str(result.artifact))}, but it is not what the "
                       "recipe asks for")

@@ -90,6 +90,14 @@ class EngineConnection:
 
         return inspect_image(self.client, ref)
 
+    def local_inspection(self, ref: str) -> tuple[bool, dict | None]:
+        """(True, the inspection or None for no such image) when the local socket answered; (False, None) when
+        there is no local socket or it did not answer: then only `inspect_image` (docker-py) can say."""
+        answer = self._get(f"/images/{quote(ref, safe='/:')}/json")
+        if answer is not None and answer[0] in (200, 404):
+            return True, json.loads(answer[1]) if answer[0] == 200 else None
+        return False, None
+
     def _get(self, path: str) -> tuple[int, bytes] | None:
         """(status, body) of a GET over the local socket; None when there is none or it does not answer
         (then docker-py is asked, and says why)."""

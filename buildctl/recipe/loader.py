@@ -66,7 +66,7 @@ def _resolve_relative_paths(data: dict, file: Path) -> None:
             patch["file"] = os.path.normpath(str(file.parent / patch["file"]))
 
 
-def _load_file(path: Path, stack: tuple[Path, ...]) -> Located:
+def _load_file(path: Path, stack: tuple[Path, ...], reads: list[Path] | None = None) -> Located:
     where = display(path)
     try:
         with path.open("rb") as fh:
@@ -76,6 +76,8 @@ def _load_file(path: Path, stack: tuple[Path, ...]) -> Located:
         raise RecipeError(where, "", "file not found", "check the path or run `invoke recipes`") from None
     except (OSError, UnicodeDecodeError) as e:
         raise RecipeError(where, "", f"cannot read: {e.__class__.__name__}", "check the file") from None
+    if reads is not None:
+        reads.append(path.resolve())
     own = parse_yaml(text, where)
     _resolve_relative_paths(own.data, path)
     parents = own.data.pop("extends", [])
@@ -94,7 +96,7 @@ def _load_file(path: Path, stack: tuple[Path, ...]) -> Located:
         if not ppath.is_file():
             raise RecipeError(where, "extends", f"fragment {parent} not found",
                               f"create {display(ppath)} or fix the path (relative to this file)", line)
-        frag = _load_file(ppath, (*stack, path.resolve()))
+        frag = _load_file(ppath, (*stack, path.resolve()), reads)
         merged = Located(deep_merge(merged.data, frag.data), {**merged.lines, **frag.lines})
     return Located(deep_merge(merged.data, own.data), {**merged.lines, **own.lines})
 
@@ -258,10 +260,12 @@ def _error_from_validation(exc: ValidationError, loc: Located, fallback: str) ->
     return RecipeError(where, ".".join(path), problem, hint, line or None)
 
 
-def load(recipe: str, overrides: list[str] | None = None, *, site: dict | None = None) -> Spec:
-    """Load, merge, override and validate a recipe into a Spec. Raises RecipeError."""
+def load(recipe: str, overrides: list[str] | None = None, *, site: dict | None = None,
+         reads: list[Path] | None = None) -> Spec:
+    """Load, merge, override and validate a recipe into a Spec. Raises RecipeError. `reads` collects the
+    files it was read from (the recipe and its fragments: the no-op memo checks them)."""
     path = recipe_path(recipe)
-    loc = _load_file(path, ())
+    loc = _load_file(path, (), reads)
     where = display(path)
     name = loc.data.pop("name", None) or path.stem
     loc.data["name"] = name

@@ -28,10 +28,13 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildctl import settings
 from buildctl.errors import BuildctlError, InputError
-from buildctl.recipe.schema import Spec
+
+if TYPE_CHECKING:  # the no-op's memo reads this module without the recipe schema
+    from buildctl.recipe.schema import Spec
 
 DEFAULT_ARTIFACTS_DIR = Path("artifacts")
 DEFAULT_NAMESPACE = "default"
@@ -55,11 +58,17 @@ def source_digest(spec: Spec) -> str:
     elif src.kind == "tarball":
         h.update(f"tarball {src.tarball.sha256}".encode())
     else:
-        root = Path(src.path)
-        for path in sorted(_source_files(root)):
-            rel = path.relative_to(root).as_posix()
-            h.update(rel.encode() + b"\0" + oct(path.stat().st_mode & 0o111).encode() + b"\0")
-            h.update(hashlib.sha256(path.read_bytes()).digest())
+        return tree_digest(Path(src.path))
+    return h.hexdigest()
+
+
+def tree_digest(root: Path) -> str:
+    """A local source folder's digest: each file's path, executable bits and contents."""
+    h = hashlib.sha256()
+    for path in sorted(_source_files(root)):
+        rel = path.relative_to(root).as_posix()
+        h.update(rel.encode() + b"\0" + oct(path.stat().st_mode & 0o111).encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
 
 

@@ -24,6 +24,16 @@ from buildctl.build import pipeline
 from buildctl.recipe import preflight
 engine.terminate_as_interrupt, engine.EngineConnection, engine.DISTRO_LABEL, engine.is_buildctl_image
 """
+# The short path of a no-op the memo answers (cli/noop.py): none of the recipe schema, the renderer or the
+# manifest model, and nothing that `invoke --list` does not load of pydantic's models.
+NO_OP_MEMO_PATH = """
+from buildctl.cli import base, noop
+from buildctl import ui
+from buildctl.engine import lazy, pull
+from buildctl.store import artifacts, noop_memo
+"""
+MEMO_PATH_SKIPS = ("buildctl.recipe", "buildctl.render", "buildctl.store.manifest", "buildctl.build", "jinja2",
+                   "buildctl.cli.build", "buildctl.cli.common")
 # Without cached bytecode (a first run, PYTHONDONTWRITEBYTECODE) the path's import time reaches about 2x
 # --list's, with it about 1.4x (2 cores, busy); importing the whole build graph again makes it 3-4x.
 MAX_RATIO = 2.5
@@ -54,3 +64,12 @@ def test_a_no_op_build_imports_nothing_heavy_and_little_beyond_invoke_list():
     added = sorted(set(no_op) - set(listing), key=no_op.get, reverse=True)[:8]
     assert measured <= MAX_RATIO, f"no-op path / invoke --list import time {measured:.2f}; its heaviest: " + ", ".join(
         f"{m} {no_op[m] / 1000:.0f} ms" for m in added)
+
+
+def test_a_no_op_the_memo_answers_loads_no_recipe_schema_renderer_or_manifest_model():
+    """The no-op memo's path (issue 23): what it would otherwise cost is the recipe's validation, the render
+    and the manifest, each with its imports (pydantic's models, jinja2)."""
+    memo = importtime(NO_OP_MEMO_PATH + INVOKE_LIST)
+    loaded = sorted(m for m in memo if m.startswith(MEMO_PATH_SKIPS))
+    assert not loaded, f"imported on the memo's path: {', '.join(loaded)}"
+    assert heavy_among(memo) == []

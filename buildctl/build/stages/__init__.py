@@ -96,6 +96,7 @@ class Prepared:
     context_dir: Path
     key: str
     image_key: str = ""  # what the images are made from (registry.image_key): their name in a registry
+    base_image_id: str = ""  # part of the key: the no-op memo compares it with the engine's
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ def prepare(run: Run, rendered: render.Rendered) -> Prepared:
         key = artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), base_id)
         place_render(context_dir, run.opts.render_root / run.spec.name / key)
         # MAX_JOBS and the engine's facts wait for `plan`: an unchanged artifact needs neither
-        return Prepared(rendered, context_dir, key, registry.image_key(rendered.files, base_id))
+        return Prepared(rendered, context_dir, key, registry.image_key(rendered.files, base_id), base_id)
     except BaseException:  # no record to hand on: the pipeline would never remove the folder
         shutil.rmtree(context_dir, ignore_errors=True)
         raise

@@ -1,0 +1,135 @@
+"""`invoke build` of a recipe whose artifact a no-op found before: the short path through the no-op memo
+(store/noop_memo.py), without the recipe schema, the renderer or the manifest model.
+
+`build` answers False, having printed nothing, whenever it cannot vouch for the answer: no entry for this
+request, a recorded file changed, the engine is not on a local socket or has another base image, a
+pull policy that pulls, the key's lock held by a build, pre-staged downloads (the full path says which it
+used). The full path then runs as before and, when it finds the artifact, records the entry (`remember`),
+so the memo only ever repeats what the full path printed, with this run's times."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from buildctl import settings as settings_mod
+from buildctl.store import noop_memo
+
+if TYPE_CHECKING:
+    from buildctl.settings import Settings
+
+
+def _request(recipe: str, sets, settings: Settings, no_preflight: bool) -> str:
+    """The entry's name: everything the command was given that can reach the key, and buildctl's code."""
+    from buildctl.cli.base import read_ca_certs
+    from buildctl.secrets import mask_data
+
+    ca = read_ca_certs(settings.ca_certs)  # their text is rendered; a missing file is the full path's error
+    request = {"recipe": recipe, "set": list(sets or []), "no_preflight": bool(no_preflight),
+               "settings": mask_data(settings.model_dump(mode="json")),
+               "ca": {name: hashlib.sha256(text.encode()).hexdigest() for name, text in ca.items()}}
+    root = settings_mod.REPO_ROOT
+    code = noop_memo.code_fingerprint([Path(__file__).resolve().parent.parent, root / "templates", root / "tasks.py"])
+    return noop_memo.request_digest(request, code)
+
+
+def build(recipe: str, sets, *, settings: Settings, no_preflight: bool, as_json: bool) -> bool:
+    """Print the no-op's output from the memo and answer True; or answer False having printed nothing."""
+    if not recipe or settings.download_cache:
+        return False
+    t0 = time.monotonic()
+    try:
+        digest = _request(recipe, sets, settings, no_preflight)
+    except Exception:  # noqa: BLE001 - whatever it is, the full path meets it too and says it properly
+        return False
+    entry = _still_valid(digest, settings)
+    if entry is None:
+        return False
+    _print(entry, as_json, t0)
+    return True
+
+
+def _still_valid(digest: str, settings: Settings) -> dict | None:
+    from buildctl.engine.lazy import EngineConnection
+    from buildctl.engine.pull import decide
+    from buildctl.store import artifacts
+
+    root = settings.artifacts
+    entry = noop_memo.read(root, digest)
+    if entry is None:
+        return None
+    try:
+        engine = EngineConnection(settings.engines[0] if settings.engines else None)
+        answered, base = engine.local_inspection(entry["base_image"])
+        if not answered or decide(entry["base_image"], entry["pull"], base is not None) != "use":
+            return None
+        if base.get("Id") != entry["base_image_id"]:
+            return None
+        # As the full path: held shared while the artifact is read; a build holding it is not waited for here
+        with artifacts.key_lock(entry["recipe"], entry["key"], root, timeout=0, shared=True):
+            # under the lock: `invoke clean` removes nothing meanwhile
+            if not noop_memo.still_holds(entry) or artifacts.lookup(entry["recipe"], entry["key"], root) is None:
+                return None
+            artifacts.record_inspected([base], root)  # the base image and the artifact are in use, as the full
+            return entry  # path stamps them (lookup stamped the artifact)
+    except Exception:  # noqa: BLE001 - a lock held, an engine that errs: the full path waits or says why
+        return None
+
+
+def _print(entry: dict, as_json: bool, t0: float) -> None:
+    from buildctl import ui
+    from buildctl.cli.base import console
+
+    for warning in entry["warnings"]:  # as load_spec printed them
+        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+    view = ui.make_view(as_json)
+    view.step_started("fetch")
+    fetch_s = round(time.monotonic() - t0, 2)
+    view.step_finished("fetch", fetch_s, "ok")
+    for name in entry["skipped"]:
+        view.step_finished(name, None, "cached")
+    total = round(time.monotonic() - t0, 2)
+    view.finished(total)
+    view.close()
+    if as_json:
+        from buildctl.cli.base import print_json
+
+        print_json({"recipe": entry["recipe"], "ok": True, "warnings": entry["warnings"],
+                    "durations_s": {"fetch": fetch_s, "total": total}, "key": entry["key"],
+                    "artifact": entry["artifact"], "cached": True, "manifest": entry["manifest"],
+                    "verification": entry["verification"]})
+    else:
+        view.summary([tuple(row) for row in entry["rows"]])
+
+
+def remember(recipe: str, sets, *, settings: Settings, no_preflight: bool, spec, reads: list[Path],
+             warnings: list[str], result, rows: list[tuple[str, str]], skipped: list[str]) -> None:
+    """After the full path found its artifact: the entry the next identical request is answered from."""
+    from buildctl.store import artifacts
+
+    if settings.download_cache or not result.base_image_id or result.verify_error is not None:
+        return
+    try:
+        digest = _request(recipe, sets, settings, no_preflight)
+    except Exception:  # noqa: BLE001 - then there is no memo, only the full path
+        return
+    files = [*reads, *(Path(p.file).resolve() for p in spec.framework.patches if p.file is not None)]
+    src = spec.framework.source
+    tree = None
+    if src.kind == "path":
+        tree = [str(Path(src.path).resolve()), artifacts.tree_digest(Path(src.path))]
+    artifact = Path(result.artifact)
+    report = artifact / "report.json"
+    noop_memo.record(settings.artifacts, digest, {
+        "recipe": spec.name, "key": result.key, "artifact_dir": str(artifact.resolve()),
+        "render_dir": str((Path("build") / spec.name / result.key).resolve()),
+        "base_image": spec.base.image, "base_image_id": result.base_image_id, "pull": spec.site.pull or "missing",
+        "reads": {str(p): noop_memo.file_sha256(p) for p in files}, "source_tree": tree,
+        "manifest_sha256": noop_memo.file_sha256(artifact / "manifest.json"),
+        "report_sha256": noop_memo.file_sha256(report) if result.report is not None else None,
+        "warnings": list(warnings), "skipped": list(skipped), "rows": [list(r) for r in rows],
+        "artifact": str(result.artifact), "manifest": result.manifest.to_json(),
+        "verification": result.report.to_dict() if result.report is not None else None,
+    })

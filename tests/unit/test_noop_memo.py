@@ -1,0 +1,116 @@
+"""The no-op memo (buildctl/store/noop_memo.py): an entry is trusted only while everything it records
+holds; anything else is a miss, so the full path runs. No engine: the base image's id is the caller's."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from buildctl.store import noop_memo
+from buildctl.store.artifacts import tree_digest
+
+
+@pytest.fixture
+def entry(tmp_path: Path) -> tuple[Path, str, dict]:
+    """A recorded entry over real files: a recipe and its fragment, an artifact, a rendered copy, a source tree."""
+    (tmp_path / "recipes").mkdir()
+    recipe, fragment = tmp_path / "recipes" / "r.yaml", tmp_path / "recipes" / "f.yaml"
+    recipe.write_text("extends: f.yaml\n")
+    fragment.write_text("framework: {name: demofw}\n")
+    artifact = tmp_path / "artifacts" / "r" / "0123456789abcdef"
+    artifact.mkdir(parents=True)
+    (artifact / "manifest.json").write_text('{"recipe": "r"}')
+    render = tmp_path / "build" / "r" / "0123456789abcdef"
+    render.mkdir(parents=True)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.cpp").write_text("int a;\n")
+    root = tmp_path / "artifacts"
+    digest = noop_memo.request_digest({"recipe": "r", "set": []}, "code")
+    noop_memo.record(root, digest, {
+        "recipe": "r", "key": "0123456789abcdef", "artifact_dir": str(artifact), "render_dir": str(render),
+        "base_image": "buildctl/base:bookworm", "base_image_id": "sha256:1", "pull": "missing",
+        "reads": {str(p): noop_memo.file_sha256(p) for p in (recipe, fragment)},
+        "source_tree": [str(src), tree_digest(src)], "manifest_sha256": noop_memo.file_sha256(artifact / "manifest.json"),
+        "report_sha256": None, "warnings": [], "skipped": ["image", "compile", "wheel"],
+        "rows": [["recipe", "r"]], "artifact": "artifacts/r/0123456789abcdef", "manifest": {"recipe": "r"},
+        "verification": None})
+    return root, digest, {"recipe": recipe, "fragment": fragment, "artifact": artifact, "render": render, "src": src}
+
+
+def test_an_entry_holds_while_nothing_it_records_changed(entry):
+    root, digest, _ = entry
+    found = noop_memo.read(root, digest)
+    assert found is not None and found["key"] == "0123456789abcdef"
+    assert noop_memo.still_holds(found)
+
+
+@pytest.mark.parametrize("change", [
+    "fragment edited", "recipe removed", "manifest rewritten", "artifact removed", "rendered copy removed",
+    "source file edited", "source file added",
+])
+def test_a_change_to_what_the_entry_records_is_a_miss(entry, change):
+    root, digest, paths = entry
+    if change == "fragment edited":
+        paths["fragment"].write_text("framework: {name: demofw, version: '0.2'}\n")
+    elif change == "recipe removed":
+        paths["recipe"].unlink()
+    elif change == "manifest rewritten":
+        (paths["artifact"] / "manifest.json").write_text('{"recipe": "r", "wheels": []}')
+    elif change == "artifact removed":
+        (paths["artifact"] / "manifest.json").unlink()
+    elif change == "rendered copy removed":
+        paths["render"].rmdir()
+    elif change == "source file edited":
+        (paths["src"] / "a.cpp").write_text("int a = 1;\n")
+    else:
+        (paths["src"] / "b.cpp").write_text("int b;\n")
+    assert not noop_memo.still_holds(noop_memo.read(root, digest))
+
+
+@pytest.mark.parametrize("text", ["", "{", "[]", '{"version": 1}', json.dumps({"version": 999})])
+def test_an_entry_that_is_not_what_record_writes_is_a_miss(entry, text):
+    root, digest, _ = entry
+    noop_memo.entry_path(root, digest).write_text(text)
+    assert noop_memo.read(root, digest) is None
+
+
+def test_an_entry_with_a_field_of_another_type_is_a_miss(entry):
+    root, digest, _ = entry
+    path = noop_memo.entry_path(root, digest)
+    data = json.loads(path.read_text())
+    data["rows"] = [["recipe", 1]]
+    path.write_text(json.dumps(data))
+    assert noop_memo.read(root, digest) is None
+
+
+def test_another_request_or_other_code_names_another_entry(entry):
+    root, digest, _ = entry
+    assert noop_memo.request_digest({"recipe": "r", "set": ["build.type=Debug"]}, "code") != digest
+    assert noop_memo.request_digest({"recipe": "r", "set": []}, "other code") != digest
+    assert noop_memo.read(root, noop_memo.request_digest({"recipe": "r", "set": ["x=1"]}, "code")) is None
+
+
+def test_the_code_fingerprint_changes_when_a_file_of_the_code_changes(tmp_path):
+    code = tmp_path / "pkg"
+    code.mkdir()
+    module = code / "render.py"
+    module.write_text("X = 1\n")
+    before = noop_memo.code_fingerprint([code])
+    assert noop_memo.code_fingerprint([code]) == before
+    (code / "__pycache__").mkdir()  # bytecode is no change of the code
+    (code / "__pycache__" / "render.cpython-311.pyc").write_bytes(b"\0")
+    assert noop_memo.code_fingerprint([code]) == before
+    module.write_text("X = 2\n")
+    os.utime(module, ns=(1, 1))
+    assert noop_memo.code_fingerprint([code]) != before
+
+
+def test_a_store_that_cannot_be_written_keeps_no_memo(tmp_path):
+    root = tmp_path / "artifacts"
+    root.write_text("a file where the folder would be")
+    noop_memo.record(root, "d" * 64, {"recipe": "r"})  # no error: the next no-op takes the full path
+    assert noop_memo.read(root, "d" * 64) is None
