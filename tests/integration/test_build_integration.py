@@ -675,6 +675,45 @@ def test_a_no_op_build_loads_only_what_it_runs(ws, demo_cpu):
     assert import_budget.heavy_among(import_budget.imported(proc.stderr)) == []
 
 
+MEMO_SKIPS = ("buildctl.recipe.schema", "buildctl.render", "buildctl.store.manifest", "jinja2")
+
+
+@pytest.mark.engines
+def test_a_repeated_no_op_is_answered_from_the_memo_until_a_recipe_file_changes(ws, demo_cpu, tmp_path):
+    """The no-op memo (issue 23): the second identical no-op prints what the first printed (times aside)
+    without loading the recipe schema, the renderer or the manifest model; a recipe file edited since (here a
+    comment: same key) is a miss, answered by the full path, which finds the same artifact."""
+    demo_cpu.ok()
+    recipes = tmp_path / "recipes"
+    shutil.copytree(ROOT / "recipes", recipes)
+    env = {**ws.env(ws.artifacts_root("main")), "PYTHONPROFILEIMPORTTIME": "1"}
+
+    def no_op(*extra: str, json_out: bool = True) -> tuple[str, set[str]]:
+        args = ws.args(str(recipes / "demo-cpu.yaml"), "--no-verify", *extra, json_out=json_out)
+        proc = subprocess.run([*invoke_cmd(), *args], cwd=ws.cwd, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        imported = import_budget.imported(proc.stderr)
+        return proc.stdout, {m for m in imported if m.startswith(MEMO_SKIPS)}
+
+    def same(text: str) -> str:
+        return re.sub(r"\d+\.\d+s|\"(fetch|total)\": [\d.]+", "T", text)
+
+    full, full_loaded = no_op()
+    memo, memo_loaded = no_op()
+    assert full_loaded and not memo_loaded, memo_loaded
+    a, b = json.loads(full), json.loads(memo)
+    assert a["cached"] is b["cached"] is True and a["key"] == b["key"] == demo_cpu.key
+    assert {**a, "durations_s": None} == {**b, "durations_s": None}
+    plain_full, _ = no_op(json_out=False)
+    plain_memo, plain_loaded = no_op(json_out=False)
+    assert not plain_loaded and same(plain_memo) == same(plain_full) and "up to date" in plain_memo
+    with (recipes / "fragments" / "demofw.yaml").open("a") as fh:
+        fh.write("# edited after the memo was written\n")
+    again, again_loaded = no_op()
+    assert again_loaded and json.loads(again)["key"] == demo_cpu.key and json.loads(again)["cached"] is True
+
+
 @pytest.mark.engines
 def test_a_memory_limit_goes_to_an_engine_that_enforces_it_and_is_refused_by_one_that_would_ignore_it(
         ws, demo_cpu, docker_client):
