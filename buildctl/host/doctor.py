@@ -113,7 +113,8 @@ def _recipe_entry(source: str, spec: Spec, engine: dict, engine_facts: dict | No
             )
         try:
             res = parallel_jobs.engine_resources(engine_facts or {})
-            jobs_n, jobs_why = parallel_jobs.max_jobs(spec.build.max_jobs, cpus=res.cpus, mem_bytes=res.mem_bytes, accelerator=acc)
+            jobs_n, jobs_why = parallel_jobs.max_jobs(spec.build.max_jobs, cpus=res.cpus, mem_bytes=res.mem_bytes,
+                                                      accelerator=acc, build_type=spec.build.type)
         except ValueError as e:
             jobs_why = f"MAX_JOBS unknown: {e}"
     if build_ok and not reasons:
