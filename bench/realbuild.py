@@ -94,11 +94,13 @@ def measure(artifact: Path, warm: Path | None, interrupt: Path | None) -> list[d
                  "text": f"{share:.1%} of {max_jobs} cores over {span / 3600:.2f} h of ninja ({steps} steps in "
                          f"{len(runs)} run(s), {busy / 3600:.2f} core-hours)"})
     peak = manifest.get("peak_memory_bytes")
-    budget = max_jobs * parallel_jobs.PER_JOB_BYTES[manifest.get("accelerator", "cpu")]
+    per_job = parallel_jobs.per_job_bytes(manifest.get("accelerator", "cpu"),
+                                          manifest.get("build_type", "Release"))
+    budget = max_jobs * per_job
     if peak:
         rows.append({"name": "peak memory", "value": peak / budget, "goal": "<= budget", "ok": peak <= budget,
                      "text": f"{peak / 2**30:.2f} GiB measured, {budget / 2**30:.2f} GiB budgeted by the MAX_JOBS "
-                             f"rule ({max_jobs} jobs x {parallel_jobs.PER_JOB_BYTES[manifest.get('accelerator', 'cpu')] / 2**30:.1f} GiB)"})
+                             f"rule ({max_jobs} jobs x {per_job / 2**30:.1f} GiB)"})
     if warm is not None:
         wm, _ = load(warm)
         wd = wm.get("durations_s") or {}

@@ -12,30 +12,103 @@ DockerRootDir, NCPU, MemTotal, Runtimes) are read too. Missing keys show as unkn
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from buildctl.errors import RecipeError
 from buildctl.host.gpus import NO_DRIVER, GpuReport, inventory
 from buildctl.recipe import parallel_jobs, preflight
 from buildctl.recipe.schema import Spec
 
 GiB = 1024**3
+GB, MB = 10**9, 10**6  # the units the figures were measured in (docker images, du, file sizes)
 
-# Free space the engine's data root needs for one build: base image + toolchain layers + source with
-# submodules + build tree + ccache + wheel. Estimates from PyTorch builds (CPU build tree ~10 GB,
-# CUDA toolkit ~6-8 GB and a CUDA build tree 20-30 GB, ROCm dev images 30+ GB); documented in
-# docs/compatibility.md. The demo framework needs little.
-DISK_NEEDED_BYTES: dict[str, int] = {
-    "cpu": 30 * GiB,
-    "cuda": 80 * GiB,
-    "rocm": 120 * GiB,
-    "ascend": 60 * GiB,
+
+class DiskParts(NamedTuple):
+    """What one build leaves on the engine's data root, in bytes."""
+
+    image: int  # the builder image (base and toolchain layers, the build venv)
+    build_dir: int  # the build-directory volume: source, objects, libraries
+    compile_cache: int  # what the build adds to the compile-cache volume
+    artifact: int  # the wheel and its records
+
+    def plus(self, other: DiskParts) -> DiskParts:
+        return DiskParts(*(a + b for a, b in zip(self, other, strict=True)))
+
+
+# Free space one build needs: the sum of its parts plus a margin, from what the real builds measured
+# (docs/evidence/*/README.md; the table with each figure's source is in docs/compatibility.md, "Doctor").
+# Debug information is 72 % of the Debug libtorch_cpu.so (1,325.1 of 1,827.9 MB of DWARF): objects with
+# it are about 3.6x those without. It turns the measured Debug figures into Release ones where only the
+# Debug build was measured, and the other way round.
+DEBUG_INFO_SIZE_FACTOR = 1827.9 / (1827.9 - 1325.1)
+CPU_RELEASE_DISK = DiskParts(
+    image=int(1.73 * GB),  # measured: pytorch2.6-cpu-trixie's builder image
+    build_dir=int(16 * GB / DEBUG_INFO_SIZE_FACTOR),  # estimate, 4.4 GB: the Debug one without its DWARF
+    compile_cache=int(1.2 * GB),  # measured: the cache that held the Release build's objects
+    artifact=int(76.0 * MB),  # measured: the Release wheel
+)
+CPU_DEBUG_DISK = DiskParts(
+    image=int(1.75 * GB),  # measured: the Debug builder image (gdb and binutils added)
+    build_dir=16 * GB,  # measured: the Debug build-directory volume after the wheel
+    compile_cache=int(CPU_RELEASE_DISK.compile_cache * DEBUG_INFO_SIZE_FACTOR),  # estimate, 4.4 GB
+    artifact=int(711.8 * MB),  # measured: the Debug wheel
+)
+# What debug information (Debug, RelWithDebInfo) adds to a build of any accelerator: the host code's DWARF,
+# as the CPU build measured it. Device code gets line tables only (PyTorch's Debug nvcc flags: -g -lineinfo,
+# no -G).
+DEBUG_INFO_DISK = DiskParts(*(debug - release for debug, release in zip(CPU_DEBUG_DISK, CPU_RELEASE_DISK,
+                                                                        strict=True)))
+# A CUDA Release wheel carries about as many bytes of device code as the Debug CPU wheel carries of DWARF
+# (PyPI's 2.6.0+cu124, 766.7 MB, against 711.8 MB), so its build directory and compile cache are estimated
+# as the Debug CPU build's in that ratio: 17.2 GB and 4.7 GB. No full CUDA build ran here (the sample did).
+CUDA_OVER_CPU_DEBUG = 766.7 / 711.8
+CUDA_RELEASE_DISK = DiskParts(
+    image=int(3.8 * GB),  # measured: pytorch2.15-cuda13.2's builder image (CUDA 13.2 as pip wheels)
+    build_dir=int(CPU_DEBUG_DISK.build_dir * CUDA_OVER_CPU_DEBUG),
+    compile_cache=int(CPU_DEBUG_DISK.compile_cache * CUDA_OVER_CPU_DEBUG),
+    artifact=int(766.7 * MB),  # measured: PyPI's 2.6.0+cu124 wheel (docs/evidence/pytorch2.6-cpu-trixie)
+)
+# Not measured: ROCm builds as CUDA's, their image 4x (AMD's base image holds the ROCm stack with each
+# math library's kernels for every gfx target); Ascend as two CPU builds (PyTorch and torch_npu, host
+# C++ both) in an image with a vendor toolkit, taken as CUDA's.
+ROCM_IMAGE_OVER_CUDA = 4
+RELEASE_DISK: dict[str, DiskParts] = {
+    "cpu": CPU_RELEASE_DISK,
+    "cuda": CUDA_RELEASE_DISK,
+    "rocm": CUDA_RELEASE_DISK._replace(image=CUDA_RELEASE_DISK.image * ROCM_IMAGE_OVER_CUDA),
+    "ascend": CPU_RELEASE_DISK.plus(CPU_RELEASE_DISK)._replace(image=CUDA_RELEASE_DISK.image),
 }
-DEMOFW_DISK_NEEDED_BYTES = 5 * GiB
+# On top of the parts: what is not counted (the runtime image verification builds, the download cache,
+# layers unpacked while an image builds) and what is estimated.
+DISK_MARGIN = 0.25
+DEMOFW_DISK_NEEDED_BYTES = 5 * GiB  # the demo framework needs little
+
+
+def disk_parts(spec: Spec) -> dict[str, int]:
+    """The free space one build of `spec` needs on the engine's data root, part by part (bytes)."""
+    if spec.framework.name == "demofw":
+        return {"demo framework build": DEMOFW_DISK_NEEDED_BYTES}
+    parts = RELEASE_DISK[spec.accelerator]
+    if spec.build.type in parallel_jobs.BUILD_TYPES_WITH_DEBUG_INFO:
+        parts = parts.plus(DEBUG_INFO_DISK)
+    if spec.build.cache == "none":
+        parts = parts._replace(compile_cache=0)
+    named = {"image": parts.image, "build directory": parts.build_dir, "compile cache": parts.compile_cache,
+             "artifact": parts.artifact}
+    named["margin"] = int(sum(named.values()) * DISK_MARGIN)
+    return named
 
 
 def disk_needed(spec: Spec) -> int:
-    if spec.framework.name == "demofw":
-        return DEMOFW_DISK_NEEDED_BYTES
-    return DISK_NEEDED_BYTES[spec.accelerator]
+    return sum(disk_parts(spec).values())
+
+
+def _disk_explanation(parts: dict[str, int]) -> str:
+    """e.g. "~30.8 GiB (image 3.5 + build directory 16.1 + compile cache 4.4 + artifact 0.7 + margin 6.2 GiB)"."""
+    total = f"~{_gib(sum(parts.values()))}"
+    if len(parts) == 1:
+        return total
+    return f"{total} ({' + '.join(f'{name} {n / GiB:.1f}' for name, n in parts.items())} GiB)"
 
 
 def _gib(n: int | None) -> str:
@@ -95,7 +168,9 @@ def _recipe_entry(source: str, spec: Spec, engine: dict, engine_facts: dict | No
         build_ok = False
         reasons.append(str(e))
 
-    need = disk_needed(spec)
+    parts = disk_parts(spec)
+    need = sum(parts.values())
+    kind = f"{acc} {spec.build.type}"
     jobs_n, jobs_why = None, None
     if not engine["ok"]:
         build_ok = False
@@ -104,16 +179,19 @@ def _recipe_entry(source: str, spec: Spec, engine: dict, engine_facts: dict | No
         free = engine["data_root_free_bytes"]
         if free is None:
             where = "remote engine" if engine.get("local") is False else "engine"
-            reasons.append(f"free disk on the {where}'s data root unknown; a {acc} build needs ~{_gib(need)}")
+            reasons.append(f"free disk on the {where}'s data root unknown; "
+                           f"a {kind} build needs {_disk_explanation(parts)}")
         elif free < need:
             build_ok = False
             reasons.append(
-                f"{_gib(free)} free on {engine['data_root'] or 'the data root'}, a {acc} build needs ~{_gib(need)}; "
+                f"{_gib(free)} free on {engine['data_root'] or 'the data root'}, a {kind} build needs "
+                f"{_disk_explanation(parts)}; "
                 "free space (docker system prune) or move the engine's data-root"
             )
         try:
             res = parallel_jobs.engine_resources(engine_facts or {})
-            jobs_n, jobs_why = parallel_jobs.max_jobs(spec.build.max_jobs, cpus=res.cpus, mem_bytes=res.mem_bytes, accelerator=acc)
+            jobs_n, jobs_why = parallel_jobs.max_jobs(spec.build.max_jobs, cpus=res.cpus, mem_bytes=res.mem_bytes,
+                                                      accelerator=acc, build_type=spec.build.type)
         except ValueError as e:
             jobs_why = f"MAX_JOBS unknown: {e}"
     if build_ok and not reasons:
@@ -140,6 +218,7 @@ def _recipe_entry(source: str, spec: Spec, engine: dict, engine_facts: dict | No
             "ok": build_ok,
             "reasons": reasons,
             "disk_needed_bytes": need,
+            "disk_needed_parts": parts,
             "max_jobs": jobs_n,
             "max_jobs_explanation": jobs_why,
         },

@@ -2,14 +2,17 @@
 
 The rule (docs/compatibility.md, "Parallel jobs"):
 
-    jobs = max(1, min(cpus, floor((mem - RESERVE) / PER_JOB[accelerator])))
+    jobs = max(1, min(cpus, floor((mem - RESERVE) / per_job)))
+    per_job = PER_JOB[accelerator], x DEBUG_INFO_MEMORY_FACTOR for a build with debug information
 
 with RESERVE = 2 GiB (the OS, the container engine, ninja, the linker's final steps) and PER_JOB the
 peak resident memory of one compiler process: about 2.5 GiB for PyTorch's C++ translation units,
 about 5 GiB once nvcc/hipcc compile CUDA/ROCm kernels (flash-attention and other templated kernel
 units peak at several GB each; pytorch/pytorch#108174: FA2 OOM in a 16 GB container, fixed with
 MAX_JOBS=2; dusty-nv/jetson-containers#1619 and #1577: builds killed in ninja at 80% RAM).
-An explicit integer in the recipe passes through unchanged.
+Debug and RelWithDebInfo builds carry debug information, which the compilers and above all the final
+link hold in memory: their per-job figure is 2.3 times the Release one (measured, see
+DEBUG_INFO_MEMORY_FACTOR). An explicit integer in the recipe passes through unchanged.
 
 The build runs inside the container engine, which may be remote, so the numbers that matter are the
 engine's (`engine_resources`, from `docker info`); `host_resources` reads this machine's, honouring
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-GiB = 1024**3
+MiB, GiB = 1024**2, 1024**3
 RESERVE_BYTES = 2 * GiB
 PER_JOB_BYTES: dict[str, int] = {
     "cpu": int(2.5 * GiB),
@@ -32,6 +35,14 @@ PER_JOB_BYTES: dict[str, int] = {
     "cuda": 5 * GiB,
     "rocm": 5 * GiB,
 }
+# Measured with 2 jobs on 2 cores (cgroup max_usage, page cache included): the Release CPU build peaked at
+# 4.18 GiB (docs/evidence/pytorch2.6-cpu-trixie), the Debug one at 11.48 GiB, in the link of libtorch_cpu.so
+# and its 1.3 GB of DWARF (docs/evidence/pytorch2.6-cpu-trixie-debug). 11.48 GiB over the 5.0 GiB the rule
+# budgets for 2 Release jobs is 2.3: the Debug budget (2 x 5.75 GiB = 11.5 GiB) meets the measured peak.
+# RelWithDebInfo (-O2 -g) carries the same debug information; CUDA and ROCm builds are not measured Debug
+# and take the same factor (their host code and link carry the DWARF; device code only line tables, no -G).
+DEBUG_INFO_MEMORY_FACTOR = 2.3
+BUILD_TYPES_WITH_DEBUG_INFO = ("Debug", "RelWithDebInfo")
 
 Accelerator = Literal["cuda", "rocm", "cpu", "ascend"]
 
@@ -47,18 +58,27 @@ def _gib(n: int) -> str:
     return f"{n / GiB:.1f} GiB"
 
 
-def memory_jobs(mem_bytes: int, accelerator: str) -> int:
-    """How many compile jobs fit in `mem_bytes` (before the cpu cap), at least 1."""
+def per_job_bytes(accelerator: str, build_type: str) -> int:
+    """The memory one compile job is given: the accelerator's figure, scaled for debug information."""
     per_job = PER_JOB_BYTES.get(accelerator, PER_JOB_BYTES["cuda"])
-    return max(1, (mem_bytes - RESERVE_BYTES) // per_job)
+    if build_type in BUILD_TYPES_WITH_DEBUG_INFO:
+        return round(per_job * DEBUG_INFO_MEMORY_FACTOR / MiB) * MiB  # whole MiB: the build script's unit
+    return per_job
 
 
-def max_jobs(setting: str | int, *, cpus: int, mem_bytes: int, accelerator: str) -> tuple[int, str]:
+def memory_jobs(mem_bytes: int, accelerator: str, build_type: str) -> int:
+    """How many compile jobs fit in `mem_bytes` (before the cpu cap), at least 1."""
+    return max(1, (mem_bytes - RESERVE_BYTES) // per_job_bytes(accelerator, build_type))
+
+
+def max_jobs(setting: str | int, *, cpus: int, mem_bytes: int, accelerator: str,
+             build_type: str) -> tuple[int, str]:
     """The MAX_JOBS to build with, and a one-line explanation of how (without the number itself,
-    e.g. "min(16 cpus, (32.0 GiB - 2.0 GiB reserve) / 5.0 GiB per cuda job = 6), limited by memory")."""
+    e.g. "min(16 cpus, (32.0 GiB - 2.0 GiB reserve) / 5.0 GiB per cuda job = 6), limited by memory";
+    a build with debug information says so: "... / 5.8 GiB per cpu Debug job ...")."""
     if not isinstance(setting, str):
         n = int(setting)
-        hint = memory_jobs(mem_bytes, accelerator)
+        hint = memory_jobs(mem_bytes, accelerator, build_type)
         rule = min(max(cpus, 1), hint)
         note = f"; the memory rule would give {rule}" if n > rule else ""
         return n, f"set explicitly (build.max_jobs or --jobs){note}"
@@ -66,14 +86,15 @@ def max_jobs(setting: str | int, *, cpus: int, mem_bytes: int, accelerator: str)
         raise ValueError(f"max_jobs setting must be 'auto' or an integer, not {setting!r}")
     if accelerator not in PER_JOB_BYTES:
         raise ValueError(f"unknown accelerator {accelerator!r}")
-    per_job = PER_JOB_BYTES[accelerator]
-    by_mem = memory_jobs(mem_bytes, accelerator)
+    per_job = per_job_bytes(accelerator, build_type)
+    by_mem = memory_jobs(mem_bytes, accelerator, build_type)
     cpus = max(1, cpus)
     jobs = max(1, min(cpus, by_mem))
     limit = "cores" if cpus <= by_mem else "memory"
+    kind = f"{accelerator} {build_type}" if build_type in BUILD_TYPES_WITH_DEBUG_INFO else accelerator
     return jobs, (
         f"min({cpus} cpus, ({_gib(mem_bytes)} - {_gib(RESERVE_BYTES)} reserve) / "
-        f"{_gib(per_job)} per {accelerator} job = {by_mem}), limited by {limit}"
+        f"{_gib(per_job)} per {kind} job = {by_mem}), limited by {limit}"
     )
 
 

@@ -122,7 +122,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
     build_env.update(_contract_env(spec))
     for key, on in spec.build.features.items():
         build_env[key] = "1" if on else "0"
-    per_job, reserve = _jobs_rule(spec.accelerator)
+    per_job, reserve = _jobs_rule(spec.accelerator, spec.build.type)
     constraints = sorted({*spec.python.constraints, *(c for f in frags for c in f.pip_constraints)})
     repair = portable.repairs(spec)
     ctx = dict(
@@ -277,9 +277,9 @@ def _join_run(commands) -> str:
     return " \\\n && ".join(commands)
 
 
-def _jobs_rule(accelerator: str) -> tuple[int, int]:
-    """(MiB per compile job, MiB reserved) from jobs.py, for the script's stand-alone fallback."""
-    return parallel_jobs.PER_JOB_BYTES[accelerator] >> 20, parallel_jobs.RESERVE_BYTES >> 20
+def _jobs_rule(accelerator: str, build_type: str) -> tuple[int, int]:
+    """(MiB per compile job, MiB reserved) from parallel_jobs.py, for the script's stand-alone fallback."""
+    return parallel_jobs.per_job_bytes(accelerator, build_type) >> 20, parallel_jobs.RESERVE_BYTES >> 20
 
 
 def _contract_env(spec: Spec) -> dict[str, str]:

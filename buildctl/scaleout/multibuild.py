@@ -197,7 +197,8 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
         raise EngineError("no engine answered; fix: check each --engine with `DOCKER_HOST=URL docker info`")
     by_name = {spec.name: (arg, spec) for arg, spec in specs}
     work = [plan.Job(spec.name, spec.accelerator,
-                       plan.cost(spec.framework.name, spec.accelerator, last_manifest(chosen.artifacts, spec.name)))
+                       plan.cost(spec.framework.name, spec.accelerator, last_manifest(chosen.artifacts, spec.name)),
+                       spec.build.type)
             for _, spec in specs]
     placements = plan.plan(work, capacities)
     outcomes = {p.job.recipe: Outcome(p.job.recipe, p.engine, verification_engine(p, chosen)) for p in placements}

@@ -34,6 +34,7 @@ class Job:
     recipe: str
     accelerator: str
     cost_core_s: float
+    build_type: str = "Release"  # Debug and RelWithDebInfo give each compile job more memory
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,9 @@ def cost(framework: str, accelerator: str, manifest=None) -> float:
     return DEFAULT_COST_CORE_S["demofw" if framework == "demofw" else accelerator]
 
 
-def capacity(engine: EngineCapacity, accelerator: str) -> int:
-    return parallel_jobs.max_jobs("auto", cpus=engine.cpus, mem_bytes=engine.mem_bytes, accelerator=accelerator)[0]
+def capacity(engine: EngineCapacity, accelerator: str, build_type: str = "Release") -> int:
+    return parallel_jobs.max_jobs("auto", cpus=engine.cpus, mem_bytes=engine.mem_bytes, accelerator=accelerator,
+                                  build_type=build_type)[0]
 
 
 def verify_engine(job: Job, built_on: str, engines: list[EngineCapacity]) -> str | None:
@@ -75,11 +77,12 @@ def plan(work: list[Job], engines: list[EngineCapacity]) -> list[Placement]:
     busy_until = {e.name: 0.0 for e in engines}
     placements = []
     for job in sorted(work, key=lambda j: (-j.cost_core_s, j.recipe)):
-        ends = {e.name: busy_until[e.name] + job.cost_core_s / capacity(e, job.accelerator) for e in engines}
+        ends = {e.name: busy_until[e.name] + job.cost_core_s / capacity(e, job.accelerator, job.build_type)
+                for e in engines}
         best = min(engines, key=lambda e: ends[e.name])  # min() keeps the first of equals: the user's order
         start, finish = busy_until[best.name], ends[best.name]
         busy_until[best.name] = finish
-        placements.append(Placement(job, best.name, capacity(best, job.accelerator), start, finish,
+        placements.append(Placement(job, best.name, capacity(best, job.accelerator, job.build_type), start, finish,
                                     verify_engine(job, best.name, engines)))
     return placements
 

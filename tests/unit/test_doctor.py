@@ -7,10 +7,11 @@ import json
 import sys
 import types
 
+import pytest
 from rich.console import Console
 
 from buildctl.host import gpus
-from buildctl.host.doctor import doctor, print_doctor
+from buildctl.host.doctor import disk_needed, disk_parts, doctor, print_doctor
 from buildctl.host.gpus import GpuInfo, GpuReport, decode_cuda_driver_version, inventory
 from buildctl.recipe.schema import Spec
 
@@ -36,8 +37,6 @@ def test_inventory_without_driver_on_this_host():
         pass
     else:  # pragma: no cover - only on a GPU host
         pynvml.nvmlShutdown()
-        import pytest
-
         pytest.skip("this host has an NVIDIA driver")
     r = inventory()
     assert r == GpuReport(None, None, [], "no NVIDIA driver")
@@ -182,11 +181,50 @@ def test_doctor_old_driver():
 
 def test_doctor_low_disk_and_raw_docker_info():
     facts = {"ServerVersion": "24.0.7", "Driver": "overlay2", "DockerRootDir": "/data/docker", "NCPU": 4,
-             "MemTotal": 16 * GiB, "Runtimes": {"runc": {}}, "DataRootFreeBytes": 40 * GiB}
+             "MemTotal": 16 * GiB, "Runtimes": {"runc": {}}, "DataRootFreeBytes": 20 * GiB}
     r = doctor([("c.yaml", CUDA), ("cpu.yaml", CPU)], engine_facts=facts, engine_error=None, gpu_report=NO_GPU)
     cuda, cpu = r["recipes"]
-    assert not cuda["build"]["ok"] and "40.0 GiB free on /data/docker" in cuda["build"]["reasons"][0]
+    assert not cuda["build"]["ok"] and "20.0 GiB free on /data/docker" in cuda["build"]["reasons"][0]
     assert cpu["build"]["ok"] and cpu["build"]["max_jobs"] == 4
+
+
+def _with_build(spec: Spec, **build) -> Spec:
+    return Spec.model_validate({**spec.model_dump(), "build": {**spec.build.model_dump(), **build}})
+
+
+def test_doctor_disk_estimates_are_the_measured_parts():
+    """The figures a user checks (docs/compatibility.md, "Doctor"): a CUDA Release build fits on the 63 GiB a
+    host had free (the rule of thumb said 80 GiB), a Debug build needs far more than a Release one."""
+    debug_cpu, debug_cuda = _with_build(CPU, type="Debug"), _with_build(CUDA, type="Debug")
+    need = {spec.name + " " + spec.build.type: disk_needed(spec) for spec in (CPU, debug_cpu, CUDA, debug_cuda)}
+    assert need["cpu Release"] == pytest.approx(8.6 * GiB, abs=0.05 * GiB)
+    assert need["cpu Debug"] == pytest.approx(26.6 * GiB, abs=0.05 * GiB)
+    assert need["cu124 Release"] == pytest.approx(30.8 * GiB, abs=0.05 * GiB)
+    assert need["cu124 Debug"] == pytest.approx(48.8 * GiB, abs=0.05 * GiB)
+    assert need["cpu Debug"] > 3 * need["cpu Release"]
+    # the measured parts, as docs/evidence/ reports them
+    parts = disk_parts(debug_cpu)
+    assert (parts["image"], parts["build directory"], parts["artifact"]) == (1.75e9, 16e9, 711.8e6)
+    assert parts["margin"] == pytest.approx(0.25 * (need["cpu Debug"] - parts["margin"]), abs=1)
+    assert disk_parts(CPU)["compile cache"] == 1.2e9 and disk_parts(CUDA)["image"] == 3.8e9
+    assert disk_parts(_with_build(CPU, cache="none"))["compile cache"] == 0
+    assert disk_parts(_with_build(CPU, type="RelWithDebInfo")) == parts
+
+    host_63 = dict(ENGINE, free_bytes=63 * GiB)
+    r = doctor([("c.yaml", CUDA), ("d.yaml", debug_cuda)], engine_facts=host_63, engine_error=None, gpu_report=H200)
+    assert [e["build"]["ok"] for e in r["recipes"]] == [True, True]
+    assert r["recipes"][0]["build"]["disk_needed_bytes"] == need["cu124 Release"]
+    assert r["recipes"][0]["build"]["disk_needed_parts"] == disk_parts(CUDA)
+
+
+def test_doctor_disk_shortfall_names_the_parts():
+    facts = dict(ENGINE, free_bytes=20 * GiB, docker_root_dir="/var/lib/docker")
+    r = doctor([("d.yaml", _with_build(CPU, type="Debug"))], engine_facts=facts, engine_error=None, gpu_report=NO_GPU)
+    [reason] = r["recipes"][0]["build"]["reasons"]
+    assert reason.startswith("20.0 GiB free on /var/lib/docker, a cpu Debug build needs ~26.6 GiB (image 1.6 + "
+                             "build directory 14.9 + compile cache 4.1 + artifact 0.7 + margin 5.3 GiB); ")
+    assert r["recipes"][0]["build"]["max_jobs_explanation"] == (
+        "min(16 cpus, (64.0 GiB - 2.0 GiB reserve) / 5.8 GiB per cpu Debug job = 10), limited by memory")
 
 
 def test_doctor_unknown_disk_is_not_fatal():

@@ -26,6 +26,7 @@ def test_memory_limits_a_cuda_engine_as_the_max_jobs_rule_does():
     many_cores_little_memory = EngineCapacity("tcp://wide:2376", cpus=32, mem_bytes=12 * GiB, verifies=frozenset({"cpu"}))
     assert plan.capacity(many_cores_little_memory, "cuda") == 2  # (12 - 2) / 5 GiB per nvcc job
     assert plan.capacity(many_cores_little_memory, "cpu") == 4
+    assert plan.capacity(many_cores_little_memory, "cpu", "Debug") == 1  # (12 - 2) / 5.75 GiB per Debug job
     [p] = plan.plan([Job("cuda12.1", "cuda", 160_000)], [many_cores_little_memory, GPU])
     assert p.engine == GPU.name and p.max_jobs == 12  # (64 - 2) / 5
 

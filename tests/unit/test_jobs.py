@@ -24,34 +24,63 @@ from buildctl.recipe.parallel_jobs import GiB, engine_resources, host_resources,
     ],
 )
 def test_auto_rule(cpus, mem_gib, acc, expected):
-    n, why = max_jobs("auto", cpus=cpus, mem_bytes=mem_gib * GiB, accelerator=acc)
+    n, why = max_jobs("auto", cpus=cpus, mem_bytes=mem_gib * GiB, accelerator=acc, build_type="Release")
     assert n == expected
     assert why.startswith(f"min({max(cpus, 1)} cpus, ") and "\n" not in why
 
 
 def test_explanation_names_the_limit():
-    assert "limited by cores" in max_jobs("auto", cpus=2, mem_bytes=24 * GiB, accelerator="cpu")[1]
-    assert "limited by memory" in max_jobs("auto", cpus=16, mem_bytes=32 * GiB, accelerator="cuda")[1]
+    assert "limited by cores" in max_jobs("auto", cpus=2, mem_bytes=24 * GiB, accelerator="cpu", build_type="Release")[1]
+    assert "limited by memory" in max_jobs("auto", cpus=16, mem_bytes=32 * GiB, accelerator="cuda",
+                                           build_type="Release")[1]
 
 
 def test_integer_passes_through():
-    n, why = max_jobs(4, cpus=2, mem_bytes=8 * GiB, accelerator="cuda")
+    n, why = max_jobs(4, cpus=2, mem_bytes=8 * GiB, accelerator="cuda", build_type="Release")
     assert n == 4 and "set explicitly" in why and "would give 1" in why
-    n, why = max_jobs(2, cpus=64, mem_bytes=64 * GiB, accelerator="cuda")
+    n, why = max_jobs(2, cpus=64, mem_bytes=64 * GiB, accelerator="cuda", build_type="Release")
     assert n == 2 and "would give" not in why
 
 
 def test_bad_setting():
     with pytest.raises(ValueError):
-        max_jobs("many", cpus=2, mem_bytes=8 * GiB, accelerator="cpu")
+        max_jobs("many", cpus=2, mem_bytes=8 * GiB, accelerator="cpu", build_type="Release")
     with pytest.raises(ValueError):
-        max_jobs("auto", cpus=2, mem_bytes=8 * GiB, accelerator="tpu")
+        max_jobs("auto", cpus=2, mem_bytes=8 * GiB, accelerator="tpu", build_type="Release")
 
 
 def test_constants_match_docs():
     assert parallel_jobs.RESERVE_BYTES == 2 * GiB
     assert parallel_jobs.PER_JOB_BYTES["cpu"] == int(2.5 * GiB)
     assert parallel_jobs.PER_JOB_BYTES["cuda"] == parallel_jobs.PER_JOB_BYTES["rocm"] == 5 * GiB
+    assert parallel_jobs.per_job_bytes("cpu", "Debug") == 5888 << 20  # 2.5 GiB x 2.3 = 5.75 GiB, exactly
+    assert parallel_jobs.per_job_bytes("cuda", "RelWithDebInfo") == 11776 << 20
+
+
+# The measured peaks, 2 jobs on a 2-core 24 GiB machine (cgroup max_usage, page cache included):
+# docs/evidence/pytorch2.6-cpu-trixie/README.md (Release) and docs/evidence/pytorch2.6-cpu-trixie-debug/README.md
+# (Debug: 12.33 GB, in the link of libtorch_cpu.so).
+MEASURED_PEAK_GIB = {"Release": 4.18, "Debug": 12.33e9 / GiB}
+
+
+@pytest.mark.parametrize("build_type", ["Release", "Debug"])
+def test_the_rule_predicts_the_measured_peak_within_25_percent(build_type):
+    jobs, _ = max_jobs("auto", cpus=2, mem_bytes=24 * GiB, accelerator="cpu", build_type=build_type)
+    assert jobs == 2  # what both builds ran with
+    predicted_gib = jobs * parallel_jobs.per_job_bytes("cpu", build_type) / GiB
+    assert predicted_gib == pytest.approx(MEASURED_PEAK_GIB[build_type], rel=0.25)
+
+
+def test_debug_information_takes_more_memory_per_job_and_says_so():
+    release = max_jobs("auto", cpus=64, mem_bytes=64 * GiB, accelerator="cpu", build_type="Release")
+    debug = max_jobs("auto", cpus=64, mem_bytes=64 * GiB, accelerator="cpu", build_type="Debug")
+    relwithdebinfo = max_jobs("auto", cpus=64, mem_bytes=64 * GiB, accelerator="cpu", build_type="RelWithDebInfo")
+    assert release == (24, "min(64 cpus, (64.0 GiB - 2.0 GiB reserve) / 2.5 GiB per cpu job = 24), limited by memory")
+    assert debug == (10, "min(64 cpus, (64.0 GiB - 2.0 GiB reserve) / 5.8 GiB per cpu Debug job = 10), "
+                         "limited by memory")  # 62 / 5.75 = 10.8
+    assert relwithdebinfo[0] == 10 and "per cpu RelWithDebInfo job" in relwithdebinfo[1]
+    assert max_jobs(12, cpus=64, mem_bytes=64 * GiB, accelerator="cpu", build_type="Debug")[1].endswith(
+        "the memory rule would give 10")
 
 
 def test_engine_resources_both_key_styles():

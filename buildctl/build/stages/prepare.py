@@ -68,7 +68,8 @@ def plan_jobs(run: Run, facts) -> int:
     spec = run.spec
     res = parallel_jobs.engine_resources(facts)
     max_jobs, why = parallel_jobs.max_jobs(run.opts.jobs if run.opts.jobs != "auto" else spec.build.max_jobs,
-                                  cpus=res.cpus, mem_bytes=res.mem_bytes, accelerator=spec.accelerator)
+                                  cpus=res.cpus, mem_bytes=res.mem_bytes, accelerator=spec.accelerator,
+                                  build_type=spec.build.type)
     run.log(f"buildctl: MAX_JOBS={max_jobs} ({why})")
     return max_jobs
 

@@ -51,14 +51,14 @@ export CXXFLAGS=-Wno-dangling-reference
 export CCACHE_MAXSIZE=40G
 
 # MAX_JOBS: given by buildctl from the engine's cores and memory; this fallback applies the same
-# rule when the script runs alone: min(cores, (memory - 2048 MiB) / 2560 MiB per job).
+# rule when the script runs alone: min(cores, (memory - 2048 MiB) / 5888 MiB per job).
 if [ -z "${MAX_JOBS:-}" ]; then
   cores=$(nproc)
   mem_kib=$(awk '/^MemTotal:/{print $2}' /proc/meminfo)
   if [ -r /sys/fs/cgroup/memory.max ] && [ "$(cat /sys/fs/cgroup/memory.max)" != max ]; then
     mem_kib=$(( $(cat /sys/fs/cgroup/memory.max) / 1024 ))
   fi
-  by_mem=$(( (mem_kib / 1024 - 2048) / 2560 ))
+  by_mem=$(( (mem_kib / 1024 - 2048) / 5888 ))
   MAX_JOBS=$(( by_mem < cores ? by_mem : cores ))
   if [ "$MAX_JOBS" -lt 1 ]; then MAX_JOBS=1; fi
 fi
