@@ -343,6 +343,10 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
             failed.append({"kind": item["kind"], "name": item["name"], "error": why})
             continue
         removed.append({"kind": item["kind"], "name": item["name"], "bytes": item["bytes"], "reason": item["reason"]})
+    if not dry_run:  # the no-op memo's entries of what was removed (a few KB each, not reported)
+        from buildctl.store import noop_memo
+
+        noop_memo.prune(root)
     freed: dict[str, dict[str, int]] = {}
     for r in removed:
         f = freed.setdefault(r["kind"], {"count": 0, "bytes": 0})

@@ -144,3 +144,24 @@ def _well_formed(entry: Any) -> bool:
                                               and all(isinstance(v, str) for v in entry["source_tree"]))
     return (rows_ok and reads_ok and tree_ok and all(isinstance(w, str) for w in entry["warnings"])
             and all(isinstance(s, str) for s in entry["skipped"]))
+
+
+def prune(root: Path) -> int:
+    """Remove the entries whose artifact is gone (`invoke clean`) or that no longer parse; how many. Links in
+    the memo folder are left alone, never followed."""
+    removed = 0
+    try:
+        entries = list(os.scandir(root / FOLDER))
+    except OSError:
+        return 0
+    for item in entries:
+        if not item.name.endswith(".json") or not item.is_file(follow_symlinks=False):
+            continue
+        entry = read(root, item.name[:-len(".json")])
+        if entry is None or not (Path(entry["artifact_dir"]) / "manifest.json").is_file():
+            try:
+                os.unlink(item.path)
+                removed += 1
+            except OSError:
+                pass
+    return removed

@@ -114,3 +114,14 @@ def test_a_store_that_cannot_be_written_keeps_no_memo(tmp_path):
     root.write_text("a file where the folder would be")
     noop_memo.record(root, "d" * 64, {"recipe": "r"})  # no error: the next no-op takes the full path
     assert noop_memo.read(root, "d" * 64) is None
+
+
+def test_clean_prunes_the_entries_of_removed_artifacts_and_leaves_links_alone(entry, tmp_path):
+    root, digest, paths = entry
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("{}")
+    (root / noop_memo.FOLDER / "link.json").symlink_to(elsewhere)
+    assert noop_memo.prune(root) == 0 and noop_memo.read(root, digest) is not None
+    (paths["artifact"] / "manifest.json").unlink()
+    assert noop_memo.prune(root) == 1 and not noop_memo.entry_path(root, digest).exists()
+    assert elsewhere.exists() and (root / noop_memo.FOLDER / "link.json").is_symlink()
