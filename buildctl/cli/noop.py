@@ -27,7 +27,8 @@ def _request(recipe: str, sets, settings: Settings, no_preflight: bool) -> str:
     from buildctl.secrets import mask_data
 
     ca = read_ca_certs(settings.ca_certs)  # their text is rendered; a missing file is the full path's error
-    request = {"recipe": recipe, "set": list(sets or []), "no_preflight": bool(no_preflight),
+    # credentials masked (they never change a key): the entry's name is a hash, but of nothing secret
+    request = {"recipe": recipe, "set": mask_data(list(sets or [])), "no_preflight": bool(no_preflight),
                "settings": mask_data(settings.model_dump(mode="json")),
                "ca": {name: hashlib.sha256(text.encode()).hexdigest() for name, text in ca.items()}}
     root = settings_mod.REPO_ROOT
