@@ -32,7 +32,9 @@ import zipfile
 from pathlib import Path
 
 TIMEOUT = 3 * 3600  # a multi-GB torch wheel is unpacked, patched and packed again
-_HASHED = re.compile(r"^(?P<stem>.+)-[0-9a-f]{8}(?P<suffix>\.so(\.[0-9A-Za-z_.-]+)?)$")
+# auditwheel's copy of a library: the file name up to its first dot, "-" and 8 hex digits of its sha256, the rest
+# (repair.copylib: libopenblasp-r0.3.29.so -> libopenblasp-r0-10d1c640.3.29.so, not before the ".so")
+_HASHED = re.compile(r"^(?P<base>[^.]+)-[0-9a-f]{8}\.(?P<rest>.+)$")
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -63,9 +65,10 @@ def excluded_by(soname: str, exclusions: list[tuple[str, str]]) -> tuple[str, st
 
 
 def original_name(member: str) -> str:
-    """libgomp-f9a9ad78.so.1.0.0 -> libgomp.so.1.0.0 (auditwheel's hashed copy of a file)."""
+    """libgomp-f9a9ad78.so.1.0.0 -> libgomp.so.1.0.0, libopenblasp-r0-10d1c640.3.29.so -> libopenblasp-r0.3.29.so
+    (auditwheel's hashed copy of a file -> the file it copied)."""
     m = _HASHED.match(member)
-    return f"{m.group('stem')}{m.group('suffix')}" if m else member
+    return f"{m.group('base')}.{m.group('rest')}" if m else member
 
 
 def debian_package(path: str | None) -> str | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import subprocess
+import zipfile
 
 import pytest
 
@@ -84,6 +86,61 @@ def test_floors_are_the_highest_symbol_versions_needed():
     assert wheelrepair.floors(needed) == {"glibc": "2.34", "glibcxx": "3.4.30", "cxxabi": "1.3.13"}
     assert wheelrepair.floors({}) == {"glibc": None, "glibcxx": None, "cxxabi": None}
     assert wheelrepair.original_name("libgomp-f9a9ad78.so.1.0.0") == "libgomp.so.1.0.0"
+
+
+@pytest.mark.parametrize(("copy", "original"), [
+    ("libgomp-f9a9ad78.so.1.0.0", "libgomp.so.1.0.0"),
+    # auditwheel hashes after the file name's first dot, not before ".so" (repair.copylib)
+    ("libopenblasp-r0-10d1c640.3.29.so", "libopenblasp-r0.3.29.so"),
+    ("libevent_core-2-33bd1e52.1.so.7.0.2", "libevent_core-2.1.so.7.0.2"),
+    ("libz3-7accc397.so.4", "libz3.so.4"),
+    ("libc10.so", "libc10.so"),
+])
+def test_a_vendored_copy_maps_back_to_the_file_auditwheel_copied(copy, original):
+    assert wheelrepair.original_name(copy) == original
+
+
+def test_each_vendored_library_is_recorded_by_the_soname_that_loaded_it_and_its_package(tmp_path, monkeypatch):
+    """As auditwheel 6.8.2 repaired Debian's torch 2.6.0 repacked as a wheel: libopenblas.so.0 is the file
+    libopenblasp-r0.3.29.so, copied as libopenblasp-r0-10d1c640.3.29.so (auditwheel faked here)."""
+    external = {"libopenblas.so.0": "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.29.so",
+                "libevent_core-2.1.so.7": "/lib/x86_64-linux-gnu/libevent_core-2.1.so.7.0.2",
+                "libgomp.so.1": "/lib/x86_64-linux-gnu/libgomp.so.1.0.0"}
+    packages = {external["libopenblas.so.0"]: "libopenblas0-pthread 0.3.29+ds-3",
+                external["libevent_core-2.1.so.7"]: "libevent-core-2.1-7t64 2.1.13-stable-1~deb13u1",
+                external["libgomp.so.1"]: "libgomp1 14.2.0-19"}
+    copies = {"libopenblasp-r0-10d1c640.3.29.so": 4072, "libevent_core-2-33bd1e52.1.so.7.0.2": 236,
+              "libgomp-6456b504.so.1.0.0": 368}
+    wheel = tmp_path / "torch-2.6.0-cp313-cp313-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("torch/lib/libtorch_cpu.so", b"elf")
+    repaired = "torch-2.6.0-cp313-cp313-manylinux_2_39_x86_64.whl"
+
+    def auditwheel(*args):
+        if args == ("--version",):
+            return subprocess.CompletedProcess(args, 0, "auditwheel 6.8.2 installed at /opt/venv (python 3.13)", "")
+        if args[0] == "show":
+            before = args[-1].endswith("-linux_x86_64.whl")
+            facts = {"sym_tag": "manylinux_2_39_x86_64", "external_libs": external if before else {},
+                     "versioned_symbols": {"libc.so.6": ["GLIBC_2.38"], "libstdc++.so.6": ["GLIBCXX_3.4.32"]}}
+            return subprocess.CompletedProcess(args, 0, json.dumps(facts), "")
+        assert args[:4] == ("repair", "--plat", "manylinux_2_39_x86_64", "--only-plat"), args
+        with zipfile.ZipFile(tmp_path / args[args.index("-w") + 1] / repaired, "w") as z:
+            for name, size in copies.items():
+                z.writestr(f"torch.libs/{name}", b"\0" * size)
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(wheelrepair, "auditwheel", auditwheel)
+    monkeypatch.setattr(wheelrepair.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(wheelrepair, "debian_package", packages.get)
+    report = wheelrepair.repair(wheel, [])
+    assert report["repaired"] is True and report["wheel"] == repaired and not wheel.exists()
+    assert (report["tag"], report["glibc"], report["glibcxx"]) == ("manylinux_2_39_x86_64", "2.38", "3.4.32")
+    assert {v["soname"]: (v["file"], v["bytes"], v["package"]) for v in report["vendored"]} == {
+        "libopenblas.so.0": ("torch.libs/libopenblasp-r0-10d1c640.3.29.so", 4072, "libopenblas0-pthread 0.3.29+ds-3"),
+        "libevent_core-2.1.so.7": ("torch.libs/libevent_core-2-33bd1e52.1.so.7.0.2", 236,
+                                   "libevent-core-2.1-7t64 2.1.13-stable-1~deb13u1"),
+        "libgomp.so.1": ("torch.libs/libgomp-6456b504.so.1.0.0", 368, "libgomp1 14.2.0-19")}
 
 
 def test_the_repair_never_fails_the_build(tmp_path, capsys):
