@@ -160,7 +160,7 @@ def _debug_assert_checks(exp: Expectations, da: dict) -> list[Check]:
         ok = bool(da.get("fired"))
         return [Check(name, expected, actual, ok, "" if ok else "a Debug build without its debug-only assertions "
                       "(NDEBUG set?)")]
-    return [Check(name, f"compiled out ({exp.build_type or 'Release'})", actual, None,
+    return [Check(name, f"compiled out ({exp.build_type or 'not a Debug build'})", actual, None,
                   "not checked: only a Debug build compiles these assertions in")]
 
 
