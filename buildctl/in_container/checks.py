@@ -13,8 +13,8 @@ probe.py wherever that runs, and probe.py imports it. Each check returns a plain
 * ddp_step: two processes, DistributedDataParallel over gloo (rank 1 starts from other weights, so
   equal losses prove DDP's initial broadcast), one training step: the same loss on both ranks,
   gradients equal across ranks and to a single-process reference after the all-reduce;
-* debug_info: for Debug/RelWithDebInfo builds, DWARF sections in the framework's libraries and one
-  exported function resolved to a source file and line (addr2line, from binutils in the image).
+* debug_info: for Debug/RelWithDebInfo builds, DWARF sections in the framework's libraries, one
+  exported function and (torch) an at::native function resolved to file:line (addr2line, binutils).
 
     python checks.py compile-cell BACKEND MODE DEVICE   # one matrix cell, prints JSON (internal)
     python checks.py ddp-rank                           # one DDP rank, env RANK/WORLD_SIZE/... (internal)
@@ -42,6 +42,18 @@ COMPILE_CELLS = (
 )
 CELL_TIMEOUT_S = 600.0
 DDP_TIMEOUT_S = 300.0
+# addr2line over a Debug libtorch_cpu.so (~1.3 GB of DWARF) reads its line tables once per call.
+ATEN_RESOLVE_TIMEOUT_S = 600.0
+ATEN_SOURCE = "aten/src/ATen/"
+
+
+def _last_json(stdout: str) -> dict | None:
+    """A child process's result: its last line that starts with '{' (torch may print before it)."""
+    line = next((ln for ln in reversed(stdout.splitlines()) if ln.startswith("{")), None)
+    try:
+        return json.loads(line) if line else None
+    except ValueError:
+        return None
 
 
 def _first_line(text: str, limit: int = 300) -> str:
@@ -157,14 +169,7 @@ def compile_matrix(torch, device: str, timeout: float = CELL_TIMEOUT_S) -> dict:
             cells.append({"backend": backend, "mode": mode, "state": "timeout", "compile_s": None, "run_ms": None,
                           "seconds": round(time.perf_counter() - t0, 1), "error": f"no result within {timeout:.0f} s"})
             continue
-        result = None
-        for line in reversed(proc.stdout.splitlines()):
-            if line.startswith("{"):
-                try:
-                    result = json.loads(line)
-                except ValueError:
-                    pass
-                break
+        result = _last_json(proc.stdout)
         if result is None:
             result = {"state": "error", "compile_s": None, "run_ms": None,
                       "error": _first_line(proc.stderr) or f"exit {proc.returncode} without a result"}
@@ -239,11 +244,11 @@ def ddp_step(torch, world_size: int = 2, timeout: float = DDP_TIMEOUT_S) -> dict
             for q in procs:
                 q.kill()
             return {"state": "error", "reason": f"DDP step did not finish within {timeout:.0f} s", "ranks": ranks}
-        line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("{")), None)
-        if p.returncode != 0 or line is None:
+        result = _last_json(out)
+        if p.returncode != 0 or result is None:
             errors.append(_first_line(err) or f"exit {p.returncode}")
         else:
-            ranks.append(json.loads(line))
+            ranks.append(result)
     if errors:
         return {"state": "error", "reason": errors[0], "ranks": ranks}
     keys = ("losses_equal", "grads_equal_across_ranks", "grads_match_reference", "params_equal_after_step")
@@ -263,13 +268,18 @@ def _sections(path: str) -> list[str]:
     return re.findall(r"\]\s+(\.\S+)", out)
 
 
+def _exported_functions(path: str, kinds: str) -> list[list[str]]:
+    """[address, kind, name] of the dynamic symbols of `path` whose nm kind is in `kinds`."""
+    try:
+        nm = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, timeout=300).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [parts for parts in map(str.split, nm.splitlines()) if len(parts) == 3 and parts[1] in kinds]
+
+
 def _resolve_one_symbol(path: str) -> dict | None:
     """An exported function of `path` resolved to source:line with addr2line, or None."""
-    try:
-        nm = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, timeout=120).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    functions = [parts for parts in map(str.split, nm.splitlines()) if len(parts) == 3 and parts[1] in "TtWw"]
+    functions = _exported_functions(path, "TtWw")
     # C++ functions first (a library's API); an extension module built with hidden visibility exports
     # only its PyInit_ function (and weak template instances), which must do then.
     functions.sort(key=lambda parts: (not parts[2].startswith("_ZN"), parts[1] not in "Tt"))
@@ -281,6 +291,26 @@ def _resolve_one_symbol(path: str) -> dict | None:
             return None
         if len(res) >= 2 and not res[1].startswith("??"):
             return {"symbol": res[0][:200], "location": res[1][:300]}
+    return None
+
+
+def _resolve_aten_function(path: str, limit: int = 32) -> dict | None:
+    """An ATen operator implementation (at::native::...) exported by `path`, resolved to its
+    aten/src/ATen file and line: what a crash inside ATen shows in a backtrace. Candidates are taken in
+    name order (deterministic) and resolved in one addr2line run (the line tables are read once)."""
+    # _ZN2at6native...: a function in namespace at::native (mangled), defined in the text section
+    picked = sorted({(name, addr) for addr, _, name in _exported_functions(path, "Tt")
+                     if name.startswith("_ZN2at6native")})[:limit]
+    if not picked:
+        return None
+    try:
+        res = subprocess.run(["addr2line", "-f", "-C", "-e", path, *(f"0x{addr}" for _, addr in picked)],
+                             capture_output=True, text=True, timeout=ATEN_RESOLVE_TIMEOUT_S).stdout.splitlines()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for function, location in zip(res[0::2], res[1::2]):
+        if ATEN_SOURCE in location:
+            return {"symbol": function[:200], "location": location[:300]}
     return None
 
 
@@ -302,6 +332,12 @@ def debug_info(module_dir: str, build_type: str | None) -> dict:
         if resolved:
             resolved["library"] = r["library"]
             break
+    aten = None
+    aten_lib = next((r for r in with_debug if os.path.basename(r["library"]).startswith("libtorch_cpu.")), None)
+    if aten_lib:
+        aten = _resolve_aten_function(os.path.join(module_dir, aten_lib["library"]))
+        if aten:
+            aten["library"] = aten_lib["library"]
     want = build_type in ("Debug", "RelWithDebInfo")
     ok = bool(with_debug) and resolved is not None
     if not want:
@@ -312,7 +348,8 @@ def debug_info(module_dir: str, build_type: str | None) -> dict:
         state = "failed"
         reason = ("no library has .debug_info and .debug_line" if not with_debug
                   else "no exported function resolves to a source line")
-    return {"state": state, "reason": reason, "build_type": build_type, "libraries": rows, "resolved": resolved}
+    return {"state": state, "reason": reason, "build_type": build_type, "libraries": rows, "resolved": resolved,
+            "aten": aten}
 
 
 # --------------------------------------------------------------------------- entry points

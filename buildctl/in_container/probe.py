@@ -151,8 +151,8 @@ def probe(args) -> dict:
 
 
 def framework_checks(mod, args, report: dict) -> dict:
-    """checks.py (next to this file): numerics, torch.compile matrix and DDP step for torch; the debug
-    information of the libraries for any framework."""
+    """checks.py (next to this file): numerics, torch.compile matrix, DDP step and debug-only assertions
+    for torch; the debug information of the libraries for any framework."""
     try:
         import checks
     except ImportError as e:
@@ -162,7 +162,7 @@ def framework_checks(mod, args, report: dict) -> dict:
     out: dict = {"debug_info": checks.debug_info(os.path.dirname(mod.__file__), build_type)}
     if args.module != "torch" or not args.checks:
         why = "--no-checks" if not args.checks else f"{args.module} is not torch"
-        for name in ("numerics", "compile", "ddp"):
+        for name in ("numerics", "compile", "ddp", "debug_assert"):
             out[name] = {"state": "skipped", "reason": why}
         return out
     device = "cuda" if (report.get("runtime") or {}).get("device_count") else "cpu"
@@ -176,6 +176,10 @@ def framework_checks(mod, args, report: dict) -> dict:
     log("DDP training step, 2 ranks over gloo")
     out["ddp"] = checks.ddp_step(mod)
     log(f"  {out['ddp']['state']}{': ' + out['ddp']['reason'] if out['ddp'].get('reason') else ''}")
+    log("debug-only assertions: a CPU kernel of aten::neg that returns its input")
+    out["debug_assert"] = probe_facts.debug_assert(mod)
+    da = out["debug_assert"]
+    log(f"  {'fired: ' + da.get('message', '') if da.get('fired') else 'did not fire' if da['state'] == 'ok' else da['state'] + ': ' + str(da.get('reason'))}")
     return out
 
 

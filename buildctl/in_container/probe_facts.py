@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The probe's facts about the environment and the framework: the GPU inventory (NVML, taken before any
-CUDA call), the import, versions, Build settings, distributed backends, CPU and BLAS, the runtime.
+CUDA call), the import, versions, Build settings, distributed backends, CPU and BLAS, the runtime, and
+whether torch's debug-only assertions are compiled in.
 
 STANDALONE, like probe.py (standard library, the framework, pynvml when importable); it is shipped next
 to probe.py, which imports it.
@@ -10,8 +11,11 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import json
 import os
 import re
+import subprocess
+import sys
 import time
 import traceback
 
@@ -328,3 +332,42 @@ def amd_gpu_inventory(runtime: dict) -> dict:
     if count == 0:
         return {"state": "no-device", "devices": 0, "reason": "/dev/kfd is present but the HIP runtime sees no GPU"}
     return {"state": "ok", "devices": count, "reason": None}
+
+
+# aten::neg's CPU kernel replaced by one that breaks the operator's contract (it returns its input), then
+# called. A Debug build's autograd kernel (generated VariableType, under #ifndef NDEBUG) asserts that the
+# result is not shared: INTERNAL ASSERT FAILED ... "function: neg". With NDEBUG (Release,
+# RelWithDebInfo) the alias goes through. In a child process: the override must not outlive the call.
+_CONTRACT_BREAKING_CALL = """
+import json, warnings
+import torch
+warnings.simplefilter("ignore")  # 'Overriding a previously registered kernel' is the point
+x = torch.ones(3)
+lib = torch.library.Library("aten", "IMPL")
+lib.impl("neg", lambda self: self, "CPU")
+try:
+    y = torch.neg(x)
+except RuntimeError as e:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    line = next((ln for ln in lines if "INTERNAL ASSERT FAILED" in ln), lines[0] if lines else "")
+    print(json.dumps({"fired": True, "message": line[:300]}))
+else:
+    print(json.dumps({"fired": False, "aliased": y.data_ptr() == x.data_ptr()}))
+"""
+
+
+def debug_assert(mod, timeout: float = 300.0) -> dict:
+    """Whether torch's debug-only internal assertions fire (compiled in: NDEBUG unset)."""
+    if not hasattr(getattr(mod, "library", None), "Library"):
+        return {"state": "skipped", "reason": "torch.library.Library is not in this torch"}
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CONTRACT_BREAKING_CALL], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"state": "error", "reason": f"the call did not return within {timeout:.0f} s"}
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")), "")
+    try:
+        return {"state": "ok", **json.loads(line)}
+    except ValueError:
+        err = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        return {"state": "error", "reason": f"exit {proc.returncode}: {err[-1][:300] if err else 'no output'}"}

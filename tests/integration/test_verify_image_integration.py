@@ -81,6 +81,9 @@ def test_verify_debian_torch_image_and_diff_it_against_a_pypi_wheel(debian_torch
                  "numerics vs NumPy"):
         assert checks[name]["ok"] is True, checks[name]
     assert "passed:" in proc.stderr and "gloo on CPU, 2 processes" in proc.stderr
+    # Debian's torch is built with NDEBUG: a kernel that breaks aten::neg's contract goes through (shown)
+    debug_only = checks["debug-only assertion (aten::neg kernel returning its input)"]
+    assert (debug_only["ok"], debug_only["actual"]) == (None, "did not fire (the aliased result went through)")
 
     out = tmp_path / "artifacts" / "verify" / "images" / f"buildctl-test_debian-torch_trixie-{debian_torch[7:19]}"
     assert report["files"]["json"] == str(out / "report.json")

@@ -295,6 +295,70 @@ def test_debug_builds_need_a_symbol_resolved_to_a_source_line():
     assert framework_check_results(Expectations(build_type="Release"), stripped) == []
 
 
+def test_a_debug_torch_needs_an_aten_function_at_its_source_line():
+    from buildctl.verify.expectations import Expectations, framework_check_results
+
+    libs = [{"library": "lib/libtorch_cpu.so", "debug_info": True, "debug_line": True}]
+    resolved = {"symbol": "PyInit__C", "location": "./torch/csrc/stub.c:13"}
+    aten = {"symbol": "at::native::_fft_r2c_mkl(at::Tensor const&, c10::ArrayRef<long>, long, bool)",
+            "location": "/work/src/aten/src/ATen/native/mkl/SpectralOps.cpp:231"}
+    checks = {c.name: c for c in framework_check_results(
+        Expectations(build_type="Debug"), _probe_with_checks(debug_info={"state": "ok", "libraries": libs,
+                                                                        "resolved": resolved, "aten": aten}))}
+    assert checks["ATen source line"].ok and checks["ATen source line"].actual.endswith("SpectralOps.cpp:231")
+    checks = {c.name: c for c in framework_check_results(
+        Expectations(build_type="Debug"), _probe_with_checks(debug_info={"state": "ok", "libraries": libs,
+                                                                        "resolved": resolved, "aten": None}))}
+    assert checks["ATen source line"].failed
+    # the demo framework has no libtorch_cpu: no ATen check
+    demo = _probe_with_checks(debug_info={"state": "ok", "resolved": resolved,
+                                          "libraries": [{"library": "_C.so", "debug_info": True, "debug_line": True}]})
+    assert [c.name for c in framework_check_results(Expectations(build_type="Debug"), demo)] == ["debug information"]
+
+
+def test_the_debug_only_assertion_must_fire_in_debug_and_is_only_shown_otherwise():
+    from buildctl.verify.expectations import Expectations, framework_check_results
+
+    fired = {"state": "ok", "fired": True, "message": "RuntimeError: false INTERNAL ASSERT FAILED at "
+             '"/work/src/torch/csrc/autograd/generated/VariableType_0.cpp":13672, please report a bug to PyTorch. '
+             "function: neg"}
+    went_through = {"state": "ok", "fired": False, "aliased": True}
+    [check] = framework_check_results(Expectations(build_type="Debug"), _probe_with_checks(debug_assert=fired))
+    assert check.ok and "VariableType_0.cpp" in check.actual
+    [check] = framework_check_results(Expectations(build_type="Debug"), _probe_with_checks(debug_assert=went_through))
+    assert check.failed and "NDEBUG" in check.detail
+    [check] = framework_check_results(Expectations(build_type="Release"), _probe_with_checks(debug_assert=went_through))
+    assert check.ok is None and check.actual == "did not fire (the aliased result went through)"
+    skipped = _probe_with_checks(debug_assert={"state": "skipped", "reason": "demofw is not torch"})
+    assert framework_check_results(Expectations(build_type="Debug"), skipped) == []
+
+
+def test_an_aten_function_is_resolved_to_its_source_line_with_binutils(tmp_path):
+    """checks.py's resolution on a real shared library built with -g (g++, nm, addr2line on the host)."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    from buildctl.in_container import checks
+
+    if not all(shutil.which(t) for t in ("g++", "nm", "addr2line")):
+        pytest.fail("g++ and binutils are needed (build-essential)")
+    src = tmp_path / "aten/src/ATen/native/Fake.cpp"
+    src.parent.mkdir(parents=True)
+    src.write_text("namespace at { namespace native {\n"
+                   "int zeta(int x) { return x * 3; }\n"
+                   "int beta(int x) {\n  return x + 1;\n}\n} }\n"
+                   "int outside(int x) { return x; }\n")
+    lib = tmp_path / "libtorch_cpu.so"
+    subprocess.run(["g++", "-g", "-O0", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    found = checks._resolve_aten_function(str(lib))
+    assert found["symbol"].startswith("at::native::beta")  # mangled-name order: deterministic
+    assert found["location"].endswith("aten/src/ATen/native/Fake.cpp:3")
+    subprocess.run(["g++", "-O0", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)  # no -g
+    assert checks._resolve_aten_function(str(lib)) is None
+
+
 def test_conv2d_reference_is_pytorch_cross_correlation():
     import numpy as np
 

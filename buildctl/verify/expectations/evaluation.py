@@ -135,7 +135,33 @@ def framework_check_results(exp: Expectations, probe: dict) -> list[Check]:
         actual = resolved["location"] if resolved else dbg.get("reason") or "no debug information"
         out.append(Check("debug information", "a symbol resolves to a source line", actual, ok,
                          "" if ok else f"{exp.build_type} build without usable debug information: {actual}"))
+        if any("libtorch_cpu." in str(lib.get("library", "")) for lib in dbg.get("libraries") or []):
+            aten = dbg.get("aten")
+            ok = bool(aten)
+            actual = f"{aten.get('symbol')} at {aten['location']}" if aten else "no at::native function resolves"
+            out.append(Check("ATen source line", "an at::native function at aten/src/ATen/...:LINE", actual, ok,
+                             "" if ok else "libtorch_cpu's line tables do not reach ATen's sources"))
+    out += _debug_assert_checks(exp, res.get("debug_assert") or {})
     return out
+
+
+def _debug_assert_checks(exp: Expectations, da: dict) -> list[Check]:
+    """torch's debug-only assertions: must fire in a Debug build; shown (not judged) in any other."""
+    if da.get("state") not in ("ok", "error"):
+        return []
+    name, expected = "debug-only assertion (aten::neg kernel returning its input)", "fires"
+    if da["state"] == "error":
+        actual = f"error: {da.get('reason')}"
+    elif da.get("fired"):
+        actual = f"fired: {da.get('message')}"
+    else:
+        actual = "did not fire" + (" (the aliased result went through)" if da.get("aliased") else "")
+    if exp.build_type == "Debug":
+        ok = bool(da.get("fired"))
+        return [Check(name, expected, actual, ok, "" if ok else "a Debug build without its debug-only assertions "
+                      "(NDEBUG set?)")]
+    return [Check(name, f"compiled out ({exp.build_type or 'not a Debug build'})", actual, None,
+                  "not checked: only a Debug build compiles these assertions in")]
 
 
 def _arch_checks(exp: Expectations, probe: dict) -> list[Check]:

@@ -265,6 +265,17 @@ class DebugInfo(StrictModel):
     build_type: Str | None = None
     libraries: Annotated[list[DebugLibrary], Field(max_length=MAX_ITEMS)] = []
     resolved: ResolvedSymbol | None = None
+    aten: ResolvedSymbol | None = None  # an at::native function at its aten/src/ATen file:line (torch)
+
+
+class DebugAssert(StrictModel):
+    """Whether torch's debug-only internal assertions are compiled in (checks.debug_assert)."""
+
+    state: Str | None = None
+    reason: Str | None = None
+    fired: bool | None = None
+    message: Str | None = None  # the INTERNAL ASSERT FAILED line, when it fired
+    aliased: bool | None = None  # when it did not: the contract-breaking result went through
 
 
 class FrameworkChecks(StrictModel):
@@ -276,6 +287,7 @@ class FrameworkChecks(StrictModel):
     compile: CompileMatrix | None = None
     ddp: Ddp | None = None
     debug_info: DebugInfo | None = None
+    debug_assert: DebugAssert | None = None
 
 
 class ExtensionResult(StrictModel):
