@@ -33,6 +33,10 @@ REPORT, STACK = "gdb.json", "python-stack.txt"
 DEFAULT_TIMEOUT_S = 600
 INSTALL_S = 600  # the wheel's installation before the program starts, beyond its own --timeout
 CODE_NAME = "<string>"  # the file name code given as text runs under, as `python -c` shows it
+# Libraries that install their own SIGSEGV handler when loaded replace faulthandler's, and the Python
+# stack is lost. UCX does (libucs: "Caught signal 11 ... backtrace"); a torch with gloo from Debian loads
+# it through OpenMPI. An empty signal list keeps UCX's hands off (seen on PyTorch 2.6's _fft_r2c crash).
+NO_FOREIGN_CRASH_HANDLERS = {"UCX_ERROR_SIGNALS": ""}
 
 # gdb, when the runtime image has none (a Release recipe's); a Debug recipe's runtime image has it.
 LAYER = """FROM {runtime}
@@ -149,7 +153,7 @@ def run_program(wheel: Path, program: Program, *, spec: Spec, image: str, namesp
         out.mkdir()
         res = engine.run_container(
             client, image, ["/bin/sh", "-c", container_script(spec.python.venv, python, wheel.name, reqs, program)],
-            env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", **NO_FOREIGN_CRASH_HANDLERS,
                  "GDB_CRASH_TIMEOUT": f"{timeout:g}", "GDB_CRASH_JSON": f"{OUT}/{REPORT}"},
             inputs={f"/verify/in/{wheel.name}": wheel, "/verify/wheelhouse": wheelhouse,
                     f"{IN}/{GDB_SCRIPT.name}": GDB_SCRIPT, f"{IN}/{MAIN.name}": MAIN, program.container_path: source},
