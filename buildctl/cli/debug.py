@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -42,6 +43,23 @@ def _artifact_of(spec, artifact: str | None) -> Path:
     return found.resolve()
 
 
+def debug_recipe_of(name: str) -> str | None:
+    """A recipe beside `name` that extends it with build.type Debug (the one to build for file:line)."""
+    import yaml
+
+    from buildctl.recipe import loader
+
+    for path in loader.list_recipes():
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # a broken neighbour is not this command's business
+        build = data.get("build") if isinstance(data, dict) else None
+        if data and data.get("extends") == f"{name}.yaml" and isinstance(build, dict) and build.get("type") == "Debug":
+            return path.stem
+    return None
+
+
 @command
 def debug(recipe: str | None, sets, *, artifact: str | None, code: str | None, script: str | None, as_json: bool,
           timeout: float, settings: Settings) -> None:
@@ -57,6 +75,8 @@ def debug(recipe: str | None, sets, *, artifact: str | None, code: str | None, s
     result = pipeline.debug_artifact(
         spec, found, program, timeout=timeout, cache_dir=cache_dir,
         on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False))
+    if result.crashed and not result.has_lines and result.facts.get("build_type") != "Debug":
+        result = dataclasses.replace(result, facts={**result.facts, "debug_recipe": debug_recipe_of(spec.name)})
     if as_json:
         print_json(result.to_dict())
     if not result.crashed:

@@ -161,8 +161,11 @@ def note(result: DebugResult) -> str | None:
     build_type = result.facts.get("build_type")
     recipe = result.facts.get("recipe") or "R"
     if build_type in NO_DEBUG_INFO_TYPES:
+        debug_recipe = result.facts.get("debug_recipe")  # a recipe that extends this one as a Debug build
+        how = (f"its Debug recipe (invoke build --recipe {debug_recipe})" if debug_recipe else
+               f"it with build.type: Debug (invoke build --recipe {recipe} --set build.type=Debug)")
         return (f"the frames have no file:line: this build has no debug info (build.type {build_type or 'unrecorded'}); "
-                f"fix: build it with build.type: Debug (invoke build --recipe {recipe} --set build.type=Debug)")
+                f"fix: build {how}")
     objects = ", ".join(dict.fromkeys((f.object or "?").rsplit("/", 1)[-1] for f in result.frames))
     return (f"no frame has a file:line: the crash is in objects without debug info ({objects[:300]}), not in the "
             f"{build_type} build's own code")

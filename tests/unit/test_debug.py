@@ -105,6 +105,27 @@ def test_a_release_build_says_the_frames_have_no_lines_and_names_the_fix():
         debug_report.note(debug_build)
 
 
+def test_a_release_build_with_a_debug_recipe_beside_it_names_that_recipe(tmp_path, monkeypatch):
+    from buildctl.cli.debug import debug_recipe_of
+
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "torch-cpu.yaml").write_text("description: x\nbuild:\n  type: Release\n")
+    (recipes / "torch-cpu-relwithdebinfo.yaml").write_text("extends: torch-cpu.yaml\nbuild:\n  type: RelWithDebInfo\n")
+    (recipes / "broken.yaml").write_text("extends: [unclosed\n")
+    monkeypatch.setenv("BUILDCTL_RECIPES_DIR", str(recipes))
+    assert debug_recipe_of("torch-cpu") is None
+    (recipes / "torch-cpu-debug.yaml").write_text("extends: torch-cpu.yaml\nbuild:\n  type: Debug\n")
+    assert debug_recipe_of("torch-cpu") == "torch-cpu-debug"
+
+    no_lines = json.loads(DEMO_REPORT)
+    for frame in no_lines["frames"]:
+        frame["file"] = frame["line"] = None
+    result = debug_report.parse(json.dumps(no_lines), DEMO_STACK,
+                                facts={**FACTS, "build_type": "Release", "debug_recipe": "demo-cpu-debug"})
+    assert debug_report.note(result).endswith("fix: build its Debug recipe (invoke build --recipe demo-cpu-debug)")
+
+
 @pytest.mark.parametrize("report, line", [
     ('{"outcome": "exited", "exit_code": 0, "status": 0}', "the code did not crash: it exited with status 0 under gdb"),
     ('{"outcome": "killed", "signal": 9, "status": 137}', "the code did not crash: it was killed by signal 9"),
