@@ -102,8 +102,10 @@ def main(argv=None) -> int:
     results = {"cost-weighted": score(rows), "step rate (whole)": score(eta.replay(actual, None)),
                "step rate (600 s)": score(step_rate_rows(rows, len(rows)))}
     runs = [] if a.partial else eta.replay_runs(actual, prior)
-    if len(runs) > 1 and len(runs[-1]) >= MIN_RESUMED_STEPS:
-        results[f"run {len(runs)} (resumed)"] = score(runs[-1])
+    # the last resumed run: a run after the first, not the wheel step's ninja finding a step or two left
+    resumed = [i for i, run in enumerate(runs) if i > 0 and len(run) >= MIN_RESUMED_STEPS]
+    if resumed:
+        results[f"run {resumed[-1] + 1} (resumed)"] = score(runs[resumed[-1]])
     finish = rows[-1][0] + rows[-1][2]
     if a.json:
         print(json.dumps({"steps": len(rows), "wall_s": finish, "prior_steps": len(prior), "partial": a.partial,
