@@ -224,15 +224,18 @@ def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, h
     "code": "Python code to run, e.g. 'import torch; torch.ops.aten._local_scalar_dense(torch.randn(0))'",
     "script": "A Python file to run instead of --code",
     "timeout": "Seconds the code may run under gdb before it is stopped (then every thread's backtrace)",
-    "json": "Print {signal, frames: [{function, file, line, object}], python_stack, exit_code, ...} on stdout"})
-def debug(c, recipe="", set=None, artifact="", code=None, script="", timeout=600.0, json=False, settings=None):
+    "json": "Print {signal, frames: [{function, file, line, object}], python_stack, exit_code, ...} on stdout",
+    "shell": "Open that container interactively instead: gdb, the wheel installed, the build's sources "
+             "mounted (needs the docker command line)"})
+def debug(c, recipe="", set=None, artifact="", code=None, script="", timeout=600.0, json=False, shell=False,
+          settings=None):
     """Run Python against a built wheel under gdb, in a fresh container of its runtime image, and print the
     crash: the signal, the faulting thread's C++ frames with file:line (a Debug build has them) and the
     Python stack. Exit 0 when it crashed and the backtrace was taken, 1 when it did not crash."""
     from buildctl.cli.debug import debug as debug_command
 
     debug_command(recipe or None, set, artifact=artifact or None, code=code, script=script or None, as_json=json,
-                  timeout=timeout, settings=settings)
+                  timeout=timeout, settings=settings, shell=shell)
 
 
 @task(auto_shortflags=False, help={"a": "First build: an artifact folder or a report.json",

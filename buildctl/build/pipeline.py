@@ -42,7 +42,7 @@ from buildctl import engine
 from buildctl.errors import InputError, StepFailed
 from buildctl.recipe.schema import Spec
 from buildctl.build.stages import BuildLog, BuildOptions, ImageBuilt, Published, Run, Verified, artifact, prepare
-from buildctl.build.engine_names import image_tag, volume_names
+from buildctl.build.engine_names import image_tag, volume_names, work_volume_name
 from buildctl.ui import TimeLeft, View
 
 if TYPE_CHECKING:
@@ -337,9 +337,11 @@ def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, options: Ve
         return verify_stage.verify(spec, published, on_line=on_line, options=options, console=console).report
 
 
-def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout: float, cache_dir: Path):
+def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout: float, cache_dir: Path,
+                   shell: bool = False):
     """`invoke debug`: `program` (verify.debug.Program) under gdb against a published artifact's wheel, in
-    a fresh container of its runtime image (as verification builds it); the DebugResult."""
+    a fresh container of its runtime image (as verification builds it); the DebugResult. `shell`: that
+    container interactive instead, with the build directory's sources; the shell's exit code."""
     from buildctl.build.stages import verify as verify_stage
     from buildctl.verify import debug
 
@@ -349,6 +351,10 @@ def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout:
         image, namespace = verify_stage.artifact_runtime_image(spec, published, client=client, on_line=on_line)
         facts = {"recipe": manifest.recipe, "key": published.key, "build_type": manifest.build_type,
                  "artifact": str(artifact_dir), "image": image}
-        return debug.run_program(artifact_dir / manifest.framework_wheel.file, program, spec=spec, image=image,
-                                 namespace=namespace, client=client, on_line=on_line, timeout=timeout,
-                                 cache_dir=cache_dir, facts=facts)
+        wheel = artifact_dir / manifest.framework_wheel.file
+        if shell:
+            return debug.open_shell(wheel, program, spec=spec, image=image, namespace=namespace, client=client,
+                                    volume=work_volume_name(spec.name, published.key, namespace), on_line=on_line,
+                                    cache_dir=cache_dir)
+        return debug.run_program(wheel, program, spec=spec, image=image, namespace=namespace, client=client,
+                                 on_line=on_line, timeout=timeout, cache_dir=cache_dir, facts=facts)

@@ -62,16 +62,24 @@ def debug_recipe_of(name: str) -> str | None:
 
 @command
 def debug(recipe: str | None, sets, *, artifact: str | None, code: str | None, script: str | None, as_json: bool,
-          timeout: float, settings: Settings) -> None:
+          timeout: float, settings: Settings, shell: bool = False) -> None:
     from buildctl.build import pipeline
     from buildctl.verify import debug_report
     from buildctl.verify.debug import Program, check_timeout
 
-    program = Program.of(code, script)  # bad input refused before the recipe, the artifact or the engine
+    if shell and as_json:
+        raise InputError("--shell opens an interactive terminal, which has no JSON; fix: leave out --json")
+    # bad input refused before the recipe, the artifact or the engine; a shell may start with no program
+    program = None if shell and code is None and script is None else Program.of(code, script)
     timeout = check_timeout(timeout)
     spec, _ = load_spec(recipe or "", sets, site=site_options(settings), preflight=False)
     found = _artifact_of(spec, artifact)
     cache_dir = Path(os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
+    if shell:
+        code = pipeline.debug_artifact(
+            spec, found, program, timeout=timeout, cache_dir=cache_dir, shell=True,
+            on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False))
+        raise Exit(code=code)
     result = pipeline.debug_artifact(
         spec, found, program, timeout=timeout, cache_dir=cache_dir,
         on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False))

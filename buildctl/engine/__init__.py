@@ -38,7 +38,7 @@ _MODULES = {
     "lazy": ("CONNECT_TIMEOUT", "EngineConnection"),
     "lines": ("LineSink",),
     "objects": ("image_exists", "inspect_image", "labelled", "list_buildctl_containers", "list_buildctl_volumes",
-                "remove_volume"),
+                "remove_volume", "volume_exists"),
     "run": ("ContainerResult", "container_state", "remove_container", "run_container"),
     "signals": ("terminate_as_interrupt",),
 }

@@ -29,6 +29,17 @@ def inspect_image(client: docker.DockerClient, ref: str) -> dict | None:
         raise api_error(e, f"looking up image {ref}") from e
 
 
+def volume_exists(client: docker.DockerClient, name: str) -> bool:
+    """Whether the engine has volume `name`."""
+    try:
+        client.api.inspect_volume(name)
+        return True
+    except derr.NotFound:
+        return False
+    except derr.APIError as e:
+        raise api_error(e, f"looking up volume {name}") from e
+
+
 def remove_volume(client: docker.DockerClient, name: str) -> bool:
     """Remove a volume; False when there was none. A volume in use is an EngineError with the fix."""
     try:

@@ -11,8 +11,11 @@ files into /debug/out, read back here capped and as untrusted text (debug_report
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import shlex
+import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -30,6 +33,7 @@ GDB_SCRIPT = IN_CONTAINER / "gdb_crash.py"
 MAIN = IN_CONTAINER / "debug_main.py"
 IN, PROGRAM_DIR, OUT = "/debug/in", "/debug/program", "/debug/out"
 REPORT, STACK = "gdb.json", "python-stack.txt"
+SOURCES = "/work"  # the build directory volume, mounted where the build had it: gdb finds src/ there
 DEFAULT_TIMEOUT_S = 600
 INSTALL_S = 600  # the wheel's installation before the program starts, beyond its own --timeout
 CODE_NAME = "<string>"  # the file name code given as text runs under, as `python -c` shows it
@@ -131,12 +135,9 @@ def _read_capped(path: Path, cap: int) -> str | None:
         return f.read(cap).decode("utf-8", errors="replace")
 
 
-def run_program(wheel: Path, program: Program, *, spec: Spec, image: str, namespace: str, client,
-                on_line: Callable[[str], None], timeout: float = DEFAULT_TIMEOUT_S, cache_dir: Path,
-                facts: dict | None = None) -> DebugResult:
-    """`program` under gdb in a fresh container of `image` (the recipe's runtime image) with `wheel`
-    installed; the container is removed on every path (run_container), Ctrl-C included."""
-    from buildctl import engine
+def _prepared(wheel: Path, spec: Spec, runtime: str, namespace: str, client, cache_dir: Path,
+              on_line: Callable[[str], None]) -> tuple[str, list[str], Path, str]:
+    """(python, requirements, wheelhouse, the gdb image): what the container installs from and runs in."""
     from buildctl.store import artifacts
     from buildctl.verify.wheelhouse import DISTRO_GLIBC, manylinux_platforms, prepare_wheelhouse
 
@@ -144,8 +145,19 @@ def run_program(wheel: Path, program: Program, *, spec: Spec, image: str, namesp
     reqs = ["numpy"] if spec.framework.name in ("pytorch", "torch") else []  # as verification installs torch
     plats = manylinux_platforms(DISTRO_GLIBC.get(spec.base.distro, (2, 17)), platform.machine())
     wheelhouse, _ = prepare_wheelhouse(wheel, reqs, (), python, plats, cache_dir, on_line)
-    image = debug_image(client, image, spec=spec, namespace=namespace, on_line=on_line)
+    image = debug_image(client, runtime, spec=spec, namespace=namespace, on_line=on_line)
     artifacts.record_images(client, [image])  # for invoke clean: in use
+    return python, reqs, Path(wheelhouse), image
+
+
+def run_program(wheel: Path, program: Program, *, spec: Spec, image: str, namespace: str, client,
+                on_line: Callable[[str], None], timeout: float = DEFAULT_TIMEOUT_S, cache_dir: Path,
+                facts: dict | None = None) -> DebugResult:
+    """`program` under gdb in a fresh container of `image` (the recipe's runtime image) with `wheel`
+    installed; the container is removed on every path (run_container), Ctrl-C included."""
+    from buildctl import engine
+
+    python, reqs, wheelhouse, image = _prepared(wheel, spec, image, namespace, client, cache_dir, on_line)
     with tempfile.TemporaryDirectory(prefix="buildctl-debug-") as tmp:
         source = Path(tmp, "program.py")
         source.write_text(program.text, encoding="utf-8")
@@ -169,3 +181,61 @@ def run_program(wheel: Path, program: Program, *, spec: Spec, image: str, namesp
         result = DebugResult(None, exit_code=res.exit_code, facts=result.facts,
                              error=f"{result.error} ({why}): {last_lines(res.log)}")
     return result
+
+
+def shell_script(venv: str, python: str, wheel_name: str, reqs: list[str], program: Program | None,
+                 sources: bool) -> str:
+    """Install the wheel as verification does, point gdb at the sources, then an interactive bash."""
+    q = shlex.quote
+    run = [f"{venv}/bin/python", *([program.container_path] if program else [])]
+    gdbinit = ["set disable-randomization off", *([f"directory {SOURCES}/src"] if sources else [])]
+    hint = f"gdb -q --args {' '.join(run)}"
+    return "\n".join([
+        "set -e", *install_lines(venv, python, wheel_name, reqs),
+        f"printf '%s\\n' {' '.join(q(line) for line in gdbinit)} > /root/.gdbinit",
+        f"echo {q(f'the sources: {SOURCES}/src (read-only)' if sources else 'no build directory: frames show file:line without the sources')}",
+        f"echo {q(f'try: {hint}')}",
+        "exec bash",
+    ])
+
+
+def shell_command(image: str, script: str, *, mounts: dict[str, str], env: dict[str, str], labels: dict[str, str],
+                  network: str | None) -> list[str]:
+    """The docker CLI's `run --rm -it` of the debug shell (an interactive terminal is the CLI's job);
+    `mounts`: host path or volume -> container path, all read-only."""
+    cmd = ["docker", "run", "--rm", "-it"]
+    for src, dst in mounts.items():
+        cmd += ["-v", f"{src}:{dst}:ro"]
+    for k in env:
+        cmd += ["-e", k]  # the value travels in the CLI's environment, not on its command line
+    for k, v in labels.items():
+        cmd += ["--label", f"{k}={v}"]
+    if network:
+        cmd += ["--network", network]
+    return [*cmd, image, "/bin/sh", "-c", script]
+
+
+def open_shell(wheel: Path, program: Program | None, *, spec: Spec, image: str, namespace: str, client,
+               volume: str | None, on_line: Callable[[str], None], cache_dir: Path) -> int:
+    """`invoke debug --shell`: the container `run_program` would run, interactive, with gdb, the program
+    and the build directory's sources (when its volume is still there) mounted; the shell's exit code."""
+    from buildctl import engine
+
+    if shutil.which("docker") is None:
+        raise InputError("--shell needs the docker command line (it opens the interactive terminal); fix: install "
+                         "it (apt-get install docker.io or docker-ce-cli), or run without --shell")
+    python, reqs, wheelhouse, image = _prepared(wheel, spec, image, namespace, client, cache_dir, on_line)
+    sources = volume is not None and engine.volume_exists(client, volume)
+    with tempfile.TemporaryDirectory(prefix="buildctl-debug-") as tmp:
+        mounts = {str(wheel.resolve()): f"/verify/in/{wheel.name}", str(wheelhouse.resolve()): "/verify/wheelhouse"}
+        if program is not None:
+            source = Path(tmp, "program.py")
+            source.write_text(program.text, encoding="utf-8")
+            mounts[str(source)] = program.container_path
+        if sources:
+            mounts[volume] = SOURCES
+        env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", **NO_FOREIGN_CRASH_HANDLERS}
+        cmd = shell_command(image, shell_script(spec.python.venv, python, wheel.name, reqs, program, sources),
+                            mounts=mounts, env=env, network=engine.network_mode_for(spec.site.network),
+                            labels={"buildctl.role": "debug", **engine.buildctl_labels(recipe=spec.name, namespace=namespace)})
+        return subprocess.run(cmd, env={**os.environ, **env}, check=False).returncode

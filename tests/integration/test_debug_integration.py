@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -79,3 +80,24 @@ def test_debug_chases_the_demo_crash_to_its_source_line_and_says_when_nothing_cr
     assert "[2.0]" in calm.stderr  # the program's own output, in the log of the run
     ours = {"label": ["buildctl.role=debug", f"buildctl.namespace={artifacts.namespace()}"]}
     assert docker_client.containers.list(all=True, filters=ours) == []  # no container left behind
+
+
+def test_debug_shell_opens_the_container_with_gdb_and_the_build_sources(demo_debug, docker_client):
+    """`--shell` under a pseudo-terminal (util-linux's `script`): the commands a person would type, then
+    their exit code is the command's. gdb lists the crashing line from the build directory's sources."""
+    env, work = demo_debug["env"], demo_debug["work"]
+    typed = ("gdb -q -batch -ex run -ex list --args /opt/venv/bin/python /debug/program/code.py\n"
+             "touch /work/src/x\n"
+             "exit 3\n")
+    cmd = shlex.join([str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT), "debug", *DEBUG, "--shell",
+                      "--code", "import demofw\ndemofw.take([1.0], [1 << 50])"])
+    full = {k: v for k, v in os.environ.items() if k not in UNSET}
+    proc = subprocess.run(["script", "-qec", cmd, "/dev/null"], input=typed, capture_output=True, text=True,
+                          cwd=work, env={**full, **env}, timeout=900)
+    assert proc.returncode == 3, proc.stdout[-3000:]
+    assert "the sources: /work/src (read-only)" in proc.stdout
+    assert "take_kernel<double>" in proc.stdout and "out[i] = in[k];  // unchecked, see above" in proc.stdout, \
+        proc.stdout[-3000:]
+    assert "Read-only file system" in proc.stdout  # the build directory is the user's to read, not to change
+    ours = {"label": ["buildctl.role=debug", f"buildctl.namespace={artifacts.namespace()}"]}
+    assert docker_client.containers.list(all=True, filters=ours) == []

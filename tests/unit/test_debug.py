@@ -11,7 +11,7 @@ import pytest
 from invoke_here import invoke_here
 
 from buildctl.verify import debug_report
-from buildctl.verify.debug import CODE_NAME, Program, container_script
+from buildctl.verify.debug import CODE_NAME, Program, container_script, shell_command, shell_script
 
 REPO = Path(__file__).resolve().parents[2]
 MAIN = "/debug/in/debug_main.py"
@@ -167,6 +167,28 @@ def test_the_container_runs_the_program_under_gdb_after_installing_the_wheel():
     assert script.name == str(Path(__file__)) and script.container_path == "/debug/program/test_debug.py"
 
 
+def test_the_shell_installs_the_wheel_points_gdb_at_the_sources_and_leaves_bash():
+    script = shell_script("/opt/venv", "3.11", "demofw-0.1.0-cp311-cp311-linux_x86_64.whl", [],
+                          Program("import demofw", CODE_NAME), sources=True)
+    lines = script.splitlines()
+    assert lines[0] == "set -e" and "--no-index --find-links /verify/wheelhouse" in script
+    assert "printf '%s\\n' 'set disable-randomization off' 'directory /work/src' > /root/.gdbinit" in lines
+    assert "echo 'try: gdb -q --args /opt/venv/bin/python /debug/program/code.py'" in lines
+    assert lines[-1] == "exec bash"
+    bare = shell_script("/opt/venv", "3.11", "x.whl", [], None, sources=False)
+    assert "directory /work/src" not in bare and "echo 'try: gdb -q --args /opt/venv/bin/python'" in bare
+
+
+def test_the_shell_runs_interactive_read_only_and_keeps_values_off_the_command_line():
+    cmd = shell_command("img:tag", "exec bash", mounts={"/tmp/w.whl": "/verify/in/w.whl", "vol": "/work"},
+                        env={"UCX_ERROR_SIGNALS": "", "HTTPS_PROXY": "http://u:secret@proxy:3128"},
+                        labels={"buildctl.role": "debug"}, network="host")
+    assert cmd[:4] == ["docker", "run", "--rm", "-it"]
+    assert ["-v", "/tmp/w.whl:/verify/in/w.whl:ro"] == cmd[4:6] and ["-v", "vol:/work:ro"] == cmd[6:8]
+    assert "HTTPS_PROXY" in cmd and not any("secret" in a for a in cmd)
+    assert cmd[-4:] == ["img:tag", "/bin/sh", "-c", "exec bash"] and ["--network", "host"] == cmd[-6:-4]
+
+
 def invoke(*args: str, cwd: Path = REPO, env: dict | None = None):
     return invoke_here("-r", str(REPO), "debug", *args, cwd=cwd, env={"BUILDCTL_DEBUG": "", "COLUMNS": "200", **(env or {})})
 
@@ -202,6 +224,8 @@ def artifacts_root(tmp_path) -> Path:
     (("--recipe", "demo-cpu", "--code", "1", "--artifact", "{root}/demo-skbuild-cpu/0123456789abcdef"),
      "is an artifact of demo-skbuild-cpu, not of demo-cpu; fix: --recipe demo-skbuild-cpu"),
     (("--recipe", "demo-cpu", "--code", "1"), "holds no wheel of its own framework"),
+    (("--recipe", "demo-cpu", "--shell", "--json"), "--shell opens an interactive terminal, which has no JSON"),
+    (("--recipe", "demo-cpu", "--shell"), "holds no wheel of its own framework"),  # a shell needs no program
 ])
 def test_bad_input_is_refused_in_one_line_without_the_engine(artifacts_root, args, words):
     proc = invoke(*(a.replace("{root}", str(artifacts_root)) for a in args),

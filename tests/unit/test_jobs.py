@@ -71,6 +71,16 @@ def test_the_rule_predicts_the_measured_peak_within_25_percent(build_type):
     assert predicted_gib == pytest.approx(MEASURED_PEAK_GIB[build_type], rel=0.25)
 
 
+# The largest single job, measured alone: the Debug link of libtorch_cpu.so re-run from the second Debug
+# build's directory with its own command line, ld's peak RSS (docs/evidence/pytorch2.6-cpu-trixie-debug).
+MEASURED_DEBUG_LINK_GIB = 5.28
+
+
+def test_one_debug_job_covers_the_measured_link_of_libtorch_cpu():
+    per_job_gib = parallel_jobs.per_job_bytes("cpu", "Debug") / GiB
+    assert MEASURED_DEBUG_LINK_GIB <= per_job_gib == pytest.approx(MEASURED_DEBUG_LINK_GIB, rel=0.25)
+
+
 def test_debug_information_takes_more_memory_per_job_and_says_so():
     release = max_jobs("auto", cpus=64, mem_bytes=64 * GiB, accelerator="cpu", build_type="Release")
     debug = max_jobs("auto", cpus=64, mem_bytes=64 * GiB, accelerator="cpu", build_type="Debug")
