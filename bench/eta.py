@@ -38,13 +38,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from buildctl.build import eta  # noqa: E402
+from buildctl.build import eta, eta_prior  # noqa: E402
+from buildctl.store.manifest import Manifest  # noqa: E402
 
 GOAL = 0.10
 CHECKPOINTS = (0.10, 0.25, 0.50, 0.75, 0.90)
 WINDOW_S = 600.0
 # A last run shorter than this is the wheel step's ninja (it finds a step or two left), not a resume.
 MIN_RESUMED_STEPS = 20
+
+
+def build_type(path: Path) -> str | None:
+    """The build type an artifact folder's manifest records; None for a bare .ninja_log."""
+    if not (path / "manifest.json").is_file():
+        return None
+    return Manifest.read(path).build_type
 
 
 def read_log(path: Path) -> str:
@@ -95,6 +103,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     actual, prior = read_log(a.actual), eta.ninja_costs(read_log(a.prior))
+    # as the build would weigh this prior: a prior on the other side of -O0 has its kernels reweighted
+    actual_type, prior_type = build_type(a.actual), build_type(a.prior)
+    if actual_type:
+        prior, why = eta_prior.across_optimisation(prior, prior_type, actual_type, "")
+        if why:
+            print(f"prior reweighted ({prior_type} for {actual_type}):{why.lstrip(';')}", file=sys.stderr)
     all_steps = len(eta.timeline(actual))
     if a.partial:
         actual, prior, _ = cut_to_common_prefix(actual, prior)

@@ -31,6 +31,14 @@ MAX_LOG_BYTES = 32 << 20
 MAX_LOG_LINES = 300_000  # the dict of a 32 MiB file of tiny lines would take GBs
 MAX_MANIFESTS = 64  # artifacts looked at for a close recipe: a big store is not read whole
 WARM_HIT_RATE = 0.5  # above it the compile cache answered most steps: their times are no compile costs
+# A prior of the other side of -O0: ATen's vectorised CPU kernels (aten/src/ATen/native/cpu, compiled once per
+# CPU capability) are where -O2 spends its time. Measured on PyTorch 2.6 CPU (the Debug build's resumed run
+# against the Release build, docs/evidence/pytorch2.6-cpu-trixie-debug): those 128 units cost 0.73x their
+# Release time at -O0, the 500 others 1.25x, so against the rest a kernel unit costs 0.6x in a Debug build.
+# Taken from that one pair; a Release prior weighted so gave its replay within -7..+2 % (unweighted: +20 %).
+UNOPTIMISED_KERNEL_FACTOR = 0.6
+VECTORISED_KERNELS = "/native/cpu/"
+UNOPTIMISED = ("Debug",)  # -O0; Release, RelWithDebInfo and MinSizeRel optimise
 
 
 @dataclass(frozen=True)
@@ -58,19 +66,34 @@ def find(spec: Spec, root: Path | None = None, log: Callable[[str], None] = lamb
     """The prior for a compile of `spec` in the store `root`; refusals are logged, never raised."""
     base = Path(root or artifacts.artifacts_root())
     ranked = sorted(_candidates(spec, base), key=lambda c: c[0])
-    for _, why, folder in ranked:
+    for _, why, folder, prior_type in ranked:
         try:
             costs = read_costs(folder / LOG_NAME)
         except InputError as e:
             log(f"buildctl: ETA: {e}")
             continue
+        costs, why = across_optimisation(costs, prior_type, spec.build.type, why)
         return Prior(folder.parent.name, folder.name, MappingProxyType(costs), why)
     close = f" or of {spec.framework.name} {spec.framework.version}" if spec.framework.version else ""
     return Prior(why=f"no earlier build of {spec.name}{close} left a usable {LOG_NAME}")
 
 
-def _candidates(spec: Spec, base: Path) -> Iterator[tuple[tuple, str, Path]]:
-    """(rank, why, artifact folder) of every published artifact that may serve, lowest rank best."""
+def across_optimisation(costs: dict[str, float], prior_type: str | None, build_type: str,
+                        why: str) -> tuple[dict[str, float], str]:
+    """A prior built on the other side of -O0 than this build, its vectorised kernel units reweighted
+    (UNOPTIMISED_KERNEL_FACTOR), and the why saying so; else as it is."""
+    if prior_type is None or (prior_type in UNOPTIMISED) == (build_type in UNOPTIMISED):
+        return costs, why
+    factor = UNOPTIMISED_KERNEL_FACTOR if build_type in UNOPTIMISED else 1 / UNOPTIMISED_KERNEL_FACTOR
+    scaled = {out: c * factor if VECTORISED_KERNELS in out else c for out, c in costs.items()}
+    if scaled == costs:
+        return costs, why
+    return scaled, f"{why}; its vectorised CPU kernels x{factor:.2g} for {build_type}"
+
+
+def _candidates(spec: Spec, base: Path) -> Iterator[tuple[tuple, str, Path, str | None]]:
+    """(rank, why, artifact folder, its build type) of every published artifact that may serve, lowest
+    rank best."""
     version = spec.framework.version
     read = 0
     for recipe_dir in sorted(_dirs(base), key=lambda d: (d.name != spec.name, d.name)):  # this recipe's first
@@ -95,7 +118,7 @@ def _candidates(spec: Spec, base: Path) -> Iterator[tuple[tuple, str, Path]]:
             other_type = m.build_type != spec.build.type
             why = ("this recipe" if same else f"{spec.framework.name} {version}, {m.build_type}") \
                 + (", a warm rebuild" if warm else "")
-            yield (warm, not same, other_type, -_mtime(folder / LOG_NAME)), why, folder
+            yield (warm, not same, other_type, -_mtime(folder / LOG_NAME)), why, folder, m.build_type
 
 
 def _dirs(base: Path) -> Iterator[Path]:

@@ -70,6 +70,28 @@ def test_a_close_recipe_serves_when_the_recipe_has_none(tmp_path):
     assert prior.note().endswith("(pytorch 2.6.0, Release)")
 
 
+KERNELS_LOG = ("# ninja log v6\n0\t10000\t0\tcaffe2/CMakeFiles/torch_cpu.dir/__/aten/src/ATen/native/cpu/"
+               "UnaryOpsKernel.cpp.DEFAULT.cpp.o\tk1\n0\t20000\t0\ty.o\ty1\n")
+KERNEL = "caffe2/CMakeFiles/torch_cpu.dir/__/aten/src/ATen/native/cpu/UnaryOpsKernel.cpp.DEFAULT.cpp.o"
+
+
+def test_a_release_prior_of_a_debug_build_weighs_its_vectorised_kernels_less_and_says_so(tmp_path):
+    """-O0 skips what -O2 spends on ATen's vectorised kernels: measured 0.6x against the other units."""
+    publish(tmp_path, RELEASE, "a" * 16, log=KERNELS_LOG)
+    prior, _ = find(DEBUG, tmp_path)
+    assert dict(prior.costs) == {KERNEL: pytest.approx(6.0), "y.o": 20.0}
+    assert prior.note().endswith("(pytorch 2.6.0, Release; its vectorised CPU kernels x0.6 for Debug)")
+
+
+def test_a_debug_prior_of_a_release_build_weighs_them_more_and_a_prior_of_the_same_side_is_kept(tmp_path):
+    publish(tmp_path, DEBUG, "b" * 16, build_type="Debug", log=KERNELS_LOG)
+    prior, _ = find(RELEASE, tmp_path)
+    assert dict(prior.costs) == {KERNEL: pytest.approx(10 / 0.6), "y.o": 20.0}
+    costs = {KERNEL: 10.0, "y.o": 20.0}
+    assert eta_prior.across_optimisation(costs, "RelWithDebInfo", "Release", "w") == (costs, "w")  # both -O2
+    assert eta_prior.across_optimisation({"y.o": 1.0}, "Release", "Debug", "w") == ({"y.o": 1.0}, "w")  # no kernels
+
+
 def test_a_close_build_of_the_same_build_type_comes_first(tmp_path):
     publish(tmp_path, RELEASE, "a" * 16, age_s=0)
     publish(tmp_path, "pytorch2.6-cpu-bookworm-debug", "b" * 16, age_s=3600, build_type="Debug")
