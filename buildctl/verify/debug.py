@@ -190,11 +190,12 @@ def shell_script(venv: str, python: str, wheel_name: str, reqs: list[str], progr
     run = [f"{venv}/bin/python", *([program.container_path] if program else [])]
     gdbinit = ["set disable-randomization off", *([f"directory {SOURCES}/src"] if sources else [])]
     hint = f"gdb -q --args {' '.join(run)}"
+    where = f"the sources: {SOURCES}/src (read-only)" if sources else \
+        "no build directory on the engine: frames show file:line without the sources"
     return "\n".join([
         "set -e", *install_lines(venv, python, wheel_name, reqs),
         f"printf '%s\\n' {' '.join(q(line) for line in gdbinit)} > /root/.gdbinit",
-        f"echo {q(f'the sources: {SOURCES}/src (read-only)' if sources else 'no build directory: frames show file:line without the sources')}",
-        f"echo {q(f'try: {hint}')}",
+        f"echo {q(where)}", f"echo {q(f'try: {hint}')}",
         "exec bash",
     ])
 
