@@ -82,12 +82,11 @@ def across_optimisation(costs: dict[str, float], prior_type: str | None, build_t
                         why: str) -> tuple[dict[str, float], str]:
     """A prior built on the other side of -O0 than this build, its vectorised kernel units reweighted
     (UNOPTIMISED_KERNEL_FACTOR), and the why saying so; else as it is."""
-    if prior_type is None or (prior_type in UNOPTIMISED) == (build_type in UNOPTIMISED):
+    if prior_type is None or (prior_type in UNOPTIMISED) == (build_type in UNOPTIMISED) \
+            or not any(VECTORISED_KERNELS in out for out in costs):
         return costs, why
     factor = UNOPTIMISED_KERNEL_FACTOR if build_type in UNOPTIMISED else 1 / UNOPTIMISED_KERNEL_FACTOR
     scaled = {out: c * factor if VECTORISED_KERNELS in out else c for out, c in costs.items()}
-    if scaled == costs:
-        return costs, why
     return scaled, f"{why}; its vectorised CPU kernels x{factor:.2g} for {build_type}"
 
 

@@ -75,14 +75,14 @@ def debug(recipe: str | None, sets, *, artifact: str | None, code: str | None, s
     spec, _ = load_spec(recipe or "", sets, site=site_options(settings), preflight=False)
     found = _artifact_of(spec, artifact)
     cache_dir = Path(os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
+
+    def on_line(line: str) -> None:
+        console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
+
     if shell:
-        code = pipeline.debug_artifact(
-            spec, found, program, timeout=timeout, cache_dir=cache_dir, shell=True,
-            on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False))
-        raise Exit(code=code)
-    result = pipeline.debug_artifact(
-        spec, found, program, timeout=timeout, cache_dir=cache_dir,
-        on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False))
+        raise Exit(code=pipeline.debug_artifact(spec, found, program, timeout=timeout, cache_dir=cache_dir,
+                                                shell=True, on_line=on_line))
+    result = pipeline.debug_artifact(spec, found, program, timeout=timeout, cache_dir=cache_dir, on_line=on_line)
     if result.crashed and not result.has_lines and result.facts.get("build_type") != "Debug":
         result = dataclasses.replace(result, facts={**result.facts, "debug_recipe": debug_recipe_of(spec.name)})
     if as_json:
