@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from buildctl import settings
 from buildctl.errors import RecipeError
@@ -124,10 +124,42 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
         value = parse_yaml(f"v: {raw}", f"--set {key}").data["v"] if raw.strip() else ""
     except RecipeError as e:
         raise RecipeError(f"--set {key}", "", e.problem, e.fix) from None
-    # A version typed on the command line (12.4) must stay a string: floats have no use here.
-    if isinstance(value, float):
+    # A version typed on the command line (12.4) must stay a string: floats have no use here. An integer
+    # becomes the text typed where only the text is valid: `build.env.RUN=39144451`, as env values are.
+    if isinstance(value, float) or (type(value) is int and _only_text_fits(tuple(parts), value, raw.strip())):
         value = raw.strip()
     return parts, value
+
+
+def _annotation_at(path: tuple[str, ...]) -> Any:
+    """The type the Spec declares at path, through models and dict values; None past what it declares."""
+    ann: Any = Spec
+    for part in path:
+        members = [ann, *get_args(ann)]
+        model = next((m for m in members if isinstance(m, type) and issubclass(m, BaseModel)), None)
+        mapping = next((m for m in members if get_origin(m) is dict), None)
+        if model is not None and part in model.model_fields:
+            ann = model.model_fields[part].annotation
+        elif mapping is not None:
+            ann = get_args(mapping)[1]
+        else:
+            return None
+    return ann
+
+
+def _only_text_fits(path: tuple[str, ...], number: int, text: str) -> bool:
+    ann = _annotation_at(path)
+    if ann is None:
+        return False  # an unknown key: validation names it
+    adapter = TypeAdapter(ann)
+
+    def fits(value: Any) -> bool:
+        try:
+            adapter.validate_python(value)
+        except ValidationError:
+            return False
+        return True
+    return not fits(number) and fits(text)
 
 
 def apply_overrides(loc: Located, overrides: list[str]) -> None:

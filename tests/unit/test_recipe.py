@@ -340,6 +340,11 @@ def test_paths_in_errors_are_relative_to_the_working_directory():
     ("framework.version=2.1.0", ["framework", "version"], "2.1.0"),
     ("build.env.CFLAGS=-O2 -g", ["build", "env", "CFLAGS"], "-O2 -g"),
     ("build.env.X=a=b", ["build", "env", "X"], "a=b"),  # only the first = splits
+    ("build.env.RUN=39144451", ["build", "env", "RUN"], "39144451"),  # env values are text, not numbers
+    ("build.env.RUN=0b101", ["build", "env", "RUN"], "0b101"),  # not YAML 1.1's binary 5
+    ("build.max_jobs=0x10", ["build", "max_jobs"], 16),  # a field that takes integers gets YAML's
+    ("build.source_date_epoch=1700000000", ["build", "source_date_epoch"], 1700000000),
+    ("build.max_jobs=0", ["build", "max_jobs"], 0),  # out of range: validation says so, as a number
     ("description=", ["description"], ""),
     ("build.features={USE_MKLDNN: false}", ["build", "features"], {"USE_MKLDNN": False}),
 ])
@@ -368,6 +373,8 @@ def test_set_overrides_are_applied_and_validated():
     assert spec.build.type == "RelWithDebInfo"  # repeatable: the last one wins
     assert spec.build.max_jobs == 8 and spec.build.env["CC"] == "gcc-11"
     assert spec.build.cuda_arch == ("8.0", "9.0")
+    spec, _ = load_spec("demo-rocm", ["build.env.BUILDCTL_TEST_RUN=39144451"])
+    assert spec.build.env["BUILDCTL_TEST_RUN"] == "39144451"  # digits only, by chance: still the text typed
     spec, _ = load_spec("demo-cpu", ["toolchain.cuda.version=13.2", "toolchain.cuda.install=pip",
                                      "toolchain.cuda.pip_release=13.2.86", 'build.cuda_arch=["9.0"]'])
     assert spec.toolchain.cuda.version == "13.2" and spec.accelerator == "cuda"  # nested new keys
