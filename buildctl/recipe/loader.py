@@ -194,12 +194,8 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
 
 def _is_list_field(path: tuple[str, ...]) -> bool:
     """Whether the Spec field at path holds a list (a tuple, optional or not)."""
-    model = _model_at(path)
-    field_info = model.model_fields.get(path[-1]) if model is not None else None
-    if field_info is None:
-        return False
-    ann = field_info.annotation
-    return any(get_origin(t) in (tuple, list) for t in (ann, *get_args(ann)))
+    ann = _annotation_at(path)
+    return ann is not None and any(get_origin(t) in (tuple, list) for t in (ann, *get_args(ann)))
 
 
 def _hint_for(err: dict) -> str:
