@@ -114,13 +114,21 @@ def matrix(c, label=None):
                "publishes nothing, a later full build resumes",
       "target": "With --until compile: build only this ninja output (a sample, e.g. one .cu.o); repeatable",
       "check_reproducible": "Then build again from a clean build dir at another path without compile cache and "
-                            "compare the wheels byte for byte; exit 1 naming the members that differ"})
+                            "compare the wheels byte for byte; exit 1 naming the members that differ",
+      "dry_run": "Build nothing: say the key this request would use, whether its artifact is there and can be "
+                 "vouched for, and what changed since the recipe's latest artifact"})
 def build(c, recipe=None, label=None, set=None, no_preflight=False, json=False, until="", target=None,
-          check_reproducible=False, settings=None):
+          check_reproducible=False, dry_run=False, settings=None):
     """Build a recipe's wheel from source in a container, publish it to artifacts/, verify it."""
     from buildctl import cli
 
     recipes = list(recipe or [])
+    if dry_run:
+        from buildctl.cli.build import dry_run as look
+
+        look(recipes, set, settings=settings, no_preflight=no_preflight, as_json=json,
+             other_options=bool(label or until or target or check_reproducible))
+        return
     if len(recipes) > 1 or label or len(settings.engines) > 1:
         cli.command(cli.build_several)(recipes, label or [], set, settings=settings, no_preflight=no_preflight,
                                  as_json=json, until=until, targets=target, check_reproducible=check_reproducible)

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from buildctl.build import stages
+from buildctl.store.key import KeyInputs
 
 
 def _record_hash(data: bytes) -> str:
@@ -94,7 +95,7 @@ def assembled_artifact(spec, tmp_path: Path, wheel: str, versions: str = "") -> 
     from buildctl.build.stages import artifact
 
     run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
-    prepared = stages.Prepared(render.render(spec), tmp_path / "context", "0123456789abcdef")
+    prepared = stages.Prepared(render.render(spec), tmp_path / "context", KeyInputs({}, "source", "sha256:base"))
     planned = stages.Planned(prepared, 2, {}, {}, {})
     out, folder = tmp_path / "out", tmp_path / "artifact"
     out.mkdir()

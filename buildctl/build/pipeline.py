@@ -36,10 +36,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildctl.store import artifacts
+from buildctl.store import key as key_mod
 from buildctl.verify.options import VerifyOptions
 from buildctl.store.manifest import Manifest
 from buildctl import engine
 from buildctl.errors import InputError, StepFailed
+from buildctl.recipe.loader import masked_dump
 from buildctl.recipe.schema import Spec
 from buildctl.build.stages import BuildLog, BuildOptions, ImageBuilt, Published, Run, Verified, artifact, prepare
 from buildctl.build.engine_names import image_tag, volume_names, work_volume_name
@@ -67,7 +69,12 @@ class BuildResult:
     durations: Mapping[str, float]  # each step's seconds, and the total
     report: Report | None = None  # the passing verification report
     verify_error: VerificationFailed | None = None  # the wheel is built but not what was asked (its report inside)
-    base_image_id: str = ""  # the key's base image, as the engine named it
+    inputs: key_mod.KeyInputs | None = None  # what the key was made of, read at the fetch (the no-op memo's)
+    reads: tuple[tuple[str, str], ...] = ()  # the files beside the recipe the render read (path, sha256)
+
+    @property
+    def base_image_id(self) -> str:  # the key's base image, as the engine named it
+        return self.inputs.base_image if self.inputs is not None else ""
 
 
 @dataclass(frozen=True)
@@ -176,6 +183,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                     held.enter_context(_key_lock(ctx, prepared.key))
                     published = _found(ctx, prepared.key, say_why=True)  # built while we waited?
                     if published is None:
+                        _say_why_it_builds(ctx, prepared)
                         from buildctl.build.stages import compile as compile_stage
 
                         reached = planned = prepare.plan(ctx, prepared)
@@ -200,7 +208,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
     view.finished(total)
     return BuildResult(spec.name, published.key, published.artifact, published.manifest, published.cached,
                        {**steps.durations, "total": total}, verified.report if verified else None, verify_error,
-                       prepared.base_image_id)
+                       prepared.inputs, rendered.reads)
 
 
 def _key_lock(ctx: Run, key: str, *, shared: bool = False):
@@ -213,10 +221,14 @@ def _key_lock(ctx: Run, key: str, *, shared: bool = False):
 
 
 def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
-    """The artifact of this key, published before; None also for one that records no runtime image
-    context (an older buildctl's): it is built again, so later stages find what they read."""
-    found = artifacts.lookup(ctx.spec.name, key, ctx.opts.artifacts_root)
+    """The artifact of this key, published before; None also for one whose wheels are not those its manifest
+    records (deleted, corrupted) or that records no runtime image context (an older buildctl's): it is built
+    again (publishing replaces the folder), so later stages find what they read."""
+    refused: list[str] = []
+    found = artifacts.lookup(ctx.spec.name, key, ctx.opts.artifacts_root, on_refused=refused.append)
     if found is None:
+        if refused and say_why:
+            ctx.log(f"buildctl: {refused[0]}: the artifact cannot be served; building it again")
         return None
     published = artifact.found(ctx.spec.name, key, found)
     if published.manifest.runtime is None:
@@ -225,6 +237,21 @@ def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
                     "building it again")
         return None
     return published
+
+
+def _say_why_it_builds(ctx: Run, prepared) -> None:
+    """The line a build prints when the recipe had an artifact and this request does not find it: what changed
+    since the latest one (`invoke build --dry-run` names the same)."""
+    latest = artifacts.newest(ctx.spec.name, ctx.opts.artifacts_root)
+    if latest is None or latest.name == prepared.key:
+        return
+    try:
+        was = Manifest.read(latest)
+    except InputError:
+        return
+    changes = key_mod.changed(prepared.inputs, key_mod.KeyInputs.from_json(was.key_inputs),
+                                  masked_dump(ctx.spec), was.resolved_recipe)
+    ctx.log(f"buildctl: building key {prepared.key}; since {latest.name}: {key_mod.describe(changes)}")
 
 
 def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published:
@@ -294,7 +321,7 @@ def _verify(ctx: Run, steps: Steps, published: Published,
     from buildctl.build.stages import verify as verify_stage
     from buildctl.verify.report import VerificationFailed
 
-    stored = verify_stage.stored_report(published) if published.cached else None
+    stored = verify_stage.stored_report(published, ctx.spec) if published.cached else None
     if stored is not None:  # a no-op starts no container: the artifact passed verification already
         steps.skip("verify", "cached")
         return Verified(stored, cached=True), None
@@ -324,6 +351,9 @@ def _published_artifact(spec: Spec, artifact_dir: Path, on_line=None):
         if not (artifact_dir / "manifest.json").is_file():
             raise InputError(f"{artifact_dir} was removed meanwhile (by invoke clean?); fix: invoke build --recipe "
                              f"{spec.name}")
+        problem = artifacts.unvouched(artifact_dir)
+        if problem is not None:
+            raise InputError(f"{problem}; fix: rebuild it: invoke build --recipe {spec.name}")
         yield artifact.found(recipe, key, artifact_dir)
 
 

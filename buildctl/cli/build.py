@@ -209,6 +209,42 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         raise error
 
 
+@command
+def dry_run(recipes: list[str], sets, *, settings: Settings, no_preflight=False, as_json=False,
+            other_options=False) -> None:
+    """`invoke build --dry-run`: the key, whether it is up to date, and what changed (build.dry_run)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from buildctl.build.dry_run import dry_run as look
+    from buildctl.store import key as key_mod
+
+    if len(recipes) > 1 or len(settings.engines) > 1 or other_options:
+        raise InputError("--dry-run says one recipe's key on one engine; fix: give one --recipe, and drop --label, "
+                         "--until, --target and --check-reproducible")
+    spec, _ = load_spec(recipes[0] if recipes else "", sets, base_image=settings.base_image, site=site_options(settings),
+                        preflight=not no_preflight)
+    opts = stages.BuildOptions(artifacts_root=settings.artifacts, ca_texts=read_ca_certs(settings.ca_certs),
+                               engine_url=settings.engines[0] if settings.engines else None)
+    found = look(spec, opts)
+    if as_json:
+        print_json(found.to_json())
+        return
+    table = Table(title=f"{spec.name}: invoke build would", show_header=False, expand=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    table.add_row("key", found.key)
+    table.add_row("status", Text(f"up to date: {found.artifact}" if found.up_to_date else "build it"))
+    if found.latest is None and not found.up_to_date:
+        table.add_row("why", Text(f"no artifact of {spec.name} yet"))
+    elif found.latest is not None and not found.up_to_date:
+        table.add_row("since", Text(f"{found.latest}: {key_mod.describe(found.changed)}"))
+    elif found.changed:
+        table.add_row("why", Text(key_mod.describe(found.changed)))
+    table.add_row("base image", Text(found.base_image))
+    out.print(table)
+
+
 def _run_failed(error: BuildctlError) -> bool:
     """Whether `error` is the run's own failure (a failed step, a verification that does not hold), which
     the build reports with its payload; any other error ends the command as it is."""

@@ -22,14 +22,14 @@ if TYPE_CHECKING:
 
 
 def _request(recipe: str, sets, settings: Settings, no_preflight: bool) -> str:
-    """The entry's name: everything the command was given that can reach the key, and buildctl's code."""
+    """The entry's name: everything the command was given that can reach the key, and buildctl's code. The
+    values as given (a masked value would let two requests with two keys share an entry): only this digest of
+    them is written, never the values."""
     from buildctl.cli.base import read_ca_certs
-    from buildctl.secrets import mask_data
 
     ca = read_ca_certs(settings.ca_certs)  # their text is rendered; a missing file is the full path's error
-    # credentials masked (they never change a key): the entry's name is a hash, but of nothing secret
-    request = {"recipe": recipe, "set": mask_data(list(sets or [])), "no_preflight": bool(no_preflight),
-               "settings": mask_data(settings.model_dump(mode="json")),
+    request = {"recipe": recipe, "set": list(sets or []), "no_preflight": bool(no_preflight),
+               "settings": settings.model_dump(mode="json"),
                "ca": {name: hashlib.sha256(text.encode()).hexdigest() for name, text in ca.items()}}
     root = settings_mod.REPO_ROOT
     code = noop_memo.code_fingerprint([Path(__file__).resolve().parent.parent, root / "templates", root / "tasks.py"])
@@ -70,11 +70,13 @@ def _still_valid(digest: str, settings: Settings) -> dict | None:
             return None
         # As the full path: held shared while the artifact is read; a build holding it is not waited for here
         with artifacts.key_lock(entry["recipe"], entry["key"], root, timeout=0, shared=True):
-            # under the lock: `invoke clean` removes nothing meanwhile
-            if not noop_memo.still_holds(entry) or artifacts.lookup(entry["recipe"], entry["key"], root) is None:
+            # under the lock: `invoke clean` removes nothing meanwhile; the wheels are checked there too
+            if not noop_memo.still_holds(entry):
                 return None
-            artifacts.record_inspected([base], root)  # the base image and the artifact are in use, as the full
-            return entry  # path stamps them (lookup stamped the artifact)
+            # the base image and the artifact are in use, as the full path stamps them
+            artifacts.record_inspected([base], root)
+            artifacts.record_use({"artifact": [f"{entry['recipe']}/{entry['key']}"]}, root)
+            return entry
     except Exception:  # noqa: BLE001 - a lock held, an engine that errs: the full path waits or says why
         return None
 
@@ -105,29 +107,34 @@ def _print(entry: dict, as_json: bool, t0: float) -> None:
         view.summary([tuple(row) for row in entry["rows"]])
 
 
-def remember(recipe: str, sets, *, settings: Settings, no_preflight: bool, spec, reads: list[Path],
+def remember(recipe: str, sets, *, settings: Settings, no_preflight: bool, spec, reads: list[tuple[str, str]],
              warnings: list[str], result, rows: list[tuple[str, str]], skipped: list[str]) -> None:
-    """After the full path found its artifact: the entry the next identical request is answered from."""
+    """After the full path found its artifact: the entry the next identical request is answered from. It
+    records what the full path read when it read it (`reads`: the recipe's files as the loader opened them,
+    with their digests then; the patches as the render read them; the source digest the key was computed
+    from), never the files as they are now: a file edited since (while this build waited for the key's lock)
+    is a miss next time. An entry that cannot record all of it is not written."""
     from buildctl.store import artifacts
 
-    if settings.download_cache or not result.base_image_id or result.verify_error is not None:
+    if settings.download_cache or result.inputs is None or result.verify_error is not None:
         return
     try:
         digest = _request(recipe, sets, settings, no_preflight)
     except Exception:  # noqa: BLE001 - then there is no memo, only the full path
         return
-    files = [*reads, *(Path(p.file).resolve() for p in spec.framework.patches if p.file is not None)]
     src = spec.framework.source
-    tree = None
-    if src.kind == "path":
-        tree = [str(Path(src.path).resolve()), artifacts.tree_digest(Path(src.path))]
+    tree = [str(src.path), result.inputs.source] if src.kind == "path" else None
     artifact = Path(result.artifact)
+    wheels = artifacts.recorded_wheels(artifact)
+    if wheels is None or artifacts.unvouched(artifact) is not None:
+        return
     report = artifact / "report.json"
     noop_memo.record(settings.artifacts, digest, {
-        "recipe": spec.name, "key": result.key, "artifact_dir": str(artifact.resolve()),
-        "render_dir": str((Path("build") / spec.name / result.key).resolve()),
+        "recipe": spec.name, "key": result.key, "artifact_dir": str(artifact),
+        "render_dir": str(Path("build") / spec.name / result.key),
         "base_image": spec.base.image, "base_image_id": result.base_image_id, "pull": spec.site.pull or "missing",
-        "reads": {str(p): noop_memo.file_sha256(p) for p in files}, "source_tree": tree,
+        "reads": dict([*reads, *result.reads]), "source_tree": tree,
+        "wheels": wheels, "fingerprints": artifacts.wheel_fingerprints(artifact, wheels),
         "manifest_sha256": noop_memo.file_sha256(artifact / "manifest.json"),
         "report_sha256": noop_memo.file_sha256(report) if result.report is not None else None,
         "warnings": list(warnings), "skipped": list(skipped), "rows": [list(r) for r in rows],

@@ -34,7 +34,7 @@ from buildctl.engine.kind import kind_of, refuse_memory_limit
 from buildctl.engine.labels import KEEP_LABEL, OWNER_LABEL, buildctl_labels, network_mode_for, process_owner
 from buildctl.engine.lines import LineSink, LineSplitter, StepLog
 from buildctl.engine.signals import signals_deferred, terminate_as_interrupt
-from buildctl.engine.transfer import get_output, owner_of, put_credentials, put_input
+from buildctl.engine.transfer import Tree, get_output, owner_of, put_credentials, put_input
 from buildctl.errors import EngineError
 from buildctl.secrets import Credentials, Masker, secret_values_from_env
 
@@ -121,7 +121,7 @@ def run_container(
     command: list[str],
     *,
     env: Mapping[str, str] | None = None,
-    inputs: Mapping[str, Path] | None = None,
+    inputs: Mapping[str, Path | Tree] | None = None,
     outputs: Mapping[str, Path] | None = None,
     volumes: Mapping[str, str] | None = None,
     network_mode: str | None = None,
@@ -218,7 +218,7 @@ def run_container(
             if credentials:
                 put_credentials(client, cid, credentials, owner)
             for container_path, host_path in (inputs or {}).items():
-                put_input(client, cid, container_path, Path(host_path), owner)
+                put_input(client, cid, container_path, host_path, owner)
             # Attach before start (as `docker run` does): nothing is missed, no log driver is needed,
             # and stdout/stderr arrive apart, so a partial line of one is never glued to the other.
             attached = client.api.attach(cid, stdout=True, stderr=True, stream=True, logs=True, demux=True)

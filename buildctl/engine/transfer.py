@@ -10,7 +10,8 @@ import os
 import queue
 import tarfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,17 @@ class _Aborted(Exception):
     pass
 
 
-def _tar_chunks(src: Path, arcname: str, owner: tuple[int, int]) -> Iterator[bytes]:
+@dataclass(frozen=True)
+class Tree:
+    """A folder input of which only the members `keep(relative path, is_dir)` accepts are sent (a local
+    source: exactly the files its key is computed from)."""
+
+    path: Path
+    keep: Callable[[str, bool], bool]
+
+
+def _tar_chunks(src: Path, arcname: str, owner: tuple[int, int],
+                keep: Callable[[str, bool], bool] | None = None) -> Iterator[bytes]:
     """A PAX tar of `src` (as `arcname`) produced in a thread and streamed: no temp copy on disk.
 
     File mtimes are kept to the nanosecond, so that make/ninja see unchanged sources as unchanged.
@@ -74,11 +85,13 @@ def _tar_chunks(src: Path, arcname: str, owner: tuple[int, int]) -> Iterator[byt
             put(bytes(b))
             return len(b)
 
-    def set_owner(ti: tarfile.TarInfo) -> tarfile.TarInfo:
+    def set_owner(ti: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        rel = ti.name[len(arcname) + 1 :] if ti.name != arcname else ""
+        if keep is not None and rel and not keep(rel, ti.isdir()):
+            return None  # (a folder left out is not entered)
         ti.uid, ti.gid = owner
         ti.uname = ti.gname = ""
         # tarfile writes float mtimes (about 100 ns off); PAX carries the exact nanoseconds.
-        rel = ti.name[len(arcname) + 1 :] if ti.name != arcname else ""
         with contextlib.suppress(OSError):
             ns = os.lstat(src / rel if rel else src).st_mtime_ns
             ti.mtime = ns // 1_000_000_000
@@ -134,17 +147,19 @@ class _ChunkReader(io.RawIOBase):
 
 
 def put_input(
-    client: docker.DockerClient, cid: str, container_path: str, host_path: Path, owner: tuple[int, int]
+    client: docker.DockerClient, cid: str, container_path: str, host_path: Path | Tree, owner: tuple[int, int]
 ) -> None:
-    """Copy `host_path` (a file, or a folder's contents) to `container_path` in a created container."""
-    host_path = Path(host_path)
+    """Copy `host_path` (a file, or a folder's contents, or a Tree's members) to `container_path` in a
+    created container."""
+    keep = host_path.keep if isinstance(host_path, Tree) else None
+    host_path = Path(host_path.path if isinstance(host_path, Tree) else host_path)
     if not host_path.exists():
         raise EngineError(f"input {host_path} (for {container_path} in the container) does not exist")
     arcname = container_path.strip("/")
     if not arcname or ".." in Path(arcname).parts:
         raise EngineError(f"input destination {container_path!r} must be an absolute path below /")
     # Extract at / with the destination's full path in the archive: the engine creates missing parents.
-    client.api.put_archive(cid, "/", _tar_chunks(host_path, arcname, owner))
+    client.api.put_archive(cid, "/", _tar_chunks(host_path, arcname, owner, keep))
 
 
 def get_output(client: docker.DockerClient, cid: str, container_path: str, host_dir: Path) -> bool:

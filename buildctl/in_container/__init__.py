@@ -23,6 +23,17 @@ EXTENSION_BUILD_FILES = (HERE / "abi_check.py", HERE / "pin_requires.py")
 EXTENSION_CHECK_FILES = (HERE / "ext_set.py", HERE / "abi_check.py")
 
 
+def verification_files_sha256() -> str:
+    """The digest of the files a verification copies into its container (the probe, the extension check):
+    a stored report is reused only when it was made by these very files."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for path in sorted({*PROBE_FILES, *EXTENSION_CHECK_FILES}):
+        h.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
 def probe_inputs(folder: str) -> dict[str, Path]:
     """run_container inputs that put the probe's files into `folder` of a container."""
     return {f"{folder}/{p.name}": p for p in PROBE_FILES}

@@ -2,11 +2,12 @@
 """Pin a wheel's Requires-Dist on its framework to the exact build it was compiled against (an
 extension's compiled ops fit one torch only, and pip would otherwise take PyPI's). Standard library only.
 
-    python3 pin_requires.py WHEEL --dist torch --version VERSION [--out DIR]
+    python3 pin_requires.py WHEEL --dist torch --version VERSION [--require NAME==VERSION]... [--out DIR]
 
 Every `Requires-Dist: torch...` line without an `extra ==` marker becomes `torch==VERSION` (its
 environment marker kept); a wheel that names no torch (torch-scatter's setup.py has
-install_requires=[]) gets one. METADATA's sha256 and size in RECORD are rewritten; every other
+install_requires=[]) gets one. Each --require (another extension of the set, built here, that this
+one imports) is pinned, or added, the same way. METADATA's sha256 and size in RECORD are rewritten; every other
 member is copied byte for byte, in order, with its date and mode. The file name is unchanged (the
 wheel's version is not), written to DIR (default: over WHEEL).
 Exit status: 0 written, 2 bad input.
@@ -64,11 +65,18 @@ def record_hash(data):
     return f"sha256={digest}"
 
 
-def pin(wheel, dist, version, out_dir=None):
-    if not DIST.match(dist):
-        raise BadInput(f"--dist {dist!r}: not a distribution name; give one like torch")
-    if not VERSION.match(version):
-        raise BadInput(f"--version {version}: not a PEP 440 version; give one like 2.6.0 or 2.6.0+buildctl")
+def pin(wheel, dist, version, out_dir=None, requires=()):
+    pins = [(dist, version)]
+    for req in requires:
+        name, sep, exact = req.partition("==")
+        if not sep:
+            raise BadInput(f"--require {req!r}: not NAME==VERSION; give one like torch-scatter==2.1.2")
+        pins.append((name, exact))
+    for name, exact in pins:
+        if not DIST.match(name):
+            raise BadInput(f"{name!r}: not a distribution name; give one like torch")
+        if not VERSION.match(exact):
+            raise BadInput(f"{name}=={exact}: not a PEP 440 version; give one like 2.6.0 or 2.6.0+buildctl")
     try:
         src = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as e:
@@ -83,7 +91,10 @@ def pin(wheel, dist, version, out_dir=None):
         record_name = meta_name.rsplit("/", 1)[0] + "/RECORD"
         if record_name not in names:
             raise BadInput(f"{wheel}: no {record_name}; a wheel needs one")
-        new_meta = pin_metadata(src.read(meta_name).decode("utf-8"), dist, version).encode("utf-8")
+        text = src.read(meta_name).decode("utf-8")
+        for name, exact in pins:
+            text = pin_metadata(text, name, exact)
+        new_meta = text.encode("utf-8")
         record = []
         for row in src.read(record_name).decode("utf-8").splitlines():
             if row.split(",")[0] == meta_name:
@@ -114,12 +125,14 @@ def main(argv=None):
     parser.add_argument("wheel")
     parser.add_argument("--dist", required=True, metavar="NAME", help="the framework's distribution, e.g. torch")
     parser.add_argument("--version", required=True, metavar="VERSION", help="its exact version to pin")
+    parser.add_argument("--require", action="append", default=[], metavar="NAME==VERSION",
+                        help="another distribution to pin (an extension of the set this one imports); repeatable")
     parser.add_argument("--out", metavar="DIR", help="folder for the pinned wheel (default: over WHEEL)")
     args = parser.parse_args(argv)
     try:
         if args.out and not os.path.isdir(args.out):
             raise BadInput(f"--out {args.out}: no such folder; create it first")
-        print(pin(args.wheel, args.dist, args.version, args.out))
+        print(pin(args.wheel, args.dist, args.version, args.out, args.require))
     except BadInput as e:
         print(f"pin_requires: {e}", file=sys.stderr)
         return 2

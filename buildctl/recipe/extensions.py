@@ -50,6 +50,10 @@ class Extension(Model):
     # Python run in the runtime image after the set is installed: the extension against plain
     # framework ops; raises (or exits non-zero) when they disagree.
     smoke: StrictStr | None = None
+    # Extensions of this set, listed before it, that it imports at run time without saying so (torch-sparse
+    # imports torch-scatter; its setup.py requires only scipy): its Requires-Dist pins each to the version
+    # built here, so that installing it from an index brings the set's own.
+    requires: tuple[Name, ...] = ()
 
     @field_validator("env")
     @classmethod

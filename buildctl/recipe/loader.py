@@ -66,7 +66,7 @@ def _resolve_relative_paths(data: dict, file: Path) -> None:
             patch["file"] = os.path.normpath(str(file.parent / patch["file"]))
 
 
-def _load_file(path: Path, stack: tuple[Path, ...], reads: list[Path] | None = None) -> Located:
+def _load_file(path: Path, stack: tuple[Path, ...], reads: list[tuple[str, str]] | None = None) -> Located:
     where = display(path)
     try:
         with path.open("rb") as fh:
@@ -76,8 +76,8 @@ def _load_file(path: Path, stack: tuple[Path, ...], reads: list[Path] | None = N
         raise RecipeError(where, "", "file not found", "check the path or run `invoke recipes`") from None
     except (OSError, UnicodeDecodeError) as e:
         raise RecipeError(where, "", f"cannot read: {e.__class__.__name__}", "check the file") from None
-    if reads is not None:
-        reads.append(path.resolve())
+    if reads is not None:  # the path as opened (a link in it is followed again next time) and what it held then
+        reads.append((str(path), hashlib.sha256(raw).hexdigest()))
     own = parse_yaml(text, where)
     _resolve_relative_paths(own.data, path)
     parents = own.data.pop("extends", [])
@@ -88,14 +88,14 @@ def _load_file(path: Path, stack: tuple[Path, ...], reads: list[Path] | None = N
                           "e.g. extends: [fragments/cuda-12.1.yaml]", own.lines.get(("extends",), (0, None))[1])
     merged = Located({}, {})
     for parent in parents:
-        ppath = (path.parent / parent).resolve()
+        ppath = path.parent / parent  # opened through the links it names, as the user wrote it
         line = own.lines.get(("extends",), (where, None))[1]
-        if ppath in stack or ppath == path.resolve():
-            chain = " -> ".join(display(p) for p in (*stack, path.resolve(), ppath))
+        if ppath.resolve() in stack or ppath.resolve() == path.resolve():
+            chain = " -> ".join(display(p) for p in (*stack, path.resolve(), ppath.resolve()))
             raise RecipeError(where, "extends", f"cycle: {chain}", "remove one of the extends", line)
         if not ppath.is_file():
             raise RecipeError(where, "extends", f"fragment {parent} not found",
-                              f"create {display(ppath)} or fix the path (relative to this file)", line)
+                              f"create {display(ppath.resolve())} or fix the path (relative to this file)", line)
         frag = _load_file(ppath, (*stack, path.resolve()), reads)
         merged = Located(deep_merge(merged.data, frag.data), {**merged.lines, **frag.lines})
     return Located(deep_merge(merged.data, own.data), {**merged.lines, **own.lines})
@@ -289,9 +289,10 @@ def _error_from_validation(exc: ValidationError, loc: Located, fallback: str) ->
 
 
 def load(recipe: str, overrides: list[str] | None = None, *, site: dict | None = None,
-         reads: list[Path] | None = None) -> Spec:
+         reads: list[tuple[str, str]] | None = None) -> Spec:
     """Load, merge, override and validate a recipe into a Spec. Raises RecipeError. `reads` collects the
-    files it was read from (the recipe and its fragments: the no-op memo checks them)."""
+    files it was read from (the recipe and its fragments), each as (path as opened, sha256 of what it held
+    then): the no-op memo checks them."""
     path = recipe_path(recipe)
     loc = _load_file(path, (), reads)
     where = display(path)

@@ -365,6 +365,11 @@ class Spec(Model):
             raise ValueError("extensions: a name is listed twice; fix: list each extension once")
         if self.framework.dist in names:
             raise ValueError(f"extensions: {self.framework.dist} is the framework itself; fix: remove it")
+        for i, ext in enumerate(self.extensions):
+            for needed in ext.requires:
+                if needed.lower().replace("_", "-") not in names[:i]:
+                    raise ValueError(f"extensions: {ext.name} requires {needed}, which is not an extension listed "
+                                     f"before it; fix: list {needed} above {ext.name}, or drop it from requires")
         return self
 
     @property

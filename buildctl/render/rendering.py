@@ -8,6 +8,7 @@ Credentials in the spec's URLs are never rendered: the files carry the URLs with
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import shutil
@@ -74,6 +75,8 @@ class Rendered:
     spec: Spec  # the spec the files were rendered from: no credentials in its URLs
     files: dict[str, str]  # relative path -> text
     fragments: tuple[providers.Fragment, ...]
+    # The files beside the recipe the render read (its patches): (path as opened, sha256 of what it held then)
+    reads: tuple[tuple[str, str], ...] = ()
 
     @property
     def downloads(self):
@@ -191,11 +194,13 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         ".dockerignore": "downloads/**/.keep\n",
     }
     files.update(_site_files(spec, ca_texts or {}))
-    files.update(_patch_files(spec))
+    patches = _patch_files(spec)
+    files.update({name: text for name, (_, text) in patches.items()})
     for f in frags:
         if f.stage_name:
             files[f"downloads/{f.stage_name}/.keep"] = ""
-    return Rendered(spec, files, tuple(frags))
+    reads = tuple((source, hashlib.sha256(text.encode()).hexdigest()) for source, text in patches.values())
+    return Rendered(spec, files, tuple(frags), reads)
 
 
 PATCH_DIR = "/usr/local/share/buildctl/patches"
@@ -213,26 +218,37 @@ class _RenderedExtension:
     label: str
     source: object
     env: dict[str, str]
+    requires: tuple[str, ...]  # the names of the extensions above it it imports, as the recipe lists them
 
 
 def _extension(ext, spec: Spec) -> _RenderedExtension:
     """One extension as the build script builds it: its env over the defaults a GPU-less builder needs
     (PyG and most setup.py files build CUDA ops only when torch sees a GPU, unless FORCE_CUDA=1)."""
     env = {"FORCE_CUDA": "1"} if spec.toolchain.cuda else {}
-    return _RenderedExtension(ext.name, ext.source_label, ext.source, {**env, **ext.env})
+
+    def listed(name: str) -> str:
+        return next(e.name for e in spec.extensions if _same(e.name, name))
+
+    return _RenderedExtension(ext.name, ext.source_label, ext.source, {**env, **ext.env},
+                              tuple(listed(n) for n in ext.requires))
+
+
+def _same(a: str, b: str) -> bool:
+    return a.lower().replace("_", "-") == b.lower().replace("_", "-")
 
 
 def _patch_file_name(index: int, patch) -> str:
     return f"{index:02d}-{patch.label}"
 
 
-def _patch_files(spec: Spec) -> dict[str, str]:
-    """Patch files that live next to the recipe, copied into the build folder (and so into the key)."""
+def _patch_files(spec: Spec) -> dict[str, tuple[str, str]]:
+    """Patch files that live next to the recipe, copied into the build folder (and so into the key):
+    {rendered name: (the file read, its text)}, the text byte for byte (no newline translation)."""
     files = {}
     for i, patch in enumerate(spec.framework.patches):
         if patch.file is not None:
             try:
-                files[f"patches/{_patch_file_name(i, patch)}"] = Path(patch.file).read_text()
+                files[f"patches/{_patch_file_name(i, patch)}"] = (patch.file, Path(patch.file).read_bytes().decode())
             except (OSError, UnicodeDecodeError) as e:
                 raise InputError(f"framework.patches[{i}].file {patch.file}: cannot read ({e.__class__.__name__}); "
                                  "fix: the path is relative to the recipe file") from None

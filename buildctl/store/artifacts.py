@@ -1,9 +1,8 @@
 """The artifact store: artifacts/<recipe>/<key>/ with the wheel(s), manifest.json and build.log.
 
-The key is content-addressed over everything that can change the output: the rendered Dockerfile
-and build script (recipe + templates), the source (file contents, or git URL + ref, or tarball
-sha256) and the base image id. Site settings (CA certs, proxies, mirrors) do not change the output
-and are left out. Publishing is atomic (a temporary folder renamed into place) and builds of one
+The key (store/key.py) is content-addressed over what reaches the build; site settings (CA certs,
+proxies, mirrors) do not change the output and are left out. An artifact is served only while every
+wheel its manifest lists is there as it was published (`lookup`, `unvouched`). Publishing is atomic (a temporary folder renamed into place) and builds of one
 key serialise on a lock file, which names its holder (pid, host, start) and is given up on after a
 timeout; a build that finds the artifact holds the lock shared while it reads and verifies it, so
 `invoke clean` (which takes it exclusively) never removes an artifact a build is reading.
@@ -23,70 +22,19 @@ import os
 import re
 import shutil
 import socket
+import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from buildctl import settings
 from buildctl.errors import BuildctlError, InputError
 
-if TYPE_CHECKING:  # the no-op's memo reads this module without the recipe schema
-    from buildctl.recipe.schema import Spec
-
 DEFAULT_ARTIFACTS_DIR = Path("artifacts")
 DEFAULT_NAMESPACE = "default"
 _NAMESPACE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
-# Files of the rendered folder that decide the output (pip.conf, certs/, apt/ are site settings; the
-# probe's files decide only how the output is checked).
-KEYED_FILES = ("Dockerfile", "build.sh", "fetch.sh", "git-fetch.sh", "secrets.sh", "patch.sh", "frontend.py",
-               "wheelnorm.py")
-# ... and those only a recipe with extensions renders (keyed when there: other recipes keep their keys).
-KEYED_WHEN_RENDERED = ("abi_check.py", "pin_requires.py")
-SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".eggs", ".pytest_cache"}
-
-
-def source_digest(spec: Spec) -> str:
-    src = spec.framework.source
-    h = hashlib.sha256()
-    if src.kind == "prebuilt":  # the base image's framework is keyed by the image; a wheel by its digest
-        h.update(f"prebuilt {src.prebuilt if isinstance(src.prebuilt, str) else src.prebuilt.sha256}".encode())
-    elif src.kind == "git":
-        h.update(f"git {src.git} {src.ref} {src.submodules}".encode())
-    elif src.kind == "tarball":
-        h.update(f"tarball {src.tarball.sha256}".encode())
-    else:
-        return tree_digest(Path(src.path))
-    return h.hexdigest()
-
-
-def tree_digest(root: Path) -> str:
-    """A local source folder's digest: each file's path, executable bits and contents."""
-    h = hashlib.sha256()
-    for path in sorted(_source_files(root)):
-        rel = path.relative_to(root).as_posix()
-        h.update(rel.encode() + b"\0" + oct(path.stat().st_mode & 0o111).encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-    return h.hexdigest()
-
-
-def _source_files(root: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info")]
-        for name in filenames:
-            if not name.endswith((".pyc", ".so", ".whl")):
-                yield Path(dirpath) / name
-
-
-def artifact_key(files: dict[str, str], source: str, base_image_id: str) -> str:
-    h = hashlib.sha256()
-    for name in (*KEYED_FILES, *(n for n in KEYED_WHEN_RENDERED if n in files)):
-        h.update(name.encode() + b"\0" + files.get(name, "").encode() + b"\0")
-    h.update(f"source {source}\0base {base_image_id}".encode())
-    return h.hexdigest()[:16]
-
 
 def artifacts_root() -> Path:
     """The artifacts folder when a caller names none: BUILDCTL_ARTIFACTS, default artifacts/."""
@@ -117,13 +65,101 @@ def namespace(root: Path | None = None, explicit: str | None = None) -> str:
     return f"{stem}-{hashlib.sha256(str(resolved).encode()).hexdigest()[:8]}"
 
 
-def lookup(recipe: str, key: str, root: Path | None = None) -> Path | None:
-    """The published artifact of (recipe, key), or None; finding it counts as a use (invoke clean)."""
+def lookup(recipe: str, key: str, root: Path | None = None, *,
+           on_refused: Callable[[str], None] | None = None) -> Path | None:
+    """The published artifact of (recipe, key), or None; finding it counts as a use (invoke clean). One
+    whose wheels are not those its manifest records (`unvouched`) is not served: `on_refused` is told why."""
     d = artifact_dir(recipe, key, root)
     if not (d / "manifest.json").is_file():
         return None
+    problem = unvouched(d)
+    if problem is not None:
+        if on_refused is not None:
+            on_refused(problem)
+        return None
     record_use({"artifact": [f"{recipe}/{key}"]}, root)
     return d
+
+
+_MAX_MANIFEST_BYTES = 16 << 20  # as store.manifest reads it
+
+
+def recorded_wheels(artifact: Path) -> list[dict] | None:
+    """The wheels entries of an artifact's manifest.json, read as plain JSON (the no-op reads no model);
+    None when it is not a manifest with a list of {file, sha256} entries of plain file names."""
+    try:
+        with open(artifact / "manifest.json", "rb") as fh:
+            raw = fh.read(_MAX_MANIFEST_BYTES + 1)
+        data = json.loads(raw) if len(raw) <= _MAX_MANIFEST_BYTES else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    wheels = data.get("wheels") if isinstance(data, dict) else None
+    if not isinstance(wheels, list):
+        return None
+    for entry in wheels:
+        name = entry.get("file") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not isinstance(entry.get("sha256"), str) or "/" in name \
+                or name in ("", ".", ".."):
+            return None
+    return wheels
+
+
+def unvouched(artifact: Path, fingerprints: Mapping[str, list] | None = None) -> str | None:
+    """Why `artifact` cannot be served as published, in a line that names the file; None when every wheel
+    its manifest lists is there, a regular file of the recorded size and sha256. `fingerprints` (the no-op
+    memo's, taken when those wheels were last hashed) stand in for the hash while the file's stat matches."""
+    wheels = recorded_wheels(artifact)
+    if wheels is None:
+        return f"{artifact / 'manifest.json'} lists no wheels buildctl can check"
+    for entry in wheels:
+        problem = wheel_problem(artifact / entry["file"], entry, (fingerprints or {}).get(entry["file"]))
+        if problem is not None:
+            return problem
+    return None
+
+
+def wheel_problem(path: Path, entry: Mapping, fingerprint: list | None = None) -> str | None:
+    """Why the file at `path` is not the wheel `entry` (a manifest's wheels entry) records, or None."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return f"{path} is missing"
+    except OSError as e:
+        return f"{path} cannot be read ({e.strerror})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path} is not a regular file"
+    recorded = entry.get("bytes")
+    if isinstance(recorded, int) and st.st_size != recorded:
+        return f"{path} has {st.st_size} bytes, its manifest records {recorded}"
+    if fingerprint is not None and fingerprint == _stat_fingerprint(st):
+        return None
+    if sha256_of(path) != entry.get("sha256"):
+        return f"{path} is not the wheel its manifest records (sha256 differs)"
+    return None
+
+
+def _stat_fingerprint(st: os.stat_result) -> list:
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+# A file changed within the filesystem's clock tick of the moment it was hashed keeps its mtime: a stat taken
+# that close to the hash vouches for nothing (git's "racy" entries), and the file is hashed again next time.
+RACY_NS = 2_000_000_000
+
+
+def wheel_fingerprints(artifact: Path, wheels: list[dict]) -> dict[str, list]:
+    """The stat of each wheel just hashed (`unvouched` passed), for the memo to stand in for the hash
+    while it holds; a wheel modified too recently to be told from a later change gets none."""
+    now = time.time_ns()
+    out = {}
+    for entry in wheels:
+        try:
+            st = os.lstat(artifact / entry["file"])
+        except OSError:
+            continue
+        if max(st.st_mtime_ns, st.st_ctime_ns) < now - RACY_NS:
+            out[entry["file"]] = _stat_fingerprint(st)
+    return out
 
 
 def newest(recipe: str, root: Path | None = None) -> Path | None:

@@ -146,6 +146,9 @@ class Manifest(_Section):
     frontend: Frontend | None = None  # what built the wheel (recorded since the scikit-build-core frontend)
     extensions: Extensions | None = None  # the extensions built against the framework, when the recipe has any
     portability: Portability | None = None  # the wheel repair's record; absent: repair off or an older build
+    # what the key was made of (store.key.KeyInputs): keyed files' sha256, source digest, base image id;
+    # `invoke build --dry-run` and a rebuild's "why" line compare a request with it. Absent: an older build
+    key_inputs: dict[str, Any] | None = None
 
     @property
     def wheel(self) -> WheelEntry:
@@ -166,7 +169,7 @@ class Manifest(_Section):
         """The manifest as it is written: every field (None included) in order, then unknown keys;
         `reproducible` only once a check recorded it (as before it was typed)."""
         data = self.model_dump(mode="json")
-        for optional in ("reproducible", "frontend", "extensions", "portability"):  # as manifests without them were written
+        for optional in ("reproducible", "frontend", "extensions", "portability", "key_inputs"):  # as manifests without them were written
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

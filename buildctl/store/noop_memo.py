@@ -4,17 +4,21 @@ of `invoke --list`).
 
 Like ccache's direct mode it is a shortcut to a key that the full path computed; it never computes one.
 An entry, `<artifacts root>/.noop/<request digest>.json`, is named by the request: the recipe argument,
---set, every setting (credentials masked: they never change a key), the CA certificates' text, the
-working folder, and buildctl's own code (each file's size and mtime, so any edit misses). It records
-what the full path read to reach the key: the recipe, its fragments and patches with their sha256, a
-local source tree's digest, the base image's id; and what the no-op printed: the summary rows and
-the JSON payload's parts, with the sha256 of the manifest (and stored report) they came from.
+--set and every setting as given (only their digest is written: a masked value would let two requests
+with two keys share an entry), the CA certificates' text, the working folder, and buildctl's own code
+(each file's size and mtime, so any edit misses). It records what the full path read to reach the key,
+when it read it: the recipe and its fragments through the paths the loader opened (links are followed
+again, never recorded resolved) and the patches the render read, each with the sha256 of what it held
+then; the source digest the key was computed from; the base image's id; the manifest's wheels with a stat
+of each taken when it was last hashed; and what the no-op printed: the summary rows and the JSON
+payload's parts, with the sha256 of the manifest (and stored report) they came from.
 
 `still_holds` trusts an entry only while every one of those still holds: the files have their digests, the
-artifact and the rendered copy are where they were, the manifest is the one read. The engine's base
-image id is compared by the caller (it asks the engine). Anything else, or an entry that does not
-parse, is a miss: the full path runs and writes the entry again. Only stdlib here: the lookup is what
-the no-op imports instead of the recipe schema, the renderer and the manifest model.
+artifact and the rendered copy are where they were, the manifest is the one read, every wheel is there as
+published (its stat unchanged, or its sha256 the manifest's). The engine's base image id is compared by the
+caller (it asks the engine). Anything else, or an entry that does not parse, is a miss: the full path runs
+and writes the entry again. The lookup is what the no-op imports instead of the recipe schema, the
+renderer and the manifest model.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-VERSION = 1
+VERSION = 2  # 2: the files' digests as read, paths as opened, the wheels checked (issue 31)
 FOLDER = ".noop"
 _MAX_ENTRY_BYTES = 4 * 1024 * 1024  # a manifest and a report, as JSON: far below this
 
@@ -109,7 +113,12 @@ def read(root: Path, digest: str) -> dict[str, Any] | None:
 
 
 def still_holds(entry: dict[str, Any]) -> bool:
-    """Whether everything the entry records holds now (but the base image's id: the caller asks the engine)."""
+    """Whether everything the entry records holds now (but the base image's id: the caller asks the engine):
+    each file read has the digest it had when it was read, through the same path (links followed again),
+    the manifest and report are those read, and every wheel the manifest lists is the one published (its
+    stat as when it was last hashed, else hashed again)."""
+    from buildctl.store.artifacts import unvouched
+
     artifact = Path(entry["artifact_dir"])
     held = {**entry["reads"], str(artifact / "manifest.json"): entry["manifest_sha256"]}
     if entry["report_sha256"] is not None:
@@ -117,19 +126,19 @@ def still_holds(entry: dict[str, Any]) -> bool:
     if any(file_sha256(p) != sha for p, sha in held.items()):
         return False
     if entry["source_tree"] is not None:
-        from buildctl.store.artifacts import tree_digest
+        from buildctl.store.key import tree_digest
 
         tree, digest_was = entry["source_tree"]
         if not Path(tree).is_dir() or tree_digest(Path(tree)) != digest_was:
             return False
-    return Path(entry["render_dir"]).is_dir()
+    return Path(entry["render_dir"]).is_dir() and unvouched(artifact, entry["fingerprints"]) is None
 
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "recipe": str, "key": str, "artifact_dir": str, "render_dir": str, "base_image": str, "base_image_id": str,
     "reads": dict, "source_tree": (list, type(None)), "manifest_sha256": str, "report_sha256": (str, type(None)),
     "pull": str, "warnings": list, "skipped": list, "rows": list, "artifact": str,
-    "manifest": dict, "verification": (dict, type(None)),
+    "manifest": dict, "verification": (dict, type(None)), "wheels": list, "fingerprints": dict,
 }
 
 
@@ -142,7 +151,9 @@ def _well_formed(entry: Any) -> bool:
     reads_ok = all(isinstance(k, str) and isinstance(v, str) for k, v in entry["reads"].items())
     tree_ok = entry["source_tree"] is None or (len(entry["source_tree"]) == 2
                                               and all(isinstance(v, str) for v in entry["source_tree"]))
-    return (rows_ok and reads_ok and tree_ok and all(isinstance(w, str) for w in entry["warnings"])
+    prints_ok = all(isinstance(k, str) and isinstance(v, list) and all(isinstance(n, int) for n in v)
+                    for k, v in entry["fingerprints"].items())
+    return (rows_ok and reads_ok and tree_ok and prints_ok and all(isinstance(w, str) for w in entry["warnings"])
             and all(isinstance(s, str) for s in entry["skipped"]))
 
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from buildctl.errors import InputError
+from buildctl.store import artifacts
 from buildctl.ui import strip_controls
 from buildctl.verify import schema
 from buildctl.verify.report import JSON_NAME, Report, blas_kinds, fmt_size, headline
@@ -36,6 +37,16 @@ def _manifest(path: Path) -> dict:
     return d
 
 
+def _refuse_altered_wheels(artifact: Path) -> None:
+    """A wheel beside its manifest that is not the one the manifest records is refused: the comparison would
+    describe another file. A wheel not there is no error: diff compares what the records say."""
+    for entry in artifacts.recorded_wheels(artifact) or []:
+        if (artifact / entry["file"]).exists() or (artifact / entry["file"]).is_symlink():
+            problem = artifacts.wheel_problem(artifact / entry["file"], entry)
+            if problem is not None:
+                raise InputError(f"{problem}; fix: rebuild it (invoke build), or compare its report.json")
+
+
 def load_side(path: Path) -> dict:
     """{'label', 'manifest': dict | None, 'report': Report | None} for a directory or a JSON file."""
     path = Path(path)
@@ -43,6 +54,7 @@ def load_side(path: Path) -> dict:
     if path.is_dir():
         if (path / MANIFEST_NAME).is_file():
             manifest = _manifest(path / MANIFEST_NAME)
+            _refuse_altered_wheels(path)
         if (path / JSON_NAME).is_file():
             report = Report.from_dict(_read_json(path / JSON_NAME), str(path / JSON_NAME))
         if manifest is None and report is None:

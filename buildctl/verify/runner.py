@@ -285,7 +285,16 @@ def engine_gives_gpus(client) -> bool:
 
 
 def spec_facts(spec: Spec | None) -> dict | None:
-    return {"name": spec.name, "accelerator": spec.accelerator, "framework": spec.framework.name} if spec else None
+    """The recipe a report was made against, with what decides whether it still holds for a later build of
+    the same artifact (build.stages.verify.stored_report): the resolved recipe's digest (site settings aside:
+    verify.expect included) and the verification files' digest."""
+    if spec is None:
+        return None
+    from buildctl.in_container import verification_files_sha256
+    from buildctl.recipe.loader import spec_hash
+
+    return {"name": spec.name, "accelerator": spec.accelerator, "framework": spec.framework.name,
+            "sha256": spec_hash(spec), "checks_sha256": verification_files_sha256()}
 
 
 def publish_report(report: rep.Report, out_dir: Path, json_out: bool, console: Console) -> rep.Report:

@@ -736,6 +736,38 @@ def test_a_memory_limit_goes_to_an_engine_that_enforces_it_and_is_refused_by_one
     assert containers_of_key(docker_client, "demo-cpu", demo_cpu.key, run) == ([], [])  # nothing ran
 
 
+def test_a_deleted_or_corrupted_wheel_is_never_up_to_date(ws, demo_cpu):
+    """Issue 31: a wheel deleted from a published artifact, or corrupted in place (same size, bytes flipped),
+    was answered "up to date" by the next build, twice (the full path and the no-op memo). A copy of the demo
+    artifact in a store of its own (same key, same build directory: the rebuild resumes it): `--dry-run` names
+    the wheel, the build says why and builds it again, and the wheel it publishes is the one its manifest
+    records."""
+    demo_cpu.ok()
+    root = ws.artifacts_root("vouch")
+    copy = root / "demo-cpu" / demo_cpu.key
+    shutil.copytree(demo_cpu.artifact, copy)
+    for _ in range(2):  # the full path, then the memo it wrote
+        assert ws.build("demo-cpu", "--no-verify", artifacts="vouch").ok().payload["cached"] is True
+    wheel = copy / demo_cpu.wheel.name
+    for damage in ("corrupted", "deleted"):
+        if damage == "deleted":
+            wheel.unlink()
+        else:
+            with wheel.open("r+b") as fh:
+                fh.seek(wheel.stat().st_size // 2)
+                fh.write(b"\xde\xad")
+        dry = subprocess.run([*invoke_cmd(), *ws.args("demo-cpu", "--dry-run")], cwd=ws.cwd, env=ws.env(root),
+                             capture_output=True, text=True, timeout=120)
+        looked = json.loads(dry.stdout)
+        assert dry.returncode == 0 and looked["up_to_date"] is False and looked["key"] == demo_cpu.key, dry.stderr
+        assert [c["kind"] for c in looked["changed"]] == ["artifact"] and wheel.name in looked["changed"][0]["change"]
+        run = ws.build("demo-cpu", "--no-verify", artifacts="vouch").ok()
+        assert run.payload["cached"] is False and run.key == demo_cpu.key, damage
+        assert f"{wheel.name} is {'missing' if damage == 'deleted' else 'not the wheel its manifest records'}" \
+            in (run.artifact / "build.log").read_text(), run.explain()
+        assert hashlib.sha256(wheel.read_bytes()).hexdigest() == run.manifest["wheels"][0]["sha256"]
+
+
 def test_changed_source_file_rebuilds_with_compile_cache_hits(ws, demo_cpu, tmp_path, docker_client):
     demo_cpu.ok()
     src = copy_source(tmp_path / "demofw", ws.src)

@@ -6,6 +6,7 @@ Each hostile case says what the code before (b74e6d9) did.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -27,8 +28,9 @@ FILES_ONLY = {"images": False, "caches": False, "containers": False}
 def make_artifact(root: Path, recipe: str, key: str, size: int = 1000, age_days: float = 0) -> Path:
     d = root / recipe / key
     d.mkdir(parents=True)
-    (d / "manifest.json").write_text(json.dumps({"recipe": recipe, "key": key}))
     (d / "x.whl").write_bytes(b"w" * size)
+    wheel = {"file": "x.whl", "sha256": hashlib.sha256(b"w" * size).hexdigest(), "bytes": size}
+    (d / "manifest.json").write_text(json.dumps({"recipe": recipe, "key": key, "wheels": [wheel]}))
     _age(d, age_days)
     return d
 
@@ -96,8 +98,8 @@ def test_age_is_last_use_not_creation(tmp_path):
     report = clean.clean(older_than_days=7, root=root, **FILES_ONLY)
     assert names(report) == {"demo/stale"} and daily.is_dir() and not stale.exists()
     assert report["removed"][0]["reason"].startswith("not used for 10.0 days")
-    assert report["freed"] == {"artifact": {"count": 1, "bytes": 1000 + len(json.dumps({"recipe": "demo",
-                                                                                         "key": "stale"}))}}
+    assert report["freed"] == {"artifact": {"count": 1, "bytes": 1000 + len((stale.parent / "daily" / "manifest.json")
+                                                                             .read_text().replace("daily", "stale"))}}
 
 
 def test_lookup_latest_and_publish_record_use(tmp_path):

@@ -20,7 +20,7 @@ from buildctl.build.stages import artifact as artifact_stage
 from buildctl.errors import RecipeError, StepFailed
 from buildctl.in_container import pin_requires
 from buildctl.recipe.schema import Spec
-from buildctl.store import artifacts
+from buildctl.store import key as key_mod
 from buildctl.verify import extensions
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,13 +113,11 @@ def test_an_extension_env_and_cuda_defaults_reach_only_its_build():
     assert "WITH_METIS" not in script[:script.index("--- torch-scatter")]
 
 
-def test_extension_files_are_keyed_only_where_rendered():
+def test_extension_files_are_rendered_and_keyed_only_for_a_recipe_with_extensions():
     plain = render_mod.render(recipe.load("demo-cpu")).files
-    assert "abi_check.py" not in plain
-    key = artifacts.artifact_key(plain, "s", "b")
-    assert artifacts.artifact_key({**plain, "other.txt": "x"}, "s", "b") == key
+    assert "abi_check.py" not in plain and "pin_requires.py" not in plain
     ext = render_mod.render(recipe.load("ext-torch2.6-debian")).files
-    assert artifacts.artifact_key(ext, "s", "b") != artifacts.artifact_key({**ext, "pin_requires.py": ""}, "s", "b")
+    assert key_mod.artifact_key(ext, "s", "b") != key_mod.artifact_key({**ext, "pin_requires.py": ""}, "s", "b")
 
 
 # --- pinning Requires-Dist -------------------------------------------------------------------------
@@ -167,6 +165,34 @@ def test_the_pin_names_the_exact_framework_and_keeps_the_rest(tmp_path, requires
     assert got == expected and meta.endswith("\nlong description\n")
     with zipfile.ZipFile(wheel) as a, zipfile.ZipFile(pinned) as b:
         assert [i.filename for i in a.infolist()] == [i.filename for i in b.infolist()]
+
+
+def test_an_extension_of_the_set_it_imports_is_pinned_beside_the_framework(tmp_path):
+    """torch-sparse imports torch-scatter but its setup.py requires only scipy: `requires: [torch-scatter]`
+    pins the set's own, so that an install of torch-sparse from the index brings it."""
+    wheel = _wheel(tmp_path, ["scipy", "torch-scatter>=2"])
+    out = tmp_path / "out"
+    out.mkdir()
+    done = subprocess.run([sys.executable, pin_requires.__file__, str(wheel), "--dist", "torch", "--version", "2.6.0",
+                           "--require", "torch-scatter==2.1.2", "--require", "torch-cluster==1.6.3", "--out", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    got, _ = _metadata(out / wheel.name)
+    assert got == ["scipy", "torch-scatter==2.1.2", "torch==2.6.0", "torch-cluster==1.6.3"]
+    bad = subprocess.run([sys.executable, pin_requires.__file__, str(wheel), "--dist", "torch", "--version", "2.6.0",
+                          "--require", "torch-scatter"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "not NAME==VERSION" in bad.stderr
+
+
+def test_requires_names_an_extension_listed_before_it():
+    sparse = {"name": "torch-sparse", "source": {"pypi": "torch-sparse==0.6.18", "sha256": "2f14" + "0" * 60},
+              "requires": ["torch_scatter"]}
+    script = render_mod.render(spec_with(extensions=[SCATTER, sparse])).files["build.sh"]
+    block = script[script.index("--- torch-sparse"):]
+    assert '--require "torch-scatter==$(built_version torch-scatter)"' in block
+    assert "--require \"" not in script[script.index("--- torch-scatter"):script.index("--- torch-sparse")]
+    with pytest.raises(ValueError, match="requires torch_scatter, which is not an extension listed before it"):
+        spec_with(extensions=[sparse, SCATTER])
 
 
 def test_the_pin_refuses_bad_input_in_one_line(tmp_path):

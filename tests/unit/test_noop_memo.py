@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from buildctl.store import noop_memo
-from buildctl.store.artifacts import tree_digest
+from buildctl.store.key import tree_digest
 
 
 @pytest.fixture
@@ -22,7 +22,10 @@ def entry(tmp_path: Path) -> tuple[Path, str, dict]:
     fragment.write_text("framework: {name: demofw}\n")
     artifact = tmp_path / "artifacts" / "r" / "0123456789abcdef"
     artifact.mkdir(parents=True)
-    (artifact / "manifest.json").write_text('{"recipe": "r"}')
+    (artifact / "demofw-0.1.0-py3-none-any.whl").write_bytes(b"PK")
+    wheels = [{"file": "demofw-0.1.0-py3-none-any.whl", "sha256": noop_memo.file_sha256(artifact / "demofw-0.1.0-py3-none-any.whl"),
+               "bytes": 2}]
+    (artifact / "manifest.json").write_text(json.dumps({"recipe": "r", "wheels": wheels}))
     render = tmp_path / "build" / "r" / "0123456789abcdef"
     render.mkdir(parents=True)
     src = tmp_path / "src"
@@ -37,7 +40,7 @@ def entry(tmp_path: Path) -> tuple[Path, str, dict]:
         "source_tree": [str(src), tree_digest(src)], "manifest_sha256": noop_memo.file_sha256(artifact / "manifest.json"),
         "report_sha256": None, "warnings": [], "skipped": ["image", "compile", "wheel"],
         "rows": [["recipe", "r"]], "artifact": "artifacts/r/0123456789abcdef", "manifest": {"recipe": "r"},
-        "verification": None})
+        "verification": None, "wheels": wheels, "fingerprints": {}})
     return root, digest, {"recipe": recipe, "fragment": fragment, "artifact": artifact, "render": render, "src": src}
 
 
@@ -125,3 +128,95 @@ def test_clean_prunes_the_entries_of_removed_artifacts_and_leaves_links_alone(en
     (paths["artifact"] / "manifest.json").unlink()
     assert noop_memo.prune(root) == 1 and not noop_memo.entry_path(root, digest).exists()
     assert elsewhere.exists() and (root / noop_memo.FOLDER / "link.json").is_symlink()
+
+
+# --- what the full path read, recorded when it read it (issue 31) --------------------------------------------
+
+
+def _remember(tmp_path: Path, recipe_arg: str, reads, spec) -> tuple[Path, str]:
+    """The full path's `noop.remember` after it found its artifact (a fake result: no engine)."""
+    from types import SimpleNamespace
+
+    from buildctl.cli import noop
+    from buildctl.settings import Settings
+
+    root = tmp_path / "artifacts"
+    artifact = root / spec.name / "0123456789abcdef"
+    artifact.mkdir(parents=True)
+    wheel = artifact / "demofw-0.1.0-cp311-cp311-linux_x86_64.whl"
+    wheel.write_bytes(b"PK wheel")
+    manifest = {"recipe": spec.name, "key": "0123456789abcdef",
+                "wheels": [{"file": wheel.name, "sha256": noop_memo.file_sha256(wheel), "bytes": wheel.stat().st_size}]}
+    (artifact / "manifest.json").write_text(json.dumps(manifest))
+    (tmp_path / "build" / spec.name / "0123456789abcdef").mkdir(parents=True)
+    from buildctl.store.key import KeyInputs, source_digest
+
+    result = SimpleNamespace(base_image_id="sha256:1", verify_error=None, artifact=artifact, report=None,
+                             key="0123456789abcdef", manifest=SimpleNamespace(to_json=lambda: manifest),
+                             inputs=KeyInputs({}, source_digest(spec), "sha256:1"), reads=())
+    settings = Settings(artifacts=root)
+    noop.remember(recipe_arg, [], settings=settings, no_preflight=False, spec=spec, reads=reads, warnings=[],
+                  result=result, rows=[("recipe", spec.name)], skipped=["image"])
+    return root, noop._request(recipe_arg, [], settings, False)
+
+
+@pytest.fixture
+def branches(tmp_path: Path, monkeypatch) -> dict[str, Path]:
+    """Two copies of the recipes, the second with the demo fragment edited, and `current -> branchA`."""
+    import shutil
+
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(tmp_path)
+    for name in ("branchA", "branchB"):
+        shutil.copytree(repo / "recipes", tmp_path / name)
+        (tmp_path / name / "fragments" / "demofw.yaml").write_text(
+            (repo / "recipes" / "fragments" / "demofw.yaml").read_text().replace(
+                "path: ../../examples/demofw", f"path: {repo / 'examples' / 'demofw'}"))
+    with (tmp_path / "branchB" / "fragments" / "demofw.yaml").open("a") as fh:
+        fh.write("# branch B's fragment\n")
+    (tmp_path / "current").symlink_to("branchA")
+    return {"root": tmp_path, "current": tmp_path / "current"}
+
+
+def test_the_memo_follows_no_symlink_a_recipe_was_read_through(branches):
+    """5: re-point `current -> branchA` to branchB: the memo served branch A's key (it recorded resolved paths)."""
+    from buildctl import recipe
+
+    reads: list = []
+    arg = "current/demo-cpu.yaml"
+    spec = recipe.load(arg, reads=reads)
+    root, digest = _remember(branches["root"], arg, reads, spec)
+    assert noop_memo.still_holds(noop_memo.read(root, digest))
+    (branches["current"]).unlink()
+    (branches["current"]).symlink_to("branchB")
+    assert not noop_memo.still_holds(noop_memo.read(root, digest))
+
+
+def test_the_memo_records_the_files_as_they_were_read_not_as_they_are_when_it_writes(branches):
+    """6: a build that waited on the key lock recorded edits made during the wait against the old key."""
+    from buildctl import recipe
+
+    reads: list = []
+    arg = "branchA/demo-cpu.yaml"
+    spec = recipe.load(arg, reads=reads)
+    with (branches["root"] / "branchA" / "fragments" / "demofw.yaml").open("a") as fh:
+        fh.write("# edited while the build waited for the key's lock\n")
+    root, digest = _remember(branches["root"], arg, reads, spec)
+    assert not noop_memo.still_holds(noop_memo.read(root, digest))
+
+
+@pytest.mark.parametrize("change", ["wheel deleted", "wheel corrupted, same size"])
+def test_the_memo_never_answers_for_a_wheel_that_is_not_the_one_published(branches, change):
+    """4: a deleted wheel (and a corrupted one) still counted as up to date in the memo."""
+    from buildctl import recipe
+
+    reads: list = []
+    spec = recipe.load("branchA/demo-cpu.yaml", reads=reads)
+    root, digest = _remember(branches["root"], "branchA/demo-cpu.yaml", reads, spec)
+    wheel = next((root / "demo-cpu" / "0123456789abcdef").glob("*.whl"))
+    if change == "wheel deleted":
+        wheel.unlink()
+    else:
+        with wheel.open("r+b") as fh:
+            fh.write(b"XX")
+    assert not noop_memo.still_holds(noop_memo.read(root, digest))

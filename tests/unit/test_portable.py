@@ -17,6 +17,7 @@ from buildctl.build.stages import artifact
 from buildctl.in_container import wheelrepair
 from buildctl.render import portable as repair_rules
 from buildctl.store import portability
+from buildctl.store.key import KeyInputs
 from buildctl.store.manifest import Manifest, Portability
 from buildctl.verify import portable
 
@@ -194,7 +195,7 @@ def test_no_record_no_section_and_a_link_is_not_followed(tmp_path):
 def test_the_publish_stage_puts_the_record_in_the_manifest_and_older_manifests_read(tmp_path):
     spec = recipe.load("demo-cpu")
     run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
-    prepared = stages.Prepared(render.render(spec), tmp_path / "context", "0123456789abcdef")
+    prepared = stages.Prepared(render.render(spec), tmp_path / "context", KeyInputs({}, "source", "sha256:base"))
     out, folder = tmp_path / "out", tmp_path / "artifact"
     out.mkdir()
     folder.mkdir()

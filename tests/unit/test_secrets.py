@@ -31,7 +31,7 @@ from buildctl.engine import build as engine_build
 from buildctl.errors import EngineError
 from buildctl.failure import repro
 from buildctl.recipe.schema import Spec
-from buildctl.store import artifacts
+from buildctl.store import key as key_mod
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
@@ -113,14 +113,14 @@ def test_rendered_files_carry_the_urls_without_their_credentials():
 def test_artifact_key_does_not_depend_on_credentials():
     def key(spec: Spec) -> str:
         rendered = render.render(spec)
-        return artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), "sha256:base")
+        return key_mod.artifact_key(rendered.files, key_mod.source_digest(rendered.spec), "sha256:base")
 
     plain = cuda_spec(tokens("a")).model_dump(mode="json", exclude_defaults=True)
     plain["framework"]["source"]["git"] = "https://git.corp.example/pytorch.git"
     assert key(cuda_spec(tokens("a"))) == key(cuda_spec(tokens("b")))
     assert recipe.spec_hash(cuda_spec(tokens("a"))) == recipe.spec_hash(cuda_spec(tokens("b")))
-    assert artifacts.source_digest(render.render(cuda_spec(tokens("a"))).spec) == \
-        artifacts.source_digest(Spec.model_validate(plain))
+    assert key_mod.source_digest(render.render(cuda_spec(tokens("a"))).spec) == \
+        key_mod.source_digest(Spec.model_validate(plain))
 
 
 def test_shown_recipe_masks_every_url(hostile):

@@ -16,6 +16,7 @@ from buildctl.build import pipeline, stages
 from buildctl.build.stages import artifact
 from buildctl.errors import InputError
 from buildctl.failure import repro
+from buildctl.store.key import KeyInputs
 from buildctl.store.manifest import Manifest
 
 FAILURES = Path(__file__).resolve().parents[1] / "fixtures" / "failures"
@@ -87,7 +88,7 @@ def test_a_context_outside_the_artifact_is_refused(tmp_path):
 
 
 def test_records_are_frozen(tmp_path):
-    prepared = stages.Prepared(render.render(recipe.load("demo-cpu")), tmp_path, "k")
+    prepared = stages.Prepared(render.render(recipe.load("demo-cpu")), tmp_path, KeyInputs({}, "source", "sha256:base"))
     with pytest.raises(dataclasses.FrozenInstanceError):
         prepared.key = "other"  # type: ignore[misc]
 

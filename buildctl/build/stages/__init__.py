@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from buildctl.store import artifacts
+from buildctl.store.key import KeyInputs
 from buildctl.verify.options import VerifyOptions
 from buildctl.engine.lazy import EngineConnection
 from buildctl.render.rendering import Rendered
@@ -94,9 +95,16 @@ class Prepared:
 
     rendered: Rendered
     context_dir: Path
-    key: str
+    inputs: KeyInputs  # what the key is made of (manifest key_inputs; the no-op memo's source digest)
     image_key: str = ""  # what the images are made from (registry.image_key): their name in a registry
-    base_image_id: str = ""  # part of the key: the no-op memo compares it with the engine's
+
+    @property
+    def key(self) -> str:
+        return self.inputs.key
+
+    @property
+    def base_image_id(self) -> str:  # part of the key: the no-op memo compares it with the engine's
+        return self.inputs.base_image
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from buildctl.render.rendering import BUILD_COMMAND
 from buildctl.build.engine_names import compile_container_name, image_tag, rebuild_volume_name, volume_names
 from buildctl.secrets import proxy_env
 from buildctl.store import artifacts
+from buildctl.store import key as key_mod
+from buildctl.engine.transfer import Tree
 
 WORK_DIR = "/work"  # where the build directory is mounted (the build script's $WORK)
 
@@ -85,7 +87,8 @@ def compile(run: Run, built: ImageBuilt, out_dir: Path) -> Compiled:
     spec, key = run.spec, built.prepared.key
     src = spec.framework.source
     work = run.opts.rebuild_dir or WORK_DIR
-    inputs = {f"{work}/src": Path(src.path)} if src.kind == "path" else None
+    # a local source: exactly the members its key was computed from (store.key.source_member)
+    inputs = {f"{work}/src": Tree(Path(src.path), key_mod.source_member)} if src.kind == "path" else None
     name = compile_container_name(spec.name, key, run.namespace)
     deadline = time.monotonic() + spec.build.timeout_s
     planned = built.planned

@@ -12,7 +12,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from buildctl.store import artifacts, downloads
+from buildctl.store import artifacts, downloads, key
 from buildctl import engine, render
 from buildctl.recipe import parallel_jobs
 from buildctl.engine import pull, registry
@@ -30,13 +30,13 @@ def prepare(run: Run, rendered: render.Rendered) -> Prepared:
     context_dir = write_context(run, rendered)
     try:
         base = _base_image(run)
-        base_id = _base_image_id(run, base)
+        base_id = base_image_id(run, base)
         if base is not None:  # invoke clean: in use, cached or not
             artifacts.record_inspected([base], run.opts.artifacts_root)
-        key = artifacts.artifact_key(rendered.files, artifacts.source_digest(rendered.spec), base_id)
-        place_render(context_dir, run.opts.render_root / run.spec.name / key)
+        inputs = key.key_inputs(rendered.files, key.source_digest(rendered.spec), base_id)
+        place_render(context_dir, run.opts.render_root / run.spec.name / inputs.key)
         # MAX_JOBS and the engine's facts wait for `plan`: an unchanged artifact needs neither
-        return Prepared(rendered, context_dir, key, registry.image_key(rendered.files, base_id), base_id)
+        return Prepared(rendered, context_dir, inputs, registry.image_key(rendered.files, base_id))
     except BaseException:  # no record to hand on: the pipeline would never remove the folder
         shutil.rmtree(context_dir, ignore_errors=True)
         raise
@@ -86,7 +86,7 @@ def _base_image(run: Run) -> dict | None:
     return run.engine.inspect_image(ref)
 
 
-def _base_image_id(run: Run, base: dict | None) -> str:
+def base_image_id(run: Run, base: dict | None) -> str:
     """The base image's id; refused when its label says another distro than the recipe's (a base image
     made by `invoke base-image` under any name carries buildctl.distro)."""
     spec = run.spec

@@ -22,9 +22,12 @@ from buildctl.build.engine_names import image_tag
 from buildctl.secrets import proxy_env
 
 
-def stored_report(published: Published):
-    """The passing verification report stored beside an unchanged artifact, for this very wheel; else None."""
+def stored_report(published: Published, spec: Spec):
+    """The passing verification report stored beside an unchanged artifact, for this very wheel, made against
+    the recipe as it is now (its expectations: verify.expect and the pins) by the verification's files as they
+    are now; else None (a report that records neither, an older buildctl's, proves nothing of them)."""
     from buildctl.verify import report as rep
+    from buildctl.verify.runner import spec_facts
 
     path = published.artifact / rep.JSON_NAME
     if not path.is_file() or not published.manifest.wheels:
@@ -35,6 +38,10 @@ def stored_report(published: Published):
     except (BuildctlError, KeyError, TypeError, ValueError):
         return None
     expected = own.sha256 if own is not None else None
+    now = spec_facts(spec)
+    made_for = {k: (report.spec or {}).get(k) for k in ("sha256", "checks_sha256")}
+    if made_for != {k: now[k] for k in made_for}:
+        return None
     return report if report.ok and (report.wheel or {}).get("sha256") == expected else None
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from buildctl.failure import diagnose
 from buildctl.secrets import Masker, mask_data
-from buildctl.store import artifacts
+from buildctl.store import artifacts, key
 
 CARRY_LIMIT = 256 << 20  # sources and staged files up to this size travel inside the bundle
 SITE_FILES = ("pip.conf",)
@@ -90,7 +90,7 @@ def _pack_source(root: Path, out: Path) -> None:
     one leading out of the tree stays out of the bundle (it would carry a host file along)."""
     real_root = root.resolve()
     with tarfile.open(out, "w:gz", dereference=True) as tar:
-        for path in sorted(artifacts._source_files(root)):
+        for path in sorted(key.source_files(root)):
             target = path.resolve()
             if path.is_symlink() and not (target.is_file() and target.is_relative_to(real_root)):
                 continue
@@ -98,7 +98,7 @@ def _pack_source(root: Path, out: Path) -> None:
 
 
 def _size(path: Path) -> int:
-    return sum(p.stat().st_size for p in artifacts._source_files(path)) if path.is_dir() else 0
+    return sum(p.stat().st_size for p in key.source_files(path)) if path.is_dir() else 0
 
 
 def _drop_large(downloads_dir: Path) -> None:

@@ -45,6 +45,8 @@ class SpecFacts(StrictModel):
     name: Str | None = None
     accelerator: Str | None = None
     framework: Str | None = None
+    sha256: Str | None = None  # the resolved recipe checked against (recipe.spec_hash: site settings aside)
+    checks_sha256: Str | None = None  # the verification's own files (in_container.verification_files_sha256)
 
 
 class ImageFacts(StrictModel):

@@ -173,6 +173,8 @@ if [ "${BUILDCTL_COMPILE_CACHE:-on}" = on ]; then export PATH="/usr/lib/ccache:$
 printf '[build_ext]\nparallel = %s\n' "$MAX_JOBS" > /tmp/buildctl-build-ext.cfg
 export DIST_EXTRA_CONFIG=/tmp/buildctl-build-ext.cfg
 : > "$OUT/extensions/built.txt"
+# The version an extension built above became (its `requires:` pins it in a later one's Requires-Dist).
+built_version() { awk -v name="$1" '$1 == name { for (i = 2; i <= NF; i++) if ($i ~ /^version=/) print substr($i, 9) }' "$OUT/extensions/built.txt"; }
 
 # --- torch-scatter (torch-scatter==2.1.2)
 echo "buildctl: extension torch-scatter"
@@ -201,7 +203,8 @@ fi
   for wheel in dist/*.whl; do
     python /usr/local/share/buildctl/pin_requires.py "$wheel" --dist torch --version "$FRAMEWORK_VERSION" --out "$OUT/extensions"
   done
-  echo "torch-scatter seconds=$(( $(date +%s) - started )) frontend=$ext_frontend" >> "$OUT/extensions/built.txt"
+  version=$(basename dist/*.whl | cut -d- -f2)
+  echo "torch-scatter seconds=$(( $(date +%s) - started )) frontend=$ext_frontend version=$version" >> "$OUT/extensions/built.txt"
 )
 for wheel in "$OUT"/extensions/*.whl; do python /usr/local/share/buildctl/wheelnorm.py "$wheel"; done
 finish

@@ -1,0 +1,74 @@
+"""`invoke build --dry-run`: the key a request would use, whether its artifact is there and can be vouched
+for, and what changed since the recipe's latest artifact; nothing built, nothing pulled, nothing stamped as
+used. The engine is asked one thing: the base image's id (part of the key)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildctl import engine
+from buildctl.build.stages import BuildOptions, Run, prepare
+from buildctl.errors import InputError
+from buildctl.recipe.loader import masked_dump
+from buildctl.recipe.schema import Spec
+from buildctl.store import artifacts
+from buildctl.store import key as key_mod
+from buildctl.store.manifest import Manifest
+
+
+@dataclass(frozen=True)
+class DryRun:
+    recipe: str
+    key: str
+    up_to_date: bool
+    artifact: Path | None  # the artifact this request would be answered from
+    latest: Path | None  # the recipe's latest artifact, `changed` is relative to it
+    changed: list[dict[str, str]]
+    base_image: str  # the base image's id, or why the key could not name one
+
+    def to_json(self) -> dict:
+        return {"recipe": self.recipe, "key": self.key, "up_to_date": self.up_to_date,
+                "artifact": str(self.artifact) if self.artifact else None,
+                "latest": str(self.latest) if self.latest else None, "changed": self.changed,
+                "base_image": self.base_image}
+
+
+def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
+    run = Run.of(spec, opts)
+    rendered = prepare.render_files(run)
+    base = engine.EngineConnection.open(opts.engine_url).inspect_image(spec.base.image)  # never pulled here
+    base_id = prepare.base_image_id(run, base)
+    inputs = key_mod.key_inputs(rendered.files, key_mod.source_digest(rendered.spec), base_id)
+    root = opts.artifacts_root
+    here = artifacts.artifact_dir(spec.name, inputs.key, root)
+    problem = _why_not_served(here) if (here / "manifest.json").is_file() else None
+    up_to_date = (here / "manifest.json").is_file() and problem is None
+    latest = artifacts.newest(spec.name, root)
+    changed: list[dict[str, str]] = []
+    if problem is not None:
+        changed.append({"kind": "artifact", "name": str(here), "change": problem})
+    elif not up_to_date and latest is not None:
+        try:
+            was = Manifest.read(latest)
+        except InputError as e:
+            changed.append({"kind": "artifact", "name": str(latest), "change": str(e)})
+        else:
+            changed += key_mod.changed(inputs, key_mod.KeyInputs.from_json(was.key_inputs), masked_dump(spec),
+                                       was.resolved_recipe)
+    return DryRun(spec.name, inputs.key, up_to_date, here if up_to_date else None, latest, changed,
+                  base_id if base is not None else f"absent on the engine: {spec.base.image} (the build pulls it "
+                                                    f"by the pull policy, and the key then names its id)")
+
+
+def _why_not_served(artifact: Path) -> str | None:
+    """What the build would find wrong with the artifact of this key (pipeline._found): a wheel that is not
+    the one published, or a manifest of an older buildctl without the runtime image's context."""
+    problem = artifacts.unvouched(artifact)
+    if problem is not None:
+        return problem
+    try:
+        manifest = Manifest.read(artifact)
+    except InputError as e:
+        return str(e)
+    return None if manifest.runtime is not None else "records no runtime image context (an older buildctl built it)"

@@ -1,0 +1,205 @@
+"""The artifact key: what it is made of, and what a request changed since an earlier artifact.
+
+The key is content-addressed over what reaches the builder image and the build container: every file the
+render writes (but those declared in NOT_KEYED, each with why), the source's digest (file contents, or git
+URL + ref, or tarball sha256) and the base image's id. It is the digest of exactly that record
+(`KeyInputs`), which the manifest keeps as `key_inputs`; `changed` compares a request's record with an
+earlier artifact's and names what differs, as `ninja -d explain` names what is out of date (invoke build
+--dry-run, and the line a build prints when it rebuilds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from buildctl.recipe.schema import Spec
+
+# Every file the render writes is keyed but for those declared here, each with why. A file the render starts
+# writing is keyed until it is declared (tests/unit/test_artifact_key.py renders
+# every shipped recipe and checks that each keyed file moves the key and each declared one does not).
+NOT_KEYED = {
+    "pip.conf": "a site setting: where pip finds packages (--pip-index-url), never which (constraints.txt "
+                "and the build script pin those)",
+    "certs/": "a site setting: the CA certificates the site's TLS inspection needs (--ca-cert)",
+    "apt/": "a site setting: the apt mirror (--apt-mirror), never which packages",
+    "recipe.resolved.yaml": "a record for people and repro bundles: the build reads none of it, and what of it "
+                            "reaches the build is in the keyed files",
+}
+# The verification's own files: they decide how the wheel is checked, not the wheel; verification copies
+# buildctl's current ones into its container, and the report records their digest (verification_files_sha256).
+VERIFICATION_ONLY = "verification only: how the wheel is checked, never what is built (the report records them)"
+SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".eggs", ".pytest_cache"}
+
+
+def not_keyed_because(path: str) -> str | None:
+    """Why a rendered file is not part of the artifact key, or None: it is keyed."""
+    from buildctl.in_container import PROBE_FILES
+
+    if path in {p.name for p in PROBE_FILES}:
+        return VERIFICATION_ONLY
+    for declared, why in NOT_KEYED.items():
+        if path == declared or (declared.endswith("/") and path.startswith(declared)):
+            return why
+    return None
+
+
+def source_digest(spec: Spec) -> str:
+    src = spec.framework.source
+    h = hashlib.sha256()
+    if src.kind == "prebuilt":  # the base image's framework is keyed by the image; a wheel by its digest
+        h.update(f"prebuilt {src.prebuilt if isinstance(src.prebuilt, str) else src.prebuilt.sha256}".encode())
+    elif src.kind == "git":
+        h.update(f"git {src.git} {src.ref} {src.submodules}".encode())
+    elif src.kind == "tarball":
+        h.update(f"tarball {src.tarball.sha256}".encode())
+    else:
+        return tree_digest(Path(src.path))
+    return h.hexdigest()
+
+
+def tree_digest(root: Path) -> str:
+    """A local source folder's digest over exactly what the build is sent (`source_member`): each file's
+    path, executable bits and contents, and each link's path and target, as a link travels (never followed)."""
+    h = hashlib.sha256()
+    for path in sorted(source_files(root)):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            h.update(rel.encode() + b"\0link\0" + os.readlink(path).encode() + b"\0")
+            continue
+        h.update(rel.encode() + b"\0" + oct(path.stat().st_mode & 0o111).encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def source_member(rel: str, is_dir: bool) -> bool:
+    """Whether a path of a local source tree (relative, '/'-separated) is source: sent to the build
+    container and keyed. Build outputs and caches a working tree accumulates are neither."""
+    parts = rel.split("/")
+    if any(p in SKIP_DIRS or p.endswith(".egg-info") for p in parts):
+        return False
+    return is_dir or not parts[-1].endswith((".pyc", ".so", ".whl"))
+
+
+def source_files(root: Path) -> Iterator[Path]:
+    """The files and links of a local source tree that `source_member` keeps (links to folders included,
+    never entered)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        base = Path(dirpath)
+        prefix = "" if base == root else base.relative_to(root).as_posix() + "/"
+        links = [d for d in dirnames if (base / d).is_symlink()]
+        dirnames[:] = [d for d in dirnames if d not in links and source_member(prefix + d, True)]
+        for name in [*filenames, *links]:
+            if source_member(prefix + name, False):
+                yield base / name
+
+
+@dataclass(frozen=True)
+class KeyInputs:
+    """What an artifact key is made of, as the manifest records it: each keyed rendered file's sha256,
+    the source's digest and the base image's id. The key is a digest of exactly this record."""
+
+    files: Mapping[str, str]
+    source: str
+    base_image: str
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_json(self) -> dict:
+        return {"files": dict(sorted(self.files.items())), "source": self.source, "base_image": self.base_image}
+
+    @classmethod
+    def from_json(cls, data) -> KeyInputs | None:
+        """The record a manifest holds, or None when it holds none (an older buildctl) or not this shape."""
+        if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
+            return None
+        files, source, base = data["files"], data.get("source"), data.get("base_image")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+            return None
+        if not isinstance(source, str) or not isinstance(base, str):
+            return None
+        return cls(files, source, base)
+
+
+def key_inputs(files: Mapping[str, str], source: str, base_image_id: str) -> KeyInputs:
+    keyed = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in files.items()
+             if not_keyed_because(name) is None}
+    return KeyInputs(keyed, source, base_image_id)
+
+
+def artifact_key(files: Mapping[str, str], source: str, base_image_id: str) -> str:
+    return key_inputs(files, source, base_image_id).key
+
+
+# --- what changed ---------------------------------------------------------------------------------------
+
+MAX_FIELDS = 20  # a recipe rewritten whole names its first fields, not hundreds
+
+
+def changed(now: KeyInputs, was: KeyInputs | None, recipe_now: dict, recipe_was: dict) -> list[dict[str, str]]:
+    """[{kind, name, change}] where kind is file, field, source or base_image (record: an artifact too old
+    to say); fields are the resolved recipe's (site settings aside: they never change a key)."""
+    if was is None:
+        return [{"kind": "record", "name": "key inputs",
+                 "change": "the earlier artifact records none (an older buildctl built it)"}]
+    out = []
+    for name in sorted(set(now.files) | set(was.files)):
+        before, after = was.files.get(name), now.files.get(name)
+        if before != after:
+            out.append({"kind": "file", "name": name,
+                        "change": "added" if before is None else "removed" if after is None else "edited"})
+    fields = [path for path in _differing(_flat(recipe_was), _flat(recipe_now)) if path.split(".")[0] != "site"]
+    out += [{"kind": "field", "name": path, "change": "edited"} for path in fields[:MAX_FIELDS]]
+    if now.source != was.source:
+        out.append({"kind": "source", "name": "source", "change": f"{was.source[:12]} -> {now.source[:12]}"})
+    if now.base_image != was.base_image:
+        out.append({"kind": "base_image", "name": "base image",
+                    "change": f"{_short(was.base_image)} -> {_short(now.base_image)}"})
+    return out
+
+
+def describe(changes: list[dict[str, str]]) -> str:
+    """The changes as one line: 'build.sh, patches/00-fix.patch edited; field build.type; the source ...'."""
+    parts = []
+    files = [c for c in changes if c["kind"] == "file"]
+    if files:
+        parts.append(", ".join(f"{c['name']} {c['change']}" for c in files))
+    fields = [c["name"] for c in changes if c["kind"] == "field"]
+    if fields:
+        parts.append(("fields " if len(fields) > 1 else "field ") + ", ".join(fields))
+    for c in changes:
+        if c["kind"] == "source":
+            parts.append(f"the source ({c['change']})")
+        elif c["kind"] == "base_image":
+            parts.append(f"the base image ({c['change']})")
+        elif c["kind"] in ("record", "artifact"):
+            parts.append(f"{c['name']}: {c['change']}")
+    return "; ".join(parts) or "nothing it records (another buildctl's key)"
+
+
+def _short(image_id: str) -> str:
+    return image_id.removeprefix("sha256:")[:12]
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out or ({prefix: {}} if prefix else {})
+    return {prefix: data}
+
+
+def _differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return sorted(path for path in set(a) | set(b) if a.get(path, _MISSING) != b.get(path, _MISSING))
+
+
+_MISSING = object()
