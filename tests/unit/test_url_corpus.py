@@ -281,3 +281,33 @@ def test_the_cli_json_of_an_encoded_login_carries_none(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert leaks(proc.stdout + proc.stderr, "mixed") == []
     assert [p for p in (tmp_path / "out").rglob("*") if p.is_file() and leaks(p.read_text(errors="replace"), "mixed")] == []
+
+
+# ---------------------------------------------------------------------------------------- --set typos
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("separator", [":", " ", ""])
+def test_a_set_item_without_an_equals_sign_is_refused_without_its_value(shape, separator):
+    """Issue 35, item 1: `--set framework.source.git:https://ci:TOKEN@host/x.git` (a ':' or a space typed for
+    '=') ended in `--set: <the item, unmasked>: expected KEY=VALUE`. The item is never quoted whole; the key
+    it starts with is named when it is one of the recipe's."""
+    for value in (url("https", "user:password", HOSTS[0], shape, encoded=True, path="/o/x.git"),
+                  url("https", "token", HOSTS[0], shape, encoded=False, path="/o/x.git"), password(shape)):
+        item = f"framework.source.git{separator}{value}"
+        with pytest.raises(RecipeError) as e:
+            recipe.load("demo-cpu", [item])
+        message = str(e.value)
+        assert "expected KEY=VALUE" in message and "fix: " in message and "\n" not in message, message
+        assert leaks(message, shape) == [], message
+        if separator:
+            assert "framework.source.git" in message, message
+
+
+def test_a_set_typo_on_the_command_line_shows_no_token():
+    secret = password("mixed")
+    for item in (f"framework.source.git:https://ci:{quote(secret, safe='')}@git.example/o/x.git",
+                 f"build.env.GH_TOKEN {secret}", secret):
+        proc = invoke_here("show", "--recipe", "demo-cpu", "--set", item, "--json", cwd=REPO)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "expected KEY=VALUE" in proc.stderr and leaks(proc.stdout + proc.stderr, "mixed") == [], proc.stderr
