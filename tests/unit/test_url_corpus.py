@@ -17,6 +17,7 @@ IPv6 host. Every option is given each login twice:
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from pathlib import Path
@@ -311,3 +312,87 @@ def test_a_set_typo_on_the_command_line_shows_no_token():
         proc = invoke_here("show", "--recipe", "demo-cpu", "--set", item, "--json", cwd=REPO)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert "expected KEY=VALUE" in proc.stderr and leaks(proc.stdout + proc.stderr, "mixed") == [], proc.stderr
+
+
+# ---------------------------------------------------------------------------------------- engines
+# Issue 35, item 2: an engine URL's login was quoted as given in every connection error (`invoke doctor
+# --engine URL --json`, `invoke build --engine URL`), and an ssh:// engine with user:password ran
+# `ssh -p 9 bob:SECRET@host docker system dial-stdio` (the password in ssh's argv, taken as the user).
+# Nothing listens on port 1 of the loopback: each connection is refused at once.
+
+ENGINE_HOSTS = ("127.0.0.1:1", "[::1]:1")
+ENGINE_CASES = [(form, host, shape) for form in LOGINS for host in ENGINE_HOSTS for shape in SHAPES]
+
+
+@pytest.mark.parametrize("scheme", ["tcp", "https"])
+@pytest.mark.parametrize(("form", "host", "shape"), ENGINE_CASES)
+def test_an_engine_urls_login_is_in_no_connection_error(scheme, form, host, shape):
+    from buildctl import engine
+    from buildctl.errors import BuildctlError
+
+    for encoded in (False, True):
+        value = url(scheme, form, host, shape, encoded=encoded, path="")
+        with pytest.raises(BuildctlError) as e:
+            engine.connect(value)
+        message = str(e.value)
+        assert "\n" not in message and "fix: " in message, message
+        assert leaks(message, shape) == [], message
+        assert leaks(engine.display_name(value), shape) == []
+
+
+def _fake_ssh(tmp_path: Path, monkeypatch) -> Path:
+    """An `ssh` on PATH that records its argv (one line per run) and fails as an unreachable host does."""
+    bindir, calls = tmp_path / "bin", tmp_path / "ssh-calls.txt"
+    bindir.mkdir()
+    (bindir / "ssh").write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\necho 'ssh: connect to host x: No route' >&2\n"
+                                "exit 255\n")
+    (bindir / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    return calls
+
+
+@pytest.mark.parametrize("form", ["user:password", ":password", "token:"])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_an_ssh_engine_with_a_password_is_refused_before_ssh_runs(form, shape, tmp_path, monkeypatch):
+    """ssh takes no password from a URL: one line with the fix (a key), the password nowhere, ssh not run."""
+    from buildctl import engine
+
+    calls = _fake_ssh(tmp_path, monkeypatch)
+    for encoded in (False, True):
+        value = url("ssh", form, "build-box:2222", shape, encoded=encoded, path="")
+        with pytest.raises(InputError) as e:
+            engine.connect(value)
+        message = str(e.value)
+        assert "\n" not in message and "password" in message and "fix: " in message, message
+        assert leaks(message, shape) == [] and leaks(engine.display_name(value), shape) == [], message
+    assert not calls.exists(), calls.read_text()
+
+
+def test_an_ssh_engine_with_a_user_name_runs_ssh_with_that_user(tmp_path, monkeypatch):
+    from buildctl import engine
+    from buildctl.errors import EngineError
+
+    calls = _fake_ssh(tmp_path, monkeypatch)
+    with pytest.raises(EngineError) as e:
+        engine.connect("ssh://builder@build-box:2222")
+    assert "`ssh -p 2222 builder@build-box docker system dial-stdio`" in str(e.value)
+    assert calls.read_text().split("\n")[0].endswith("-p 2222 -- builder@build-box docker system dial-stdio")
+
+
+@pytest.mark.parametrize("shape", ["mixed", "hash", "colon"])
+def test_the_cli_shows_no_engine_login(shape, tmp_path, monkeypatch):
+    """`invoke doctor --engine URL --json` (each recipe's reason quotes the engine's error too) and `invoke
+    build --engine URL`, through the flag and through BUILDCTL_ENGINES."""
+    _fake_ssh(tmp_path, monkeypatch)
+    engines = [url("tcp", "user:password", "127.0.0.1:1", shape, encoded=True, path=""),
+               url("https", "token", "[::1]:1", shape, encoded=False, path=""),
+               url("ssh", "user:password", "build-box", shape, encoded=True, path="")]
+    for value in engines:
+        proc = invoke_here("doctor", "--recipe", "demo-cpu", "--engine", value, "--json", cwd=REPO)
+        assert proc.returncode == 1 and json.loads(proc.stdout)["engines"][0]["engine"]["ok"] is False, proc.stderr
+        assert leaks(proc.stdout + proc.stderr, shape) == [], proc.stdout
+        for args, env in (((("--engine", value)), {}), ((), {"BUILDCTL_ENGINES": value})):
+            proc = invoke_here("build", "--recipe", "demo-cpu", *args, "--json", cwd=REPO,
+                               env={"BUILDCTL_ARTIFACTS": str(tmp_path / "artifacts"), **env})
+            assert proc.returncode == 2 and proc.stderr.splitlines()[-1].startswith("error: "), proc.stderr
+            assert leaks(proc.stdout + proc.stderr, shape) == [], proc.stderr
