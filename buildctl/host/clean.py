@@ -21,10 +21,13 @@ How it decides:
 - base images (`invoke base-image`, any name) are buildctl's and aged like the rest: every build,
   verification and replay FROM one stamps it.
 - an artifact is removed only under its key lock, which a build reading it holds (shared).
-- orphans go whatever their age: a container whose process is gone (its `buildctl.owner` label names a
-  process of this host that no longer runs), a buildctl container that is not running and was not
-  kept on purpose, an untagged buildctl image, and staging folders quiet for STALE_AFTER whose key
-  lock is free.
+- only what it can prove is its own: an artifact is a folder <recipe>/<key>/ holding its manifest.json
+  (a plain file), a bundle failures/<name>/ its bundle.json; any other folder (buildctl's verify/ reports,
+  a user's notes) is left alone.
+- orphans go whatever their age: a container whose process is provably gone (its `buildctl.owner`
+  label names a process of this host and this PID namespace that no longer runs), an untagged
+  buildctl image, and staging folders quiet for STALE_AFTER whose key lock is free. A container whose
+  owner cannot be told (another host, another PID namespace) is left alone, whatever its state.
 
 It never leaves its roots: folders are listed without following links, a symlink anywhere under the
 root is left alone (reported, never followed, never removed) and removal refuses to start at a link.
@@ -128,9 +131,18 @@ def _file_items(root: Path, now: float) -> tuple[list[dict], list[str]]:
             if entry.name.startswith("."):
                 continue
             kind = "bundle" if top.name == "failures" else "artifact"
+            if not _is_plain_file(path / ("bundle.json" if kind == "bundle" else "manifest.json")):
+                continue  # not provably buildctl's: verify/ reports, a user's folder, a copy in progress
             items.append({"kind": kind, "name": name, "path": path, "bytes": size,
                           "lock": (Path(top.path), entry.name) if kind == "artifact" else None})
     return items, links
+
+
+def _is_plain_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _remove_tree(item: dict, used_since) -> str | None:
@@ -168,12 +180,15 @@ def _remove_tree(item: dict, used_since) -> str | None:
 
 
 def _owner_gone(owner: str | None) -> bool | None:
-    """True when the owner label names a process of this host that is gone; False when it runs; None
-    when it cannot be told (no label, another host)."""
-    if not owner or owner.count(":") < 2:
+    """True when the owner label (host:pid-namespace:pid:start) names a process of this host and of this
+    PID namespace that is gone; False when it runs; None when it cannot be told (no label, another host,
+    another PID namespace, or a label without one, as buildctl wrote them before)."""
+    parts = (owner or "").split(":")
+    if len(parts) != 4:
         return None
-    host, pid, start = owner.rsplit(":", 2)
-    if host != socket.gethostname() or not pid.isdigit():
+    host, pid_namespace, pid, start = parts
+    here = engine.pid_namespace()
+    if host != socket.gethostname() or pid_namespace != here or not here.isdigit() or not pid.isdigit():
         return None
     now_start = engine.process_start(int(pid))
     return now_start is None or now_start != start
@@ -215,10 +230,10 @@ def _engine_items(client, selector: Mapping[str, str], root: Path, *, containers
                 pass  # kept on purpose (--keep-container): aged by last use like anything else
             elif gone:
                 item["orphan"] = "the buildctl process that started it is gone"
-            elif running or gone is False:
-                continue  # a build is using it, or it cannot be told: left alone
             else:
-                item["orphan"] = f"{c.get('State')}, and not kept (--keep-container)"
+                # its build runs (created and exited are when it copies inputs in and the wheel out), or
+                # whose it is cannot be told: left alone, whatever its state
+                continue
             items.append(item)
     if images:
         for img in engine.labelled(client, "images", selector):

@@ -133,12 +133,18 @@ def test_clean_touches_only_its_namespace_and_labels(docker_client, own, tmp_pat
 
 
 def test_orphan_containers_go_and_live_ones_stay(docker_client, base_image, own, tmp_path):
-    """A running container whose buildctl process is gone (SIGKILL), and an exited one nobody kept, are
-    orphans; a running one of a live process, and one kept with --keep-container, stay. Before: clean
-    never looked at containers. A volume held by the orphan is freed in the same run."""
+    """A running container whose buildctl process is provably gone (SIGKILL: this host, this PID namespace)
+    and a created one of such a process are orphans; a running one of a live process, one kept with
+    --keep-container, and those whose owner cannot be told (another host: a live build there copies its
+    inputs into a created container and its wheel out of an exited one; this host's name but another PID
+    namespace) stay. Before: clean never looked at containers (b74e6d9); then (19b4e6a, issue 35 item 4)
+    it force-removed the created/exited ones of other hosts and the running one of another namespace."""
     root = tmp_path / "artifacts"
     orphan_running = _container(docker_client, base_image, own, owner=_dead_owner(), start=True)
-    orphan_exited = _container(docker_client, base_image, own, owner="elsewhere:1:1", start=False)
+    orphan_created = _container(docker_client, base_image, own, owner=_dead_owner(), start=False)
+    elsewhere = _container(docker_client, base_image, own, owner="elsewhere:4026531836:1:1", start=False)
+    other_namespace = _container(docker_client, base_image, own, start=True,
+                                 owner=f"{engine.process_owner().split(':')[0]}:4026599999:1:1")
     live = _container(docker_client, base_image, own, owner=engine.process_owner(), start=True)
     kept = _container(docker_client, base_image, own, owner=_dead_owner(), start=False, keep=True)
     report = clean.clean(root=root, labels=own, images=False, caches=False, client=docker_client)
@@ -146,7 +152,8 @@ def test_orphan_containers_go_and_live_ones_stay(docker_client, base_image, own,
     names = {cid: docker_client.api.inspect_container(cid)["Name"].lstrip("/") for cid in (live, kept)}
     assert len(removed) == 2 and all(r.startswith("orphan: ") for r in removed.values()), removed
     assert not _exists_container(docker_client, orphan_running)
-    assert not _exists_container(docker_client, orphan_exited)
+    assert not _exists_container(docker_client, orphan_created)
+    assert _exists_container(docker_client, elsewhere) and _exists_container(docker_client, other_namespace)
     assert _exists_container(docker_client, live) and _exists_container(docker_client, kept)
     assert names[live] not in removed and names[kept] not in removed
     # the kept one is aged like anything else: unused (first seen just now) is not old enough yet
