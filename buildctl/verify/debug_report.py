@@ -20,7 +20,7 @@ MAX_FRAMES = 64  # what gdb_crash.py reads
 SHOWN_FRAMES = 16  # the top of the backtrace in the text output (--json has every frame)
 OUTCOMES = ("crashed", "exited", "killed", "timed_out")
 # faulthandler: `  File "x.py", line 3 in f`; the interpreter's gdb helpers: `  File "x.py", line 3, in f`
-PY_FRAME = re.compile(r'^\s*File "(?P<file>.*)", line (?P<line>\d+|\?),? in (?P<function>.*)$')
+PY_FRAME = re.compile(r'^\s*File "(?P<file>.*)", line (?P<line>[0-9]{1,9}|\?),? in (?P<function>.*)$')
 NO_DEBUG_INFO_TYPES = (None, "Release", "MinSizeRel")
 # si_code SI_KERNEL: a general-protection fault (a non-canonical address on x86-64), whose address the
 # kernel does not give (si_addr 0): shown as such, not as a NULL dereference.

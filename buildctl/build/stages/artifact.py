@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
@@ -54,7 +55,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
     built_extensions = extension_wheels(spec, out_dir, run.log.text())
     versions = _parse_kv(out_dir / "versions.txt")
     cache = _cache_stats(out_dir, run.spec.site.cache_url if run.spec.build.cache == "ccache" else None)
-    peak = (out_dir / "peak-memory.txt").read_text().strip() if (out_dir / "peak-memory.txt").exists() else ""
+    peak = _read_text(out_dir / "peak-memory.txt").strip()
     counts = _parse_kv(out_dir / "resumed.txt")
     source_date_epoch = versions.pop("source_date_epoch", "")
     frontend = versions.pop("frontend", "")
@@ -88,7 +89,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
                    "path": src.path, "tarball": src.tarball and mask_url(src.tarball.url),
                    **_prebuilt(src),
                    "commit": versions.pop("source_commit", None), "mirror": mirror_for(src.git, spec.site)},
-        "source_date_epoch": int(source_date_epoch) if source_date_epoch.isdigit() else None,
+        "source_date_epoch": count(source_date_epoch),
         "build_type": spec.build.type,
         "cuda_arch": list(spec.build.cuda_arch),
         "rocm_arch": list(spec.toolchain.rocm.arch) if spec.toolchain.rocm else [],
@@ -96,7 +97,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "toolchain": versions,
         "pins": _pins(spec),
         "max_jobs": compiled.max_jobs,
-        "peak_memory_bytes": int(peak) if peak.isdigit() else None,
+        "peak_memory_bytes": count(peak),
         "compile_cache": {"tool": spec.build.cache, **cache},
         "resumed": resume.resumed_section(counts, interrupt),
         "wheels": entries,
@@ -188,7 +189,7 @@ def _extensions_section(spec: Spec, out_dir: Path, framework_wheels: list[Path],
                      "file": wheel.name, "version": wheel_facts.wheel_tags(wheel).get("version"),
                      "requires": [r for r in wheel_facts.wheel_requires(wheel)
                                   if _names(r, spec.framework.dist)],
-                     "frontend": facts.get("frontend"), "build_seconds": int(seconds) if seconds.isdigit() else None})
+                     "frontend": facts.get("frontend"), "build_seconds": count(seconds)})
     return {"built_against": against, "extensions": rows}
 
 
@@ -280,23 +281,28 @@ def _pins(spec: Spec) -> dict:
 
 
 def _parse_kv(path: Path) -> dict[str, str]:
-    text = path.read_text() if path.is_file() else ""
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return dict(line.split("=", 1) for line in _read_text(path).splitlines() if "=" in line)
+
+
+def count(text: str) -> int | None:
+    """A whole number the build container wrote, or None: ASCII digits only (str.isdigit takes '²', which
+    int() refuses) and few of them (int() refuses more than 4300)."""
+    text = text.strip()
+    return int(text) if re.fullmatch(r"[0-9]{1,18}", text) else None
 
 
 def _cache_stats(out_dir: Path, cache_url: str | None = None) -> dict:
     """hits, misses, hit rate from ccache --print-stats (tab-separated) or sccache's JSON stats; with
     ccache also the local volume's and the shared server's own figures (compile_cache.stats)."""
     if (out_dir / "cache-stats.json").is_file():
-        return _sccache_stats((out_dir / "cache-stats.json").read_text())
+        return _sccache_stats(_read_text(out_dir / "cache-stats.json"))
     if not (out_dir / "cache-stats.txt").is_file():
         return {}
-    text = (out_dir / "cache-stats.txt").read_text()
     stats = {}
-    for line in text.splitlines():
+    for line in _read_text(out_dir / "cache-stats.txt").splitlines():
         parts = line.split("\t")
-        if len(parts) == 2 and parts[1].strip().isdigit():
-            stats[parts[0].strip()] = int(parts[1])
+        if len(parts) == 2 and count(parts[1]) is not None:
+            stats[parts[0].strip()] = count(parts[1])
     hits = stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0)
     misses = stats.get("cache_miss", 0)
     total = hits + misses
@@ -312,7 +318,9 @@ def _sccache_stats(text: str) -> dict:
         stats = json.loads(text).get("stats", {})
         hits = sum((stats.get("cache_hits") or {}).get("counts", {}).values())
         misses = sum((stats.get("cache_misses") or {}).get("counts", {}).values())
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
+        return {}
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (hits, misses)):
         return {}
     total = hits + misses
     return {"hits": hits, "misses": misses, "hit_rate": round(hits / total, 3) if total else None}
