@@ -133,7 +133,7 @@ def parse(report_text: str | None, stack_text: str | None, *, hidden_files: tupl
         return DebugResult(None, error="gdb wrote no report", facts=facts)
     try:
         data = json.loads(report_text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: the program under test wrote it
         return DebugResult(None, error="gdb's report is not JSON", facts=facts)
     if not isinstance(data, dict):
         return DebugResult(None, error="gdb's report is not a JSON object", facts=facts)

@@ -134,6 +134,9 @@ def test_a_release_build_with_a_debug_recipe_beside_it_names_that_recipe(tmp_pat
     (None, "gdb failed: gdb wrote no report"),
     ("[1, 2]", "gdb failed: gdb's report is not a JSON object"),
     ("{not json", "gdb failed: gdb's report is not JSON"),
+    # issue 35, item 6: the program under test can write this file; json.loads raised RecursionError
+    ('{"outcome": "crashed", "frames": ' + "[" * 100_000 + "]" * 100_000 + "}", "gdb failed: gdb's report is not JSON"),
+    ('{"outcome": "crashed", "status": ' + "9" * 5000 + "}", "gdb failed: gdb's report is not JSON"),
 ])
 def test_a_run_that_did_not_crash_is_one_line(report, line):
     result = debug_report.parse(report, None)

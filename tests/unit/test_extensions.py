@@ -234,13 +234,28 @@ def test_findings_become_one_check_each_with_the_reason(tmp_path):
 
 
 def test_findings_that_are_not_an_extension_check_are_refused(tmp_path):
+    """ext_set.py runs beside the extensions' code, which can write its output: issue 35, item 6, JSON nested
+    100,000 deep raised RecursionError (an internal error); a number of 5000 digits is past int()'s limit."""
     path = tmp_path / extensions.RESULT_FILE
-    for text in ("[1, 2]", "{not json", '{"results": "no"}'):
+    for text in ("[1, 2]", "{not json", '{"results": "no"}', '{"results": ' + "[" * 100_000 + "]" * 100_000 + "}",
+                 '{"results": [], "torch": {"version": ' + "9" * 5000 + "}}"):
         path.write_text(text)
         with pytest.raises(extensions.VerificationFailed):
             extensions.load_result(path, "test")
     with pytest.raises(extensions.VerificationFailed, match="wrote no"):
         extensions.load_result(tmp_path / "absent.json", "test")
+
+
+def test_findings_of_the_wrong_types_are_read_as_no_value(tmp_path):
+    path = tmp_path / extensions.RESULT_FILE
+    path.write_text(json.dumps({"torch": [1], "error": 5, "results": [
+        {"name": 5, "role": ["x"], "ok": "yes", "requires": {"torch": "==2.6"}, "abi": "no", "smoke": [1]},
+        {"name": "x", "requires": 5, "abi": 7, "import": "no"}]}))
+    found = extensions.load_result(path, "test")
+    assert found["torch"] is None and found["error"] is None
+    assert [(r["name"], r["ok"], r["requires"], r["abi"]) for r in found["results"]] == [("", False, [], []),
+                                                                                     ("x", False, [], [])]
+    assert [c.ok for c in extensions.checks(found)] == [False, False]
 
 
 def test_a_beside_requirement_is_one_pinned_distribution(tmp_path):
