@@ -9,11 +9,14 @@ packaging) is imported by the publish's functions.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import platform
 import re
 import shutil
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -22,7 +25,7 @@ from buildctl.store import artifacts, portability
 from buildctl.store import manifest as manifest_mod
 from buildctl.store.manifest import Manifest
 from buildctl.build import compile_cache, resume
-from buildctl.errors import InputError, StepFailed
+from buildctl.errors import BuildctlError, InputError, StepFailed
 from buildctl.recipe.fields import size_bytes
 from buildctl.recipe.loader import masked_dump
 from buildctl.secrets import mask_url, mirror_for
@@ -45,8 +48,53 @@ def download_list(rendered: render.Rendered) -> list[dict]:
             for stage, d in rendered.downloads]
 
 
+class NoSpace(BuildctlError):
+    """The artifacts folder filled up while the artifact was written (exit 1); the staging folder goes."""
+
+
+MANIFEST_ROOM = 64 << 10  # about what the manifest and the use stamp take beyond the files
+
+
+@contextlib.contextmanager
+def _room(run: Run, staging: Path, needed: int) -> Iterator[None]:
+    """ENOSPC (or a full quota) while writing into `staging`: one NoSpace line naming the artifacts folder,
+    about what the artifact needs there and what is free, and the fix. What was written goes with the
+    staging folder (artifacts.staging removes it); nothing is published."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        root = staging.parent.parent
+        try:
+            free = f"{shutil.disk_usage(root).free / 1e6:.1f} MB are free there"
+        except OSError:
+            free = "how much is free there cannot be read"
+        raise NoSpace(f"no space left in {root} to publish the artifact of {run.spec.name}: it needs about "
+                      f"{needed / 1e6:.1f} MB, {free}; fix: free space there (`invoke clean --keep-gb N`), or set "
+                      "BUILDCTL_ARTIFACTS to a folder on a disk with room") from None
+
+
+def _bytes(paths: Iterable[Path]) -> int:
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            total += path.stat().st_size if path.is_file() else sum(
+                p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return total
+
+
 def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, float]) -> Manifest:
-    """The wheel, build.log, the runtime context and the manifest in `staging`; the manifest."""
+    """The wheel, build.log, the runtime context and the manifest in `staging`; the manifest. A full disk
+    is NoSpace."""
+    wheels = [*compiled.out_dir.glob("*.whl"), *(compiled.out_dir / "extensions").glob("*.whl")]
+    needed = (_bytes([*wheels, compiled.out_dir / "ninja_log.txt"]) + len(run.log.text().encode())
+              + sum(len(t.encode()) for t in compiled.image.prepared.rendered.files.values()) + MANIFEST_ROOM)
+    with _room(run, staging, needed):
+        return _assemble(run, compiled, staging, durations)
+
+
+def _assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, float]) -> Manifest:
     out_dir, prepared = compiled.out_dir, compiled.image.prepared
     spec = run.spec
     wheels = sorted(out_dir.glob("*.whl"))
@@ -226,8 +274,9 @@ def _frontend(reported: str, wheel: Path) -> dict:
 
 def publish(run: Run, compiled: Compiled, staging: Path, manifest: Manifest) -> Published:
     key = compiled.image.prepared.key
-    manifest.write(staging / manifest_mod.NAME)
-    final = artifacts.publish(staging, run.spec.name, key, run.opts.artifacts_root)
+    with _room(run, staging, _bytes([staging]) + MANIFEST_ROOM):
+        manifest.write(staging / manifest_mod.NAME)
+        final = artifacts.publish(staging, run.spec.name, key, run.opts.artifacts_root)
     resume.discard(run.spec.name, key, run.opts.artifacts_root)  # the manifest holds it now
     return Published(run.spec.name, key, final, manifest, cached=False)
 
