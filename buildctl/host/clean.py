@@ -20,7 +20,9 @@ How it decides:
   record; and one used again while clean runs (its stamp moved) is not removed.
 - base images (`invoke base-image`, any name) are buildctl's and aged like the rest: every build,
   verification and replay FROM one stamps it.
-- an artifact is removed only under its key lock, which a build reading it holds (shared).
+- an artifact is removed only under its key lock, which a build reading it holds (shared); so is a
+  build-dir volume or a builder/runtime image named for a key: a build holds its key's lock exclusively
+  from the moment it knows the key until it has verified, its containers coming and going meanwhile.
 - only what it can prove is its own: an artifact is a folder <recipe>/<key>/ holding its manifest.json
   (a plain file), a bundle failures/<name>/ its bundle.json; any other folder (buildctl's verify/ reports,
   a user's notes) is left alone.
@@ -38,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import socket
 import stat
@@ -179,6 +182,31 @@ def _remove_tree(item: dict, used_since) -> str | None:
 # --------------------------------------------------------------------------- engine objects
 
 
+_KEYED_VOLUME = re.compile(r"buildctl-(?:work|rebuild)-(?P<rest>.+)-(?P<key>[0-9a-f]{16})")
+_KEYED_IMAGE = re.compile(r"buildctl/(?P<recipe>[^:/]+):(?:.*-)?(?P<key>[0-9a-f]{16})")
+
+
+def _key_lock_of(names: list[str], root: Path) -> tuple[Path, str] | None:
+    """(recipe folder, key) of the key an engine object is named for, when the root has that key's lock
+    file: a build-dir volume (buildctl-work-[NS-]RECIPE-KEY), a builder or runtime image
+    (buildctl/RECIPE:[NS-][runtime-]KEY). A build holds that lock from the moment it knows its key until it
+    has verified, its containers coming and going meanwhile; None for anything else."""
+    for name in names:
+        m = _KEYED_IMAGE.fullmatch(name)
+        if m:
+            folders = [root / m["recipe"]]
+        else:
+            m = _KEYED_VOLUME.fullmatch(name)
+            if not m:
+                continue
+            rest = m["rest"]  # [NS-]RECIPE: the recipe is a folder of the root whose name ends it
+            folders = [Path(e.path) for e in _entries(root) if rest == e.name or rest.endswith("-" + e.name)]
+        for folder in folders:
+            if (folder / f".{m['key']}.lock").is_file():
+                return folder, m["key"]
+    return None
+
+
 def _owner_gone(owner: str | None) -> bool | None:
     """True when the owner label (host:pid-namespace:pid:start) names a process of this host and of this
     PID namespace that is gone; False when it runs; None when it cannot be told (no label, another host,
@@ -243,7 +271,7 @@ def _engine_items(client, selector: Mapping[str, str], root: Path, *, containers
             if not ours:
                 continue  # built FROM one of buildctl's (its labels inherited), by someone else
             item = {"kind": "image", "name": tags[0] if tags else img["Id"][:19], "id": img["Id"], "tags": tags,
-                    "bytes": int(img.get("Size") or 0)}
+                    "bytes": int(img.get("Size") or 0), "lock": _key_lock_of(tags, root)}
             if not tags:
                 item["orphan"] = "untagged: no build can use it again"
             items.append(item)
@@ -252,7 +280,8 @@ def _engine_items(client, selector: Mapping[str, str], root: Path, *, containers
         with contextlib.suppress(Exception):  # sizes are a nicety: the listing below decides
             sizes = {v["Name"]: (v.get("UsageData") or {}).get("Size") for v in client.api.df().get("Volumes") or []}
         for vol in engine.labelled(client, "volumes", selector):
-            items.append({"kind": "volume", "name": vol["Name"], "bytes": max(int(sizes.get(vol["Name"]) or 0), 0)})
+            items.append({"kind": "volume", "name": vol["Name"], "bytes": max(int(sizes.get(vol["Name"]) or 0), 0),
+                          "lock": _key_lock_of([vol["Name"]], root)})
     return items
 
 
@@ -352,6 +381,10 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
         if not dry_run:
             if "path" in item:
                 why = _remove_tree(item, lambda item=item: _used_since(item, root))
+            elif item.get("lock") is not None:  # a build of its key may be between two of its containers
+                with _key_lock_free(*item["lock"]) as free:
+                    why = ("a build of this key is running (its lock is held)" if not free
+                           else _used_since(item, root) or _remove_engine_item(client, item))
             else:
                 why = _used_since(item, root) or _remove_engine_item(client, item)
         if why:

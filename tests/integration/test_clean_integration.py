@@ -250,3 +250,37 @@ def test_images_and_containers_made_from_buildctls_are_the_users_own(docker_clie
         for c in engine.list_buildctl_containers(docker_client, own):
             engine.remove_container(docker_client, c.id)
         _remove_images(docker_client, images)
+
+
+def test_the_volumes_and_images_of_a_running_build_stay_between_its_containers(docker_client, base_image, own,
+                                                                               tmp_path):
+    """Issue 35, suspicion (proved): `invoke clean --keep-gb 0` removed a build's work volume between its
+    compile container and the next (the extensions' step, an OOM retry, a resumed --until): no container
+    held it, and --keep-gb ages nothing, so the next container found an empty build directory. Its builder
+    image likewise between the image build and the compile. A build holds its key's lock from the
+    moment it knows the key until it has verified: clean now leaves every object named for a key whose
+    lock is held, as it leaves that key's artifact, and removes them once it is free. About 2 s."""
+    root = tmp_path / "artifacts"
+    key = uuid.uuid4().hex[:16]
+    recipe = f"cleantest-{own['buildctl.cleantest']}"
+    work = _volume(docker_client, own, f"buildctl-work-ns1-{recipe}-{key}")
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text(f"FROM {base_image}\nLABEL buildctl.cleantest.marker={key}\n")
+    tag = f"buildctl/{recipe}:ns1-{key}"
+    image = engine.build_image(docker_client, ctx, tag, labels=own)
+    for kind, name in (("volume", work), ("image", image)):
+        _stamp(root, kind, name, 1)
+    try:
+        with artifacts.key_lock(recipe, key, root):  # the build, between its containers
+            report = clean.clean(keep_bytes=0, root=root, labels=own, containers=False, client=docker_client)
+        assert report["removed"] == [], report["removed"]
+        assert {f["name"]: f["error"] for f in report["failed"]} == {
+            work: "a build of this key is running (its lock is held)",
+            tag: "a build of this key is running (its lock is held)"}
+        assert _exists_volume(docker_client, work) and engine.image_exists(docker_client, image)
+        report = clean.clean(keep_bytes=0, root=root, labels=own, containers=False, client=docker_client)
+        assert {r["name"] for r in report["removed"]} == {work, tag}  # the build is done: they go
+    finally:
+        engine.remove_volume(docker_client, work)
+        _remove_images(docker_client, [image])
