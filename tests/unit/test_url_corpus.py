@@ -396,3 +396,89 @@ def test_the_cli_shows_no_engine_login(shape, tmp_path, monkeypatch):
                                env={"BUILDCTL_ARTIFACTS": str(tmp_path / "artifacts"), **env})
             assert proc.returncode == 2 and proc.stderr.splitlines()[-1].startswith("error: "), proc.stderr
             assert leaks(proc.stdout + proc.stderr, shape) == [], proc.stderr
+
+
+# ---------------------------------------------------------------------------------------- registries
+# Issue 35: the registry engines share images through (--registry, BUILDCTL_REGISTRY) takes Docker's
+# HOST[:PORT][/PATH]; a login there is refused (it belongs to `docker login`), and the refusal quotes none.
+
+
+@pytest.mark.parametrize(("form", "shape"), [(f, s) for f in LOGINS for s in SHAPES])
+def test_a_registry_with_a_login_is_refused_without_it(form, shape):
+    from buildctl.settings import Settings
+
+    for encoded in (False, True):
+        secret = quote(password(shape), safe="") if encoded else password(shape)
+        for value in (f"{login(form, secret)}@registry.corp.example:5000/ml",
+                      f"https://{login(form, secret)}@registry.corp.example:5000/ml"):
+            with pytest.raises(InputError) as e:
+                Settings.from_cli("build", registry=value)
+            message = str(e.value)
+            assert "\n" not in message and "fix: " in message and "--registry" in message, message
+            assert leaks(message, shape) == [], message
+
+
+def test_the_cli_refuses_a_registry_login_in_one_line_through_flag_and_variable(tmp_path):
+    value = f"{login('user:password', quote(password('mixed'), safe=''))}@registry.corp.example:5000/ml"
+    for args, env in ((("--registry", value), {}), ((), {"BUILDCTL_REGISTRY": value})):
+        proc = invoke_here("build", "--recipe", "demo-cpu", *args, "--json", cwd=REPO,
+                           env={"BUILDCTL_ARTIFACTS": str(tmp_path / "artifacts"), **env})
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert leaks(proc.stdout + proc.stderr, "mixed") == [], proc.stderr
+
+
+# ---------------------------------------------------------------------------------------- indexes
+# `invoke publish --to URL`: what it prints when the index cannot be reached or is refused (port 1 of
+# the loopback refuses at once; another host over plain http is refused before any request).
+
+
+@pytest.mark.parametrize(("form", "shape"), [(f, s) for f in LOGINS for s in SHAPES])
+def test_an_index_urls_login_is_in_no_publish_message(form, shape, tmp_path, monkeypatch):
+    from publish_helpers import make_artifact, make_wheel
+
+    from buildctl.errors import BuildctlError
+    from buildctl.store import publish
+
+    monkeypatch.setenv("NETRC", os.devnull)
+    art = make_artifact(tmp_path / "artifacts", "demo-cpu", "k1", make_wheel(tmp_path / "wheels", "bctl-demo", "1.0"))
+    for encoded in (False, True):
+        for scheme, host in (("http", "127.0.0.1:1"), ("https", "[::1]:1"), ("http", HOSTS[0])):
+            value = url(scheme, form, host, shape, encoded=encoded, path="/")
+            with pytest.raises(BuildctlError) as e:
+                publish.publish(value, artifact_dirs=[str(art)], root=tmp_path / "artifacts", environ={})
+            message = str(e.value)
+            assert "\n" not in message and leaks(message, shape) == [], message
+
+
+def test_the_cli_publish_shows_no_index_login(tmp_path):
+    from publish_helpers import make_artifact, make_wheel
+
+    art = make_artifact(tmp_path / "artifacts", "demo-cpu", "k1", make_wheel(tmp_path / "wheels", "bctl-demo", "1.0"))
+    for value in (url("http", "user:password", "127.0.0.1:1", "mixed", encoded=True, path="/"),
+                  url("http", "token", HOSTS[0], "mixed", encoded=True, path="/"),
+                  url("https", ":password", "[::1]:1", "mixed", encoded=False, path="/")):
+        proc = invoke_here("publish", "--artifact", str(art), "--to", value, "--json", cwd=REPO,
+                           env={"NETRC": os.devnull})
+        assert proc.returncode in (1, 2) and proc.stderr.count("\n") == 1, proc.stderr
+        assert leaks(proc.stdout + proc.stderr, "mixed") == [], proc.stderr
+
+
+# ---------------------------------------------------------------------------------------- git mirrors
+
+
+@pytest.mark.parametrize(("form", "shape"), [(f, s) for f in LOGINS for s in SHAPES])
+def test_a_git_mirrors_login_is_refused_or_kept_out_of_everything_written(form, shape, tmp_path):
+    """--git-mirror PREFIX=MIRROR: a login in MIRROR is a credential (git gets it at run time only)."""
+    raw = url("https", form, HOSTS[0], shape, encoded=False, path="/github/")
+    if refused_as_written(form, shape):
+        with pytest.raises(RecipeError) as e:
+            recipe.load("demo-cpu", site={"git_mirrors": [f"https://github.com/={raw}"]})
+        assert "\n" not in str(e.value) and leaks(str(e.value), shape) == [], str(e.value)
+    encoded = url("https", form, HOSTS[0], shape, encoded=True, path="/github/")
+    spec = recipe.load("demo-cpu", site={"git_mirrors": [f"https://github.com/={encoded}"]})
+    files = render.render(spec).files
+    assert {name: leaks(text, shape) for name, text in files.items() if leaks(text, shape)} == {}
+    assert leaks(json.dumps(recipe.masked_dump(spec)), shape) == []
+    run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
+    assert leaks(json.dumps(container_env(run, 2)), shape) == []
+    assert any(encoded in v for _, v in secrets.split_credentials(spec)[1].env)  # git gets it, at run time
