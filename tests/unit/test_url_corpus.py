@@ -482,3 +482,21 @@ def test_a_git_mirrors_login_is_refused_or_kept_out_of_everything_written(form, 
     run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
     assert leaks(json.dumps(container_env(run, 2)), shape) == []
     assert any(encoded in v for _, v in secrets.split_credentials(spec)[1].env)  # git gets it, at run time
+
+
+# ---------------------------------------------------------------------------------------- base images
+
+
+@pytest.mark.parametrize(("form", "shape"), [(f, s) for f in LOGINS for s in SHAPES])
+def test_a_base_image_mirror_with_a_login_is_refused_before_debootstrap(form, shape):
+    """`invoke base-image --mirror URL`: a login would stand in debootstrap's command line, the image's
+    sources.list and its buildctl.mirror label. Refused before anything runs, quoting none of it."""
+    from buildctl.host import base_images
+
+    for encoded in (False, True):
+        value = url("http", form, HOSTS[0], shape, encoded=encoded, path="/debian")
+        with pytest.raises(base_images.BaseImageError) as e:
+            base_images.make_base_image(None, "bookworm", mirror=value)
+        assert "\n" not in str(e.value) and leaks(str(e.value), shape) == [], str(e.value)
+    with pytest.raises(base_images.BaseImageError):  # a login too short to be masked is still a login
+        base_images.make_base_image(None, "bookworm", mirror="http://ab:cd@deb.example/debian")
