@@ -1,8 +1,9 @@
 """`invoke clean`: remove what buildctl no longer uses, and say what that freed.
 
 What it looks at:
-- the artifacts root: artifacts (<recipe>/<key>/), failure bundles (failures/<name>/), and the staging
-  folders a killed build or bundle writer left (<recipe>/.tmp-*);
+- the artifacts root: artifacts (<recipe>/<key>/ holding its manifest.json, a plain file), failure
+  bundles (failures/<name>/ holding bundle.json), and the staging folders a killed build or bundle
+  writer left (<recipe>/.tmp-*); any other folder (verify/ reports, a user's notes) is left alone;
 - the engine: containers, images and volumes labelled `buildctl=1` (and `buildctl.namespace=<ns>` when a
   namespace is given, plus any extra labels the caller names), never anything else; and of those only
   what buildctl made, as buildctl itself recorded it, since labels are inherited (an image built FROM
@@ -20,12 +21,9 @@ How it decides:
   record; and one used again while clean runs (its stamp moved) is not removed.
 - base images (`invoke base-image`, any name) are buildctl's and aged like the rest: every build,
   verification and replay FROM one stamps it.
-- an artifact is removed only under its key lock, which a build reading it holds (shared); so is a
-  build-dir volume or a builder/runtime image named for a key: a build holds its key's lock exclusively
-  from the moment it knows the key until it has verified, its containers coming and going meanwhile.
-- only what it can prove is its own: an artifact is a folder <recipe>/<key>/ holding its manifest.json
-  (a plain file), a bundle failures/<name>/ its bundle.json; any other folder (buildctl's verify/ reports,
-  a user's notes) is left alone.
+- an artifact is removed only under its key lock, which a build reading it holds (shared); so are a
+  build-dir volume and a builder/runtime image named for a key (a build holds the lock from the moment
+  it knows its key until it has verified, its containers coming and going meanwhile).
 - orphans go whatever their age: a container whose process is provably gone (its `buildctl.owner`
   label names a process of this host and this PID namespace that no longer runs), an untagged
   buildctl image, and staging folders quiet for STALE_AFTER whose key lock is free. A container whose
@@ -134,18 +132,12 @@ def _file_items(root: Path, now: float) -> tuple[list[dict], list[str]]:
             if entry.name.startswith("."):
                 continue
             kind = "bundle" if top.name == "failures" else "artifact"
-            if not _is_plain_file(path / ("bundle.json" if kind == "bundle" else "manifest.json")):
+            proof = path / ("bundle.json" if kind == "bundle" else "manifest.json")
+            if proof.is_symlink() or not proof.is_file():
                 continue  # not provably buildctl's: verify/ reports, a user's folder, a copy in progress
             items.append({"kind": kind, "name": name, "path": path, "bytes": size,
                           "lock": (Path(top.path), entry.name) if kind == "artifact" else None})
     return items, links
-
-
-def _is_plain_file(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
 
 
 def _remove_tree(item: dict, used_since) -> str | None:
@@ -189,8 +181,7 @@ _KEYED_IMAGE = re.compile(r"buildctl/(?P<recipe>[^:/]+):(?:.*-)?(?P<key>[0-9a-f]
 def _key_lock_of(names: list[str], root: Path) -> tuple[Path, str] | None:
     """(recipe folder, key) of the key an engine object is named for, when the root has that key's lock
     file: a build-dir volume (buildctl-work-[NS-]RECIPE-KEY), a builder or runtime image
-    (buildctl/RECIPE:[NS-][runtime-]KEY). A build holds that lock from the moment it knows its key until it
-    has verified, its containers coming and going meanwhile; None for anything else."""
+    (buildctl/RECIPE:[NS-][runtime-]KEY); None for anything else."""
     for name in names:
         m = _KEYED_IMAGE.fullmatch(name)
         if m:
