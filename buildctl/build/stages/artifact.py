@@ -21,17 +21,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from buildctl import __version__, render
+from buildctl.build import compile_cache, resume
+from buildctl.build.stages import Compiled, Published, Run
+from buildctl.errors import BuildctlError, InputError, StepFailed
+from buildctl.recipe.fields import size_bytes
+from buildctl.recipe.loader import masked_dump, spec_hash
+from buildctl.recipe.schema import Spec
+from buildctl.secrets import mask_url, mirror_for
 from buildctl.store import artifacts, portability
 from buildctl.store import manifest as manifest_mod
 from buildctl.store.manifest import Manifest
-from buildctl.build import compile_cache, resume
-from buildctl.errors import BuildctlError, InputError, StepFailed
-from buildctl.recipe.fields import size_bytes
-from buildctl.recipe.loader import masked_dump
-from buildctl.secrets import mask_url, mirror_for
-from buildctl.recipe.schema import Spec
-from buildctl.build.stages import Compiled, Published, Run
-from buildctl.recipe.loader import spec_hash
 
 CONTEXT_DIR = "context"  # in the artifact: the rendered files the runtime image is built from
 
