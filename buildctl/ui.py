@@ -34,7 +34,7 @@ def strip_controls(text: str) -> str:
 
 
 STAGES = ("fetch", "image", "source", "configure", "compile", "wheel", "extensions", "publish", "verify")
-NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
+NINJA = re.compile(r"^\[([0-9]{1,12})/([0-9]{1,12})\]")  # the build's log is untrusted: few ASCII digits
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,13 @@ def _read(text: str) -> tuple[Url | None, str | None]:
     return url, None
 
 
+def login(text: str) -> str | None:
+    """The login of one URL as a tool may read it (by the one parse, or by shape where the parse misreads
+    it), raw; None without one. Never shown: it may be a password."""
+    url, hidden = _read(text)
+    return hidden if hidden is not None else (url.userinfo if url is not None else None)
+
+
 def strip(text: str) -> str:
     """`text` without credentials: by the one parse, and by shape where the parse misreads it."""
     url, hidden = _read(text)

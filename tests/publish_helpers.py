@@ -88,9 +88,11 @@ def serve_folder(folder: Path) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
-def assembled_artifact(spec, tmp_path: Path, wheel: str, versions: str = "") -> tuple[Path, dict]:
+def assembled_artifact(spec, tmp_path: Path, wheel: str, versions: str = "",
+                       outputs: dict[str, bytes] | None = None) -> tuple[Path, dict]:
     """(folder, manifest) of the artifact the publish stage assembles from a compile that left the
-    file `wheel` (its bytes a stand-in) and versions.txt; manifest.json written as publishing does."""
+    file `wheel` (its bytes a stand-in), versions.txt and `outputs` (more files of the compile's out
+    folder, by name); manifest.json written as publishing does."""
     from buildctl import render
     from buildctl.build.stages import artifact
 
@@ -102,6 +104,8 @@ def assembled_artifact(spec, tmp_path: Path, wheel: str, versions: str = "") -> 
     folder.mkdir()
     (out / wheel).write_bytes(b"wheel")
     (out / "versions.txt").write_text(versions)
+    for name, data in (outputs or {}).items():
+        (out / name).write_bytes(data)
     manifest = artifact.assemble(run, stages.Compiled(stages.ImageBuilt(planned, "sha256:img"), out, 2), folder, {})
     manifest.write(folder / "manifest.json")
     return folder, manifest.to_json()

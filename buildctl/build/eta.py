@@ -20,8 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-# ninja's status line: "[N/M] Building CXX object <output>", "[N/M] Linking CXX shared library <output>"
-STATUS = re.compile(r"^\[(\d+)/(\d+)\]\s+(?P<what>.*?)\s*$")
+# ninja's status line: "[N/M] Building CXX object <output>", "[N/M] Linking CXX shared library <output>".
+# The log is the container's (untrusted): ASCII digits only, and few of them (int() refuses over 4300).
+STATUS = re.compile(r"^\[([0-9]{1,12})/([0-9]{1,12})\]\s+(?P<what>.*?)\s*$")
+# A .ninja_log time in ms: ASCII digits (str.isdigit takes '²', which int() refuses), within a year of ms.
+_MS = re.compile(r"[0-9]{1,12}")
 
 
 def ninja_costs(text: str) -> dict[str, float]:
@@ -36,10 +39,12 @@ def ninja_costs(text: str) -> dict[str, float]:
     return costs
 
 
-def _lines(text: str) -> Iterable[tuple[int, int, str, str]]:
-    for line in text.splitlines():
+def steps_of(text: str) -> Iterable[tuple[int, int, str, str]]:
+    """(start ms, end ms, output, hash) of each line of a .ninja_log that is a step; any other line passed over. Lines end at '\n' only, as ninja writes them (a line
+    cap counted in '\n' holds: splitlines would also split at '\r', '\x0b', '\x1c', ...)."""
+    for line in text.split("\n"):
         parts = line.split("\t")
-        if len(parts) == 5 and parts[0].isdigit() and parts[1].isdigit():
+        if len(parts) == 5 and _MS.fullmatch(parts[0]) and _MS.fullmatch(parts[1]):
             yield int(parts[0]), int(parts[1]), parts[3], parts[4]
 
 
@@ -160,7 +165,7 @@ def _runs(log: str) -> list[list[tuple[float, str, float]]]:
 def _steps(text: str) -> Iterable[tuple[int, int, str]]:
     """One (start, end, output) per edge, in the log's order (an edge's last-listed output)."""
     edges: dict[tuple[int, int, str], str] = {}
-    for start, end, out, edge_hash in _lines(text):
+    for start, end, out, edge_hash in steps_of(text):
         edges[(start, end, edge_hash)] = out
     for (start, end, _), out in edges.items():
         yield start, end, out

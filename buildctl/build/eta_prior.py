@@ -170,7 +170,10 @@ def read_costs(path: Path) -> dict[str, float]:
         raise InputError(f"{path}: not a .ninja_log (no '# ninja log' header), not used; {fix}")
     if raw.count(b"\n") > MAX_LOG_LINES:
         raise InputError(f"{path}: over {MAX_LOG_LINES} lines, not used; {fix}")
-    costs = eta.ninja_costs(raw.decode("utf-8", errors="replace"))
+    try:
+        costs = eta.ninja_costs(raw.decode("utf-8", errors="replace"))
+    except (ValueError, ArithmeticError) as e:  # parsing is total; should a case slip through: one line
+        raise InputError(f"{path}: not readable as a .ninja_log ({str(e)[:100]}), not used; {fix}") from None
     if not costs:
         raise InputError(f"{path}: no ninja steps in it, not used; {fix}")
     return costs

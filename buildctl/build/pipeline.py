@@ -358,13 +358,14 @@ def _published_artifact(spec: Spec, artifact_dir: Path, on_line=None):
 
 
 def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, options: VerifyOptions = VerifyOptions(),
-                    console=None) -> Report:
+                    console=None, client=None) -> Report:
     """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
-    records (the runtime image's context)."""
+    records (the runtime image's context); on the engine of `client` (None: DOCKER_HOST's)."""
     from buildctl.build.stages import verify as verify_stage
 
     with _published_artifact(spec, artifact_dir, on_line) as published:
-        return verify_stage.verify(spec, published, on_line=on_line, options=options, console=console).report
+        return verify_stage.verify(spec, published, on_line=on_line, options=options, console=console,
+                                   client=client).report
 
 
 def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout: float, cache_dir: Path,

@@ -44,6 +44,12 @@ def last_progress(log_lines: list[str]) -> str | None:
     return None
 
 
+def _count(text: str) -> int | None:
+    """A whole number the container reported, or None (ASCII digits only, and few: see artifact.count)."""
+    text = text.strip()
+    return int(text) if re.fullmatch(r"[0-9]{1,18}", text) else None
+
+
 def interrupt_record(top: dict, log_lines: list[str], how: str) -> dict:
     """The record of an interrupt from `docker top -eo pid,etimes,comm` of the compile container."""
     titles = [str(t).upper() for t in top.get("Titles") or []]
@@ -52,8 +58,9 @@ def interrupt_record(top: dict, log_lines: list[str], how: str) -> dict:
         pid_i, el_i, cmd_i = titles.index("PID"), titles.index("ELAPSED"), titles.index("COMMAND")
         for row in top.get("Processes") or []:
             command = str(row[cmd_i]).strip()
-            if command in COMPILERS and str(row[el_i]).strip().isdigit():
-                in_flight.append({"pid": int(row[pid_i]), "command": command, "elapsed_s": int(row[el_i])})
+            elapsed, pid = _count(str(row[el_i])), _count(str(row[pid_i]))
+            if command in COMPILERS and elapsed is not None and pid is not None:
+                in_flight.append({"pid": pid, "command": command, "elapsed_s": elapsed})
     return {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "how": how,
             "at_step": last_progress(log_lines), "in_flight": in_flight,
             "lost_core_s": sum(p["elapsed_s"] for p in in_flight)}
@@ -91,12 +98,12 @@ def discard(recipe: str, key: str, root: Path | None = None) -> None:
 
 def resumed_section(counts: dict[str, str], record: dict | None) -> dict | None:
     """The manifest's `resumed`: steps built before this run (from resumed.txt) and the interrupt."""
-    built, total = counts.get("built", ""), counts.get("total", "")
-    if not (built.isdigit() and total.isdigit()) and record is None:
+    built, total = _count(counts.get("built", "")), _count(counts.get("total", ""))
+    if (built is None or total is None) and record is None:
         return None
     section: dict[str, Any] = {}
-    if built.isdigit() and total.isdigit():
-        section.update(steps_built_before=int(built), steps_total=int(total))
+    if built is not None and total is not None:
+        section.update(steps_built_before=built, steps_total=total)
     if record is not None:
         section["interrupted"] = record
     return section

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from buildctl.build import eta
+
 _SUMMARY_LINE = re.compile(r"^--\s+(?P<key>[A-Za-z][\w .+/()-]*?)\s*:\s*(?P<value>.*?)\s*$")
 # Summary keys worth a row, in this order; USE_* rows follow.
 HEADLINE_KEYS = (
@@ -82,10 +84,8 @@ def headline(facts: dict[str, str]) -> list[tuple[str, str]]:
 def ninja_steps(out_dir: Path) -> dict[str, float | int]:
     """Steps recorded in .ninja_log (latest entry per output) and their summed compile seconds."""
     latest: dict[str, tuple[int, int]] = {}
-    for line in _read(out_dir / "ninja_log.txt").splitlines():
-        parts = line.split("\t")
-        if len(parts) == 5 and parts[0].isdigit() and parts[1].isdigit():
-            latest[parts[3]] = (int(parts[0]), int(parts[1]))
+    for start, end, out, _ in eta.steps_of(_read(out_dir / "ninja_log.txt")):
+        latest[out] = (start, end)
     busy_ms = sum(end - start for start, end in latest.values())
     return {"steps": len(latest), "busy_s": round(busy_ms / 1000, 1)}
 

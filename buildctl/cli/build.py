@@ -273,7 +273,7 @@ def build_several(recipes: list[str], labels: list[str], sets, *, settings: Sett
             raise InputError(f"--recipe {arg}: {spec.name} is selected twice; fix: name each recipe once")
         names.add(spec.name)
         specs.append((arg, spec))
-    outcomes = run(specs, list(sets or []), settings, as_json=as_json)
+    outcomes = run(specs, list(sets or []), settings, as_json=as_json, no_preflight=no_preflight)
     print_outcomes(outcomes, as_json=as_json, out=out)
     failed = [o for o in outcomes if not o.ok]
     if failed:

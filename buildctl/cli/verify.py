@@ -35,7 +35,9 @@ def _artifact_wheel(artifact: Path) -> Path:
 @command
 def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: bool, sizes: str, iters: int,
            settings: Settings, module: str | None = None, image: str | None = None, python: str | None = None,
-           expect=None, beside: tuple[str, ...] = ()) -> None:
+           expect=None, beside: tuple[str, ...] = (), engine_url: str | None = None) -> None:
+    """`engine_url`: the engine a recipe's artifact is verified on (a multi-recipe build's verification on
+    another engine, cli/child.py); None: DOCKER_HOST's."""
     from buildctl import engine
     from buildctl.build import pipeline
     from buildctl.build.stages.artifact import recorded_requirements
@@ -70,7 +72,8 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
     pipeline.verify_artifact(spec, _latest_artifact(spec),
                              on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
                                                                 markup=False, highlight=False),
-                             options=VerifyOptions(**kwargs, beside=beside))
+                             options=VerifyOptions(**kwargs, beside=beside),
+                             client=engine.connect(engine_url) if engine_url else None)
 
 
 def _verify_image(image: str, recipe: str | None, wheel: str | None, sets, *, host: bool, python: str | None,

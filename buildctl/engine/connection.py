@@ -14,13 +14,16 @@ import docker
 import requests
 from docker import errors as derr
 
-from buildctl.engine.failures import api_error, connection_lost, one_line
+from buildctl import urls
+from buildctl.engine.failures import api_error, connection_lost, display_name, one_line
 from buildctl.engine.kind import kind_of
 from buildctl.engine.lazy import CONNECT_TIMEOUT
 from buildctl.engine.ssh import SshBridge
-from buildctl.errors import EngineError
-from buildctl.secrets import mask_url
+from buildctl.errors import EngineError, InputError
+from buildctl.secrets import Masker, mask_url, url_secrets
 
+NO_LOGIN_FIX = ("ssh://USER@HOST with a key (ssh-add, or IdentityFile in ~/.ssh/config), or tcp://HOST:2376 with "
+                "DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH")
 API_TIMEOUT = 600  # seconds for one ordinary API call (a big put_archive included); streams have none
 
 
@@ -29,18 +32,58 @@ def connect(url: str | None = None, *, environ: Mapping[str, str] | None = None)
     names, or the local default (as the docker CLI).
 
     ssh:// goes through the `ssh` binary and the remote's `docker system dial-stdio` (no paramiko).
-    Failures are EngineError one-liners with the fix.
+    Failures are EngineError one-liners with the fix, the address's login masked (shown_engine).
     """
     env = dict(os.environ if environ is None else environ)
     if url:
         env["DOCKER_HOST"] = url
     host = env.get("DOCKER_HOST", "").strip()
+    try:
+        return _connect(host, env)
+    except EngineError as e:  # whatever a message below quotes (docker-py's own words too), masked once here
+        raise EngineError(_masker(host)(str(e))) from e.__cause__
+
+
+shown_engine = display_name  # an engine address as every message shows it
+
+
+def _masker(host: str) -> Masker:
+    return Masker(url_secrets(host))
+
+
+def check_address(host: str) -> None:
+    """Refuse an engine address that carries a password or token (InputError, the address masked): the
+    Engine API authenticates by TLS client certificates and ssh by keys, so one there would only be
+    shown, logged, or (ssh) put on ssh's command line. An ssh:// user name alone is an account."""
+    if "://" not in host or host.split("://", 1)[0].lower() == "unix":
+        return
+    why = urls.problem(host)
+    if why:  # a login tools read as a host name, or the like: never quoted
+        raise InputError(
+            f"the engine address (value not shown): {why.split('; fix: ')[0]}; an engine address carries no "
+            f"password or token at all; fix: {NO_LOGIN_FIX}")
+    login = urls.login(host)
+    if login is None:
+        return
+    if host.split("://", 1)[0].lower() == "ssh":
+        if re.fullmatch(r"[A-Za-z0-9._-]+", login):
+            return
+        raise InputError(
+            f"the engine {shown_engine(host)}: an ssh:// address carries a user name, never a password or "
+            f"token (ssh takes none from a URL, and this one would stand in ssh's command line); fix: {NO_LOGIN_FIX}")
+    raise InputError(
+        f"the engine {shown_engine(host)}: an engine address carries no login, password or token (the Docker API "
+        f"takes TLS client certificates, ssh:// a key); fix: {NO_LOGIN_FIX}")
+
+
+def _connect(host: str, env: dict[str, str]) -> docker.DockerClient:
     scheme = host.split("://", 1)[0].lower() if "://" in host else ""
     if host and scheme not in ("unix", "tcp", "ssh", "http", "https"):
         raise EngineError(
-            f"DOCKER_HOST={host!r} is not an engine address; fix: use unix:///path/docker.sock, "
+            f"DOCKER_HOST={shown_engine(host)!r} is not an engine address; fix: use unix:///path/docker.sock, "
             "tcp://host:2376 or ssh://user@host, or unset it"
         )
+    check_address(host)
     if scheme == "unix":
         sock = host[len("unix://") :]
         if not os.path.exists(sock):
@@ -50,7 +93,7 @@ def connect(url: str | None = None, *, environ: Mapping[str, str] | None = None)
         if scheme == "ssh":
             if not shutil.which("ssh"):
                 raise EngineError(
-                    f"cannot reach the Docker engine at {host}: the ssh client is missing; "
+                    f"cannot reach the Docker engine at {shown_engine(host)}: the ssh client is missing; "
                     "fix: apt-get install openssh-client"
                 )
             bridge = SshBridge(host)
@@ -103,10 +146,15 @@ def _exception_chain(exc: BaseException) -> list[BaseException]:
 def explain_connect_error(
     exc: BaseException, host: str, env: Mapping[str, str] | None = None, ssh_detail: str = ""
 ) -> str:
-    """The one-line EngineError message, with the fix, for a failed connection to the engine at `host`."""
+    """The one-line EngineError message, with the fix, for a failed connection to the engine at `host`
+    (its login masked, also where an error quotes it)."""
+    return _masker(host)(_explained(exc, host, env, ssh_detail))
+
+
+def _explained(exc: BaseException, host: str, env: Mapping[str, str] | None, ssh_detail: str) -> str:
     chain = _exception_chain(exc)
     text = " ".join(str(e) for e in chain)
-    where = host or "unix:///var/run/docker.sock"
+    where = shown_engine(host) if host else "unix:///var/run/docker.sock"
     scheme = where.split("://", 1)[0].lower()
     env = os.environ if env is None else env
 
@@ -118,9 +166,9 @@ def explain_connect_error(
         try:
             words = " ".join(SshBridge.ssh_words(host))
         except EngineError:
-            words = host[len("ssh://") :]
+            words = where[len("ssh://") :]
         return (
-            f"cannot reach the Docker engine over ssh at {host}: {one_line(why, 200)}; fix: make "
+            f"cannot reach the Docker engine over ssh at {where}: {one_line(why, 200)}; fix: make "
             f"`ssh {words} docker system dial-stdio` work (keys or agent, known_hosts, docker CLI on the "
             "remote, remote user in the docker group)"
         )

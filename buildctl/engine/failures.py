@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from docker import errors as derr
 
+from buildctl import urls
 from buildctl.errors import EngineError, one_line
 from buildctl.secrets import mask_url
 
@@ -37,10 +38,16 @@ LOCAL = "local"  # how the engine of an unset DOCKER_HOST (the default socket) i
 
 
 def display_name(url: str | None = None) -> str:
-    """An engine as bundles, messages and the multi-build table name it: its URL (default DOCKER_HOST)
-    with any login masked, or `local`."""
+    """An engine as bundles, messages, logs, JSON and the multi-build table name it (the one masking of
+    engine addresses): its URL (default DOCKER_HOST) with any login masked, or `local`. An address that
+    tools read in different ways (a login holding '/', '?' or '#') is not shown at all: masking cannot
+    tell its login from its host."""
     url = os.environ.get("DOCKER_HOST", "") if url is None else url
-    return mask_url(url) if url else LOCAL
+    if not url:
+        return LOCAL
+    if "://" in url and url.split("://", 1)[0].lower() != "unix" and urls.problem(url):
+        return f"{url.split('://', 1)[0]}://(address not shown)"
+    return mask_url(url)
 
 
 def connection_lost(e: BaseException, doing: str, left: str | None = None) -> EngineError:

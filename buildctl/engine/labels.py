@@ -59,9 +59,21 @@ def process_start(pid: int) -> str | None:
     return stat.rsplit(")", 1)[-1].split()[19]
 
 
+def pid_namespace() -> str:
+    """This process's PID namespace (the inode of /proc/self/ns/pid), "?" when it cannot be read: a pid
+    means a process only within its namespace (CI jobs in containers share one engine and one host name)."""
+    try:
+        link = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return "?"
+    inode = link.rpartition("[")[2].rstrip("]")
+    return inode if inode.isdigit() else "?"
+
+
 def process_owner() -> str:
-    """host:pid:start of this process: a pid reused by another process does not match."""
-    return f"{socket.gethostname()}:{os.getpid()}:{process_start(os.getpid()) or 0}"
+    """host:pid-namespace:pid:start of this process: a pid of another namespace, or reused by another
+    process, does not match."""
+    return f"{socket.gethostname()}:{pid_namespace()}:{os.getpid()}:{process_start(os.getpid()) or 0}"
 
 
 def network_mode_for(mode: str | None) -> str | None:

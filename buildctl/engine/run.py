@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import docker
 import requests
@@ -27,6 +28,7 @@ from buildctl.engine.failures import (
     ContainerNameInUse,
     api_error,
     connection_lost,
+    display_name,
     one_line,
     pull_hint,
 )
@@ -85,6 +87,23 @@ def _refuse_what_the_engine_ignores(client: docker.DockerClient, mem_limit: str 
             "(containers/podman#22645); fix: verify on a Docker engine with the NVIDIA Container Toolkit, "
             "or with `invoke verify --host`"
         )
+
+
+def refuse_in_clear(client: docker.DockerClient) -> None:
+    """Credentials go into a container through the Engine API (put_archive): refused, before anything is
+    created, when that API is plain HTTP to another host (tcp:// without TLS: anyone on the way reads
+    them), as Docker itself refuses a daemon listening on tcp:// without TLS. A unix socket (ssh:// is
+    one, the bridge's), the loopback and TLS are fine."""
+    base = str(client.api.base_url)
+    if not base.startswith("http://"):
+        return
+    host = urlsplit(base).hostname or ""
+    if host == "localhost" or host == "::1" or host.startswith("127."):
+        return
+    raise EngineError(
+        f"this build's credentials would travel to the engine at {display_name(base.replace('http://', 'tcp://', 1))} "
+        "unencrypted (tcp:// without TLS); fix: reach it over TLS (tcp://HOST:2376 with DOCKER_TLS_VERIFY=1 and "
+        "DOCKER_CERT_PATH) or ssh://USER@HOST, or build with URLs that carry no credentials")
 
 
 def container_state(client: docker.DockerClient, ref: str) -> dict[str, Any] | None:
@@ -161,6 +180,8 @@ def run_container(
     name: a fixed name makes the run exclusive: while a container of that name exists, this raises
     EngineError (ContainerNameInUse) and leaves the other container alone.
     """
+    if credentials:
+        refuse_in_clear(client)
     env = {str(k): str(v) for k, v in (env or {}).items()}
     masker = Masker([*secrets, *secret_values_from_env(env), *(credentials.values() if credentials else ())])
     all_labels = buildctl_labels(labels)

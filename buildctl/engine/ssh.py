@@ -11,7 +11,8 @@ import subprocess
 import tempfile
 import threading
 
-from buildctl.errors import EngineError
+from buildctl.errors import EngineError, InputError
+from buildctl.secrets import mask_url
 
 
 class SshBridge:
@@ -25,9 +26,16 @@ class SshBridge:
 
     @staticmethod
     def parse(url: str) -> tuple[str, str]:
-        """ssh://[user@]host[:port] → ("[user@]host", "port" or "")."""
+        """ssh://[user@]host[:port] → ("[user@]host", "port" or ""). A login with a password is refused:
+        ssh takes none from a URL, and `user:password@host` in its argv is readable in /proc (and ssh
+        would take it all for the user name)."""
         rest = url[len("ssh://") :].split("/", 1)[0]
         user, _, hostport = rest.rpartition("@")
+        if ":" in user:
+            raise InputError(
+                f"the engine {mask_url(url)}: an ssh:// address carries a user name, never a password (ssh takes "
+                "none from a URL, and this one would stand in ssh's command line); fix: ssh://USER@HOST with a "
+                "key (ssh-add, or IdentityFile in ~/.ssh/config)")
         host, port = hostport, ""
         if hostport.startswith("["):
             host, _, tail = hostport[1:].partition("]")
@@ -35,7 +43,7 @@ class SshBridge:
         elif hostport.count(":") == 1:
             host, port = hostport.split(":")
         if not host:
-            raise EngineError(f"DOCKER_HOST={url!r} names no host; fix: use ssh://user@host[:port]")
+            raise EngineError(f"DOCKER_HOST={mask_url(url)!r} names no host; fix: use ssh://user@host[:port]")
         return (f"{user}@{host}" if user else host), port
 
     @staticmethod

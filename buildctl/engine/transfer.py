@@ -150,9 +150,12 @@ def put_input(
     client: docker.DockerClient, cid: str, container_path: str, host_path: Path | Tree, owner: tuple[int, int]
 ) -> None:
     """Copy `host_path` (a file, or a folder's contents, or a Tree's members) to `container_path` in a
-    created container."""
+    created container. A `host_path` that is itself a symlink is followed (the source's key is its target's
+    contents; sent as a link, it would dangle in the container); links inside it are sent as links."""
     keep = host_path.keep if isinstance(host_path, Tree) else None
     host_path = Path(host_path.path if isinstance(host_path, Tree) else host_path)
+    if host_path.is_symlink():
+        host_path = host_path.resolve()
     if not host_path.exists():
         raise EngineError(f"input {host_path} (for {container_path} in the container) does not exist")
     arcname = container_path.strip("/")

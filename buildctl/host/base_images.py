@@ -27,7 +27,7 @@ import docker
 import requests
 from docker import errors as derr
 
-from buildctl import engine
+from buildctl import engine, urls
 from buildctl.errors import BuildctlError
 from buildctl.host.apt_mirrors import (
     UBUNTU_SUITES,
@@ -255,7 +255,10 @@ def make_base_image(
 ) -> str:
     """debootstrap a minbase `distro` and import it as `tag` (default buildctl/base:<distro>); the image id."""
     mirror = (mirror or default_mirror(distro)).rstrip("/")
-    if url_secrets(mirror):
+    why = urls.problem(mirror) if "://" in mirror else None
+    if why:  # a login tools read as a host name (it would stand in debootstrap's command line): not quoted
+        raise BaseImageError(f"--mirror (value not shown): {why}")
+    if url_secrets(mirror) or urls.login(mirror) is not None:
         raise BaseImageError(
             f"the mirror {mask_url(mirror)} carries credentials, which would be baked into the image's "
             "sources.list; fix: use a mirror without credentials"

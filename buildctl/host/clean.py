@@ -1,8 +1,9 @@
 """`invoke clean`: remove what buildctl no longer uses, and say what that freed.
 
 What it looks at:
-- the artifacts root: artifacts (<recipe>/<key>/), failure bundles (failures/<name>/), and the staging
-  folders a killed build or bundle writer left (<recipe>/.tmp-*);
+- the artifacts root: artifacts (<recipe>/<key>/ holding its manifest.json, a plain file), failure
+  bundles (failures/<name>/ holding bundle.json), and the staging folders a killed build or bundle
+  writer left (<recipe>/.tmp-*); any other folder (verify/ reports, a user's notes) is left alone;
 - the engine: containers, images and volumes labelled `buildctl=1` (and `buildctl.namespace=<ns>` when a
   namespace is given, plus any extra labels the caller names), never anything else; and of those only
   what buildctl made, as buildctl itself recorded it, since labels are inherited (an image built FROM
@@ -20,11 +21,13 @@ How it decides:
   record; and one used again while clean runs (its stamp moved) is not removed.
 - base images (`invoke base-image`, any name) are buildctl's and aged like the rest: every build,
   verification and replay FROM one stamps it.
-- an artifact is removed only under its key lock, which a build reading it holds (shared).
-- orphans go whatever their age: a container whose process is gone (its `buildctl.owner` label names a
-  process of this host that no longer runs), a buildctl container that is not running and was not
-  kept on purpose, an untagged buildctl image, and staging folders quiet for STALE_AFTER whose key
-  lock is free.
+- an artifact is removed only under its key lock, which a build reading it holds (shared); so are a
+  build-dir volume and a builder/runtime image named for a key (a build holds the lock from the moment
+  it knows its key until it has verified, its containers coming and going meanwhile).
+- orphans go whatever their age: a container whose process is provably gone (its `buildctl.owner`
+  label names a process of this host and this PID namespace that no longer runs), an untagged
+  buildctl image, and staging folders quiet for STALE_AFTER whose key lock is free. A container whose
+  owner cannot be told (another host, another PID namespace) is left alone, whatever its state.
 
 It never leaves its roots: folders are listed without following links, a symlink anywhere under the
 root is left alone (reported, never followed, never removed) and removal refuses to start at a link.
@@ -35,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import socket
 import stat
@@ -128,6 +132,9 @@ def _file_items(root: Path, now: float) -> tuple[list[dict], list[str]]:
             if entry.name.startswith("."):
                 continue
             kind = "bundle" if top.name == "failures" else "artifact"
+            proof = path / ("bundle.json" if kind == "bundle" else "manifest.json")
+            if proof.is_symlink() or not proof.is_file():
+                continue  # not provably buildctl's: verify/ reports, a user's folder, a copy in progress
             items.append({"kind": kind, "name": name, "path": path, "bytes": size,
                           "lock": (Path(top.path), entry.name) if kind == "artifact" else None})
     return items, links
@@ -167,13 +174,40 @@ def _remove_tree(item: dict, used_since) -> str | None:
 # --------------------------------------------------------------------------- engine objects
 
 
+_KEYED_VOLUME = re.compile(r"buildctl-(?:work|rebuild)-(?P<rest>.+)-(?P<key>[0-9a-f]{16})")
+_KEYED_IMAGE = re.compile(r"buildctl/(?P<recipe>[^:/]+):(?:.*-)?(?P<key>[0-9a-f]{16})")
+
+
+def _key_lock_of(names: list[str], root: Path) -> tuple[Path, str] | None:
+    """(recipe folder, key) of the key an engine object is named for, when the root has that key's lock
+    file: a build-dir volume (buildctl-work-[NS-]RECIPE-KEY), a builder or runtime image
+    (buildctl/RECIPE:[NS-][runtime-]KEY); None for anything else."""
+    for name in names:
+        m = _KEYED_IMAGE.fullmatch(name)
+        if m:
+            folders = [root / m["recipe"]]
+        else:
+            m = _KEYED_VOLUME.fullmatch(name)
+            if not m:
+                continue
+            rest = m["rest"]  # [NS-]RECIPE: the recipe is a folder of the root whose name ends it
+            folders = [Path(e.path) for e in _entries(root) if rest == e.name or rest.endswith("-" + e.name)]
+        for folder in folders:
+            if (folder / f".{m['key']}.lock").is_file():
+                return folder, m["key"]
+    return None
+
+
 def _owner_gone(owner: str | None) -> bool | None:
-    """True when the owner label names a process of this host that is gone; False when it runs; None
-    when it cannot be told (no label, another host)."""
-    if not owner or owner.count(":") < 2:
+    """True when the owner label (host:pid-namespace:pid:start) names a process of this host and of this
+    PID namespace that is gone; False when it runs; None when it cannot be told (no label, another host,
+    another PID namespace, or a label without one, as buildctl wrote them before)."""
+    parts = (owner or "").split(":")
+    if len(parts) != 4:
         return None
-    host, pid, start = owner.rsplit(":", 2)
-    if host != socket.gethostname() or not pid.isdigit():
+    host, pid_namespace, pid, start = parts
+    here = engine.pid_namespace()
+    if host != socket.gethostname() or pid_namespace != here or not here.isdigit() or not pid.isdigit():
         return None
     now_start = engine.process_start(int(pid))
     return now_start is None or now_start != start
@@ -215,10 +249,10 @@ def _engine_items(client, selector: Mapping[str, str], root: Path, *, containers
                 pass  # kept on purpose (--keep-container): aged by last use like anything else
             elif gone:
                 item["orphan"] = "the buildctl process that started it is gone"
-            elif running or gone is False:
-                continue  # a build is using it, or it cannot be told: left alone
             else:
-                item["orphan"] = f"{c.get('State')}, and not kept (--keep-container)"
+                # its build runs (created and exited are when it copies inputs in and the wheel out), or
+                # whose it is cannot be told: left alone, whatever its state
+                continue
             items.append(item)
     if images:
         for img in engine.labelled(client, "images", selector):
@@ -228,7 +262,7 @@ def _engine_items(client, selector: Mapping[str, str], root: Path, *, containers
             if not ours:
                 continue  # built FROM one of buildctl's (its labels inherited), by someone else
             item = {"kind": "image", "name": tags[0] if tags else img["Id"][:19], "id": img["Id"], "tags": tags,
-                    "bytes": int(img.get("Size") or 0)}
+                    "bytes": int(img.get("Size") or 0), "lock": _key_lock_of(tags, root)}
             if not tags:
                 item["orphan"] = "untagged: no build can use it again"
             items.append(item)
@@ -237,7 +271,8 @@ def _engine_items(client, selector: Mapping[str, str], root: Path, *, containers
         with contextlib.suppress(Exception):  # sizes are a nicety: the listing below decides
             sizes = {v["Name"]: (v.get("UsageData") or {}).get("Size") for v in client.api.df().get("Volumes") or []}
         for vol in engine.labelled(client, "volumes", selector):
-            items.append({"kind": "volume", "name": vol["Name"], "bytes": max(int(sizes.get(vol["Name"]) or 0), 0)})
+            items.append({"kind": "volume", "name": vol["Name"], "bytes": max(int(sizes.get(vol["Name"]) or 0), 0),
+                          "lock": _key_lock_of([vol["Name"]], root)})
     return items
 
 
@@ -337,6 +372,10 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
         if not dry_run:
             if "path" in item:
                 why = _remove_tree(item, lambda item=item: _used_since(item, root))
+            elif item.get("lock") is not None:  # a build of its key may be between two of its containers
+                with _key_lock_free(*item["lock"]) as free:
+                    why = ("a build of this key is running (its lock is held)" if not free
+                           else _used_since(item, root) or _remove_engine_item(client, item))
             else:
                 why = _used_since(item, root) or _remove_engine_item(client, item)
         if why:

@@ -61,6 +61,62 @@ def requires_on(dist: md.Distribution, framework: str) -> list[str]:
     return out
 
 
+def _packaging():
+    """packaging's Requirement, Version and InvalidVersion: the installed one, else pip's own copy (the
+    runtime venv has pip, which installed the set); None when neither is there."""
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.version import InvalidVersion, Version
+    except ImportError:
+        try:
+            from pip._vendor.packaging.requirements import InvalidRequirement, Requirement
+            from pip._vendor.packaging.version import InvalidVersion, Version
+        except ImportError:
+            return None
+    return Requirement, (InvalidRequirement, InvalidVersion, ValueError), Version
+
+
+def unmet(requires: list[str], framework: str, installed: str | None) -> list[str]:
+    """What of `requires` (Requires-Dist entries on the framework) the installed framework does not meet,
+    one line each. Installs are --no-deps, so nothing else compares them: a pin on another torch would
+    pass unseen. A pre-release installed (a source build's 2.7.0a0) is compared as it is."""
+    if not requires:
+        return []
+    if installed is None:
+        return [f"{framework} is not installed, and it requires {'; '.join(requires)}"]
+    tools = _packaging()
+    if tools is None:
+        return ["Requires-Dist cannot be compared: neither packaging nor pip is in this Python"]
+    Requirement, invalid, Version = tools
+    try:
+        version = Version(installed)
+    except invalid:
+        return [f"Requires-Dist cannot be compared: {framework} {installed} is no version pip reads"]
+    out = []
+    for text in requires:
+        try:
+            req = Requirement(text)
+            applies = req.marker is None or req.marker.evaluate({"extra": ""})
+        except invalid:
+            out.append(f"Requires-Dist {text} does not read as a requirement")
+            continue
+        except Exception as e:  # noqa: BLE001 - a marker naming what this Python cannot tell
+            out.append(f"Requires-Dist {text}: its marker cannot be evaluated ({e})")
+            continue
+        if applies and not req.specifier.contains(version, prereleases=True):
+            out.append(f"Requires-Dist {text} is not met: {framework} {installed} is installed")
+    return out
+
+
+def installed_version(framework: dict, torch: dict | None) -> str | None:
+    if torch is not None:
+        return torch["version"]
+    try:
+        return md.version(framework["dist"])
+    except md.PackageNotFoundError:
+        return None
+
+
 def shared_objects(dist: md.Distribution) -> list[str]:
     return sorted(str(dist.locate_file(f)) for f in (dist.files or []) if str(f).endswith(".so")
                   or re.search(r"\.so(\.\d+)*$", str(f)))
@@ -101,6 +157,7 @@ def check_one(entry: dict, framework: dict, torch: dict | None, symbols) -> dict
         return result
     result["version"] = dist.version
     result["requires"] = requires_on(dist, framework["dist"])
+    result["differs"] += unmet(result["requires"], framework["dist"], installed_version(framework, torch))
     ok, why, seconds = run_child(f"import {module}", 600)
     result["import"] = {"ok": ok, "error": None if ok else why, "seconds": round(seconds, 2)}
     if not ok:

@@ -20,8 +20,9 @@ from collections.abc import Iterable, Sequence
 def vkey(version: str, width: int = 4) -> tuple[int, ...]:
     """'12.4' -> (12, 4, 0, 0); '535.104.05' -> (535, 104, 5, 0). Raises ValueError if not numeric."""
     parts = version.strip().split(".")
-    if not parts or not all(p.isdigit() for p in parts):
-        raise ValueError(f"not a numeric version: {version!r}")
+    # ASCII digits, few: str.isdigit takes '²' and int() refuses it, and more than 4300 digits
+    if not parts or not all(re.fullmatch(r"[0-9]{1,9}", p) for p in parts):
+        raise ValueError(f"not a numeric version: {version[:40]!r}")
     nums = tuple(int(p) for p in parts)
     return nums + (0,) * (width - len(nums)) if len(nums) < width else nums
 
@@ -39,7 +40,7 @@ def major_minor(version: str) -> str:
 
 
 def major(version: str) -> int:
-    return int(version.split(".")[0])
+    return vkey(version.split(".")[0])[0]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -262,9 +263,12 @@ def driver_supports(driver: str, cuda: str) -> tuple[bool, str]:
     try:
         dkey = vkey(driver)
     except ValueError:
-        return False, f"cannot read driver version {driver!r}"
-    full = min_driver(cuda)
-    floor = MINOR_COMPAT_FLOOR.get(major(cuda))
+        return False, f"cannot read driver version {driver[:40]!r}"
+    try:
+        full = min_driver(cuda)
+        floor = MINOR_COMPAT_FLOOR.get(major(cuda))
+    except ValueError:
+        return False, f"cannot read CUDA version {cuda[:40]!r}"
     if full is not None and dkey >= vkey(full):
         return True, f"driver {driver} >= {full}, the minimum for CUDA {cuda}"
     if floor is not None and dkey >= vkey(floor):

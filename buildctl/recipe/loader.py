@@ -115,7 +115,11 @@ def list_recipes() -> list[Path]:
 
 def _parse_override(item: str) -> tuple[list[str], Any]:
     if "=" not in item:
-        raise RecipeError("--set", item, "expected KEY=VALUE", "e.g. --set build.type=Debug")
+        # A ':' or a space typed for '=' leaves the value in the item, and a value may be a credential: only
+        # the fields the item starts with are named.
+        key = _declared_prefix(item)
+        raise RecipeError("--set", key, "expected KEY=VALUE (the item is not shown: it may hold a credential)",
+                          "e.g. --set build.type=Debug")
     key, raw = item.split("=", 1)
     parts = key.strip().split(".")
     if not all(parts):
@@ -129,6 +133,21 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
     if isinstance(value, float) or (type(value) is int and _only_text_fits(tuple(parts), value, raw.strip())):
         value = raw.strip()
     return parts, value
+
+
+def _declared_prefix(item: str) -> str:
+    """The dotted fields of the Spec that `item` starts with ("framework.source.git" of
+    "framework.source.git:https://..."): names the schema declares, never a free key or a value."""
+    words = re.match(r"[A-Za-z0-9_.]*", item.strip()).group(0).split(".")
+    known: list[str] = []
+    for word in words:
+        ann = _annotation_at(tuple(known))
+        members = [ann, *get_args(ann)]
+        model = next((m for m in members if isinstance(m, type) and issubclass(m, BaseModel)), None)
+        if model is None or word not in model.model_fields:
+            break
+        known.append(word)
+    return ".".join(known)
 
 
 def _annotation_at(path: tuple[str, ...]) -> Any:

@@ -2,10 +2,13 @@
 (`--engine URL`, repeatable, or BUILDCTL_ENGINES).
 
 Every recipe is loaded and checked before anything starts. Each engine answers with its cores and
-memory (`docker info`); `fanout.plan` says which engine builds what. Each build is one `invoke build
---recipe R --json` of its own, with DOCKER_HOST set to its engine and the settings of this command in
-its BUILDCTL_* variables (secrets travel in the environment, never on a command line): its own signal
-handling, key lock, clean-up and repro bundle, exactly as a build on its own. The engines run side by
+memory (`docker info`); `fanout.plan` says which engine builds what. Each build is a process of its own
+(`python -m buildctl.cli.child`): its own signal handling, key lock, clean-up and repro bundle, exactly as
+`invoke build --recipe R --engine E --json` on its own. Its job, the recipe, the --set values, this
+command's Settings with its one engine, comes on its stdin: nothing on its command line (readable in
+/proc), nothing written back into its environment, which it inherits as this command was given it and
+from which it reads no setting (a lowercase buildctl_engines there once sent each child down this
+multi-engine path again, without end). The engines run side by
 side, each its queue one after the other; a failure on one engine stops nothing else. The artifacts
 all land in the one local store. A CUDA recipe built where no GPU is is verified afterwards on an
 engine with the NVIDIA runtime, when the list has one.
@@ -82,27 +85,7 @@ def last_manifest(root: Path, recipe: str) -> Manifest | None:
         return None
 
 
-def child_env(chosen: settings.Settings, engine_url: str) -> dict[str, str]:
-    """This command's settings as the child build's BUILDCTL_* variables, and its engine. The settings'
-    variables are replaced by what this command chose (its flags over them); every other variable
-    (BUILDCTL_CACHE, BUILDCTL_DEBUG, ...) passes as it is."""
-    replaced = {settings.env_name(name) for name in settings.Settings.model_fields}
-    env = {k: v for k, v in os.environ.items() if k not in replaced}
-    for name in settings.Settings.model_fields:
-        if name == "engines":  # a child builds on its one engine
-            continue
-        value = getattr(chosen, name)
-        if value in (None, "", (), False):
-            continue
-        env[settings.env_name(name)] = ",".join(value) if isinstance(value, tuple) else (
-            "1" if value is True else str(value))
-    if engine_url:
-        env["DOCKER_HOST"] = engine_url
-    return env
-
-
-def _invoke(*args: str) -> list[str]:
-    return [sys.executable, "-m", "invoke", "-r", str(settings.checkout()), *args]
+CHILD = [sys.executable, "-m", "buildctl.cli.child"]  # the whole command line of a child: its job is on stdin
 
 
 def verification_engine(placement: plan.Placement, chosen: settings.Settings) -> str | None:
@@ -110,27 +93,33 @@ def verification_engine(placement: plan.Placement, chosen: settings.Settings) ->
     return None if chosen.no_verify else placement.verify_on
 
 
-def child_commands(placement: plan.Placement, recipe: str, sets: list[str],
-                   chosen: settings.Settings) -> tuple[list[str], list[str] | None]:
-    """The child build's command, and the verification's on another engine (None: the build verifies
-    itself, or nothing is verified: --no-verify, which the build gets in BUILDCTL_NO_VERIFY)."""
+def child_jobs(placement: plan.Placement, recipe: str, sets: list[str], urls: dict[str, str],
+               chosen: settings.Settings, no_preflight: bool = False) -> tuple[dict, dict | None]:
+    """The child build's job, and the verification's on another engine (None: the build verifies itself,
+    or nothing is verified: --no-verify). A job: the recipe, --set values, this command's Settings with
+    the engine it runs on (its only one), as JSON."""
     where = verification_engine(placement, chosen)
     elsewhere = where not in (None, placement.engine)
-    sets_args = [a for s in sets for a in ("--set", s)]
-    build = _invoke("build", "--recipe", recipe, *sets_args, "--json", *(["--no-verify"] if elsewhere else []))
-    return build, (_invoke("verify", "--recipe", recipe, *sets_args, "--json") if elsewhere else None)
+
+    def job(task: str, url: str, **changes) -> dict:
+        own = chosen.model_copy(update={"engines": (url,) if url else (), **changes})
+        return {"task": task, "recipe": recipe, "sets": list(sets), "engine": url, "no_preflight": no_preflight,
+                "settings": own.model_dump(mode="json")}
+
+    build = job("build", urls[placement.engine], **({"no_verify": True} if elsewhere else {}))
+    return build, (job("verify", urls[where]) if elsewhere else None)
 
 
 def run_one(placement: plan.Placement, recipe: str, sets: list[str], urls: dict[str, str],
-            chosen: settings.Settings, outcome: Outcome, changed: Callable[[], None]) -> None:
-    """The placement's build (and, elsewhere, its verification) as child commands; fills `outcome`."""
-    cmd, verify_cmd = child_commands(placement, recipe, sets, chosen)
+            chosen: settings.Settings, outcome: Outcome, changed: Callable[[], None], no_preflight: bool = False) -> None:
+    """The placement's build (and, elsewhere, its verification) as child processes; fills `outcome`."""
+    build_job, verify_job = child_jobs(placement, recipe, sets, urls, chosen, no_preflight)
     outcome.started = time.monotonic()
-    payload = _child(cmd, child_env(chosen, urls[placement.engine]), outcome, changed)
-    if payload is not None and payload.get("ok") and verify_cmd is not None:
+    payload = _child(build_job, outcome, changed)
+    if payload is not None and payload.get("ok") and verify_job is not None:
         outcome.step = f"verify on {placement.verify_on}"
         changed()
-        verified = _child(verify_cmd, child_env(chosen, urls[placement.verify_on]), outcome, changed)
+        verified = _child(verify_job, outcome, changed)
         if verified is None or not verified.get("ok", verified.get("passed", False)):
             payload = {**payload, "ok": False,
                        "error": (verified or {}).get("error") or f"verification on {placement.verify_on} failed"}
@@ -145,10 +134,15 @@ def run_one(placement: plan.Placement, recipe: str, sets: list[str], urls: dict[
     changed()
 
 
-def _child(cmd: list[str], env: dict[str, str], outcome: Outcome, changed: Callable[[], None]) -> dict | None:
-    """Run one child command; its stderr lines move the step; its JSON (stdout) is the result."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
+def _child(job: dict, outcome: Outcome, changed: Callable[[], None]) -> dict | None:
+    """Run one child with `job` on its stdin; its stderr lines move the step; its JSON (stdout) is the result."""
+    proc = subprocess.Popen(CHILD, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(json.dumps(job))
+        proc.stdin.close()
+    except OSError:  # a child that ended at once: its stderr says why
+        pass
     stdout_chunks: list[str] = []
     reader = threading.Thread(target=lambda: stdout_chunks.append(proc.stdout.read()), daemon=True)
     reader.start()
@@ -179,7 +173,8 @@ def table(outcomes: list[Outcome]) -> Table:
     return t
 
 
-def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Settings, *, as_json: bool) -> list[Outcome]:
+def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Settings, *, as_json: bool,
+        no_preflight: bool = False) -> list[Outcome]:
     """Build `specs` ((recipe argument, spec) pairs) over the chosen engines; the outcomes, in plan order."""
     urls_given = list(chosen.engines) or [os.environ.get("DOCKER_HOST", "")]
     capacities, urls = [], {}
@@ -221,7 +216,7 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
     def engine_queue(queue: list[plan.Placement]) -> None:
         for p in queue:
             arg, _ = by_name[p.job.recipe]
-            run_one(p, arg, sets, urls, chosen, outcomes[p.job.recipe], changed)
+            run_one(p, arg, sets, urls, chosen, outcomes[p.job.recipe], changed, no_preflight)
 
     threads = [threading.Thread(target=engine_queue, args=(q,), daemon=True)
                for q in plan.per_engine(placements).values()]

@@ -155,15 +155,22 @@ def _portability(manifest: dict | None) -> dict:
     sec = sec if isinstance(sec, dict) else {}
 
     def libs(key: str, size: bool) -> str | None:
-        entries = [e for e in sec.get(key) or [] if isinstance(e, dict)]
+        listed = sec.get(key)  # a manifest is read as given: any field may be of any type
+        entries = [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
         if not sec:
             return None
-        return ", ".join(f"{e.get('soname')}" + (f" ({(e.get('bytes') or 0) / 1e6:.1f} MB)" if size else "")
+        return ", ".join(f"{e.get('soname')}" + (f" ({_megabytes(e.get('bytes'))})" if size else "")
                          for e in entries) or "none"
 
     return {"tag": sec.get("tag"), "glibc floor": sec.get("glibc"), "GLIBCXX floor": sec.get("glibcxx"),
             "vendored": libs("vendored", True), "excluded": libs("excluded", False),
             "stayed linux_* because": sec.get("reason")}
+
+
+def _megabytes(n: Any) -> str:
+    if isinstance(n, bool) or not isinstance(n, (int, float)):
+        return "size unknown"
+    return f"{n / 1e6:.1f} MB"
 
 
 def diff_reports(a: dict, b: dict) -> dict:

@@ -10,7 +10,9 @@ files into /debug/out, read back here capped and as untrusted text (debug_report
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import os
 import platform
 import shlex
@@ -203,10 +205,12 @@ def shell_script(venv: str, python: str, wheel_name: str, reqs: list[str], progr
 def shell_command(image: str, script: str, *, mounts: dict[str, str], env: dict[str, str], labels: dict[str, str],
                   network: str | None) -> list[str]:
     """The docker CLI's `run --rm -it` of the debug shell (an interactive terminal is the CLI's job);
-    `mounts`: host path or volume -> container path, all read-only."""
+    `mounts`: host path or volume -> container path, all read-only. As --mount fields, which the CLI reads
+    as CSV (quoted where a path holds ',' or '"'): `-v SRC:DST:ro` is split at every ':' of a path."""
     cmd = ["docker", "run", "--rm", "-it"]
     for src, dst in mounts.items():
-        cmd += ["-v", f"{src}:{dst}:ro"]
+        kind = "bind" if src.startswith("/") else "volume"
+        cmd += ["--mount", _csv(["type=" + kind, f"source={src}", f"target={dst}", "readonly"])]
     for k in env:
         cmd += ["-e", k]  # the value travels in the CLI's environment, not on its command line
     for k, v in labels.items():
@@ -214,6 +218,12 @@ def shell_command(image: str, script: str, *, mounts: dict[str, str], env: dict[
     if network:
         cmd += ["--network", network]
     return [*cmd, image, "/bin/sh", "-c", script]
+
+
+def _csv(fields: list[str]) -> str:
+    line = io.StringIO()
+    csv.writer(line, lineterminator="").writerow(fields)
+    return line.getvalue()
 
 
 def open_shell(wheel: Path, program: Program | None, *, spec: Spec, image: str, namespace: str, client,

@@ -20,7 +20,7 @@ MAX_FRAMES = 64  # what gdb_crash.py reads
 SHOWN_FRAMES = 16  # the top of the backtrace in the text output (--json has every frame)
 OUTCOMES = ("crashed", "exited", "killed", "timed_out")
 # faulthandler: `  File "x.py", line 3 in f`; the interpreter's gdb helpers: `  File "x.py", line 3, in f`
-PY_FRAME = re.compile(r'^\s*File "(?P<file>.*)", line (?P<line>\d+|\?),? in (?P<function>.*)$')
+PY_FRAME = re.compile(r'^\s*File "(?P<file>.*)", line (?P<line>[0-9]{1,9}|\?),? in (?P<function>.*)$')
 NO_DEBUG_INFO_TYPES = (None, "Release", "MinSizeRel")
 # si_code SI_KERNEL: a general-protection fault (a non-canonical address on x86-64), whose address the
 # kernel does not give (si_addr 0): shown as such, not as a NULL dereference.
@@ -133,7 +133,7 @@ def parse(report_text: str | None, stack_text: str | None, *, hidden_files: tupl
         return DebugResult(None, error="gdb wrote no report", facts=facts)
     try:
         data = json.loads(report_text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: the program under test wrote it
         return DebugResult(None, error="gdb's report is not JSON", facts=facts)
     if not isinstance(data, dict):
         return DebugResult(None, error="gdb's report is not a JSON object", facts=facts)

@@ -138,10 +138,11 @@ def load_result(path: Path, what: str) -> dict:
     """ext_set.py's output, bounded and shaped before anything reads it (it ran beside untrusted code)."""
     if not path.is_file():
         raise VerificationFailed(f"the extension check wrote no {RESULT_FILE} ({what}); see the log above")
-    raw = path.read_bytes()[: 8 << 20]
+    with path.open("rb") as fh:
+        raw = fh.read(8 << 20)
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         raise VerificationFailed(f"{RESULT_FILE} of {what} is not JSON") from None
     if not isinstance(data, dict) or not isinstance(data.get("results", []), list):
         raise VerificationFailed(f"{RESULT_FILE} of {what} is not an extension check's output")
@@ -152,9 +153,9 @@ def load_result(path: Path, what: str) -> dict:
         results.append({"name": _text(r.get("name"), 100), "role": _text(r.get("role"), 20),
                         "version": _text(r.get("version"), 100), "ok": r.get("ok") is True,
                         "reason": _text(r.get("reason"), 1500),
-                        "requires": [_text(x, 200) for x in (r.get("requires") or [])[:20] if isinstance(x, str)],
+                        "requires": [_text(x, 200) for x in _list(r.get("requires"))[:20] if isinstance(x, str)],
                         "smoke": _small(r.get("smoke")), "import": _small(r.get("import")),
-                        "abi": [_small(a) for a in (r.get("abi") or [])[:200] if isinstance(a, dict)]})
+                        "abi": [_small(a) for a in _list(r.get("abi"))[:200] if isinstance(a, dict)]})
     torch = data.get("torch") if isinstance(data.get("torch"), dict) else None
     return {"torch": _small(torch) if torch else None, "error": _text(data.get("error"), 500) or None,
             "results": results}
@@ -182,6 +183,10 @@ def _requirement_name(req: str) -> str:
 
 def _text(value, limit: int) -> str:
     return value[:limit] if isinstance(value, str) else ""
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
 
 
 def _small(value) -> dict | None:

@@ -133,12 +133,18 @@ def test_clean_touches_only_its_namespace_and_labels(docker_client, own, tmp_pat
 
 
 def test_orphan_containers_go_and_live_ones_stay(docker_client, base_image, own, tmp_path):
-    """A running container whose buildctl process is gone (SIGKILL), and an exited one nobody kept, are
-    orphans; a running one of a live process, and one kept with --keep-container, stay. Before: clean
-    never looked at containers. A volume held by the orphan is freed in the same run."""
+    """A running container whose buildctl process is provably gone (SIGKILL: this host, this PID namespace)
+    and a created one of such a process are orphans; a running one of a live process, one kept with
+    --keep-container, and those whose owner cannot be told (another host: a live build there copies its
+    inputs into a created container and its wheel out of an exited one; this host's name but another PID
+    namespace) stay. Before: clean never looked at containers (b74e6d9); then (19b4e6a, issue 35 item 4)
+    it force-removed the created/exited ones of other hosts and the running one of another namespace."""
     root = tmp_path / "artifacts"
     orphan_running = _container(docker_client, base_image, own, owner=_dead_owner(), start=True)
-    orphan_exited = _container(docker_client, base_image, own, owner="elsewhere:1:1", start=False)
+    orphan_created = _container(docker_client, base_image, own, owner=_dead_owner(), start=False)
+    elsewhere = _container(docker_client, base_image, own, owner="elsewhere:4026531836:1:1", start=False)
+    other_namespace = _container(docker_client, base_image, own, start=True,
+                                 owner=f"{engine.process_owner().split(':')[0]}:4026599999:1:1")
     live = _container(docker_client, base_image, own, owner=engine.process_owner(), start=True)
     kept = _container(docker_client, base_image, own, owner=_dead_owner(), start=False, keep=True)
     report = clean.clean(root=root, labels=own, images=False, caches=False, client=docker_client)
@@ -146,7 +152,8 @@ def test_orphan_containers_go_and_live_ones_stay(docker_client, base_image, own,
     names = {cid: docker_client.api.inspect_container(cid)["Name"].lstrip("/") for cid in (live, kept)}
     assert len(removed) == 2 and all(r.startswith("orphan: ") for r in removed.values()), removed
     assert not _exists_container(docker_client, orphan_running)
-    assert not _exists_container(docker_client, orphan_exited)
+    assert not _exists_container(docker_client, orphan_created)
+    assert _exists_container(docker_client, elsewhere) and _exists_container(docker_client, other_namespace)
     assert _exists_container(docker_client, live) and _exists_container(docker_client, kept)
     assert names[live] not in removed and names[kept] not in removed
     # the kept one is aged like anything else: unused (first seen just now) is not old enough yet
@@ -243,3 +250,37 @@ def test_images_and_containers_made_from_buildctls_are_the_users_own(docker_clie
         for c in engine.list_buildctl_containers(docker_client, own):
             engine.remove_container(docker_client, c.id)
         _remove_images(docker_client, images)
+
+
+def test_the_volumes_and_images_of_a_running_build_stay_between_its_containers(docker_client, base_image, own,
+                                                                               tmp_path):
+    """Issue 35, suspicion (proved): `invoke clean --keep-gb 0` removed a build's work volume between its
+    compile container and the next (the extensions' step, an OOM retry, a resumed --until): no container
+    held it, and --keep-gb ages nothing, so the next container found an empty build directory. Its builder
+    image likewise between the image build and the compile. A build holds its key's lock from the
+    moment it knows the key until it has verified: clean now leaves every object named for a key whose
+    lock is held, as it leaves that key's artifact, and removes them once it is free. About 2 s."""
+    root = tmp_path / "artifacts"
+    key = uuid.uuid4().hex[:16]
+    recipe = f"cleantest-{own['buildctl.cleantest']}"
+    work = _volume(docker_client, own, f"buildctl-work-ns1-{recipe}-{key}")
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text(f"FROM {base_image}\nLABEL buildctl.cleantest.marker={key}\n")
+    tag = f"buildctl/{recipe}:ns1-{key}"
+    image = engine.build_image(docker_client, ctx, tag, labels=own)
+    for kind, name in (("volume", work), ("image", image)):
+        _stamp(root, kind, name, 1)
+    try:
+        with artifacts.key_lock(recipe, key, root):  # the build, between its containers
+            report = clean.clean(keep_bytes=0, root=root, labels=own, containers=False, client=docker_client)
+        assert report["removed"] == [], report["removed"]
+        assert {f["name"]: f["error"] for f in report["failed"]} == {
+            work: "a build of this key is running (its lock is held)",
+            tag: "a build of this key is running (its lock is held)"}
+        assert _exists_volume(docker_client, work) and engine.image_exists(docker_client, image)
+        report = clean.clean(keep_bytes=0, root=root, labels=own, containers=False, client=docker_client)
+        assert {r["name"] for r in report["removed"]} == {work, tag}  # the build is done: they go
+    finally:
+        engine.remove_volume(docker_client, work)
+        _remove_images(docker_client, [image])

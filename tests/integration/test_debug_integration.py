@@ -101,3 +101,20 @@ def test_debug_shell_opens_the_container_with_gdb_and_the_build_sources(demo_deb
     assert "Read-only file system" in proc.stdout  # the build directory is the user's to read, not to change
     ours = {"label": ["buildctl.role=debug", f"buildctl.namespace={artifacts.namespace()}"]}
     assert docker_client.containers.list(all=True, filters=ours) == []
+
+
+def test_the_shells_mounts_read_as_given_by_the_docker_cli(base_image, test_labels, tmp_path):
+    """Issue 35, suspicion (proved): `--shell` gave the docker CLI `-v SRC:DST:ro`, which it splits at every ':',
+    so an artifacts path holding one (a time in a folder name) failed or mounted the wrong source. The
+    mount arguments `shell_command` makes, given to the real docker CLI with a path holding ':', ',' and '"':
+    the file is there, read-only. About 2 s (one container of the base image)."""
+    from buildctl.verify.debug import shell_command
+
+    folder = tmp_path / 'ci 12:30' / 'a,b"c'
+    folder.mkdir(parents=True)
+    (folder / "w.whl").write_text("the wheel\n")
+    cmd = shell_command(base_image, "cat /verify/in/w.whl && ! touch /verify/in/w.whl 2>/dev/null",
+                        mounts={str(folder / "w.whl"): "/verify/in/w.whl"}, env={}, labels=test_labels, network=None)
+    cmd.remove("-it")  # no terminal here
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0 and done.stdout == "the wheel\n", done.stderr

@@ -72,15 +72,20 @@ def test_a_build_on_this_engine_and_a_failure_on_engine_b_in_one_command(tmp_pat
     takes demo-cpu first (by name) to the first engine given: it builds, publishes and verifies on A, in the
     session's namespace (so from the build directory and compile cache that test_build_integration left:
     seconds, where the three-recipe test above compiles twice); the broken one fails on B, with a bundle
-    that names B, and stops nothing else. Exit 1."""
+    that names B, and stops nothing else. Exit 1.
+    The engines are also named by a lowercase `buildctl_engines` (read in any case, as every setting): before
+    (19b4e6a, issue 35 item 10) each child, an `invoke build` with the settings written back into its
+    environment, stripped BUILDCTL_ENGINES under its upper-case name only, took the multi-engine path again
+    and started children of its own, without end (this test then timed out)."""
     root = tmp_path / "artifacts"
     cmd = [str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT), "build", "--json",
            "--recipe", "demo-cpu", "--recipe", str(FIXTURES / "fanout-broken.yaml"),
            "--engine", services.engine_a, "--engine", services.engine_b_ssh,
            "--network", NETWORK, "--ca-cert", CA_BUNDLE]
-    env = {**os.environ, "BUILDCTL_ARTIFACTS": str(root), "COLUMNS": "200"}
+    env = {**os.environ, "BUILDCTL_ARTIFACTS": str(root), "COLUMNS": "200",
+           "buildctl_engines": f"{services.engine_a} {services.engine_b_ssh}"}
     try:
-        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=40 * 60,
+        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=15 * 60,
                               stdin=subprocess.DEVNULL)
         assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
         builds = {b["recipe"]: b for b in json.loads(proc.stdout)["builds"]}

@@ -198,15 +198,18 @@ def test_the_last_use_store_stays_in_the_root(tmp_path):
 
 
 def test_owner_labels_tell_a_gone_process():
-    """host:pid:start: gone when no such pid runs, or the pid runs but started at another time (reuse)."""
+    """host:pid-namespace:pid:start: gone when no such pid runs here, or the pid runs but started at another
+    time (reuse); another host, another PID namespace or a label of the old host:pid:start form: untold."""
     me = engine.process_owner()
-    host, pid, start = me.rsplit(":", 2)
+    host, pid, start = me.rsplit(":", 2)  # host: the host name and this PID namespace
     assert clean._owner_gone(me) is False
     assert clean._owner_gone(f"{host}:{pid}:{int(start) + 1}") is True
     p = subprocess.Popen(["true"])
     p.wait()
     assert clean._owner_gone(f"{host}:{p.pid}:1") is True
-    assert clean._owner_gone(f"another-host:{p.pid}:1") is None
+    assert clean._owner_gone(f"another-host:{engine.pid_namespace()}:{p.pid}:1") is None
+    assert clean._owner_gone(f"{host.split(':')[0]}:4026599999:{p.pid}:1") is None  # another PID namespace
+    assert clean._owner_gone(f"{host.split(':')[0]}:{p.pid}:1") is None  # which namespace? cannot be told
     assert clean._owner_gone(None) is None and clean._owner_gone("junk") is None
 
 
@@ -341,3 +344,77 @@ def test_a_replayed_bundle_is_in_use(tmp_path):
     assert proc.returncode == 0 and json.loads(proc.stdout)["step"] == "fetch", proc.stderr
     assert clean.clean(older_than_days=30, root=root, **FILES_ONLY)["removed"] == []
     assert time.time() - artifacts.last_use("bundle", name, root) < 60
+
+
+def test_only_folders_that_prove_they_are_artifacts_are_removed(tmp_path):
+    """Issue 35, item 3: clean took every second-level folder of the root for an artifact. buildctl's own
+    verify/images/* reports and a user's team-notes/2026-q4 went as "least recently used" with --keep-gb 0;
+    so did a folder of a recipe with no manifest.json (a copy in progress, someone's notes). An artifact
+    has its manifest.json (a plain file); a bundle its bundle.json; anything else is left alone."""
+    root = tmp_path / "artifacts"
+    artifact = make_artifact(root, "demo", "k1")
+    report_dir = root / "verify" / "images" / "buildctl-demo-cpu-0123456789ab"
+    notes = root / "team-notes" / "2026-q4"
+    half = root / "demo" / "k2"  # no manifest.json
+    linked = root / "demo" / "k3"  # manifest.json a symlink to a file elsewhere: not a plain file
+    bundle = root / "failures" / "demo-20260101-000000"
+    stray = root / "failures" / "notes"  # no bundle.json
+    for folder in (report_dir, notes, half, linked, bundle, stray):
+        folder.mkdir(parents=True)
+    (report_dir / "report.json").write_text("{}")
+    (notes / "plan.txt").write_text("mine")
+    (half / "x.whl").write_bytes(b"w" * 100)
+    (tmp_path / "manifest.json").write_text("{}")
+    (linked / "manifest.json").symlink_to(tmp_path / "manifest.json")
+    (bundle / "bundle.json").write_text("{}")
+    (stray / "todo.txt").write_text("mine")
+    report = clean.clean(keep_bytes=0, root=root, **FILES_ONLY)
+    assert names(report) == {"demo/k1", "failures/demo-20260101-000000"}
+    assert not artifact.exists() and not bundle.exists()
+    for folder in (report_dir, notes, half, linked, stray):
+        assert folder.is_dir() and any(folder.iterdir()), folder
+
+
+class _FakeEngine:
+    """The engine's answers clean reads, listed as the Docker API lists them: containers only."""
+
+    def __init__(self, containers: list[dict]):
+        from types import SimpleNamespace
+
+        self.removed: list[str] = []
+        self.api = SimpleNamespace(
+            containers=lambda **kw: containers, inspect_image=lambda image_id: {"Config": {"Labels": {}}},
+            remove_container=lambda cid, **kw: self.removed.append(cid))
+
+
+def _listed(cid: str, state: str, owner: str, **labels: str) -> dict:
+    return {"Id": cid * 8, "Names": [f"/buildctl-{cid}"], "State": state, "ImageID": "sha256:i",
+            "Labels": {engine.LABEL: engine.LABEL_VALUE, engine.OWNER_LABEL: owner, **labels}, "SizeRw": 0}
+
+
+def test_a_container_whose_owner_cannot_be_told_is_left_alone_whatever_its_state(tmp_path):
+    """Issue 35, item 4: a container of a build on another host was "cannot be told", yet one in state
+    created or exited (the moments a live build copies its inputs in and its wheel out) was force-removed
+    as an orphan; and a running one whose owner names this host but whose pid is not visible here (another
+    PID namespace: CI jobs in containers sharing one socket) was force-removed because `gone` came first.
+    Now only a container whose owner is provably gone (this host, this PID namespace, no such process)
+    is an orphan."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    host = engine.process_owner().split(":", 1)[0]
+    old_format_here = f"{host}:{dead.pid}:1"  # host:pid:start, as buildctl wrote it before: which namespace?
+    other_namespace = f"{host}:4026599999:{dead.pid}:1"  # host:pid-namespace:pid:start, another namespace
+    gone_here = engine.process_owner().rsplit(":", 2)[0] + f":{dead.pid}:1"  # this host and namespace
+    fake = _FakeEngine([
+        _listed("a", "created", "build-box:4026531836:4242:77"),  # another host
+        _listed("b", "exited", "build-box:4242:77"),
+        _listed("c", "running", old_format_here),
+        _listed("d", "exited", old_format_here),
+        _listed("e", "running", other_namespace),
+        _listed("f", "created", engine.process_owner()),  # this very process: a live build
+        _listed("g", "exited", gone_here),  # provably gone: an orphan
+        _listed("h", "running", gone_here),  # a SIGKILLed build's container, still compiling: an orphan
+    ])
+    report = clean.clean(root=tmp_path / "artifacts", images=False, caches=False, client=fake)
+    assert fake.removed == ["g" * 8, "h" * 8], report
+    assert all(r["reason"] == "orphan: the buildctl process that started it is gone" for r in report["removed"])

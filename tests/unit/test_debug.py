@@ -134,6 +134,9 @@ def test_a_release_build_with_a_debug_recipe_beside_it_names_that_recipe(tmp_pat
     (None, "gdb failed: gdb wrote no report"),
     ("[1, 2]", "gdb failed: gdb's report is not a JSON object"),
     ("{not json", "gdb failed: gdb's report is not JSON"),
+    # issue 35, item 6: the program under test can write this file; json.loads raised RecursionError
+    ('{"outcome": "crashed", "frames": ' + "[" * 100_000 + "]" * 100_000 + "}", "gdb failed: gdb's report is not JSON"),
+    ('{"outcome": "crashed", "status": ' + "9" * 5000 + "}", "gdb failed: gdb's report is not JSON"),
 ])
 def test_a_run_that_did_not_crash_is_one_line(report, line):
     result = debug_report.parse(report, None)
@@ -179,14 +182,40 @@ def test_the_shell_installs_the_wheel_points_gdb_at_the_sources_and_leaves_bash(
     assert "directory /work/src" not in bare and "echo 'try: gdb -q --args /opt/venv/bin/python'" in bare
 
 
+def docker_mounts(cmd: list[str]) -> dict[str, tuple[str, bool] | None]:
+    """{source: (target, read-only)} as the docker CLI reads `-v SRC:DST:ro` (split at ':'; another number
+    of parts is refused: None) and `--mount type=...,source=...,target=...,readonly` (CSV fields)."""
+    import csv
+
+    found: dict[str, tuple[str, bool] | None] = {}
+    for flag, value in zip(cmd, cmd[1:], strict=False):
+        if flag == "-v":
+            parts = value.split(":")
+            found[parts[0]] = (parts[1], parts[2] == "ro") if len(parts) == 3 else None
+        elif flag == "--mount":
+            fields = dict(f.split("=", 1) if "=" in f else (f, "true") for f in next(csv.reader([value])))
+            found[fields["source"]] = (fields["target"], fields.get("readonly") == "true")
+    return found
+
+
 def test_the_shell_runs_interactive_read_only_and_keeps_values_off_the_command_line():
     cmd = shell_command("img:tag", "exec bash", mounts={"/tmp/w.whl": "/verify/in/w.whl", "vol": "/work"},
                         env={"UCX_ERROR_SIGNALS": "", "HTTPS_PROXY": "http://u:secret@proxy:3128"},
                         labels={"buildctl.role": "debug"}, network="host")
     assert cmd[:4] == ["docker", "run", "--rm", "-it"]
-    assert ["-v", "/tmp/w.whl:/verify/in/w.whl:ro"] == cmd[4:6] and ["-v", "vol:/work:ro"] == cmd[6:8]
+    assert docker_mounts(cmd) == {"/tmp/w.whl": ("/verify/in/w.whl", True), "vol": ("/work", True)}
     assert "HTTPS_PROXY" in cmd and not any("secret" in a for a in cmd)
     assert cmd[-4:] == ["img:tag", "/bin/sh", "-c", "exec bash"] and ["--network", "host"] == cmd[-6:-4]
+
+
+def test_the_shell_mounts_an_artifacts_path_holding_colons_and_commas():
+    """Issue 35, suspicion: `invoke debug --shell` with an artifacts path containing ':' (a time in a folder
+    name, 12:30) passed `-v /art/12:30/w.whl:/verify/in/w.whl:ro`, which the docker CLI splits at every ':'
+    (refused, or the wrong source). Proved; mounts are now --mount fields, quoted as CSV where they must be."""
+    mounts = {"/srv/ci 12:30/demo/k/w.whl": "/verify/in/w.whl", '/srv/a,b"c/wheelhouse': "/verify/wheelhouse",
+              "buildctl-work-demo-0123456789abcdef": "/work"}
+    cmd = shell_command("img:tag", "exec bash", mounts=mounts, env={}, labels={}, network=None)
+    assert docker_mounts(cmd) == {src: (dst, True) for src, dst in mounts.items()}
 
 
 def invoke(*args: str, cwd: Path = REPO, env: dict | None = None):

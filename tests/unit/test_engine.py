@@ -313,3 +313,84 @@ def test_labelled_checks_every_label_itself_and_names_images_as_docker_does():
     assert sent == [{"label": ["buildctl=1"]}] * 3
     assert [engine.short_name(r) for r in ("docker.io/library/debian:bookworm", "registry.corp:5000/x:1", "a/b:c")] == [
         "debian:bookworm", "registry.corp:5000/x:1", "a/b:c"]
+
+
+class _RecordingEngine:
+    """Just enough of a DockerClient for run_container to get to where it copies files in: records each
+    call; an archive put into a container is kept (what went over the wire) and ends the run."""
+
+    def __init__(self, base_url: str):
+        from types import SimpleNamespace
+
+        self.calls: list[str] = []
+        self.sent: list[bytes] = []
+        self._buildctl_engine_kind = DOCKER_27
+
+        def record(name, result=None):
+            def call(*args, **kw):
+                self.calls.append(name)
+                return result
+            return call
+
+        def put_archive(cid, path, data):
+            self.calls.append("put_archive")
+            self.sent.append(data if isinstance(data, bytes) else b"".join(data))
+            raise RuntimeError("sent")
+
+        self.api = SimpleNamespace(base_url=base_url, create_host_config=record("create_host_config", {}),
+                                   create_container=record("create_container", {"Id": "c" * 64}),
+                                   put_archive=put_archive, remove_container=record("remove_container"),
+                                   inspect_volume=record("inspect_volume"))
+
+
+@pytest.mark.parametrize(("base_url", "refused"), [
+    ("http://build-box.example:2375", True),  # tcp:// without TLS, to another host
+    ("http://10.1.2.3:2375", True),
+    ("https://build-box.example:2376", False),  # tcp:// with TLS
+    ("http://127.0.0.1:2375", False),  # the loopback: never on a network
+    ("http://[::1]:2375", False),
+    ("http+docker://localhost", False),  # a unix socket (ssh:// engines are one too, the bridge's)
+])
+def test_credentials_never_go_to_an_engine_in_clear(base_url, refused):
+    """Issue 35, suspicion: a tcp:// engine without TLS received the secrets payload (put_credentials) in
+    clear. Proved: run_container created the container and put /run/buildctl-secrets into it over plain
+    HTTP to another host. Now refused before anything is created, with the fix (TLS or ssh), as Docker
+    refuses a daemon on tcp:// without TLS; a TLS, loopback or unix engine gets them as before."""
+    creds = secrets.Credentials(env=(("PIP_INDEX_URL", "https://ci:s3cr3t-t0ken@pypi.corp.example/simple"),))
+    client = _RecordingEngine(base_url)
+    with pytest.raises((EngineError, RuntimeError)) as info:
+        engine.run_container(client, "img", ["true"], credentials=creds)
+    if refused:
+        msg = str(info.value)
+        assert isinstance(info.value, EngineError) and "\n" not in msg and "fix: " in msg, msg
+        assert "TLS" in msg and "ssh://" in msg and "s3cr3t" not in msg, msg
+        assert client.calls == [] and client.sent == []
+    else:
+        assert str(info.value) == "sent" and b"s3cr3t-t0ken" in client.sent[0]
+
+
+def test_a_source_folder_given_as_a_symlink_is_sent_as_the_folder(tmp_path):
+    """Issue 35, suspicion: framework.source.path that is itself a symlink (src -> checkouts/demofw) is keyed
+    as its target (tree_digest walks through it) but was sent as the link itself: tarfile adds a link as a
+    link, so the build found a dangling /work/src. Proved; now the input's own link is followed (links inside
+    it stay links, as before), so what is sent is what was keyed."""
+    import io
+    import tarfile
+
+    from buildctl.engine.transfer import put_input
+    from buildctl.store import key
+
+    real = tmp_path / "checkouts" / "demofw"
+    (real / "pkg").mkdir(parents=True)
+    (real / "setup.py").write_text("print('hi')\n")
+    (real / "pkg" / "__init__.py").write_text("")
+    link = tmp_path / "src"
+    link.symlink_to(real)
+    client = _RecordingEngine("http+docker://localhost")
+    with pytest.raises(RuntimeError, match="sent"):
+        put_input(client, "c" * 64, "/work/src", link, (0, 0))
+    with tarfile.open(fileobj=io.BytesIO(client.sent[0])) as tf:
+        members = {m.name: m for m in tf.getmembers()}
+    assert members["work/src"].isdir(), members["work/src"].type
+    assert {n for n, m in members.items() if m.isfile()} == {"work/src/setup.py", "work/src/pkg/__init__.py"}
+    assert key.tree_digest(link) == key.tree_digest(real)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from buildctl.build import eta
 
 
@@ -99,3 +101,19 @@ def test_a_resumed_log_is_replayed_as_one_build_and_its_last_run_as_its_ninja_sa
     runs = eta.replay_runs(log, eta.ninja_costs(log))
     assert [len(r) for r in runs] == [350, 150]
     assert runs[1][-1][2] == 0.0 and all(abs(e) <= 0.10 for e in errors(runs[1]))
+
+
+@pytest.mark.parametrize("line", ["[" + "9" * 5000 + "/10] Building CXX object a.o", "[1/" + "9" * 5000 + "] Linking x",
+                                  "[\u0661/\u0662] Building CXX object a.o", "[\u00b2/3] Building CXX object a.o"])
+def test_a_status_line_no_ninja_writes_is_passed_over(line):
+    """Issue 35: the compile's log lines come from the container; a [N/M] of 5000 digits ended the build
+    with an internal error (int() past its 4300-digit limit). Only ninja's own status lines move the ETA."""
+    e = eta.Eta({"a.o": 1.0})
+    e.line(line, 10.0)
+    e.line("[1/2] Building CXX object a.o", 11.0)
+    assert (e.n, e.total) == (1, 2)
+
+
+def test_a_log_with_a_few_bad_lines_keeps_its_good_ones():
+    log = "# ninja log v6\n0\t1000\t0\ta.o\th1\n0\t\u00b2\t0\tb.o\th2\n0\t" + "9" * 5000 + "\t0\tc.o\th3\n1000\t3000\t0\td.o\th4\n"
+    assert eta.ninja_costs(log) == {"a.o": 1.0, "d.o": 2.0}

@@ -126,6 +126,12 @@ def _many_lines(path):
     path.write_text("# ninja log v6\n" + "0\t1\t0\tx.o\th\n" * (eta_prior.MAX_LOG_LINES + 1))
 
 
+def _carriage_returns(path):
+    """Issue 35: lines ended by '\r' were counted as one (the cap counts '\n') and read as many (splitlines):
+    a 20 MB log read 1,000,000 steps."""
+    path.write_bytes(b"# ninja log v6\n" + b"".join(b"0\t1\t0\tx%d.o\th\r" % i for i in range(eta_prior.MAX_LOG_LINES + 1)))
+
+
 @pytest.mark.parametrize("make, why", [
     (lambda p: p.write_bytes(b"\x00\xff garbage \x1b]0;t\x07\n" * 100), "no '# ninja log' header"),
     (lambda p: p.write_text("# ninja log v6\nnot\ta\tstep\n"), "no ninja steps in it"),
@@ -133,7 +139,12 @@ def _many_lines(path):
     (_many_lines, "over 300000 lines"),
     (_fifo, "not a regular file"),
     (_link, "unreadable"),
-], ids=["binary", "no-steps", "oversized", "many-lines", "fifo", "symlink"])
+    # issue 35: '²' is a digit to str.isdigit and not to int() (ValueError: every later cold build of the
+    # recipe stopped at its compile's start); a run of 5000 digits is past int()'s 4300-digit limit
+    (lambda p: p.write_text("# ninja log v6\n0\t\u00b2\t0\tx.o\th\n"), "no ninja steps in it"),
+    (lambda p: p.write_text("# ninja log v6\n0\t" + "9" * 5000 + "\t0\tx.o\th\n"), "no ninja steps in it"),
+    (_carriage_returns, "no ninja steps in it"),
+], ids=["binary", "no-steps", "oversized", "many-lines", "fifo", "symlink", "superscript", "long-number", "cr"])
 def test_an_untrusted_log_is_passed_over_in_one_line(tmp_path, make, why):
     """The newest build's log is bad: one line names it and the fix, the older good one serves."""
     publish(tmp_path, RELEASE, "a" * 16, age_s=7200)

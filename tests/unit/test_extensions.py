@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -260,13 +261,28 @@ def test_findings_become_one_check_each_with_the_reason(tmp_path):
 
 
 def test_findings_that_are_not_an_extension_check_are_refused(tmp_path):
+    """ext_set.py runs beside the extensions' code, which can write its output: issue 35, item 6, JSON nested
+    100,000 deep raised RecursionError (an internal error); a number of 5000 digits is past int()'s limit."""
     path = tmp_path / extensions.RESULT_FILE
-    for text in ("[1, 2]", "{not json", '{"results": "no"}'):
+    for text in ("[1, 2]", "{not json", '{"results": "no"}', '{"results": ' + "[" * 100_000 + "]" * 100_000 + "}",
+                 '{"results": [], "torch": {"version": ' + "9" * 5000 + "}}"):
         path.write_text(text)
         with pytest.raises(extensions.VerificationFailed):
             extensions.load_result(path, "test")
     with pytest.raises(extensions.VerificationFailed, match="wrote no"):
         extensions.load_result(tmp_path / "absent.json", "test")
+
+
+def test_findings_of_the_wrong_types_are_read_as_no_value(tmp_path):
+    path = tmp_path / extensions.RESULT_FILE
+    path.write_text(json.dumps({"torch": [1], "error": 5, "results": [
+        {"name": 5, "role": ["x"], "ok": "yes", "requires": {"torch": "==2.6"}, "abi": "no", "smoke": [1]},
+        {"name": "x", "requires": 5, "abi": 7, "import": "no"}]}))
+    found = extensions.load_result(path, "test")
+    assert found["torch"] is None and found["error"] is None
+    assert [(r["name"], r["ok"], r["requires"], r["abi"]) for r in found["results"]] == [("", False, [], []),
+                                                                                     ("x", False, [], [])]
+    assert [c.ok for c in extensions.checks(found)] == [False, False]
 
 
 def test_a_beside_requirement_is_one_pinned_distribution(tmp_path):
@@ -313,3 +329,51 @@ def test_the_pin_lands_in_the_headers_of_a_metadata_without_a_body(text):
     pinned = pin_requires.pin_metadata(text, "torch", "2.6.0+debian")
     assert Parser().parsestr(pinned).get_all("Requires-Dist") == ["torch==2.6.0+debian"]
     assert pinned.startswith(text.rstrip("\n"))
+
+
+def _dist(site, name: str, version: str, requires: tuple[str, ...] = (), module: str | None = None) -> None:
+    """An installed distribution as pip leaves one: its importable module and NAME-VERSION.dist-info."""
+    module = module or name.replace("-", "_")
+    (site / module).mkdir(parents=True)
+    (site / module / "__init__.py").write_text("")
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                                   + "".join(f"Requires-Dist: {r}\n" for r in requires))
+    (info / "RECORD").write_text(f"{module}/__init__.py,,\n")
+
+
+def test_the_extension_check_compares_requires_dist_with_the_installed_framework(tmp_path):
+    """Issue 35, item 11: ext_set.py collected each extension's Requires-Dist on the framework and stopped
+    (installs are --no-deps, so pip never compared it): an extension requiring torch==2.6.0 beside torch
+    2.7.0 reported ok, and so did a --beside package. Run here as in the container (its own process, the
+    set description it is given), on installed distributions: a pin the installed framework does not meet
+    fails the check with one line naming both."""
+    import subprocess
+    import sys
+
+    from buildctl.in_container import EXTENSION_CHECK_FILES
+
+    site = tmp_path / "site"
+    _dist(site, "fakefw", "2.7.0+cpu")
+    _dist(site, "pinned-old", "1.0", ("fakefw==2.6.0",))
+    _dist(site, "fits", "1.0", ("fakefw>=2.5,<2.8", "numpy>=1",
+                                "fakefw==2.7.0",  # a public pin ignores the local label (PEP 440)
+                                'fakefw==1.0; python_version < "3"', 'fakefw==1.0; extra == "old"'))  # not here
+    _dist(site, "beside-old", "1.0", ("fakefw (<2.7)",))
+    wanted = {"framework": {"dist": "fakefw", "module": "fakefw"},
+              "extensions": [{"name": n} for n in ("pinned-old", "fits")], "beside": ["beside-old"]}
+    (tmp_path / "set.json").write_text(json.dumps(wanted))
+    script = next(p for p in EXTENSION_CHECK_FILES if p.name == "ext_set.py")
+    done = subprocess.run([sys.executable, str(script), "--set", str(tmp_path / "set.json"), "--out",
+                           str(tmp_path / "out.json")], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(site)})
+    assert done.returncode == 0, done.stderr
+    found = extensions.load_result(tmp_path / "out.json", "test")
+    checks = {c.name: c for c in extensions.checks(found)}
+    assert {name: c.ok for name, c in checks.items()} == {
+        "extension pinned-old": False, "extension fits": True, "beside beside-old": False}
+    for name, pin in (("extension pinned-old", "fakefw==2.6.0"), ("beside beside-old", "fakefw<2.7")):
+        detail = checks[name].detail
+        assert "\n" not in detail and f"Requires-Dist {pin}" in detail.replace(" (", "").replace(")", ""), detail
+        assert "fakefw 2.7.0+cpu is installed" in detail, detail

@@ -341,3 +341,57 @@ def test_every_section_the_probe_writes_has_a_model():
                 written |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
     known = {f.alias or name for name, f in schema.Probe.model_fields.items()}
     assert {"gpus", "fatal", "probe_version", "checks"} <= written and written <= known, written - known
+
+
+def _string_paths(data, path=()):
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from _string_paths(v, (*path, k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from _string_paths(v, (*path, i))
+    elif isinstance(data, str):
+        yield path
+
+
+def _set(probe: dict, path: tuple, value) -> dict:
+    probe = copy.deepcopy(probe)
+    cur = probe
+    for p in path[:-1]:
+        cur = cur[p]
+    cur[path[-1]] = value
+    return probe
+
+
+# Past int()'s 4300-digit limit, or a digit to str.isdigit that int() refuses ('²')
+LONG_DIGITS = ["9" * 5000, "12." + "9" * 5000, "sm_" + "9" * 5000, "compute_" + "9" * 5000, "\u00b2.1", "9.0\u00b2"]
+
+
+@pytest.mark.parametrize("value", LONG_DIGITS, ids=["digits", "version", "sm", "compute", "superscript", "cc"])
+def test_a_probe_string_of_any_digits_is_a_failed_check_never_an_exception(value):
+    """Issue 35, item 7: probe.json passes its schema with strings up to 16 KiB, and the wheel under test
+    writes it; version and arch parsing called int() on digit runs past Python's 4,300-digit limit
+    (framework.cuda/nccl/cudnn, arch_list, arch_coverage.sass): ValueError, an internal error. Every string
+    of real probes is tried: the report is made, and a value that does not read fails its check."""
+    cases = [(h200_probe(), cuda_spec()), (cpu_probe(), None), (_rocm_probe(), None)]
+    tried = 0
+    for probe, spec in cases:
+        for path in _string_paths(probe):
+            try:
+                hostile = schema.validate_probe(_set(probe, path, value))
+            except InputError:
+                continue  # refused in one line: fine
+            report = make_report(hostile, spec)
+            tried += 1
+            if path in (("framework", "cuda"), ("framework", "nccl"), ("framework", "cudnn")) and spec is not None:
+                label = {"cuda": "CUDA", "nccl": "NCCL", "cudnn": "cuDNN"}[path[1]]
+                assert [c.ok for c in report.checks if c.name == label] == [False], (path, report.checks)
+    assert tried > 100
+    everywhere = h200_probe()  # every version and arch at once, rendered as a person sees it
+    for path in (("framework", "cuda"), ("framework", "nccl"), ("framework", "cudnn"), ("gpus", "driver_version"),
+                 ("gpus", "devices", 0, "compute_capability"), ("framework", "arch_list", 0), ("arch_coverage", "sass", 0)):
+        everywhere = _set(everywhere, path, value)
+    console = Console(record=True, width=100)
+    report = make_report(schema.validate_probe(everywhere), cuda_spec())
+    rep.render(report, console)
+    assert not report.ok and "FAILED" in console.export_text()

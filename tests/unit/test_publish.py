@@ -345,3 +345,123 @@ def test_cli_publish_human_output_and_refusals(tmp_path, store, wheel_dir, capsy
 
     code, _, err = run_cli(capsys, "demo-cpu", [str(art)], to=str(tmp_path / "i"), as_json=False)
     assert code == 2 and "not both" in err
+
+
+# ------------------------------------------------------------------------ issue 35: suspicions, decided
+
+
+class _Index:
+    """An index server stand-in on this machine: records each request's path and Authorization header and
+    answers every page with `page` (bytes). `address` is where it listens."""
+
+    def __init__(self, address: str, page: bytes = b"<html><body></body></html>"):
+        import http.server
+        import threading
+
+        seen = self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - the stdlib's name
+                seen.append((self.path, self.headers.get("Authorization")))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                try:
+                    self.wfile.write(page)
+                except OSError:  # the reader stopped: what a capped read does
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer((address, 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _address_not_on_the_loopback() -> str:
+    """This machine's address on its default route (a UDP connect sends nothing): another host, as a URL
+    names it."""
+    import contextlib
+    import socket
+
+    for target in ("192.0.2.1", "198.51.100.1", "10.255.255.1"):  # documentation / private: never reached
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s, contextlib.suppress(OSError):
+            s.connect((target, 9))
+            address = s.getsockname()[0]
+            if not address.startswith("127."):
+                return address
+    address = socket.gethostbyname(socket.gethostname())
+    assert not address.startswith("127."), "this machine has no address but the loopback"
+    return address
+
+
+def test_credentials_never_go_to_an_index_over_plain_http_on_another_host(store, wheel_dir, monkeypatch):
+    """Issue 35, suspicion (proved): `invoke publish --to http://ci:PASSWORD@index.corp:8080/` sent the
+    basic-auth credentials in clear to another host (the index here on this machine's own network address:
+    it received `Authorization: Basic ...`). pip refuses a plain-http index that is not a trusted host; now
+    publish refuses the credentials before any request, in one line with the fix. The loopback (a server
+    on this machine, CI's pypiserver) and https are as before."""
+    art = make_artifact(store, "demo-cpu", "k1", make_wheel(wheel_dir, "bctl-demo", "1.0"))
+    address = _address_not_on_the_loopback()
+    monkeypatch.setenv("NETRC", os.devnull)
+    with _Index("0.0.0.0") as index:
+        for to, env in ((f"http://ci:s3cret-pw@{address}:{index.port}/", {}),
+                        (f"http://{address}:{index.port}/", {"BUILDCTL_PUBLISH_USERNAME": "ci",
+                                                            "BUILDCTL_PUBLISH_PASSWORD": "s3cret-pw"})):
+            with pytest.raises(InputError) as e:
+                publish.publish(to, artifact_dirs=[str(art)], root=store, environ=env)
+            message = str(e.value)
+            assert "\n" not in message and "unencrypted" in message and "fix: " in message and "https://" in message
+            assert "s3cret-pw" not in message, message
+        assert index.seen == []  # not one request: the credentials went nowhere
+
+
+def test_an_index_page_is_read_within_a_cap(store, wheel_dir, monkeypatch):
+    """Issue 35, suspicion (proved): the server's simple pages were read whole (requests' .text): a server
+    answering gigabytes was read into memory. Now a page is read within MAX_PAGE_BYTES and one beyond it is
+    refused in one line (here the cap lowered to 64 KiB and a page of 1 MiB, on the loopback)."""
+    from buildctl.store.publish import server
+
+    monkeypatch.setattr(server, "MAX_PAGE_BYTES", 64 << 10, raising=False)
+    art = make_artifact(store, "demo-cpu", "k1", make_wheel(wheel_dir, "bctl-demo", "1.0"))
+    with _Index("127.0.0.1", page=b"<a href='x'>x</a>" * (1 << 16)) as index:
+        with pytest.raises(publish.PublishError) as e:
+            publish.publish(f"http://127.0.0.1:{index.port}/", artifact_dirs=[str(art)], root=store, environ={})
+    message = str(e.value)
+    assert "\n" not in message and "larger than 64 KiB" in message and "fix: " in message, message
+
+
+def test_publish_holds_the_artifacts_it_reads_against_clean(tmp_path, store, wheel_dir, monkeypatch):
+    """Issue 35, suspicion (proved): `invoke publish` read an artifact without its key's lock, shared, so an
+    `invoke clean` meanwhile removed it under the publish (which then failed on the missing wheel, an
+    internal error). Now publish holds each selected artifact's lock, shared, until it is done: clean
+    leaves it ("a build of this key is running"), and the publish completes."""
+    from buildctl.host import clean
+    from buildctl.store import artifacts as store_mod
+    from buildctl.store.publish import folder
+
+    art = make_artifact(store, "demo-cpu", "0123456789abcdef", make_wheel(wheel_dir, "bctl-demo", "1.0"))
+    store_mod.record_use({"artifact": ["demo-cpu/0123456789abcdef"]}, store)
+    old = 1_000_000_000
+    os.utime(store_mod._stamp(store, "artifact", "demo-cpu/0123456789abcdef"), (old, old))
+    real = folder.publish_to_folder
+    cleaned = []
+
+    def clean_comes_meanwhile(wheels, index):
+        cleaned.append(clean.clean(older_than_days=1, root=store, images=False, caches=False, containers=False))
+        return real(wheels, index)
+
+    monkeypatch.setattr(publish, "publish_to_folder", clean_comes_meanwhile)
+    result = publish.publish(str(tmp_path / "index"), artifact_dirs=[str(art)], root=store)
+    assert [w["status"] for w in result["wheels"]] == ["added"] and art.is_dir()
+    assert cleaned[0]["removed"] == [] and cleaned[0]["failed"] == [
+        {"kind": "artifact", "name": "demo-cpu/0123456789abcdef", "error": "a build of this key is running (its lock is held)"}]

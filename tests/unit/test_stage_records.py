@@ -107,3 +107,28 @@ def test_a_build_finds_an_older_artifact_of_its_key_outdated_and_builds_it_again
     assert pipeline._found(run, manifest["key"]) is None and lines == []
     assert pipeline._found(run, manifest["key"], say_why=True) is None
     assert lines == [f"buildctl: {folder} records no runtime image context (an older buildctl built it); building it again"]
+
+
+HOSTILE_NUMBERS = [b"\xc2\xb2", b"9" * 5000, b"\xff\xfe not utf-8"]
+
+
+@pytest.mark.parametrize("number", HOSTILE_NUMBERS, ids=["superscript", "5000-digits", "not-utf-8"])
+def test_the_publish_reads_the_compiles_outputs_as_untrusted(tmp_path, number):
+    """Issue 35: what the build container wrote (versions.txt, resumed.txt, peak-memory.txt, ccache's and
+    sccache's stats) is read by the publish: a '2' that str.isdigit takes and int() refuses, a 5000-digit
+    number (past int()'s limit), bytes that are no UTF-8 or JSON nested 100,000 deep ended the build with
+    an internal error. Now a value that does not read is no value: the wheel is published all the same."""
+    outputs = {"resumed.txt": b"built=" + number + b"\ntotal=" + number + b"\n", "peak-memory.txt": number,
+               "cache-stats.txt": b"direct_cache_hit\t" + number + b"\ncache_miss\t3\n"}
+    versions = "source_date_epoch=" + number.decode(errors="replace") + "\ngcc=12.2.0\n"
+    spec = recipe.load("demo-cpu")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _, manifest = assembled_artifact(spec, tmp_path / "a", "demofw-0.1-cp311-cp311-linux_x86_64.whl", versions,
+                                     outputs=outputs)
+    assert manifest["peak_memory_bytes"] is None and manifest["source_date_epoch"] is None
+    assert manifest["resumed"] is None and manifest["compile_cache"]["misses"] == 3
+    nested = {"cache-stats.json": b'{"stats": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"}
+    _, manifest = assembled_artifact(spec, tmp_path / "b", "demofw-0.1-cp311-cp311-linux_x86_64.whl",
+                                     outputs={**outputs, **nested})
+    assert manifest["compile_cache"] == {"tool": "ccache"}

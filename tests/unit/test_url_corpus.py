@@ -17,6 +17,7 @@ IPv6 host. Every option is given each login twice:
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from pathlib import Path
@@ -281,3 +282,221 @@ def test_the_cli_json_of_an_encoded_login_carries_none(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert leaks(proc.stdout + proc.stderr, "mixed") == []
     assert [p for p in (tmp_path / "out").rglob("*") if p.is_file() and leaks(p.read_text(errors="replace"), "mixed")] == []
+
+
+# ---------------------------------------------------------------------------------------- --set typos
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("separator", [":", " ", ""])
+def test_a_set_item_without_an_equals_sign_is_refused_without_its_value(shape, separator):
+    """Issue 35, item 1: `--set framework.source.git:https://ci:TOKEN@host/x.git` (a ':' or a space typed for
+    '=') ended in `--set: <the item, unmasked>: expected KEY=VALUE`. The item is never quoted whole; the key
+    it starts with is named when it is one of the recipe's."""
+    for value in (url("https", "user:password", HOSTS[0], shape, encoded=True, path="/o/x.git"),
+                  url("https", "token", HOSTS[0], shape, encoded=False, path="/o/x.git"), password(shape)):
+        item = f"framework.source.git{separator}{value}"
+        with pytest.raises(RecipeError) as e:
+            recipe.load("demo-cpu", [item])
+        message = str(e.value)
+        assert "expected KEY=VALUE" in message and "fix: " in message and "\n" not in message, message
+        assert leaks(message, shape) == [], message
+        if separator:
+            assert "framework.source.git" in message, message
+
+
+def test_a_set_typo_on_the_command_line_shows_no_token():
+    secret = password("mixed")
+    for item in (f"framework.source.git:https://ci:{quote(secret, safe='')}@git.example/o/x.git",
+                 f"build.env.GH_TOKEN {secret}", secret):
+        proc = invoke_here("show", "--recipe", "demo-cpu", "--set", item, "--json", cwd=REPO)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "expected KEY=VALUE" in proc.stderr and leaks(proc.stdout + proc.stderr, "mixed") == [], proc.stderr
+
+
+# ---------------------------------------------------------------------------------------- engines
+# Issue 35, item 2: an engine URL's login was quoted as given in every connection error (`invoke doctor
+# --engine URL --json`, `invoke build --engine URL`), and an ssh:// engine with user:password ran
+# `ssh -p 9 bob:SECRET@host docker system dial-stdio` (the password in ssh's argv, taken as the user).
+# Nothing listens on port 1 of the loopback: each connection is refused at once.
+
+ENGINE_HOSTS = ("127.0.0.1:1", "[::1]:1")
+ENGINE_CASES = [(form, host, shape) for form in LOGINS for host in ENGINE_HOSTS for shape in SHAPES]
+
+
+@pytest.mark.parametrize("scheme", ["tcp", "https"])
+@pytest.mark.parametrize(("form", "host", "shape"), ENGINE_CASES)
+def test_an_engine_urls_login_is_in_no_connection_error(scheme, form, host, shape):
+    from buildctl import engine
+    from buildctl.errors import BuildctlError
+
+    for encoded in (False, True):
+        value = url(scheme, form, host, shape, encoded=encoded, path="")
+        with pytest.raises(BuildctlError) as e:
+            engine.connect(value)
+        message = str(e.value)
+        assert "\n" not in message and "fix: " in message, message
+        assert leaks(message, shape) == [], message
+        assert leaks(engine.display_name(value), shape) == []
+
+
+def _fake_ssh(tmp_path: Path, monkeypatch) -> Path:
+    """An `ssh` on PATH that records its argv (one line per run) and fails as an unreachable host does."""
+    bindir, calls = tmp_path / "bin", tmp_path / "ssh-calls.txt"
+    bindir.mkdir()
+    (bindir / "ssh").write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\necho 'ssh: connect to host x: No route' >&2\n"
+                                "exit 255\n")
+    (bindir / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    return calls
+
+
+@pytest.mark.parametrize("form", ["user:password", ":password", "token:"])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_an_ssh_engine_with_a_password_is_refused_before_ssh_runs(form, shape, tmp_path, monkeypatch):
+    """ssh takes no password from a URL: one line with the fix (a key), the password nowhere, ssh not run."""
+    from buildctl import engine
+
+    calls = _fake_ssh(tmp_path, monkeypatch)
+    for encoded in (False, True):
+        value = url("ssh", form, "build-box:2222", shape, encoded=encoded, path="")
+        with pytest.raises(InputError) as e:
+            engine.connect(value)
+        message = str(e.value)
+        assert "\n" not in message and "password" in message and "fix: " in message, message
+        assert leaks(message, shape) == [] and leaks(engine.display_name(value), shape) == [], message
+    assert not calls.exists(), calls.read_text()
+
+
+def test_an_ssh_engine_with_a_user_name_runs_ssh_with_that_user(tmp_path, monkeypatch):
+    from buildctl import engine
+    from buildctl.errors import EngineError
+
+    calls = _fake_ssh(tmp_path, monkeypatch)
+    with pytest.raises(EngineError) as e:
+        engine.connect("ssh://builder@build-box:2222")
+    assert "`ssh -p 2222 builder@build-box docker system dial-stdio`" in str(e.value)
+    assert calls.read_text().split("\n")[0].endswith("-p 2222 -- builder@build-box docker system dial-stdio")
+
+
+@pytest.mark.parametrize("shape", ["mixed", "hash", "colon"])
+def test_the_cli_shows_no_engine_login(shape, tmp_path, monkeypatch):
+    """`invoke doctor --engine URL --json` (each recipe's reason quotes the engine's error too) and `invoke
+    build --engine URL`, through the flag and through BUILDCTL_ENGINES."""
+    _fake_ssh(tmp_path, monkeypatch)
+    engines = [url("tcp", "user:password", "127.0.0.1:1", shape, encoded=True, path=""),
+               url("https", "token", "[::1]:1", shape, encoded=False, path=""),
+               url("ssh", "user:password", "build-box", shape, encoded=True, path="")]
+    for value in engines:
+        proc = invoke_here("doctor", "--recipe", "demo-cpu", "--engine", value, "--json", cwd=REPO)
+        assert proc.returncode == 1 and json.loads(proc.stdout)["engines"][0]["engine"]["ok"] is False, proc.stderr
+        assert leaks(proc.stdout + proc.stderr, shape) == [], proc.stdout
+        for args, env in (((("--engine", value)), {}), ((), {"BUILDCTL_ENGINES": value})):
+            proc = invoke_here("build", "--recipe", "demo-cpu", *args, "--json", cwd=REPO,
+                               env={"BUILDCTL_ARTIFACTS": str(tmp_path / "artifacts"), **env})
+            assert proc.returncode == 2 and proc.stderr.splitlines()[-1].startswith("error: "), proc.stderr
+            assert leaks(proc.stdout + proc.stderr, shape) == [], proc.stderr
+
+
+# ---------------------------------------------------------------------------------------- registries
+# Issue 35: the registry engines share images through (--registry, BUILDCTL_REGISTRY) takes Docker's
+# HOST[:PORT][/PATH]; a login there is refused (it belongs to `docker login`), and the refusal quotes none.
+
+
+@pytest.mark.parametrize(("form", "shape"), [(f, s) for f in LOGINS for s in SHAPES])
+def test_a_registry_with_a_login_is_refused_without_it(form, shape):
+    from buildctl.settings import Settings
+
+    for encoded in (False, True):
+        secret = quote(password(shape), safe="") if encoded else password(shape)
+        for value in (f"{login(form, secret)}@registry.corp.example:5000/ml",
+                      f"https://{login(form, secret)}@registry.corp.example:5000/ml"):
+            with pytest.raises(InputError) as e:
+                Settings.from_cli("build", registry=value)
+            message = str(e.value)
+            assert "\n" not in message and "fix: " in message and "--registry" in message, message
+            assert leaks(message, shape) == [], message
+
+
+def test_the_cli_refuses_a_registry_login_in_one_line_through_flag_and_variable(tmp_path):
+    value = f"{login('user:password', quote(password('mixed'), safe=''))}@registry.corp.example:5000/ml"
+    for args, env in ((("--registry", value), {}), ((), {"BUILDCTL_REGISTRY": value})):
+        proc = invoke_here("build", "--recipe", "demo-cpu", *args, "--json", cwd=REPO,
+                           env={"BUILDCTL_ARTIFACTS": str(tmp_path / "artifacts"), **env})
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert leaks(proc.stdout + proc.stderr, "mixed") == [], proc.stderr
+
+
+# ---------------------------------------------------------------------------------------- indexes
+# `invoke publish --to URL`: what it prints when the index cannot be reached or is refused (port 1 of
+# the loopback refuses at once; another host over plain http is refused before any request).
+
+
+@pytest.mark.parametrize(("form", "shape"), [(f, s) for f in LOGINS for s in SHAPES])
+def test_an_index_urls_login_is_in_no_publish_message(form, shape, tmp_path, monkeypatch):
+    from publish_helpers import make_artifact, make_wheel
+
+    from buildctl.errors import BuildctlError
+    from buildctl.store import publish
+
+    monkeypatch.setenv("NETRC", os.devnull)
+    art = make_artifact(tmp_path / "artifacts", "demo-cpu", "k1", make_wheel(tmp_path / "wheels", "bctl-demo", "1.0"))
+    for encoded in (False, True):
+        for scheme, host in (("http", "127.0.0.1:1"), ("https", "[::1]:1"), ("http", HOSTS[0])):
+            value = url(scheme, form, host, shape, encoded=encoded, path="/")
+            with pytest.raises(BuildctlError) as e:
+                publish.publish(value, artifact_dirs=[str(art)], root=tmp_path / "artifacts", environ={})
+            message = str(e.value)
+            assert "\n" not in message and leaks(message, shape) == [], message
+
+
+def test_the_cli_publish_shows_no_index_login(tmp_path):
+    from publish_helpers import make_artifact, make_wheel
+
+    art = make_artifact(tmp_path / "artifacts", "demo-cpu", "k1", make_wheel(tmp_path / "wheels", "bctl-demo", "1.0"))
+    for value in (url("http", "user:password", "127.0.0.1:1", "mixed", encoded=True, path="/"),
+                  url("http", "token", HOSTS[0], "mixed", encoded=True, path="/"),
+                  url("https", ":password", "[::1]:1", "mixed", encoded=False, path="/")):
+        proc = invoke_here("publish", "--artifact", str(art), "--to", value, "--json", cwd=REPO,
+                           env={"NETRC": os.devnull})
+        assert proc.returncode in (1, 2) and proc.stderr.count("\n") == 1, proc.stderr
+        assert leaks(proc.stdout + proc.stderr, "mixed") == [], proc.stderr
+
+
+# ---------------------------------------------------------------------------------------- git mirrors
+
+
+@pytest.mark.parametrize(("form", "shape"), [(f, s) for f in LOGINS for s in SHAPES])
+def test_a_git_mirrors_login_is_refused_or_kept_out_of_everything_written(form, shape, tmp_path):
+    """--git-mirror PREFIX=MIRROR: a login in MIRROR is a credential (git gets it at run time only)."""
+    raw = url("https", form, HOSTS[0], shape, encoded=False, path="/github/")
+    if refused_as_written(form, shape):
+        with pytest.raises(RecipeError) as e:
+            recipe.load("demo-cpu", site={"git_mirrors": [f"https://github.com/={raw}"]})
+        assert "\n" not in str(e.value) and leaks(str(e.value), shape) == [], str(e.value)
+    encoded = url("https", form, HOSTS[0], shape, encoded=True, path="/github/")
+    spec = recipe.load("demo-cpu", site={"git_mirrors": [f"https://github.com/={encoded}"]})
+    files = render.render(spec).files
+    assert {name: leaks(text, shape) for name, text in files.items() if leaks(text, shape)} == {}
+    assert leaks(json.dumps(recipe.masked_dump(spec)), shape) == []
+    run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
+    assert leaks(json.dumps(container_env(run, 2)), shape) == []
+    assert any(encoded in v for _, v in secrets.split_credentials(spec)[1].env)  # git gets it, at run time
+
+
+# ---------------------------------------------------------------------------------------- base images
+
+
+@pytest.mark.parametrize(("form", "shape"), [(f, s) for f in LOGINS for s in SHAPES])
+def test_a_base_image_mirror_with_a_login_is_refused_before_debootstrap(form, shape):
+    """`invoke base-image --mirror URL`: a login would stand in debootstrap's command line, the image's
+    sources.list and its buildctl.mirror label. Refused before anything runs, quoting none of it."""
+    from buildctl.host import base_images
+
+    for encoded in (False, True):
+        value = url("http", form, HOSTS[0], shape, encoded=encoded, path="/debian")
+        with pytest.raises(base_images.BaseImageError) as e:
+            base_images.make_base_image(None, "bookworm", mirror=value)
+        assert "\n" not in str(e.value) and leaks(str(e.value), shape) == [], str(e.value)
+    with pytest.raises(base_images.BaseImageError):  # a login too short to be masked is still a login
+        base_images.make_base_image(None, "bookworm", mirror="http://ab:cd@deb.example/debian")

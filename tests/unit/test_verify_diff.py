@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -110,3 +111,55 @@ def test_diff_shows_the_tag_the_floors_and_what_was_vendored_side_by_side(tmp_pa
     none = compare.diff_paths(artifact(tmp_path / "c", cpu_probe(), {"recipe": "r", "key": "c"}),
                               artifact(tmp_path / "d", cpu_probe(), {"recipe": "r", "key": "d"}))
     assert all(r["same"] and r["a"] is None for r in none["portability"])  # no repair on either side
+
+
+def _paths(data, path=(), depth=0):
+    """Every key and list item of `data` four levels down (sections, fields, entries, their fields)."""
+    yield path
+    if depth >= 4:
+        return
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for k, v in items:
+        yield from _paths(v, (*path, k), depth + 1)
+
+
+def _replaced(data, path, value):
+    data = json.loads(json.dumps(data))
+    cur = data
+    for p in path[:-1]:
+        cur = cur[p]
+    cur[path[-1]] = value
+    return data
+
+
+WRONG_TYPES = [5, "x", [], {}, None, True, -1.5, [1, "a"], {"a": [1]}, "9" * 5000]
+
+
+def test_a_manifest_of_wrong_types_is_shown_never_a_crash(tmp_path):
+    """Issue 35, item 8: `invoke diff` read manifest.json fields as the types it expected (`"vendored": 5`
+    raised TypeError, a vendored library's size given as a string too): an internal error. Every field of
+    a manifest as the publish writes it (portability and extensions included), each of ten wrong types on
+    side B: the comparison is made and printed."""
+    from publish_helpers import assembled_artifact
+
+    from buildctl import recipe
+
+    (tmp_path / "build").mkdir()
+    _, manifest = assembled_artifact(recipe.load("demo-cpu"), tmp_path / "build", "demofw-0.1-cp311-cp311-linux_x86_64.whl")
+    manifest["portability"] = {"repaired": True, "tag": "manylinux_2_35_x86_64", "glibc": "2.35", "reason": None,
+                               "vendored": [{"soname": "libgomp.so.1", "file": "d.libs/libgomp.so", "bytes": 310369}],
+                               "excluded": [{"soname": "libnccl.so.2", "pattern": "libnccl.so*", "reason": "CUDA"}]}
+    side_a = compare.load_side(artifact(tmp_path / "a", cpu_probe(), manifest))
+    tried = 0
+    for path in _paths(manifest):
+        if not path:
+            continue
+        for value in WRONG_TYPES:
+            side_b = {"label": "b", "manifest": _replaced(manifest, path, value), "report": None}
+            result = compare.diff_reports(side_a, side_b)
+            if path == ("portability", "vendored", 0, "bytes"):  # printed once a value (38 ms each)
+                compare.print_diff(result, Console(file=io.StringIO(), width=80))
+            tried += 1
+    assert tried > 500
+    b = artifact(tmp_path / "b", cpu_probe(), _replaced(manifest, ("portability", "vendored"), 5))
+    assert compare.diff_paths(b, b)["portability"][3]["a"] == "none"  # through the files, as `invoke diff` reads

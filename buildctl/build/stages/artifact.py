@@ -9,25 +9,28 @@ packaging) is imported by the publish's functions.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import platform
+import re
 import shutil
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
 from buildctl import __version__, render
+from buildctl.build import compile_cache, resume
+from buildctl.build.stages import Compiled, Published, Run
+from buildctl.errors import BuildctlError, InputError, StepFailed
+from buildctl.recipe.fields import size_bytes
+from buildctl.recipe.loader import masked_dump, spec_hash
+from buildctl.recipe.schema import Spec
+from buildctl.secrets import mask_url, mirror_for
 from buildctl.store import artifacts, portability
 from buildctl.store import manifest as manifest_mod
 from buildctl.store.manifest import Manifest
-from buildctl.build import compile_cache, resume
-from buildctl.errors import InputError, StepFailed
-from buildctl.recipe.fields import size_bytes
-from buildctl.recipe.loader import masked_dump
-from buildctl.secrets import mask_url, mirror_for
-from buildctl.recipe.schema import Spec
-from buildctl.build.stages import Compiled, Published, Run
-from buildctl.recipe.loader import spec_hash
 
 CONTEXT_DIR = "context"  # in the artifact: the rendered files the runtime image is built from
 
@@ -44,8 +47,53 @@ def download_list(rendered: render.Rendered) -> list[dict]:
             for stage, d in rendered.downloads]
 
 
+class NoSpace(BuildctlError):
+    """The artifacts folder filled up while the artifact was written (exit 1); the staging folder goes."""
+
+
+MANIFEST_ROOM = 64 << 10  # about what the manifest and the use stamp take beyond the files
+
+
+@contextlib.contextmanager
+def _room(run: Run, staging: Path, needed: int) -> Iterator[None]:
+    """ENOSPC (or a full quota) while writing into `staging`: one NoSpace line naming the artifacts folder,
+    about what the artifact needs there and what is free, and the fix. What was written goes with the
+    staging folder (artifacts.staging removes it); nothing is published."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        root = staging.parent.parent
+        try:
+            free = f"{shutil.disk_usage(root).free / 1e6:.1f} MB are free there"
+        except OSError:
+            free = "how much is free there cannot be read"
+        raise NoSpace(f"no space left in {root} to publish the artifact of {run.spec.name}: it needs about "
+                      f"{needed / 1e6:.1f} MB, {free}; fix: free space there (`invoke clean --keep-gb N`), or set "
+                      "BUILDCTL_ARTIFACTS to a folder on a disk with room") from None
+
+
+def _bytes(paths: Iterable[Path]) -> int:
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            total += path.stat().st_size if path.is_file() else sum(
+                p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return total
+
+
 def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, float]) -> Manifest:
-    """The wheel, build.log, the runtime context and the manifest in `staging`; the manifest."""
+    """The wheel, build.log, the runtime context and the manifest in `staging`; the manifest. A full disk
+    is NoSpace."""
+    wheels = [*compiled.out_dir.glob("*.whl"), *(compiled.out_dir / "extensions").glob("*.whl")]
+    needed = (_bytes([*wheels, compiled.out_dir / "ninja_log.txt"]) + len(run.log.text().encode())
+              + sum(len(t.encode()) for t in compiled.image.prepared.rendered.files.values()) + MANIFEST_ROOM)
+    with _room(run, staging, needed):
+        return _assemble(run, compiled, staging, durations)
+
+
+def _assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, float]) -> Manifest:
     out_dir, prepared = compiled.out_dir, compiled.image.prepared
     spec = run.spec
     wheels = sorted(out_dir.glob("*.whl"))
@@ -54,7 +102,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
     built_extensions = extension_wheels(spec, out_dir, run.log.text())
     versions = _parse_kv(out_dir / "versions.txt")
     cache = _cache_stats(out_dir, run.spec.site.cache_url if run.spec.build.cache == "ccache" else None)
-    peak = (out_dir / "peak-memory.txt").read_text().strip() if (out_dir / "peak-memory.txt").exists() else ""
+    peak = _read_text(out_dir / "peak-memory.txt").strip()
     counts = _parse_kv(out_dir / "resumed.txt")
     source_date_epoch = versions.pop("source_date_epoch", "")
     frontend = versions.pop("frontend", "")
@@ -88,7 +136,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
                    "path": src.path, "tarball": src.tarball and mask_url(src.tarball.url),
                    **_prebuilt(src),
                    "commit": versions.pop("source_commit", None), "mirror": mirror_for(src.git, spec.site)},
-        "source_date_epoch": int(source_date_epoch) if source_date_epoch.isdigit() else None,
+        "source_date_epoch": count(source_date_epoch),
         "build_type": spec.build.type,
         "cuda_arch": list(spec.build.cuda_arch),
         "rocm_arch": list(spec.toolchain.rocm.arch) if spec.toolchain.rocm else [],
@@ -96,7 +144,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "toolchain": versions,
         "pins": _pins(spec),
         "max_jobs": compiled.max_jobs,
-        "peak_memory_bytes": int(peak) if peak.isdigit() else None,
+        "peak_memory_bytes": count(peak),
         "compile_cache": {"tool": spec.build.cache, **cache},
         "resumed": resume.resumed_section(counts, interrupt),
         "wheels": entries,
@@ -189,7 +237,7 @@ def _extensions_section(spec: Spec, out_dir: Path, framework_wheels: list[Path],
                      "file": wheel.name, "version": wheel_facts.wheel_tags(wheel).get("version"),
                      "requires": [r for r in wheel_facts.wheel_requires(wheel)
                                   if _names(r, spec.framework.dist)],
-                     "frontend": facts.get("frontend"), "build_seconds": int(seconds) if seconds.isdigit() else None})
+                     "frontend": facts.get("frontend"), "build_seconds": count(seconds)})
     return {"built_against": against, "extensions": rows}
 
 
@@ -226,8 +274,9 @@ def _frontend(reported: str, wheel: Path) -> dict:
 
 def publish(run: Run, compiled: Compiled, staging: Path, manifest: Manifest) -> Published:
     key = compiled.image.prepared.key
-    manifest.write(staging / manifest_mod.NAME)
-    final = artifacts.publish(staging, run.spec.name, key, run.opts.artifacts_root)
+    with _room(run, staging, _bytes([staging]) + MANIFEST_ROOM):
+        manifest.write(staging / manifest_mod.NAME)
+        final = artifacts.publish(staging, run.spec.name, key, run.opts.artifacts_root)
     resume.discard(run.spec.name, key, run.opts.artifacts_root)  # the manifest holds it now
     return Published(run.spec.name, key, final, manifest, cached=False)
 
@@ -281,23 +330,28 @@ def _pins(spec: Spec) -> dict:
 
 
 def _parse_kv(path: Path) -> dict[str, str]:
-    text = path.read_text() if path.is_file() else ""
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return dict(line.split("=", 1) for line in _read_text(path).splitlines() if "=" in line)
+
+
+def count(text: str) -> int | None:
+    """A whole number the build container wrote, or None: ASCII digits only (str.isdigit takes '²', which
+    int() refuses) and few of them (int() refuses more than 4300)."""
+    text = text.strip()
+    return int(text) if re.fullmatch(r"[0-9]{1,18}", text) else None
 
 
 def _cache_stats(out_dir: Path, cache_url: str | None = None) -> dict:
     """hits, misses, hit rate from ccache --print-stats (tab-separated) or sccache's JSON stats; with
     ccache also the local volume's and the shared server's own figures (compile_cache.stats)."""
     if (out_dir / "cache-stats.json").is_file():
-        return _sccache_stats((out_dir / "cache-stats.json").read_text())
+        return _sccache_stats(_read_text(out_dir / "cache-stats.json"))
     if not (out_dir / "cache-stats.txt").is_file():
         return {}
-    text = (out_dir / "cache-stats.txt").read_text()
     stats = {}
-    for line in text.splitlines():
+    for line in _read_text(out_dir / "cache-stats.txt").splitlines():
         parts = line.split("\t")
-        if len(parts) == 2 and parts[1].strip().isdigit():
-            stats[parts[0].strip()] = int(parts[1])
+        if len(parts) == 2 and count(parts[1]) is not None:
+            stats[parts[0].strip()] = count(parts[1])
     hits = stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0)
     misses = stats.get("cache_miss", 0)
     total = hits + misses
@@ -313,7 +367,9 @@ def _sccache_stats(text: str) -> dict:
         stats = json.loads(text).get("stats", {})
         hits = sum((stats.get("cache_hits") or {}).get("counts", {}).values())
         misses = sum((stats.get("cache_misses") or {}).get("counts", {}).values())
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
+        return {}
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (hits, misses)):
         return {}
     total = hits + misses
     return {"hits": hits, "misses": misses, "hit_rate": round(hits / total, 3) if total else None}

@@ -31,15 +31,19 @@ The modules: wheels (select and check the artifacts), folder (a static index), s
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from buildctl.errors import InputError
 from buildctl.secrets import mask_url
+from buildctl.store import artifacts
 from buildctl.store.publish.folder import publish_to_folder
 from buildctl.store.publish.server import Server, masker_for, publish_to_server
 from buildctl.store.publish.wheels import PublishError, Wheel, check_selection, load_wheels, select_artifacts
+
+LOCK_WAIT_S = 120  # for `invoke clean` to finish removing what it started on (then: LockTimeout, one line)
 
 
 def publish(to: str, *, recipe: str | None = None, artifact_dirs: Iterable[str] = (), root: Path | None = None,
@@ -52,14 +56,21 @@ def publish(to: str, *, recipe: str | None = None, artifact_dirs: Iterable[str] 
     if scheme and scheme not in ("http", "https"):
         raise InputError(f"--to (value not shown): {scheme}:// is not a destination; fix: a folder path, or an "
                          "http(s):// upload URL")
-    wheels = check_selection([w for d in select_artifacts(recipe, artifact_dirs, root) for w in load_wheels(d)])
-    if scheme:
-        rows, simple = publish_to_server(wheels, to, environ)
-        return {"to": mask_url(to), "kind": "server", "index_url": simple, "wheels": rows}
-    index = Path(to).expanduser()
-    rows = publish_to_folder(wheels, index)
-    return {"to": str(index), "kind": "folder", "index_url": None, "simple_dir": str(index / "simple"),
-            "wheels": rows}
+    with contextlib.ExitStack() as held:
+        # Each artifact's key lock, shared, while its files are read and copied (as a build reading it holds
+        # it): `invoke clean`, which takes it exclusively, removes none of them meanwhile.
+        dirs = select_artifacts(recipe, artifact_dirs, root)
+        for d in dirs:
+            held.enter_context(artifacts.key_lock(d.parent.name, d.name, d.parent.parent, shared=True,
+                                                  timeout=LOCK_WAIT_S))
+        wheels = check_selection([w for d in dirs for w in load_wheels(d)])
+        if scheme:
+            rows, simple = publish_to_server(wheels, to, environ)
+            return {"to": mask_url(to), "kind": "server", "index_url": simple, "wheels": rows}
+        index = Path(to).expanduser()
+        rows = publish_to_folder(wheels, index)
+        return {"to": str(index), "kind": "folder", "index_url": None, "simple_dir": str(index / "simple"),
+                "wheels": rows}
 
 
 __all__ = ["PublishError", "Server", "Wheel", "masker_for", "publish", "select_artifacts"]

@@ -20,6 +20,8 @@ from buildctl.secrets import Masker, mask_url, secret_values_from_env, url_secre
 from buildctl.store.publish.wheels import PublishError, Wheel, conflict
 
 HTTP_TIMEOUT = 60
+MAX_PAGE_BYTES = 16 << 20  # a simple page of thousands of files is a few MB; a server's answer is untrusted
+LOOPBACK = ("localhost", "::1")
 
 
 class _Links(HTMLParser):
@@ -97,18 +99,20 @@ def publish_to_server(wheels: list[Wheel], url: str, environ: Mapping[str, str] 
     server = Server.from_url(url, env)
     masker = masker_for(url, server, env)
     shown = mask_url(server.url)
+    refuse_in_clear(server, shown)
     session = requests.Session()
     if server.username is not None:
         session.auth = (server.username, server.password or "")
 
-    def get(page_url: str) -> requests.Response:
+    def get(page_url: str) -> Page:
         try:
-            return session.get(page_url, allow_redirects=False, timeout=HTTP_TIMEOUT)
+            with session.get(page_url, allow_redirects=False, timeout=HTTP_TIMEOUT, stream=True) as resp:
+                return Page(resp.status_code, resp.reason, _capped_text(resp, shown))
         except requests.RequestException as e:
             raise PublishError(masker(f"cannot reach the index server at {shown}: {_first_line(e)}; fix: start "
                                       "it, or check --to")) from None
 
-    def refused(resp: requests.Response, doing: str) -> PublishError:
+    def refused(resp: Page, doing: str) -> PublishError:
         if resp.status_code in (401, 403):
             return PublishError(f"the index server at {shown} refused the credentials ({resp.status_code} "
                                 f"{resp.reason}) {doing}; fix: set BUILDCTL_PUBLISH_USERNAME and "
@@ -155,6 +159,44 @@ def publish_to_server(wheels: list[Wheel], url: str, environ: Mapping[str, str] 
                                "server's log and storage")
         rows.append(w.row("added"))
     return rows, simple
+
+
+@dataclass(frozen=True)
+class Page:
+    """A server's answer: its status and its text, read within MAX_PAGE_BYTES."""
+
+    status_code: int
+    reason: str
+    text: str
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
+def _capped_text(resp, shown: str) -> str:
+    """The body of `resp` (streamed), decoded; PublishError past MAX_PAGE_BYTES, the rest left unread."""
+    body = bytearray()
+    for chunk in resp.iter_content(1 << 16):
+        body += chunk
+        if len(body) > MAX_PAGE_BYTES:
+            raise PublishError(f"a page of the index server at {shown} is larger than {_size(MAX_PAGE_BYTES)}, "
+                               "not read further; fix: check that --to names a PEP 503 index server")
+    return bytes(body).decode(resp.encoding or "utf-8", "replace")
+
+
+def refuse_in_clear(server: Server, shown: str) -> None:
+    """Credentials for an http:// server on another host would travel unencrypted: refused before any
+    request (pip, likewise, refuses a plain-http index that is not a trusted host). The loopback (an
+    index on this machine) and https:// take them."""
+    if server.username is None and not server.password:
+        return
+    parts = urlsplit(server.url)
+    host = (parts.hostname or "").lower()
+    if parts.scheme != "http" or host in LOOPBACK or host.startswith("127."):
+        return
+    raise InputError(f"--to {shown}: its credentials would travel unencrypted to another host (http://); fix: use "
+                     "the index's https:// URL, or publish on the index's own machine (http://127.0.0.1:PORT/)")
 
 
 def _first_line(e: BaseException) -> str:

@@ -87,7 +87,7 @@ class Expectations:
     @classmethod
     def from_wheel_name(cls, filename: str) -> Expectations:
         """Without a recipe: what a PyPI-style local version promises ('+cpu', '+cu130'), else nothing."""
-        m = re.match(r"[^-]+-[^-]*\+(cpu|cu(\d+)(\d))[.-]", filename)
+        m = re.match(r"[^-]+-[^-]*\+(cpu|cu([0-9]{1,3})([0-9]))[.-]", filename)
         if not m:
             return cls()
         src = dict.fromkeys(("cuda", "nccl", "cudnn", "arch"), "the wheel's tag says")

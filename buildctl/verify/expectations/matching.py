@@ -15,9 +15,15 @@ _TRUE = {"ON", "1", "TRUE", "YES", "Y"}
 _FALSE = {"OFF", "0", "FALSE", "NO", "N", ""}
 
 
+MAX_COMPONENT_DIGITS = 9  # a version component longer than this reads as no version (int() stops at 4300)
+
+
 def version_numbers(v: str) -> list[int]:
-    m = re.match(r"\d+(\.\d+)*", str(v).strip())
-    return [int(x) for x in m.group(0).split(".")] if m else []
+    """The leading dotted numbers of `v` (the wheel under test wrote it): ASCII digits only (str.isdigit
+    takes '²', which int() refuses); a component of more than MAX_COMPONENT_DIGITS makes it unreadable, []."""
+    m = re.match(r"[0-9]+(?:\.[0-9]+)*", str(v).strip())
+    parts = m.group(0).split(".") if m else []
+    return [int(x) for x in parts] if all(len(x) <= MAX_COMPONENT_DIGITS for x in parts) else []
 
 
 def version_matches(expected: str, actual: str | None) -> bool:
@@ -52,8 +58,9 @@ def normalize_arch_list(tokens) -> tuple[str, ...]:
 
 
 def arch_sort_key(a: str) -> tuple[int, str]:
-    m = re.search(r"(\d+)", a)
-    return (int(m.group(1)) if m else 0, a)
+    m = re.search(r"[0-9]+", a)
+    digits = m.group(0).lstrip("0") if m else ""
+    return (int(digits or 0) if len(digits) <= MAX_COMPONENT_DIGITS else 10 ** MAX_COMPONENT_DIGITS, a)
 
 
 def format_arch_set(items) -> str:
@@ -97,7 +104,7 @@ def wheel_archs(probe: dict) -> tuple[set[str], set[str], str]:
 
 def binary_arch_to_cuda_arch(token: str) -> str | None:
     """'sm_90a' -> '9.0a', 'compute_90' -> '9.0+PTX' (the TORCH_CUDA_ARCH_LIST spelling compat reads)."""
-    m = re.fullmatch(r"(sm|compute)_(\d+)(\d)([af]?)", token)
+    m = re.fullmatch(r"(sm|compute)_([0-9]{1,3})([0-9])([af]?)", token)
     if not m:
         return None
     arch = f"{m.group(2)}.{m.group(3)}{m.group(4)}"
