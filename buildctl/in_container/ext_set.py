@@ -9,10 +9,10 @@ SET.json: {"framework": {"dist": "torch", "module": "torch"},
            "beside": ["torchvision", ...]}   # installed next to the set, not built with it
 
 For each extension (and each package beside the set): it is installed, it imports (in a child, so that
-one crash is one result), its smoke check passes (a child running the recipe's code), the torch it
-names in Requires-Dist and the one it was built against are the one installed, and its .so files fit
-that torch (abi_check: undefined c10/at/torch symbols, C++11 ABI, CUDA/HIP libraries). Each result
-carries one line saying what differs, naming both torches. Exit status: 0 written (whatever it says),
+one crash is one result), its smoke check passes (a child running the recipe's code), the framework it
+names in Requires-Dist and the one it was built against are the one installed (torch or another, such as
+demofw), and, when the framework is torch, its .so files fit that torch (abi_check: undefined c10/at/torch
+symbols, C++11 ABI, CUDA/HIP libraries). Each result carries one line saying what differs, naming both. Exit status: 0 written (whatever it says),
 2 bad input.
 """
 
@@ -127,12 +127,12 @@ def describe_torch(t: dict) -> str:
     return f"torch {t['version']} ({gpu}, C++11 ABI {int(bool(t['cxx11_abi']))}, git {t.get('git_version')})"
 
 
-def built_for(abi: list[dict], requires: list[str], built_against: dict | None) -> str:
-    """What the package's files say it was built for: its torch pin, CUDA/HIP libraries, C++11 ABI."""
+def built_for(abi: list[dict], requires: list[str], built_against: dict | None, framework: str) -> str:
+    """What the package's files say it was built for: its framework pin, CUDA/HIP libraries, C++11 ABI."""
     parts = []
     if built_against:
-        parts.append(f"built against torch {built_against.get('version')}")
-    parts.append("; ".join(f"Requires-Dist: {r}" for r in requires) or "no torch in Requires-Dist")
+        parts.append(f"built against {framework} {built_against.get('version')}")
+    parts.append("; ".join(f"Requires-Dist: {r}" for r in requires) or f"no {framework} in Requires-Dist")
     libs = sorted({lib for r in abi for lib in r["gpu_libraries"]})
     cuda = sorted({m.group(1) for lib in libs for m in [re.match(r"libcudart\.so\.(\d+)", lib)] if m})
     if cuda:
@@ -157,7 +157,8 @@ def check_one(entry: dict, framework: dict, torch: dict | None, symbols) -> dict
         return result
     result["version"] = dist.version
     result["requires"] = requires_on(dist, framework["dist"])
-    result["differs"] += unmet(result["requires"], framework["dist"], installed_version(framework, torch))
+    installed = installed_version(framework, torch)
+    result["differs"] += unmet(result["requires"], framework["dist"], installed)
     ok, why, seconds = run_child(f"import {module}", 600)
     result["import"] = {"ok": ok, "error": None if ok else why, "seconds": round(seconds, 2)}
     if not ok:
@@ -171,10 +172,10 @@ def check_one(entry: dict, framework: dict, torch: dict | None, symbols) -> dict
         else:
             result["smoke"] = {"ok": None, "detail": "not run: the import failed", "seconds": 0}
     built_against = entry.get("built_against")
+    if built_against and built_against.get("version") != installed:
+        fw = framework["dist"]
+        result["differs"].append(f"built against {fw} {built_against.get('version')}, {fw} {installed} is installed")
     if torch is not None:
-        if built_against and built_against.get("version") != torch["version"]:
-            result["differs"].append(f"built against torch {built_against.get('version')}, torch {torch['version']} "
-                                     "is installed")
         for so in shared_objects(dist):
             try:
                 checked = abi_check.check(so, torch, *symbols)
@@ -190,8 +191,8 @@ def check_one(entry: dict, framework: dict, torch: dict | None, symbols) -> dict
     result["ok"] = not result["differs"]
     if not result["ok"]:
         here = describe_torch(torch) if torch else f"{framework['dist']} as installed"
-        result["reason"] = (f"{name} {dist.version} ({built_for(result['abi'], result['requires'], built_against)}) "
-                            f"does not fit {here}: {' | '.join(result['differs'])}")[:1500]
+        files_say = built_for(result["abi"], result["requires"], built_against, framework["dist"])
+        result["reason"] = f"{name} {dist.version} ({files_say}) does not fit {here}: {' | '.join(result['differs'])}"[:1500]
     return result
 
 

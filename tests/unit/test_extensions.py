@@ -377,3 +377,35 @@ def test_the_extension_check_compares_requires_dist_with_the_installed_framework
         detail = checks[name].detail
         assert "\n" not in detail and f"Requires-Dist {pin}" in detail.replace(" (", "").replace(")", ""), detail
         assert "fakefw 2.7.0+cpu is installed" in detail, detail
+
+
+def test_the_extension_check_compares_built_against_with_any_installed_framework(tmp_path):
+    """Issue 36: the manifest's built_against was compared with the installed framework only when that was
+    torch (the ABI rows' branch): an extension of demofw built against 0.1.0+cpu beside demofw 0.2.0
+    reported ok. The version comparison is every framework's; the ABI rows stay torch's."""
+    import subprocess
+    import sys
+
+    from buildctl.in_container import EXTENSION_CHECK_FILES
+
+    site = tmp_path / "site"
+    _dist(site, "fakefw", "0.2.0+cpu")
+    _dist(site, "built-for-old", "1.0")
+    _dist(site, "built-for-this", "1.0")
+    wanted = {"framework": {"dist": "fakefw", "module": "fakefw"},
+              "extensions": [{"name": "built-for-old", "built_against": {"version": "0.1.0+cpu", "framework": "fakefw"}},
+                             {"name": "built-for-this", "built_against": {"version": "0.2.0+cpu",
+                                                                          "framework": "fakefw"}}]}
+    (tmp_path / "set.json").write_text(json.dumps(wanted))
+    script = next(p for p in EXTENSION_CHECK_FILES if p.name == "ext_set.py")
+    done = subprocess.run([sys.executable, str(script), "--set", str(tmp_path / "set.json"), "--out",
+                           str(tmp_path / "out.json")], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(site)})
+    assert done.returncode == 0, done.stderr
+    found = extensions.load_result(tmp_path / "out.json", "test")
+    checks = {c.name: c for c in extensions.checks(found)}
+    assert {name: c.ok for name, c in checks.items()} == {"extension built-for-old": False,
+                                                          "extension built-for-this": True}
+    detail = checks["extension built-for-old"].detail
+    assert "\n" not in detail and "built against fakefw 0.1.0+cpu, fakefw 0.2.0+cpu is installed" in detail, detail
+    assert [r["abi"] for r in found["results"]] == [[], []]  # the .so rows are torch's (abi_check reads torch)
