@@ -628,12 +628,17 @@ def test_demo_cuda13_wheel_vendors_nothing_of_cuda_or_the_driver(demo_cuda13):
 def test_a_library_left_out_of_the_wheel_fails_the_bare_image_check_by_name(ws):
     """A demo linked against a library the bare image lacks (libgomp: in the builder image with the
     compiler, not in a base image with only Python), kept out of the wheel by build.wheel.exclude and
-    installed in the recipe's runtime image: the build publishes, the wheel works in its runtime image, and
-    verification fails on the `portable` check alone, naming the library and its package."""
+    installed in the recipe's runtime image: the wheel works in its runtime image, verification fails on
+    the `portable` check alone, naming the library and its package, and the artifact is not published
+    (issue 34): nothing in the store says "built"; the wheel, its manifest and the report are kept in the
+    failure's folder to look at."""
     run = ws.build("demo-cpu", "--set", "build.env.LDFLAGS=-Wl,--no-as-needed -lgomp",
                    "--set", 'build.wheel.exclude=["libgomp.so*"]', "--set", "packages.runtime=[libgomp1]",
                    artifacts="gomp")
     assert run.returncode == 1 and run.payload.get("ok") is False, run.explain()
+    assert run.payload["published"] is False, run.explain()
+    assert not list(run.artifacts_root.glob("demo-cpu/*/manifest.json"))  # the store holds nothing of it
+    assert run.artifact.parent == run.artifacts_root / "failures", run.artifact  # kept, outside the store
     section = run.manifest["portability"]
     gomp = next(e for e in section["excluded"] if e["soname"] == "libgomp.so.1")
     assert gomp["reason"] == "listed in build.wheel.exclude" and gomp["package"].startswith("libgomp1 "), section
@@ -644,6 +649,35 @@ def test_a_library_left_out_of_the_wheel_fails_the_bare_image_check_by_name(ws):
     assert "left out of the wheel: listed in build.wheel.exclude" in portable.detail
     assert [c.name for c in report.checks if c.ok is False] == ["portable"], report.checks
     assert "checks failed: libgomp.so.1 missing (Debian package libgomp1 " in run.payload["error"]  # the line read first
+
+
+def test_a_feature_cmake_drops_stops_the_build_after_configure(ws, demo_cuda13):
+    """The configure gate (issue 34): demo-cuda13 with an nvcc that is not there configures as PyTorch
+    does ("nvcc not found. Not compiling with CUDA", USE_CUDA OFF) and carried on to compile and publish a
+    CPU wheel; now the build stops after configure, exit 1, with one line for USE_CUDA: what the recipe
+    asked, what CMake decided, the configure log's line that says why, and the fix. Nothing is compiled or
+    published; the repro bundle replays the configure. Cost: the builder image comes from demo-cuda13's
+    layers (only the build script's layer is new) and the configure takes seconds."""
+    demo_cuda13.ok()  # its image layers are the cache this build reuses
+    run = ws.build("demo-cuda13", "--set", "build.env.CMAKE_CUDA_COMPILER=/nonexistent/nvcc", artifacts="gate")
+    print(f"configure gate refusal: {run.seconds:.1f} s from `invoke build` to exit")
+    assert run.returncode == 1 and run.payload.get("ok") is False, run.explain()
+    assert run.payload["error"] == "build of demo-cuda13 failed in step configure (exit 1)", run.explain()
+    lines = [ln.strip() for ln in run.stderr.splitlines()]
+    use_cuda = [ln for ln in lines if ln.startswith("USE_CUDA: asked ON")]
+    assert len(use_cuda) == 1, run.explain()
+    assert "CMake decided OFF" in use_cuda[0] and "nvcc not found" in use_cuda[0], use_cuda
+    assert "Not compiling with CUDA" in use_cuda[0] and "fix:" in use_cuda[0], use_cuda
+    assert "/nonexistent/nvcc" in use_cuda[0].partition("fix:")[2], use_cuda  # the fix names the override
+    assert run.payload["diagnosis"]["id"] == "configure-gate", run.payload["diagnosis"]
+    durations = run.payload["durations_s"]
+    assert "configure" in durations and "compile" not in durations and "publish" not in durations, durations
+    assert not list(run.artifacts_root.glob("demo-cuda13/*/manifest.json"))  # nothing published
+    bundle = Path(run.payload["bundle"])
+    data = json.loads((bundle / "bundle.json").read_text())
+    assert data["step"] == "configure" and data["env"].get("BUILDCTL_UNTIL") == "configure", data
+    log = (bundle / "build.log").read_text()
+    assert "buildctl: step configure" in log and "buildctl: step compile" not in log  # nothing compiled
 
 
 @pytest.mark.engines
