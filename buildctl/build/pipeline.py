@@ -47,6 +47,7 @@ from buildctl.ui import TimeLeft, View
 
 if TYPE_CHECKING:
     from buildctl.build import eta, eta_prior
+    from buildctl.build.configure_gate import Gate
     from buildctl.verify.report import Report, VerificationFailed
 
 __all__ = ["BuildOptions", "BuildResult", "PartialResult", "run", "verify_artifact"]
@@ -80,6 +81,7 @@ class PartialResult:
     out_dir: Path
     volume: str  # the build-dir volume a full build resumes from
     durations: Mapping[str, float] = field(default_factory=dict)
+    gate: Gate | None = None  # the configure gate's table (every --until past the image)
 
 
 class Steps:
@@ -112,7 +114,9 @@ class Steps:
         if self.current is None:
             return
         name, self.current = self.current, None
-        self.durations[name] = round(time.monotonic() - self._since, 2)
+        # a step that runs again (source and configure: once for the configure gate, once more, briefly,
+        # as the compile container resumes the configured build directory) counts all its time
+        self.durations[name] = round(self.durations.get(name, 0.0) + time.monotonic() - self._since, 2)
         self.view.step_finished(name, self.durations[name], status)
 
     def skip(self, name: str, status: str) -> None:
@@ -236,7 +240,8 @@ def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published
         try:
             steps.prior = _eta_prior(ctx)
             steps.start("source")  # then configure, compile, wheel, from the script's step lines
-            compiled = compile_stage.compile(ctx, built, out_dir)
+            configured = compile_stage.configure(ctx, built, out_dir)  # stops here when CMake dropped a feature
+            compiled = compile_stage.compile(ctx, configured, out_dir)
             steps.finish()
             steps.start("publish")
             manifest = artifact.assemble(ctx, compiled, staging, dict(steps.durations))
@@ -280,11 +285,13 @@ def _build_until(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
     out_dir.mkdir(parents=True)
     steps.prior = _eta_prior(ctx)
     steps.start("source")
-    compile_stage.compile(ctx, built, out_dir)
+    configured = compile_stage.configure(ctx, built, out_dir)
+    if opts.until != "configure":
+        compile_stage.compile(ctx, configured, out_dir)
     steps.finish()
     (out_dir / "build.log").write_text(ctx.log.text() + "\n")
     work, _ = volume_names(spec, key, ctx.namespace)
-    return PartialResult(spec.name, key, opts.until, out_dir, work, dict(steps.durations))
+    return PartialResult(spec.name, key, opts.until, out_dir, work, dict(steps.durations), configured.gate)
 
 
 def _verify(ctx: Run, steps: Steps, published: Published,

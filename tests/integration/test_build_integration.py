@@ -443,6 +443,26 @@ def test_the_frontend_comes_from_the_tree_and_the_manifest_says_which(build: Bui
         assert "setup.py" not in log
 
 
+def test_the_configure_gate_held_and_the_manifest_records_what_cmake_decided(build: BuildRun, request):
+    """issue 34: every demo build passed the configure gate, and its manifest records the facts fact by fact
+    (what the recipe asks, what CMake decided, where CMake recorded it)."""
+    build.ok()
+    section = build.manifest["configure"]
+    assert section["ok"] is True and section["mismatches"] == 0 and section["judged"] >= 5, section
+    rows = {r["fact"]: r for r in section["rows"]}
+    for fact in ("Python", "NumPy", "build type", "compiler launcher"):
+        assert rows[fact]["status"] == "ok", rows[fact]
+    exp = EXPECT[request.node.callspec.params["build"]]
+    assert (rows["USE_CUDA"]["asked"], rows["USE_CUDA"]["decided"]) == (("ON", "ON") if exp["cuda_arch"] else
+                                                                        ("OFF", "OFF"))
+    if exp["cuda_arch"]:
+        assert rows["CUDA version"]["status"] == rows["CUDA archs"]["status"] == "ok", rows
+        assert rows["CUDA archs"]["decided"] == "8.0 9.0" and rows["CUDA version"]["decided"] == exp["toolchain"]["cuda"]
+    if exp["nccl"]:
+        assert rows["NCCL version"]["decided"] == exp["toolchain"]["nccl"] and rows["NCCL library"]["status"] == "ok"
+    assert "buildctl: configure gate: " in (build.artifact / "build.log").read_text()
+
+
 def test_until_configure_on_scikit_build_core_prints_the_cmake_summary(ws, demo_skbuild_cpu):
     """`--until configure` on the scikit-build-core tree: its sdist hook configures into build/ and the
     summary is shown, as on setup.py's --cmake-only."""
@@ -451,6 +471,8 @@ def test_until_configure_on_scikit_build_core_prints_the_cmake_summary(ws, demo_
     assert run.returncode == 0 and run.payload["until"] == "configure", run.explain()
     assert run.payload["configure"]["CMAKE_BUILD_TYPE"] == "Debug", run.payload["configure"]
     assert run.payload["ninja"]["steps"] == 0
+    gate = {r["fact"]: r for r in run.payload["gate"]["rows"]}  # the gate judged the Debug configure too
+    assert run.payload["gate"]["ok"] is True and gate["build type"]["decided"] == "Debug", gate
     ws.built.add(("demo-skbuild-cpu", run.payload["key"]))
 
 
@@ -783,9 +805,10 @@ def test_changed_source_file_rebuilds_with_compile_cache_hits(ws, demo_cpu, tmp_
     cc = m["compile_cache"]
     assert cc["hit_rate"] > 0 and cc["hits"] > 0 and cc["misses"] >= 1, cc
     assert run.payload["verification"]["ok"] is True
-    # (and the no-op test's detector sees a real build: one compile container, one verification)
+    # (and the no-op test's detector sees a real build: two compile containers, the configure the gate
+    # reads and the compile that resumes it, and one verification)
     mounts, creates = containers_of_key(docker_client, "demo-cpu", run.key, run)
-    assert len(mounts) == 1 and len(creates) == 1, (mounts, creates)
+    assert len(mounts) == 2 and len(creates) == 1, (mounts, creates)
 
 
 def test_key_covers_what_changes_the_output_and_nothing_else(ws, tmp_path, base_image):
@@ -963,7 +986,7 @@ def test_two_builds_of_one_key_at_once_serialise(ws, demo_cpu, docker_client):
     assert runs[1].manifest == m
     assert hashlib.sha256(runs[0].wheel.read_bytes()).hexdigest() == m["wheels"][0]["sha256"]
     mounts, _ = containers_of_key(docker_client, "demo-cpu", demo_cpu.key, runs[0])
-    assert len(mounts) == 1, mounts  # one compile: the second build did not compile again
+    assert len(mounts) == 2, mounts  # one configure and one compile: the second build did not compile again
 
 
 # ---------------------------------------------------------------------------------------------- secrets

@@ -112,6 +112,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "frontend": _frontend(frontend, wheels[0]) if wheels else None,
         "extensions": _extensions_section(spec, out_dir, wheels, built_extensions),
         "portability": section,
+        "configure": compiled.configure.to_dict() if compiled.configure is not None else None,
     })
 
 
