@@ -69,6 +69,9 @@ class BuildResult:
     report: Report | None = None  # the passing verification report
     verify_error: VerificationFailed | None = None  # the wheel is built but not what was asked (its report inside)
     base_image_id: str = ""  # the key's base image, as the engine named it
+    # False: built, but its verification failed, so it was not published: `artifact` is the folder kept in
+    # failures/ (wheel, manifest, report), and the store holds nothing of this key
+    published: bool = True
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                         return _image_only(ctx, steps, reached)
                     return _build_until(ctx, steps, reached)
                 held.enter_context(_key_lock(ctx, prepared.key, shared=True))
-                published = _found(ctx, prepared.key)
+                published, verification = _found(ctx, prepared.key), None
                 if published is None:
                     held.close()  # the shared lock is given up before the exclusive one is waited for
                     held.enter_context(_key_lock(ctx, prepared.key))
@@ -186,7 +189,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                         steps.start("image")
                         reached = compile_stage.build_image(ctx, planned)
                         steps.finish()
-                        published = _compile_and_publish(ctx, steps, reached)
+                        published, verification = _compile_and_publish(ctx, steps, reached, prepared.context_dir)
             except StepFailed as exc:
                 from buildctl.build.stages import failure  # the repro bundle and diagnosis: loaded only when a step failed
 
@@ -195,8 +198,9 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
             if published.cached:
                 for name in ("image", "compile", "wheel", *(("extensions",) if spec.extensions else ())):
                     steps.skip(name, "cached")
-            verified, verify_error = (_verify(ctx, steps, published, prepared.context_dir) if opts.verify
-                                      else (None, None))
+            if verification is None:  # found published: its stored report, or a verification of it now
+                verification = _verify(ctx, steps, published, prepared.context_dir) if opts.verify else (None, None)
+            verified, verify_error = verification
     finally:
         if prepared is not None:  # this build's private render folder
             shutil.rmtree(prepared.context_dir, ignore_errors=True)
@@ -204,7 +208,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
     view.finished(total)
     return BuildResult(spec.name, published.key, published.artifact, published.manifest, published.cached,
                        {**steps.durations, "total": total}, verified.report if verified else None, verify_error,
-                       prepared.base_image_id)
+                       prepared.base_image_id, published.stored)
 
 
 def _key_lock(ctx: Run, key: str, *, shared: bool = False):
@@ -231,7 +235,11 @@ def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
     return published
 
 
-def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published:
+def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt,
+                         context_dir: Path) -> tuple[Published, tuple[Verified | None, VerificationFailed | None]]:
+    """Compile, assemble the artifact in a staging folder, verify it there, and only then publish it (a
+    rename into the store): what the store holds passed verification, or was built with --no-verify. A
+    failed verification keeps the folder in failures/ instead, to look at, and publishes nothing."""
     from buildctl.build.stages import compile as compile_stage
 
     spec, opts, key = ctx.spec, ctx.opts, built.prepared.key
@@ -247,9 +255,20 @@ def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published
             manifest = artifact.assemble(ctx, compiled, staging, dict(steps.durations))
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
-        published = artifact.publish(ctx, compiled, staging, manifest)
         steps.finish()
-    return published
+        verified, verify_error = (_verify(ctx, steps, Published(spec.name, key, staging, manifest, cached=False),
+                                          context_dir) if opts.verify else (None, None))
+        if verify_error is not None:
+            from buildctl.build.stages import failure
+
+            kept, verify_error = failure.keep_unverified(ctx, staging, verify_error)
+            return Published(spec.name, key, kept, manifest, cached=False, stored=False), (None, verify_error)
+        published = artifact.publish(ctx, staging, manifest)
+    if verified is not None:  # verified in the staging folder: its report names the published one
+        from buildctl.verify import report_files
+
+        verified = Verified(report_files.relocate(verified.report, staging, published.artifact), cached=False)
+    return published, (verified, None)
 
 
 def _eta_prior(ctx: Run) -> eta_prior.Prior:

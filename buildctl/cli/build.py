@@ -29,8 +29,10 @@ from buildctl.ui import strip_controls
 
 def _summary_rows(result) -> list[tuple[str, str]]:
     m = result.manifest
-    rows = [("recipe", result.recipe), ("artifact", str(result.artifact)),
-            ("status", "up to date (nothing rebuilt)" if result.cached else "built")]
+    status = ("up to date (nothing rebuilt)" if result.cached else "built and published" if result.published
+              else "built, NOT published: its verification failed")
+    rows = [("recipe", result.recipe), ("artifact" if result.published else "kept in", str(result.artifact)),
+            ("status", status)]
     for w in m.wheels:
         rows.append(("wheel", f"{w.file} ({(w.bytes or 0) / 1e6:.1f} MB, sha256 {w.sha256[:12]}…)"))
     tc = m.toolchain
@@ -198,7 +200,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         payload = {"recipe": spec.name, "ok": error is None, "warnings": warnings, "durations_s": dict(durations)}
         if result is not None:
             report = result.report if result.verify_error is None else result.verify_error.report
-            payload.update(key=result.key, artifact=str(result.artifact), cached=result.cached,
+            payload.update(key=result.key, artifact=str(result.artifact), cached=result.cached, published=result.published,
                            manifest=result.manifest.to_json(), verification=report.to_dict() if report is not None else None)
         if reproducibility is not None:
             payload["reproducible"] = reproducibility.to_dict()
@@ -221,8 +223,9 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         noop.remember(recipe, sets, settings=settings, no_preflight=no_preflight, spec=spec, reads=reads,
                       warnings=warnings, result=result, rows=_summary_rows(result), skipped=skipped)
     if result is not None and result.verify_error is not None and not as_json:
-        console.print(f"the wheel is built and published at {escape(str(result.artifact))}, but it is not what the "
-                      "recipe asks for")
+        where = (f"published at {escape(str(result.artifact))}" if result.published else
+                 f"NOT published: the wheel, its manifest and the report are kept in {escape(str(result.artifact))}")
+        console.print(f"the wheel is built but it is not what the recipe asks for; {where}")
         if result.verify_error.diagnosis is not None:
             from buildctl.failure.diagnose import render_diagnosis
 

@@ -106,6 +106,22 @@ def plot(report: Report, path: Path) -> Path | None:
     return path
 
 
+def relocate(report: Report, old_dir: Path, new_dir: Path) -> Report:
+    """The report of a folder moved from `old_dir` to `new_dir` (verified in the staging folder, then
+    published or kept): its wheel's and files' paths there, report.json and .md rewritten in place."""
+    def moved(value):
+        text = str(value)
+        return str(new_dir / Path(text).relative_to(old_dir)) if text.startswith(f"{old_dir}/") else value
+
+    if report.wheel and report.wheel.get("path"):
+        report.wheel = {**report.wheel, "path": moved(report.wheel["path"])}
+    report.files = {k: (moved(v) if v else v) for k, v in report.files.items()}
+    if (new_dir / JSON_NAME).is_file():
+        (new_dir / MD_NAME).write_text(markdown(report))
+        write_json(report, new_dir / JSON_NAME)
+    return report
+
+
 def write_all(report: Report, out_dir: Path) -> Report:
     """report.json, report.md and report.png in out_dir; records the paths in report.files."""
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -159,6 +159,8 @@ class Published:
     artifact: Path
     manifest: Manifest
     cached: bool  # found published already: nothing was built
+    # False: its verification failed, so it was never published: `artifact` is the folder kept in failures/
+    stored: bool = True
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ def download_list(rendered: render.Rendered) -> list[dict]:
 
 
 def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, float]) -> Manifest:
-    """The wheel, build.log, the runtime context and the manifest in `staging`; the manifest."""
+    """The wheel, build.log, the runtime context and the manifest (written) in `staging`; the manifest."""
     out_dir, prepared = compiled.out_dir, compiled.image.prepared
     spec = run.spec
     wheels = sorted(out_dir.glob("*.whl"))
@@ -76,7 +76,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
     (staging / "recipe.resolved.yaml").write_text(prepared.rendered.files["recipe.resolved.yaml"])
     render.write(prepared.rendered, staging / CONTEXT_DIR)  # the files only: no downloads, no credentials
     src = spec.framework.source
-    return Manifest.model_validate({
+    manifest = Manifest.model_validate({
         "schema_version": 1,
         "recipe": spec.name,
         "key": prepared.key,
@@ -114,6 +114,8 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "portability": section,
         "configure": compiled.configure.to_dict() if compiled.configure is not None else None,
     })
+    manifest.write(staging / manifest_mod.NAME)
+    return manifest
 
 
 def _prebuilt(src) -> dict:
@@ -224,9 +226,9 @@ def _frontend(reported: str, wheel: Path) -> dict:
     return {"name": name or None, "version": version or None, "generator": generator}
 
 
-def publish(run: Run, compiled: Compiled, staging: Path, manifest: Manifest) -> Published:
-    key = compiled.image.prepared.key
-    manifest.write(staging / manifest_mod.NAME)
+def publish(run: Run, staging: Path, manifest: Manifest) -> Published:
+    """The assembled (and, unless --no-verify, verified) staging folder renamed into the store."""
+    key = manifest.key
     final = artifacts.publish(staging, run.spec.name, key, run.opts.artifacts_root)
     resume.discard(run.spec.name, key, run.opts.artifacts_root)  # the manifest holds it now
     return Published(run.spec.name, key, final, manifest, cached=False)

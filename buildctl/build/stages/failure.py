@@ -92,6 +92,35 @@ def verification_failed(published: Published, exc: VerificationFailed) -> Verifi
     return VerificationFailed(str(exc), report=exc.report, diagnosis=diag)
 
 
+def keep_unverified(run: Run, staging: Path, exc: VerificationFailed) -> tuple[Path, VerificationFailed]:
+    """A built artifact whose verification failed, moved out of the staging folder (it is never published)
+    into failures/<recipe>-<time>-unverified/, with a README: the wheel, manifest, build log and report to
+    look at. The error names the kept report."""
+    import os
+    import uuid
+    from datetime import datetime, timezone
+
+    base = repro.failures_dir(run.opts.artifacts_root)
+    base.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    kept = base / f"{run.spec.name}-{stamp}-{uuid.uuid4().hex[:4]}-unverified"
+    staging.chmod(0o755)  # mkdtemp made it private; like an artifact, it is for the team to read
+    (staging / "README.md").write_text(
+        f"# {run.spec.name}: built, verification failed, not published\n\n"
+        "The build finished and its artifact was verified before it was published; a check failed (report.md\n"
+        "says which), so the store holds nothing of this key and `invoke build` builds it again. What the\n"
+        "build made is kept here to look at: the wheel, manifest.json, build.log, report.json/.md/.png.\n\n"
+        f"Re-check the wheel on its own: `invoke verify --wheel <this folder>/<the .whl> --recipe {run.spec.name}`.\n")
+    os.rename(staging, kept)
+    if exc.report is not None:
+        from buildctl.verify import report_files
+
+        report_files.relocate(exc.report, staging, kept)
+    message = str(exc).replace(str(staging), str(kept))
+    return kept, VerificationFailed(f"{message}; not published: kept in {kept}", report=exc.report,
+                                    diagnosis=exc.diagnosis)
+
+
 class BuildFailed(BuildctlError):
     """The build ran and failed in `step`; the diagnosis (None: no known cause) and the repro bundle
     were written."""
