@@ -13,12 +13,21 @@ from buildctl.verify.report import (
     Report,
     blas_text,
     compile_cells,
+    compile_title,
     fmt_bw,
     headline_text,
     num,
     result_mark,
+    second_shape,
     write_json,
 )
+
+
+def cell_axes(cell: dict) -> str:
+    """`fullgraph, dynamic` as set for the cell, `-` for neither, `?` when the probe predates the axes."""
+    if cell.get("fullgraph") is None and cell.get("dynamic") is None:
+        return "?"
+    return ", ".join(a for a in ("fullgraph", "dynamic") if cell.get(a)) or "-"
 
 
 def markdown(report: Report) -> str:
@@ -46,12 +55,13 @@ def markdown(report: Report) -> str:
         lines.append("")
     cells = compile_cells(report)
     if cells:
-        lines += [f"**torch.compile on {report.probe['checks']['compile'].get('device')}:**", "",
-                  "| backend | mode | result | compile (s) | step (ms) | error |", "|---|---|---|---:|---:|---|"]
+        lines += [f"**{compile_title(report)}:**", "",
+                  "| backend | mode | axes | result | compile (s) | step (ms) | 2nd shape | note |",
+                  "|---|---|---|---|---:|---:|---|---|"]
         for c in cells:
-            err = str(c.get("error") or "").replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {c['backend']} | {c['mode']} | {c['state']} | {num(c.get('compile_s'))} | "
-                         f"{num(c.get('run_ms'))} | {err} |")
+            note = str(c.get("error") or c.get("reason") or "").replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {c['backend']} | {c['mode']} | {cell_axes(c)} | {c['state']} | {num(c.get('compile_s'))} | "
+                         f"{num(c.get('run_ms'))} | {second_shape(c)} | {note} |")
         lines.append("")
     return "\n".join(lines) + "\n"
 
