@@ -249,8 +249,9 @@ FACTS: tuple[Fact, ...] = (
     _switch_fact("USE_DISTRIBUTED"),
     _switch_fact("USE_GLOO", needs=("USE_DISTRIBUTED",)),
     _switch_fact("USE_MPI", r"Not compiling with MPI|Could NOT find MPI|MPI.*(?:not found|NOT found)",
-                 "CMake found no MPI: add its development package (e.g. libopenmpi-dev) to packages.build and its "
-                 "runtime (libopenmpi3t64 on trixie) to packages.runtime, or set build.features.USE_MPI: false",
+                 "CMake found no MPI (no mpi.h, no mpicxx): add its development package (libopenmpi-dev) to "
+                 "packages.build and its library (libopenmpi40 on trixie, libopenmpi3 on bookworm) to "
+                 "packages.runtime, or set build.features.USE_MPI: false",
                  needs=("USE_DISTRIBUTED",)),
     Fact("Python", _python, ("cache:_Python_EXECUTABLE", "summary:Python executable", "cache:Python_EXECUTABLE",
                              "cache:PYTHON_EXECUTABLE"),

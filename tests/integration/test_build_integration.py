@@ -698,6 +698,9 @@ def test_a_feature_cmake_drops_stops_the_build_after_configure(ws, demo_cuda13):
     bundle = Path(run.payload["bundle"])
     data = json.loads((bundle / "bundle.json").read_text())
     assert data["step"] == "configure" and data["env"].get("BUILDCTL_UNTIL") == "configure", data
+    table = json.loads((bundle / "configure-gate.json").read_text())  # the gate's whole table beside it
+    assert table["mismatches"] == 1 and {r["fact"]: r["status"] for r in table["rows"]}["CUDA version"] == \
+        "off with USE_CUDA", table
     log = (bundle / "build.log").read_text()
     assert "buildctl: step configure" in log and "buildctl: step compile" not in log  # nothing compiled
 

@@ -57,6 +57,8 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
         memory=run.opts.memory, secrets=run.secrets, namespace=run.namespace, root=run.opts.artifacts_root,
         engine_name=engine.display_name(run.opts.engine_url),
     )
+    if refused is not None:  # the whole table beside the bundle's diagnosis: what was judged, shown, not recorded
+        artifacts.write_json(bundle / "configure-gate.json", refused.to_dict())
     first = diagnose.first_error(log)
     lines = [f"build of {run.spec.name} failed in step {step} (exit {exc.returncode})"]
     if refused is not None:
