@@ -51,7 +51,7 @@ class Recorded:
 
 _SUMMARY_LINE = re.compile(r"^--\s+(?P<key>[A-Za-z][\w .+/()-]*?)\s*:\s*(?P<value>.*?)\s*$")
 _CACHE_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.+-]*):(?P<type>[A-Z]+)=(?P<value>.*)$")
-_FOUND_WITH_VERSION = re.compile(r'^-- Found (?P<name>\w+): (?P<where>.*?)\s*\(found (?:suitable )?version "(?P<version>[^"]+)"\)')
+_FOUND_WITH_VERSION = re.compile(r'^-- Found (?P<name>\w+): (?P<where>.*?)\s*\(found (?:suitable )?version "(?P<version>[^"]+)"')
 _FOUND_HIP = re.compile(r"^-- Found (?P<name>\w+) (?P<version>\d[\w.+-]*): (?P<where>.+?)\s*$")
 _FOUND_NCCL = re.compile(r"^-- Found NCCL \(include: (?P<include>[^,]+), library: (?P<library>[^)]+)\)")
 _FOUND = re.compile(r"^-- Found (?P<name>\w+): (?P<where>.+?)\s*$")

@@ -186,3 +186,14 @@ def test_the_refusal_is_a_failed_configure_step_with_one_line_per_mismatch():
     assert exc.step == "configure" and exc.returncode == 1 and exc.exit_code == 1
     assert checked.message().count("\n") == len(checked.mismatches) == 1
     assert "the configure log names no reason" in checked.mismatches[0].line()
+
+
+def test_found_lines_give_the_version_cmake_found():
+    found = Recorded.of("", "", '-- Found CUDAToolkit: /usr/include (found version "12.4.131")\n'
+                        '-- Found HIP: /opt/rocm (found suitable version "6.2.41133-dd7f95766", minimum required is "1.0")\n'
+                        "-- Found HIP 5.7.31921: /usr/bin/clang++-17\n-- NCCL version: 2.22.3\n"
+                        "-- Found NCCL (include: /usr/include, library: /usr/lib/x86_64-linux-gnu/libnccl.so)\n")
+    assert found.value("found:CUDAToolkit version") == "12.4.131"
+    assert found.value("found:HIP version") == "6.2.41133-dd7f95766"  # the first HIP line wins
+    assert found.value("found:NCCL version") == "2.22.3"
+    assert found.value("found:NCCL library") == "/usr/lib/x86_64-linux-gnu/libnccl.so"
