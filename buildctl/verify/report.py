@@ -333,8 +333,7 @@ def render(report: Report, console: Console) -> None:
         if g.get("state") == "error":
             console.print(Text.assemble(("CUDA-graph latency failed: ", "yellow"), _text(g.get("reason"))))
     matrix = compile_matrix_table(report)
-    if matrix is not None:
-        console.print(matrix)
+    console.print(matrix if matrix is not None else _text(compile_skipped(report)))
     console.print(_text(headline_text(report), style="bold"))
     files = ", ".join(f"{k} {v}" for k, v in report.files.items() if v)
     if files:
@@ -354,6 +353,12 @@ def num(v) -> str:
 
 def second_shape(cell: dict) -> str:  # whether a second input shape compiled again
     return {True: "recompiled", False: "reused"}.get(cell.get("recompiled"), "")
+
+
+def compile_skipped(report: Report) -> str:
+    """The matrix that did not run, and why (demofw is not torch; --no-checks; a torch without compile)."""
+    matrix = (report.probe.get("checks") or {}).get("compile") or {}
+    return f"torch.compile matrix: {matrix.get('state') or 'not run'} ({matrix.get('reason') or 'no cells'})"
 
 
 def compile_title(report: Report) -> str:

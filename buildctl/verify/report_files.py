@@ -13,6 +13,7 @@ from buildctl.verify.report import (
     Report,
     blas_text,
     compile_cells,
+    compile_skipped,
     compile_title,
     fmt_bw,
     headline_text,
@@ -63,6 +64,8 @@ def markdown(report: Report) -> str:
             lines.append(f"| {c['backend']} | {c['mode']} | {cell_axes(c)} | {c['state']} | {num(c.get('compile_s'))} | "
                          f"{num(c.get('run_ms'))} | {second_shape(c)} | {note} |")
         lines.append("")
+    else:
+        lines += [f"_{compile_skipped(report)}_", ""]
     return "\n".join(lines) + "\n"
 
 

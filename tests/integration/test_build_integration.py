@@ -582,6 +582,10 @@ def test_verification_report_is_stored_beside_the_artifact(build: BuildRun):
     assert report.ok and build.payload["verification"]["ok"] is True
     assert report.wheel["sha256"] == build.manifest["wheels"][0]["sha256"]
     assert report.mode == "container"
+    # verified in the staging folder, then published: the report names the published wheel (issue 34)
+    assert report.wheel["path"] == str(build.wheel) and report.files["json"] == str(build.artifact / "report.json")
+    # the demo has no torch.compile: its report says so, in one line, instead of an empty matrix
+    assert "_torch.compile matrix: skipped (demofw is not torch)_" in (build.artifact / "report.md").read_text()
 
 
 def test_wheel_works_in_a_fresh_container(request, build: BuildRun, docker_client, test_labels):

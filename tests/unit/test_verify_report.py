@@ -165,3 +165,22 @@ def test_compile_matrix_shows_the_four_axes_the_second_shape_and_why_a_cell_was_
     assert "| eager | default | fullgraph | pass | 0.40 | 2.50 | recompiled |  |" in md
     assert "| aot_eager | default | dynamic | pass | 3.10 | 9.00 | reused |  |" in md
     assert "| inductor | reduce-overhead | - | skipped |  |  |  | skipping cudagraphs due to cpu device" in md
+
+
+def test_a_matrix_that_did_not_run_says_why_in_both_reports():
+    """The demo's report (demofw is not torch): no table, one line with the reason, in the text and Markdown."""
+    import io
+
+    from rich.console import Console
+
+    from buildctl.verify import report as rep
+
+    r = rep.Report.from_dict({"schema_version": 1, "wheel": {"name": "demofw-0.1.0-cp311-cp311-linux_x86_64.whl"},
+                              "mode": "container", "module": "demofw", "verdict": "", "checks": [], "expectations": {},
+                              "environment": {}, "created": "2026-12-01T00:00:00+00:00",
+                              "probe": {"checks": {"compile": {"state": "skipped", "reason": "demofw is not torch"}}}})
+    assert rep.compile_matrix_table(r) is None
+    out = io.StringIO()
+    rep.render(r, Console(file=out, width=80))
+    assert "torch.compile matrix: skipped (demofw is not torch)" in out.getvalue()
+    assert "_torch.compile matrix: skipped (demofw is not torch)_" in report_files.markdown(r)

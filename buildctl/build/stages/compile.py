@@ -103,7 +103,9 @@ def configure(run: Run, built: ImageBuilt, out_dir: Path) -> Configured:
                                    extra_outputs={f"{_work(run)}/src/build/.buildctl-configure.log": log_dir})
         if not result.ok:
             raise StepFailed("compile", result.exit_code, result.log, oom_killed=result.oom_killed,
-                             timed_out=result.timed_out, max_jobs=built.planned.max_jobs)
+                             timed_out=result.timed_out, max_jobs=built.planned.max_jobs,
+                             detail=f"the configure ran past build.timeout ({run.spec.build.timeout}) and was "
+                                    "stopped" if result.timed_out else "")
         copied = log_dir / ".buildctl-configure.log"
         if copied.is_file() and not copied.is_symlink():
             copied.replace(out_dir / cmake_record.CONFIGURE_LOG)
@@ -111,7 +113,7 @@ def configure(run: Run, built: ImageBuilt, out_dir: Path) -> Configured:
         shutil.rmtree(log_dir, ignore_errors=True)
     request = gate.Request(built.prepared.rendered.build_env, built.prepared.rendered.spec,
                            compile_cache=not run.opts.rebuild_dir)
-    checked = gate.check(request, gate.Recorded.read(out_dir, run.log.text(first_line)))
+    checked = gate.check(request, cmake_record.Recorded.read(out_dir, run.log.text(first_line)))
     if not checked.ok:
         raise gate.ConfigureRefused(checked, run.log.text())
     run.log(f"buildctl: configure gate: {checked.summary()} ({time.monotonic() - started:.1f} s to configure "
