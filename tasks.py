@@ -213,16 +213,18 @@ def repro(c, bundle, shell=False, json=False):
     "json": "Print the JSON report on stdout",
     "sizes": "All-reduce message sizes MIN:MAX (x2 steps), e.g. 8:256M",
     "iters": "Timed iterations per message size",
-    "module": "Python module of the framework (torch, demofw); default from the recipe or wheel name"})
+    "module": "Python module of the framework (torch, demofw); default from the recipe or wheel name",
+    "compile_matrix": "torch.compile cells: smoke (a set over backend, mode, fullgraph and dynamic) or full "
+                      "(their whole cross, about 30 cells: minutes each on a CPU)"})
 def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, host=False, json=False,
-           sizes="8:256M", iters=20, module="", beside=None, settings=None):
+           sizes="8:256M", iters=20, module="", beside=None, compile_matrix="smoke", settings=None):
     """Verify a built wheel or an image's framework: config, pins, arch coverage, GPUs, all-reduce sweep; a
     recipe's extensions beside it: import, smoke check, ABI."""
     from buildctl.cli.verify import verify as verify_command
 
     verify_command(recipe or None, wheel or None, set, image=image or None, python=python or None, expect=expect,
                    host=host, as_json=json, sizes=sizes, iters=iters, module=module, beside=tuple(beside or ()),
-                   settings=settings)
+                   compile_matrix=compile_matrix, settings=settings)
 
 
 @settings_task("network", iterable=["set"], help={

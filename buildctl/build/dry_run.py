@@ -44,21 +44,29 @@ def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
     here = artifacts.artifact_dir(spec.name, inputs.key, root)
     problem = _why_not_served(here) if (here / "manifest.json").is_file() else None
     up_to_date = (here / "manifest.json").is_file() and problem is None
-    latest = artifacts.newest(spec.name, root)
+    latest, since = changes_since_latest(spec, inputs, root)
     changed: list[dict[str, str]] = []
     if problem is not None:
         changed.append({"kind": "artifact", "name": str(here), "change": problem})
-    elif not up_to_date and latest is not None:
-        try:
-            was = Manifest.read(latest)
-        except InputError as e:
-            changed.append({"kind": "artifact", "name": str(latest), "change": str(e)})
-        else:
-            changed += key_mod.changed(inputs, key_mod.KeyInputs.from_json(was.key_inputs), masked_dump(spec),
-                                       was.resolved_recipe)
+    elif not up_to_date:
+        changed += since
     return DryRun(spec.name, inputs.key, up_to_date, here if up_to_date else None, latest, changed,
                   base_id if base is not None else f"absent on the engine: {spec.base.image} (the build pulls it "
                                                     f"by the pull policy, and the key then names its id)")
+
+
+def changes_since_latest(spec: Spec, inputs: key_mod.KeyInputs, root: Path | None) -> tuple[Path | None, list[dict]]:
+    """The recipe's latest artifact and what differs between its key's inputs and `inputs` (store.key.changed);
+    (None, []) when the recipe has none."""
+    latest = artifacts.newest(spec.name, root)
+    if latest is None:
+        return None, []
+    try:
+        was = Manifest.read(latest)
+    except InputError as e:
+        return latest, [{"kind": "artifact", "name": str(latest), "change": str(e)}]
+    return latest, key_mod.changed(inputs, key_mod.KeyInputs.from_json(was.key_inputs), masked_dump(spec),
+                                   was.resolved_recipe)
 
 
 def _why_not_served(artifact: Path) -> str | None:

@@ -35,20 +35,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from buildctl import engine
+from buildctl.build.engine_names import image_tag, volume_names
+from buildctl.build.stages import (
+    BuildLog,
+    BuildOptions,
+    ImageBuilt,
+    Published,
+    Run,
+    Verified,
+    artifact,
+    prepare,
+)
+from buildctl.errors import StepFailed
+from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts
 from buildctl.store import key as key_mod
-from buildctl.verify.options import VerifyOptions
 from buildctl.store.manifest import Manifest
-from buildctl import engine
-from buildctl.errors import InputError, StepFailed
-from buildctl.recipe.loader import masked_dump
-from buildctl.recipe.schema import Spec
-from buildctl.build.stages import BuildLog, BuildOptions, ImageBuilt, Published, Run, Verified, artifact, prepare
-from buildctl.build.engine_names import image_tag, volume_names, work_volume_name
 from buildctl.ui import TimeLeft, View
 
 if TYPE_CHECKING:
     from buildctl.build import eta, eta_prior
+    from buildctl.build.configure_gate import Gate
     from buildctl.verify.report import Report, VerificationFailed
 
 __all__ = ["BuildOptions", "BuildResult", "PartialResult", "run", "verify_artifact"]
@@ -75,6 +83,9 @@ class BuildResult:
     @property
     def base_image_id(self) -> str:  # the key's base image, as the engine named it
         return self.inputs.base_image if self.inputs is not None else ""
+    # False: built, but its verification failed, so it was not published: `artifact` is the folder kept in
+    # failures/ (wheel, manifest, report), and the store holds nothing of this key
+    published: bool = True
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,7 @@ class PartialResult:
     out_dir: Path
     volume: str  # the build-dir volume a full build resumes from
     durations: Mapping[str, float] = field(default_factory=dict)
+    gate: Gate | None = None  # the configure gate's table (every --until past the image)
 
 
 class Steps:
@@ -119,7 +131,9 @@ class Steps:
         if self.current is None:
             return
         name, self.current = self.current, None
-        self.durations[name] = round(time.monotonic() - self._since, 2)
+        # a step that runs again (source and configure: once for the configure gate, once more, briefly,
+        # as the compile container resumes the configured build directory) counts all its time
+        self.durations[name] = round(self.durations.get(name, 0.0) + time.monotonic() - self._since, 2)
         self.view.step_finished(name, self.durations[name], status)
 
     def skip(self, name: str, status: str) -> None:
@@ -177,7 +191,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                         return _image_only(ctx, steps, reached)
                     return _build_until(ctx, steps, reached)
                 held.enter_context(_key_lock(ctx, prepared.key, shared=True))
-                published = _found(ctx, prepared.key)
+                published, verification = _found(ctx, prepared.key), None
                 if published is None:
                     held.close()  # the shared lock is given up before the exclusive one is waited for
                     held.enter_context(_key_lock(ctx, prepared.key))
@@ -190,17 +204,20 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                         steps.start("image")
                         reached = compile_stage.build_image(ctx, planned)
                         steps.finish()
-                        published = _compile_and_publish(ctx, steps, reached)
+                        published, verification = _compile_and_publish(ctx, steps, reached, prepared.context_dir)
             except StepFailed as exc:
-                from buildctl.build.stages import failure  # the repro bundle and diagnosis: loaded only when a step failed
+                from buildctl.build.stages import (
+                    failure,  # the repro bundle and diagnosis: loaded only when a step failed
+                )
 
                 step = steps.failed(exc)
                 raise failure.build_failed(ctx, exc, step, reached, steps.durations) from None
             if published.cached:
                 for name in ("image", "compile", "wheel", *(("extensions",) if spec.extensions else ())):
                     steps.skip(name, "cached")
-            verified, verify_error = (_verify(ctx, steps, published, prepared.context_dir) if opts.verify
-                                      else (None, None))
+            if verification is None:  # found published: its stored report, or a verification of it now
+                verification = _verify(ctx, steps, published, prepared.context_dir) if opts.verify else (None, None)
+            verified, verify_error = verification
     finally:
         if prepared is not None:  # this build's private render folder
             shutil.rmtree(prepared.context_dir, ignore_errors=True)
@@ -208,7 +225,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
     view.finished(total)
     return BuildResult(spec.name, published.key, published.artifact, published.manifest, published.cached,
                        {**steps.durations, "total": total}, verified.report if verified else None, verify_error,
-                       prepared.inputs, rendered.reads)
+                       prepared.inputs, rendered.reads, published.stored)
 
 
 def _key_lock(ctx: Run, key: str, *, shared: bool = False):
@@ -242,19 +259,18 @@ def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
 def _say_why_it_builds(ctx: Run, prepared) -> None:
     """The line a build prints when the recipe had an artifact and this request does not find it: what changed
     since the latest one (`invoke build --dry-run` names the same)."""
-    latest = artifacts.newest(ctx.spec.name, ctx.opts.artifacts_root)
-    if latest is None or latest.name == prepared.key:
-        return
-    try:
-        was = Manifest.read(latest)
-    except InputError:
-        return
-    changes = key_mod.changed(prepared.inputs, key_mod.KeyInputs.from_json(was.key_inputs),
-                                  masked_dump(ctx.spec), was.resolved_recipe)
-    ctx.log(f"buildctl: building key {prepared.key}; since {latest.name}: {key_mod.describe(changes)}")
+    from buildctl.build.dry_run import changes_since_latest
+
+    latest, changes = changes_since_latest(ctx.spec, prepared.inputs, ctx.opts.artifacts_root)
+    if latest is not None and latest.name != prepared.key:
+        ctx.log(f"buildctl: building key {prepared.key}; since {latest.name}: {key_mod.describe(changes)}")
 
 
-def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published:
+def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt,
+                         context_dir: Path) -> tuple[Published, tuple[Verified | None, VerificationFailed | None]]:
+    """Compile, assemble the artifact in a staging folder, verify it there, and only then publish it (a
+    rename into the store): what the store holds passed verification, or was built with --no-verify. A
+    failed verification keeps the folder in failures/ instead, to look at, and publishes nothing."""
     from buildctl.build.stages import compile as compile_stage
 
     spec, opts, key = ctx.spec, ctx.opts, built.prepared.key
@@ -263,15 +279,27 @@ def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt) -> Published
         try:
             steps.prior = _eta_prior(ctx)
             steps.start("source")  # then configure, compile, wheel, from the script's step lines
-            compiled = compile_stage.compile(ctx, built, out_dir)
+            configured = compile_stage.configure(ctx, built, out_dir)  # stops here when CMake dropped a feature
+            compiled = compile_stage.compile(ctx, configured, out_dir)
             steps.finish()
             steps.start("publish")
             manifest = artifact.assemble(ctx, compiled, staging, dict(steps.durations))
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
-        published = artifact.publish(ctx, compiled, staging, manifest)
         steps.finish()
-    return published
+        verified, verify_error = (_verify(ctx, steps, Published(spec.name, key, staging, manifest, cached=False),
+                                          context_dir) if opts.verify else (None, None))
+        if verify_error is not None:
+            from buildctl.build.stages import failure
+
+            kept, verify_error = failure.keep_unverified(ctx, staging, verify_error)
+            return Published(spec.name, key, kept, manifest, cached=False, stored=False), (None, verify_error)
+        published = artifact.publish(ctx, staging, manifest)
+    if verified is not None:  # verified in the staging folder: its report names the published one
+        from buildctl.verify import report_files
+
+        verified = Verified(report_files.relocate(verified.report, staging, published.artifact), cached=False)
+    return published, (verified, None)
 
 
 def _eta_prior(ctx: Run) -> eta_prior.Prior:
@@ -307,11 +335,13 @@ def _build_until(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
     out_dir.mkdir(parents=True)
     steps.prior = _eta_prior(ctx)
     steps.start("source")
-    compile_stage.compile(ctx, built, out_dir)
+    configured = compile_stage.configure(ctx, built, out_dir)
+    if opts.until != "configure":
+        compile_stage.compile(ctx, configured, out_dir)
     steps.finish()
     (out_dir / "build.log").write_text(ctx.log.text() + "\n")
     work, _ = volume_names(spec, key, ctx.namespace)
-    return PartialResult(spec.name, key, opts.until, out_dir, work, dict(steps.durations))
+    return PartialResult(spec.name, key, opts.until, out_dir, work, dict(steps.durations), configured.gate)
 
 
 def _verify(ctx: Run, steps: Steps, published: Published,
@@ -340,52 +370,3 @@ def _verify(ctx: Run, steps: Steps, published: Published,
         raise
     steps.finish()
     return verified, None
-
-
-@contextlib.contextmanager
-def _published_artifact(spec: Spec, artifact_dir: Path, on_line=None):
-    """A published artifact found on its own, under its key's lock, shared, as a build that finds it."""
-    recipe, key = artifact_dir.parent.name, artifact_dir.name
-    with artifacts.key_lock(recipe, key, artifact_dir.parent.parent, shared=True, on_wait=on_line,
-                            timeout=spec.build.timeout_s + LOCK_SLACK_S):
-        if not (artifact_dir / "manifest.json").is_file():
-            raise InputError(f"{artifact_dir} was removed meanwhile (by invoke clean?); fix: invoke build --recipe "
-                             f"{spec.name}")
-        problem = artifacts.unvouched(artifact_dir)
-        if problem is not None:
-            raise InputError(f"{problem}; fix: rebuild it: invoke build --recipe {spec.name}")
-        yield artifact.found(recipe, key, artifact_dir)
-
-
-def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, options: VerifyOptions = VerifyOptions(),
-                    console=None, client=None) -> Report:
-    """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
-    records (the runtime image's context); on the engine of `client` (None: DOCKER_HOST's)."""
-    from buildctl.build.stages import verify as verify_stage
-
-    with _published_artifact(spec, artifact_dir, on_line) as published:
-        return verify_stage.verify(spec, published, on_line=on_line, options=options, console=console,
-                                   client=client).report
-
-
-def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout: float, cache_dir: Path,
-                   shell: bool = False):
-    """`invoke debug`: `program` (verify.debug.Program) under gdb against a published artifact's wheel, in
-    a fresh container of its runtime image (as verification builds it); the DebugResult. `shell`: that
-    container interactive instead, with the build directory's sources; the shell's exit code."""
-    from buildctl.build.stages import verify as verify_stage
-    from buildctl.verify import debug
-
-    with _published_artifact(spec, artifact_dir, on_line) as published:
-        manifest = published.manifest
-        client = engine.connect()
-        image, namespace = verify_stage.artifact_runtime_image(spec, published, client=client, on_line=on_line)
-        facts = {"recipe": manifest.recipe, "key": published.key, "build_type": manifest.build_type,
-                 "artifact": str(artifact_dir), "image": image}
-        wheel = artifact_dir / manifest.framework_wheel.file
-        if shell:
-            return debug.open_shell(wheel, program, spec=spec, image=image, namespace=namespace, client=client,
-                                    volume=work_volume_name(spec.name, published.key, namespace), on_line=on_line,
-                                    cache_dir=cache_dir)
-        return debug.run_program(wheel, program, spec=spec, image=image, namespace=namespace, client=client,
-                                 on_line=on_line, timeout=timeout, cache_dir=cache_dir, facts=facts)

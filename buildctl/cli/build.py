@@ -29,8 +29,10 @@ from buildctl.ui import strip_controls
 
 def _summary_rows(result) -> list[tuple[str, str]]:
     m = result.manifest
-    rows = [("recipe", result.recipe), ("artifact", str(result.artifact)),
-            ("status", "up to date (nothing rebuilt)" if result.cached else "built")]
+    status = ("up to date (nothing rebuilt)" if result.cached else "built and published" if result.published
+              else "built, NOT published: its verification failed")
+    rows = [("recipe", result.recipe), ("artifact" if result.published else "kept in", str(result.artifact)),
+            ("status", status)]
     for w in m.wheels:
         rows.append(("wheel", f"{w.file} ({(w.bytes or 0) / 1e6:.1f} MB, sha256 {w.sha256[:12]}…)"))
     tc = m.toolchain
@@ -43,6 +45,8 @@ def _summary_rows(result) -> list[tuple[str, str]]:
     resumed = resume.summary(m.resumed)
     if resumed:
         rows.append(("resumed", resumed))
+    if m.configure is not None and not result.cached:
+        rows.append(("configure gate", f"{m.configure.judged} facts as the recipe asks"))
     if result.report is not None or result.verify_error is not None:
         rows.append(("verification", "passed" if result.verify_error is None else "FAILED"))
     return rows
@@ -84,7 +88,8 @@ def _print_partial(result, as_json: bool) -> None:
         image = (result.out_dir / "image.txt").read_text().split() if result.until == "image" else [None]
         print_json({"recipe": result.recipe, "ok": True, "key": result.key, "until": result.until, "image": image[0],
                     "out_dir": str(result.out_dir.resolve()), "build_volume": result.volume, "configure": facts,
-                    "ninja": ninja, "wheels": wheels})
+                    "gate": result.gate.to_dict() if result.gate is not None else None,
+                    "ninja": ninja, "wheels": wheels, "durations_s": dict(result.durations)})
         return
     table = Table(title=f"{result.recipe}: stopped after {result.until}", show_header=False, expand=False)
     table.add_column(style="bold", no_wrap=True)
@@ -101,6 +106,8 @@ def _print_partial(result, as_json: bool) -> None:
     if (result.out_dir / "cuobjdump.txt").is_file():
         table.add_row("device code", Text(str(result.out_dir / "cuobjdump.txt")))
     console.print(table)
+    if result.gate is not None:
+        console.print(gate_table(result.gate.rows))
     if image:
         console.print(Text(f"the toolchain's pins were checked as the image was built (build log: "
                            f"{result.out_dir / 'build.log'}); `invoke build` without --until builds on it"))
@@ -108,6 +115,23 @@ def _print_partial(result, as_json: bool) -> None:
     console.print(Text(f"outputs: {result.out_dir} (full CMake summary: cmake-summary.txt)\n"
                        f"the build directory stays in volume {result.volume}: "
                        "`invoke build` without --until resumes from it"))
+
+
+def gate_table(rows):
+    """The configure gate's rows (configure_gate.Row): what the recipe asks, what CMake decided, whether
+    they agree. Values come from the build container's files: text, never markup."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title="configure gate: what CMake decided, against what the recipe asks", title_justify="left")
+    for col in ("fact", "recipe asks", "CMake decided", ""):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        style = {"ok": "green", "mismatch": "bold red"}.get(row.status, "dim")
+        asked = f"{row.asked} ({row.asked_by})" if row.asked is not None else "-"
+        table.add_row(Text(row.fact), Text(asked), Text(row.decided if row.decided is not None else "-"),
+                      Text(row.status, style=style))
+    return table
 
 
 @command
@@ -176,7 +200,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         payload = {"recipe": spec.name, "ok": error is None, "warnings": warnings, "durations_s": dict(durations)}
         if result is not None:
             report = result.report if result.verify_error is None else result.verify_error.report
-            payload.update(key=result.key, artifact=str(result.artifact), cached=result.cached,
+            payload.update(key=result.key, artifact=str(result.artifact), cached=result.cached, published=result.published,
                            manifest=result.manifest.to_json(), verification=report.to_dict() if report is not None else None)
         if reproducibility is not None:
             payload["reproducible"] = reproducibility.to_dict()
@@ -199,8 +223,9 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         noop.remember(recipe, sets, settings=settings, no_preflight=no_preflight, spec=spec, reads=reads,
                       warnings=warnings, result=result, rows=_summary_rows(result), skipped=skipped)
     if result is not None and result.verify_error is not None and not as_json:
-        console.print(f"the wheel is built and published at {escape(str(result.artifact))}, but it is not what the "
-                      "recipe asks for")
+        where = (f"published at {escape(str(result.artifact))}" if result.published else
+                 f"NOT published: the wheel, its manifest and the report are kept in {escape(str(result.artifact))}")
+        console.print(f"the wheel is built but it is not what the recipe asks for; {where}")
         if result.verify_error.diagnosis is not None:
             from buildctl.failure.diagnose import render_diagnosis
 

@@ -63,7 +63,7 @@ def debug_recipe_of(name: str) -> str | None:
 @command
 def debug(recipe: str | None, sets, *, artifact: str | None, code: str | None, script: str | None, as_json: bool,
           timeout: float, settings: Settings, shell: bool = False) -> None:
-    from buildctl.build import pipeline
+    from buildctl.build import published
     from buildctl.verify import debug_report
     from buildctl.verify.debug import Program, check_timeout
 
@@ -80,9 +80,9 @@ def debug(recipe: str | None, sets, *, artifact: str | None, code: str | None, s
         console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
 
     if shell:
-        raise Exit(code=pipeline.debug_artifact(spec, found, program, timeout=timeout, cache_dir=cache_dir,
+        raise Exit(code=published.debug_artifact(spec, found, program, timeout=timeout, cache_dir=cache_dir,
                                                 shell=True, on_line=on_line))
-    result = pipeline.debug_artifact(spec, found, program, timeout=timeout, cache_dir=cache_dir, on_line=on_line)
+    result = published.debug_artifact(spec, found, program, timeout=timeout, cache_dir=cache_dir, on_line=on_line)
     if result.crashed and not result.has_lines and result.facts.get("build_type") != "Debug":
         result = dataclasses.replace(result, facts={**result.facts, "debug_recipe": debug_recipe_of(spec.name)})
     if as_json:

@@ -35,11 +35,12 @@ def _artifact_wheel(artifact: Path) -> Path:
 @command
 def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: bool, sizes: str, iters: int,
            settings: Settings, module: str | None = None, image: str | None = None, python: str | None = None,
-           expect=None, beside: tuple[str, ...] = (), engine_url: str | None = None) -> None:
+           expect=None, beside: tuple[str, ...] = (), compile_matrix: str = "smoke",
+           engine_url: str | None = None) -> None:
     """`engine_url`: the engine a recipe's artifact is verified on (a multi-recipe build's verification on
     another engine, cli/child.py); None: DOCKER_HOST's."""
     from buildctl import engine
-    from buildctl.build import pipeline
+    from buildctl.build import published
     from buildctl.build.stages.artifact import recorded_requirements
     from buildctl.verify import runner
     from buildctl.verify.options import VerifyOptions
@@ -47,15 +48,16 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
     if beside and (image is not None or wheel or host or not recipe):
         raise InputError("--beside installs packages beside a recipe's artifact (its torch and extensions); fix: "
                          "invoke verify --recipe R --beside NAME==VERSION")
+    runner.check_compile_matrix(compile_matrix)
     if image is not None:
         return _verify_image(image, recipe, wheel, sets, host=host, python=python, expect=expect, as_json=as_json,
-                             sizes=sizes, iters=iters, module=module, settings=settings)
+                             sizes=sizes, iters=iters, module=module, settings=settings, compile_matrix=compile_matrix)
     if python or expect:
         raise InputError(f"{'--python' if python else '--expect'} is for --image; fix: add --image IMAGE, or put "
                          "a wheel's expectations in its recipe (--recipe R, --set verify.expect.cuda=12.4)")
     if not recipe and not wheel:
         raise InputError("give --recipe R (its latest artifact), --wheel PATH or --image IMAGE")
-    kwargs = dict(sizes=sizes, iters=iters, json_out=as_json, module=module or None)
+    kwargs = dict(sizes=sizes, iters=iters, json_out=as_json, module=module or None, compile_matrix=compile_matrix)
     spec = None
     if recipe:
         spec, _ = load_spec(recipe, sets, site=site_options(settings), preflight=False)
@@ -69,7 +71,7 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
         runner.verify_wheel(wheel_path, spec=spec, host=host, network_mode=engine.network_mode_for(network), **kwargs)
         return
     # The runtime image is built from the context the artifact records (the recipe is not rendered again).
-    pipeline.verify_artifact(spec, _latest_artifact(spec),
+    published.verify_artifact(spec, _latest_artifact(spec),
                              on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
                                                                 markup=False, highlight=False),
                              options=VerifyOptions(**kwargs, beside=beside),
@@ -77,7 +79,8 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
 
 
 def _verify_image(image: str, recipe: str | None, wheel: str | None, sets, *, host: bool, python: str | None,
-                  expect, as_json: bool, sizes: str, iters: int, module: str | None, settings: Settings) -> None:
+                  expect, as_json: bool, sizes: str, iters: int, module: str | None, settings: Settings,
+                  compile_matrix: str = "smoke") -> None:
     from buildctl import engine
     from buildctl.verify import image as image_verify
     from buildctl.verify.expectations import parse_expect
@@ -94,4 +97,5 @@ def _verify_image(image: str, recipe: str | None, wheel: str | None, sets, *, ho
         raise InputError("--set changes a recipe; fix: add --recipe R, or use --expect key=value")
     network = spec.site.network if spec else settings.network
     image_verify.verify_image(image, python=python or "python3", module=module, expect=expectations, spec=spec,
-                              sizes=sizes, iters=iters, json_out=as_json, network_mode=engine.network_mode_for(network))
+                              sizes=sizes, iters=iters, json_out=as_json, network_mode=engine.network_mode_for(network),
+                              compile_matrix=compile_matrix)

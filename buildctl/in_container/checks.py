@@ -6,26 +6,27 @@ probe.py wherever that runs, and probe.py imports it. Each check returns a plain
 `state` of ok | failed | error | skipped and never raises:
 
 * numerics: a float32 matmul and a 2-D convolution against NumPy (BLAS and conv kernels of this build);
-* compile_matrix: torch.compile with the eager, aot_eager and inductor backends (inductor in its
-  modes), each cell in its own process with a timeout: compile time, steady-state time, and whether
-  the compiled forward and backward agree with eager. Inductor needs a C++ compiler (CPU) or Triton
-  (GPU) at run time: a from-source build is where that toolchain breaks, so every cell is shown;
+* compile_matrix: torch.compile over the four axes users switch (backend, mode, fullgraph, dynamic), a
+  smoke set by default and the whole cross on request, each cell in its own process with a timeout:
+  compile time, steady-state time, whether a second input shape recompiled, and whether the compiled
+  forward and backward agree with eager on both shapes. A cell that cannot mean anything on this device
+  (reduce-overhead, max-autotune or the cudagraphs backend on a CPU: no CUDA graphs) is skipped with the
+  reason, never passed. Inductor needs a C++ compiler (CPU) or Triton (GPU) at run time: a from-source
+  build is where that toolchain breaks, so every cell is shown;
 * ddp_step: two processes, DistributedDataParallel over gloo (rank 1 starts from other weights, so
   equal losses prove DDP's initial broadcast), one training step: the same loss on both ranks,
   gradients equal across ranks and to a single-process reference after the all-reduce;
 * debug_info: for Debug/RelWithDebInfo builds, DWARF sections in the framework's libraries, one
   exported function and (torch) an at::native function resolved to file:line (addr2line, binutils).
 
-    python checks.py compile-cell BACKEND MODE DEVICE   # one matrix cell, prints JSON (internal)
+    python checks.py compile-cell BACKEND MODE FULLGRAPH DYNAMIC DEVICE   # one cell (0/1), prints JSON (internal)
     python checks.py ddp-rank                           # one DDP rank, env RANK/WORLD_SIZE/... (internal)
 """
 
 from __future__ import annotations
 
-import glob
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -33,18 +34,20 @@ import sys
 import tempfile
 import time
 
-COMPILE_CELLS = (
-    ("eager", "default"),
-    ("aot_eager", "default"),
-    ("inductor", "default"),
-    ("inductor", "reduce-overhead"),
-    ("inductor", "max-autotune-no-cudagraphs"),
-)
+
+def _sibling(name: str):
+    """A module beside this file (as probe.py imports its own): relative in the package, top-level where
+    the probe's files sit together."""
+    import importlib
+
+    return importlib.import_module(f".{name}", __package__) if __package__ else importlib.import_module(name)
+
+
+probe_arch = _sibling("probe_arch")  # debug_info lives with the other reads of the libraries' binaries
+
+
 CELL_TIMEOUT_S = 600.0
 DDP_TIMEOUT_S = 300.0
-# addr2line over a Debug libtorch_cpu.so (~1.3 GB of DWARF) reads its line tables once per call.
-ATEN_RESOLVE_TIMEOUT_S = 600.0
-ATEN_SOURCE = "aten/src/ATen/"
 
 
 def _last_json(stdout: str) -> dict | None:
@@ -109,73 +112,131 @@ def _compare(name: str, got, want, seconds: float, np) -> dict:
 
 # --------------------------------------------------------------------------- torch.compile matrix
 
+# A cell: (backend, mode, fullgraph, dynamic). The smoke set (the default) covers the four axes users switch,
+# each where it fails differently: eager with fullgraph (graph breaks), aot_eager dynamic with backward,
+# inductor as it comes, inductor fullgraph + dynamic, inductor on two shapes (recompilation); on a GPU also
+# reduce-overhead, max-autotune-no-cudagraphs and the cudagraphs backend (CUDA graphs). `--compile-matrix
+# full` runs the whole cross.
+SMOKE_CELLS = (
+    ("eager", "default", True, False),
+    ("aot_eager", "default", False, True),
+    ("inductor", "default", False, False),
+    ("inductor", "default", True, True),
+    ("inductor", "reduce-overhead", False, False),
+    ("inductor", "max-autotune-no-cudagraphs", False, False),
+    ("cudagraphs", "default", False, False),
+)
+INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+FULL_CELLS = tuple((backend, mode, fullgraph, dynamic)
+                   for backend, modes in (("eager", ("default",)), ("aot_eager", ("default",)),
+                                          ("inductor", INDUCTOR_MODES), ("cudagraphs", ("default",)))
+                   for mode in modes for fullgraph in (False, True) for dynamic in (False, True))
+# Cells smoke runs on a GPU only: on a CPU they test nothing (below), and max-autotune-no-cudagraphs on CPU
+# is an hour of autotuning for the smoke set's purpose.
+GPU_ONLY_SMOKE = {("inductor", "max-autotune-no-cudagraphs", False, False)}
+FIRST_BATCH, SECOND_BATCH = 4, 6  # the second shape: does the compiled model recompile for it?
 
-def _cell(backend: str, mode: str, device: str) -> dict:
-    """One matrix cell, in this (child) process."""
+
+def cells_for(matrix: str) -> tuple[tuple[str, str, bool, bool], ...]:
+    return FULL_CELLS if matrix == "full" else SMOKE_CELLS
+
+
+def meaningless_on(device: str, backend: str, mode: str) -> str | None:
+    """Why a cell cannot mean anything on this device (reported skipped, never passed), or None."""
+    if device == "cpu" and (backend == "cudagraphs" or mode == "reduce-overhead"):
+        return ("skipping cudagraphs due to cpu device: CUDA graphs need a GPU, on a CPU this cell runs inductor "
+                "without them and would pass without testing what it names")
+    return None
+
+
+def _cell(backend: str, mode: str, fullgraph: bool, dynamic: bool, device: str) -> dict:
+    """One matrix cell, in this (child) process: compile on a first shape (the compile time), steady
+    steps there (the step time), then a second shape (whether it recompiled); forward and backward against
+    eager on both."""
     import torch
+    from torch._dynamo.utils import counters
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 14 * 14, 10),
     ).to(device)
-    x = torch.randn(4, 3, 16, 16, device=device)
+    shapes = [torch.randn(n, 3, 16, 16, device=device) for n in (FIRST_BATCH, SECOND_BATCH)]
 
-    def step(fn):
+    def step(fn, x):
         model.zero_grad(set_to_none=True)
         out = fn(x)
         out.square().mean().backward()
         return out.detach().clone(), model[0].weight.grad.detach().clone()
 
-    ref_out, ref_grad = step(model)
-    kwargs = {"backend": backend}
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    refs = [step(model, x) for x in shapes]
+    kwargs = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic}
     if mode != "default":
         kwargs["mode"] = mode
     compiled = torch.compile(model, **kwargs)
     t0 = time.perf_counter()
-    out, grad = step(compiled)
-    if device == "cuda":
-        torch.cuda.synchronize()
+    got = [step(compiled, shapes[0])]
+    sync()
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     runs = 5
     for _ in range(runs):
-        step(compiled)
-    if device == "cuda":
-        torch.cuda.synchronize()
+        step(compiled, shapes[0])
+    sync()
     run_ms = (time.perf_counter() - t0) / runs * 1e3
-    err = max(float((out - ref_out).abs().max()), float((grad - ref_grad).abs().max()))
-    ok = bool(torch.allclose(out, ref_out, rtol=1e-3, atol=1e-4) and torch.allclose(grad, ref_grad, rtol=1e-3, atol=1e-4))
+    graphs = counters["stats"]["unique_graphs"]
+    t0 = time.perf_counter()
+    got.append(step(compiled, shapes[1]))
+    sync()
+    second_s = time.perf_counter() - t0
+    recompiled = counters["stats"]["unique_graphs"] > graphs
+    pairs = [(g, r) for mine, ref in zip(got, refs, strict=True) for g, r in zip(mine, ref, strict=True)]
+    err = max(float((g - r).abs().max()) for g, r in pairs)
+    ok = all(torch.allclose(g, r, rtol=1e-3, atol=1e-4) for g, r in pairs)
     return {"state": "pass" if ok else "fail", "compile_s": round(compile_s, 2), "run_ms": round(run_ms, 3),
-            "max_abs_err": err, "error": None if ok else "compiled forward/backward differ from eager"}
+            "second_shape_s": round(second_s, 2), "recompiled": recompiled, "max_abs_err": err,
+            "error": None if ok else "compiled forward/backward differ from eager"}
 
 
-def compile_matrix(torch, device: str, timeout: float = CELL_TIMEOUT_S) -> dict:
+def compile_matrix(torch, device: str, timeout: float = CELL_TIMEOUT_S, matrix: str = "smoke") -> dict:
+    """The cells of `matrix` (smoke | full), each in its own process with a timeout."""
     if not hasattr(torch, "compile"):
         return {"state": "skipped", "reason": "this torch has no torch.compile", "device": device, "cells": []}
     cells = []
     # inductor's CPU code is C++ that it compiles at run time with $CXX or g++ (torch._inductor.config.cpp.cxx)
     cxx = os.environ.get("CXX") or "g++"
-    for backend, mode in COMPILE_CELLS:
-        if backend == "inductor" and device == "cpu" and shutil.which(cxx) is None:
-            cells.append({"backend": backend, "mode": mode, "state": "skipped", "compile_s": None, "run_ms": None,
-                          "seconds": 0.0, "error": f"no C++ compiler ({cxx}) in this image: inductor compiles "
-                                                   "C++ at run time on CPU"})
+    for backend, mode, fullgraph, dynamic in cells_for(matrix):
+        if matrix != "full" and device == "cpu" and (backend, mode, fullgraph, dynamic) in GPU_ONLY_SMOKE:
+            continue
+        axes = {"backend": backend, "mode": mode, "fullgraph": fullgraph, "dynamic": dynamic}
+        skip = meaningless_on(device, backend, mode)
+        if skip is None and backend == "inductor" and device == "cpu" and shutil.which(cxx) is None:
+            skip = f"no C++ compiler ({cxx}) in this image: inductor compiles C++ at run time on CPU"
+        if skip is not None:
+            cells.append({**axes, "state": "skipped", "compile_s": None, "run_ms": None, "seconds": 0.0,
+                          "reason": skip, "error": None})
             continue
         t0 = time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "compile-cell", backend, mode, device],
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "compile-cell", backend, mode,
+                                   str(int(fullgraph)), str(int(dynamic)), device],
                                   capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            cells.append({"backend": backend, "mode": mode, "state": "timeout", "compile_s": None, "run_ms": None,
+            cells.append({**axes, "state": "timeout", "compile_s": None, "run_ms": None,
                           "seconds": round(time.perf_counter() - t0, 1), "error": f"no result within {timeout:.0f} s"})
             continue
         result = _last_json(proc.stdout)
         if result is None:
             result = {"state": "error", "compile_s": None, "run_ms": None,
                       "error": _first_line(proc.stderr) or f"exit {proc.returncode} without a result"}
-        cells.append({"backend": backend, "mode": mode, **result, "seconds": round(time.perf_counter() - t0, 1)})
+        cells.append({**axes, **result, "seconds": round(time.perf_counter() - t0, 1)})
     passed = sum(c["state"] == "pass" for c in cells)
-    return {"state": "ok", "reason": None, "device": device, "passed": passed, "cells": cells}
+    skipped = sum(c["state"] == "skipped" for c in cells)
+    return {"state": "ok", "reason": None, "device": device, "matrix": matrix, "passed": passed, "skipped": skipped,
+            "cells": cells}
 
 
 # --------------------------------------------------------------------------- DDP training step
@@ -257,117 +318,25 @@ def ddp_step(torch, world_size: int = 2, timeout: float = DDP_TIMEOUT_S) -> dict
             "world_size": world_size, "seconds": round(time.perf_counter() - t0, 2), "ranks": ranks}
 
 
-# --------------------------------------------------------------------------- debug information
-
-
-def _sections(path: str) -> list[str]:
-    try:
-        out = subprocess.run(["readelf", "-S", "-W", path], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return re.findall(r"\]\s+(\.\S+)", out)
-
-
-def _exported_functions(path: str, kinds: str) -> list[list[str]]:
-    """[address, kind, name] of the dynamic symbols of `path` whose nm kind is in `kinds`."""
-    try:
-        nm = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, timeout=300).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [parts for parts in map(str.split, nm.splitlines()) if len(parts) == 3 and parts[1] in kinds]
-
-
-def _resolve_one_symbol(path: str) -> dict | None:
-    """An exported function of `path` resolved to source:line with addr2line, or None."""
-    functions = _exported_functions(path, "TtWw")
-    # C++ functions first (a library's API); an extension module built with hidden visibility exports
-    # only its PyInit_ function (and weak template instances), which must do then.
-    functions.sort(key=lambda parts: (not parts[2].startswith("_ZN"), parts[1] not in "Tt"))
-    for parts in functions[:20]:
-        try:
-            res = subprocess.run(["addr2line", "-f", "-C", "-e", path, f"0x{parts[0]}"],
-                                 capture_output=True, text=True, timeout=60).stdout.splitlines()
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if len(res) >= 2 and not res[1].startswith("??"):
-            return {"symbol": res[0][:200], "location": res[1][:300]}
-    return None
-
-
-def _resolve_aten_function(path: str, limit: int = 32) -> dict | None:
-    """An ATen operator implementation (at::native::...) exported by `path`, resolved to its
-    aten/src/ATen file and line: what a crash inside ATen shows in a backtrace. Candidates are taken in
-    name order (deterministic) and resolved in one addr2line run (the line tables are read once)."""
-    # _ZN2at6native...: a function in namespace at::native (mangled), defined in the text section
-    picked = sorted({(name, addr) for addr, _, name in _exported_functions(path, "Tt")
-                     if name.startswith("_ZN2at6native")})[:limit]
-    if not picked:
-        return None
-    try:
-        res = subprocess.run(["addr2line", "-f", "-C", "-e", path, *(f"0x{addr}" for _, addr in picked)],
-                             capture_output=True, text=True, timeout=ATEN_RESOLVE_TIMEOUT_S).stdout.splitlines()
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    for function, location in zip(res[0::2], res[1::2]):
-        if ATEN_SOURCE in location:
-            return {"symbol": function[:200], "location": location[:300]}
-    return None
-
-
-def debug_info(module_dir: str, build_type: str | None) -> dict:
-    libs = sorted(glob.glob(os.path.join(module_dir, "lib", "*.so*")) + glob.glob(os.path.join(module_dir, "_C*.so")))
-    if not libs:
-        return {"state": "skipped", "reason": f"no shared libraries under {module_dir}", "libraries": []}
-    if not (shutil.which("readelf") and shutil.which("addr2line") and shutil.which("nm")):
-        return {"state": "skipped", "reason": "binutils (readelf, nm, addr2line) not in the image", "libraries": []}
-    rows = []
-    for lib in libs[:12]:
-        secs = _sections(lib)
-        rows.append({"library": os.path.relpath(lib, module_dir), "debug_info": ".debug_info" in secs,
-                     "debug_line": ".debug_line" in secs, "bytes": os.path.getsize(lib)})
-    with_debug = [r for r in rows if r["debug_info"] and r["debug_line"]]
-    resolved = None
-    for r in sorted(with_debug, key=lambda r: r["bytes"]):  # the smallest library resolves fastest
-        resolved = _resolve_one_symbol(os.path.join(module_dir, r["library"]))
-        if resolved:
-            resolved["library"] = r["library"]
-            break
-    aten = None
-    aten_lib = next((r for r in with_debug if os.path.basename(r["library"]).startswith("libtorch_cpu.")), None)
-    if aten_lib:
-        aten = _resolve_aten_function(os.path.join(module_dir, aten_lib["library"]))
-        if aten:
-            aten["library"] = aten_lib["library"]
-    want = build_type in ("Debug", "RelWithDebInfo")
-    ok = bool(with_debug) and resolved is not None
-    if not want:
-        state, reason = "ok", None  # informational for Release
-    elif ok:
-        state, reason = "ok", None
-    else:
-        state = "failed"
-        reason = ("no library has .debug_info and .debug_line" if not with_debug
-                  else "no exported function resolves to a source line")
-    return {"state": state, "reason": reason, "build_type": build_type, "libraries": rows, "resolved": resolved,
-            "aten": aten}
-
-
 # --------------------------------------------------------------------------- entry points
 
 
-def run_all(torch, *, device: str, build_type: str | None, compile_timeout: float = CELL_TIMEOUT_S) -> dict:
+def run_all(torch, *, device: str, build_type: str | None, compile_timeout: float = CELL_TIMEOUT_S,
+            compile_matrix_cells: str = "smoke") -> dict:
     module_dir = os.path.dirname(torch.__file__)
-    return {"numerics": numerics(torch), "compile": compile_matrix(torch, device, compile_timeout),
-            "ddp": ddp_step(torch), "debug_info": debug_info(module_dir, build_type)}
+    return {"numerics": numerics(torch),
+            "compile": compile_matrix(torch, device, compile_timeout, compile_matrix_cells),
+            "ddp": ddp_step(torch), "debug_info": probe_arch.debug_info(module_dir, build_type)}
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["compile-cell"] and len(argv) == 4:
+    if argv[:1] == ["compile-cell"] and len(argv) == 6:
+        backend, mode, fullgraph, dynamic, device = argv[1:]
         try:
-            result = _cell(*argv[1:])
+            result = _cell(backend, mode, fullgraph == "1", dynamic == "1", device)
         except Exception as e:  # noqa: BLE001 - the failure is the cell's result
-            result = {"state": "error", "compile_s": None, "run_ms": None,
-                      "error": f"{e.__class__.__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]}
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            result = {"state": "error", "compile_s": None, "run_ms": None, "error": f"{e.__class__.__name__}: {first}"[:300]}
         print(json.dumps(result), flush=True)
         return 0
     if argv[:1] == ["ddp-rank"]:

@@ -159,7 +159,7 @@ def framework_checks(mod, args, report: dict) -> dict:
         return {"state": "skipped", "reason": f"checks.py not found next to the probe ({e})"}
     build_type = ((report.get("config") or {}).get("build_settings") or {}).get("BUILD_TYPE") or (
         "Debug" if (report.get("framework") or {}).get("debug") else None)
-    out: dict = {"debug_info": checks.debug_info(os.path.dirname(mod.__file__), build_type)}
+    out: dict = {"debug_info": probe_arch.debug_info(os.path.dirname(mod.__file__), build_type)}
     if args.module != "torch" or not args.checks:
         why = "--no-checks" if not args.checks else f"{args.module} is not torch"
         for name in ("numerics", "compile", "ddp", "debug_assert"):
@@ -169,10 +169,14 @@ def framework_checks(mod, args, report: dict) -> dict:
     log("numerics against NumPy")
     out["numerics"] = checks.numerics(mod)
     log(f"  {out['numerics']['state']}")
-    log(f"torch.compile matrix on {device} ({len(checks.COMPILE_CELLS)} cells, one process each)")
-    out["compile"] = checks.compile_matrix(mod, device, args.compile_timeout)
+    log(f"torch.compile matrix on {device} ({args.compile_matrix}: backend x mode x fullgraph x dynamic, one "
+        "process per cell)")
+    out["compile"] = checks.compile_matrix(mod, device, args.compile_timeout, args.compile_matrix)
     for c in out["compile"].get("cells", []):
-        log(f"  {c['backend']}/{c['mode']}: {c['state']} ({c.get('seconds')} s){' ' + c['error'] if c.get('error') else ''}")
+        axes = f"{c['backend']}/{c['mode']}{' fullgraph' if c.get('fullgraph') else ''}{' dynamic' if c.get('dynamic') else ''}"
+        second = {True: ", 2nd shape recompiled", False: ", 2nd shape reused"}.get(c.get("recompiled"), "")
+        why = c.get("error") or c.get("reason")
+        log(f"  {axes}: {c['state']} ({c.get('seconds')} s{second}){' ' + why if why else ''}")
     log("DDP training step, 2 ranks over gloo")
     out["ddp"] = checks.ddp_step(mod)
     log(f"  {out['ddp']['state']}{': ' + out['ddp']['reason'] if out['ddp'].get('reason') else ''}")
@@ -198,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-checks", dest="checks", action="store_false",
                     help="skip numerics, the torch.compile matrix and the DDP step (checks.py)")
     ap.add_argument("--compile-timeout", type=float, default=600, help="seconds per torch.compile cell")
+    ap.add_argument("--compile-matrix", choices=("smoke", "full"), default="smoke",
+                    help="torch.compile cells: a smoke set over the four axes, or their whole cross")
     args = ap.parse_args(argv)
     try:
         probe_sweep.parse_sizes(args.sizes)

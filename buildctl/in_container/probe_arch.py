@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Arch coverage: which GPU targets the framework's libraries carry device code for. CUDA: SASS and PTX
-per sm_ from cuobjdump's listing; ROCm: the code objects of the .hip_fatbin offload bundles, read here
-(no ROCm tool needed).
+"""What the framework's libraries hold. Arch coverage: which GPU targets they carry device code for (CUDA:
+SASS and PTX per sm_ from cuobjdump's listing; ROCm: the code objects of the .hip_fatbin offload
+bundles, read here, no ROCm tool needed). Debug information (checks.py's): DWARF sections, and an exported
+function resolved to file:line (binutils).
 
 STANDALONE, like probe.py (standard library; cuobjdump when on PATH); shipped next to probe.py, which
 imports it.
@@ -262,3 +263,103 @@ def rocm_arch_coverage(mod) -> dict:
     if not cov["libraries"]:
         cov.update(state="unavailable", reason="no library of the package has a .hip_fatbin section")
     return cov
+
+
+# --------------------------------------------------------------------------- debug information (checks.py's)
+
+# addr2line over a Debug libtorch_cpu.so (~1.3 GB of DWARF) reads its line tables once per call.
+ATEN_RESOLVE_TIMEOUT_S = 600.0
+ATEN_SOURCE = "aten/src/ATen/"
+
+
+
+def _sections(path: str) -> list[str]:
+    try:
+        out = subprocess.run(["readelf", "-S", "-W", path], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return re.findall(r"\]\s+(\.\S+)", out)
+
+
+def _exported_functions(path: str, kinds: str) -> list[list[str]]:
+    """[address, kind, name] of the dynamic symbols of `path` whose nm kind is in `kinds`."""
+    try:
+        nm = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, timeout=300).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [parts for parts in map(str.split, nm.splitlines()) if len(parts) == 3 and parts[1] in kinds]
+
+
+def _resolve_one_symbol(path: str) -> dict | None:
+    """An exported function of `path` resolved to source:line with addr2line, or None."""
+    functions = _exported_functions(path, "TtWw")
+    # C++ functions first (a library's API); an extension module built with hidden visibility exports
+    # only its PyInit_ function (and weak template instances), which must do then.
+    functions.sort(key=lambda parts: (not parts[2].startswith("_ZN"), parts[1] not in "Tt"))
+    for parts in functions[:20]:
+        try:
+            res = subprocess.run(["addr2line", "-f", "-C", "-e", path, f"0x{parts[0]}"],
+                                 capture_output=True, text=True, timeout=60).stdout.splitlines()
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if len(res) >= 2 and not res[1].startswith("??"):
+            return {"symbol": res[0][:200], "location": res[1][:300]}
+    return None
+
+
+def _resolve_aten_function(path: str, limit: int = 32) -> dict | None:
+    """An ATen operator implementation (at::native::...) exported by `path`, resolved to its
+    aten/src/ATen file and line: what a crash inside ATen shows in a backtrace. Candidates are taken in
+    name order (deterministic) and resolved in one addr2line run (the line tables are read once)."""
+    # _ZN2at6native...: a function in namespace at::native (mangled), defined in the text section
+    picked = sorted({(name, addr) for addr, _, name in _exported_functions(path, "Tt")
+                     if name.startswith("_ZN2at6native")})[:limit]
+    if not picked:
+        return None
+    try:
+        res = subprocess.run(["addr2line", "-f", "-C", "-e", path, *(f"0x{addr}" for _, addr in picked)],
+                             capture_output=True, text=True, timeout=ATEN_RESOLVE_TIMEOUT_S).stdout.splitlines()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for function, location in zip(res[0::2], res[1::2], strict=False):  # (function, file:line) pairs
+        if ATEN_SOURCE in location:
+            return {"symbol": function[:200], "location": location[:300]}
+    return None
+
+
+def debug_info(module_dir: str, build_type: str | None) -> dict:
+    libs = sorted(glob.glob(os.path.join(module_dir, "lib", "*.so*")) + glob.glob(os.path.join(module_dir, "_C*.so")))
+    if not libs:
+        return {"state": "skipped", "reason": f"no shared libraries under {module_dir}", "libraries": []}
+    if not (shutil.which("readelf") and shutil.which("addr2line") and shutil.which("nm")):
+        return {"state": "skipped", "reason": "binutils (readelf, nm, addr2line) not in the image", "libraries": []}
+    rows = []
+    for lib in libs[:12]:
+        secs = _sections(lib)
+        rows.append({"library": os.path.relpath(lib, module_dir), "debug_info": ".debug_info" in secs,
+                     "debug_line": ".debug_line" in secs, "bytes": os.path.getsize(lib)})
+    with_debug = [r for r in rows if r["debug_info"] and r["debug_line"]]
+    resolved = None
+    for r in sorted(with_debug, key=lambda r: r["bytes"]):  # the smallest library resolves fastest
+        resolved = _resolve_one_symbol(os.path.join(module_dir, r["library"]))
+        if resolved:
+            resolved["library"] = r["library"]
+            break
+    aten = None
+    aten_lib = next((r for r in with_debug if os.path.basename(r["library"]).startswith("libtorch_cpu.")), None)
+    if aten_lib:
+        aten = _resolve_aten_function(os.path.join(module_dir, aten_lib["library"]))
+        if aten:
+            aten["library"] = aten_lib["library"]
+    want = build_type in ("Debug", "RelWithDebInfo")
+    ok = bool(with_debug) and resolved is not None
+    if not want:
+        state, reason = "ok", None  # informational for Release
+    elif ok:
+        state, reason = "ok", None
+    else:
+        state = "failed"
+        reason = ("no library has .debug_info and .debug_line" if not with_debug
+                  else "no exported function resolves to a source line")
+    return {"state": state, "reason": reason, "build_type": build_type, "libraries": rows, "resolved": resolved,
+            "aten": aten}

@@ -95,6 +95,18 @@ CUDA_ARCH_RANGE: dict[str, tuple[str, str | None]] = {
 
 _ARCH_RE = re.compile(r"^(\d{1,2})\.(\d)([af]?)(\+PTX)?$")
 
+# PyTorch features whose CUDA kernels run only from an arch on, yet are compiled for every listed arch
+# (their switch, what they are, the first arch that runs them, their kernel units, the source). Flash
+# attention (FlashAttention-2): aten/src/ATen/native/transformers/cuda/flash_attn/kernels/*.cu, about 94
+# units in the 2.x releases; can_use_flash_attention() refuses anything below sm80, and pytorch#194502
+# (2026-08) turns the switch off when no listed arch reaches sm80 (releases before it compile the set).
+FEATURE_ARCH_FLOOR: tuple[tuple[str, str, str, int, str], ...] = (
+    ("USE_FLASH_ATTENTION", "flash attention", "8.0", 94, "pytorch#194502; flash_attn/kernels/*.cu"),
+)
+# The mean compile time of one .cu unit for one arch, measured on this project's CUDA 12.4 sample (4 units,
+# 194-1,001 s, a 2-core machine under load: an upper bound; docs/evidence/pytorch2.6-cuda12.4-trixie).
+CU_UNIT_SECONDS = 484
+
 
 def parse_arch(arch: str) -> tuple[str, str, bool]:
     """'9.0a+PTX' -> ('9.0', 'a', True). Raises ValueError on anything else."""

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Literal
 from buildctl.recipe.compat import (
     _COMPILER_ENV,
     APT_CUDA_BY_DISTRO,
+    CU_UNIT_SECONDS,
     CUDA_ARCH_RANGE,
+    FEATURE_ARCH_FLOOR,
     GCC_BY_DISTRO,
     MIN_DRIVER,
     MINOR_COMPAT_FLOOR,
@@ -228,6 +230,33 @@ def _pip_for_other_cuda(c: Cuda) -> list[Answer]:
     return out
 
 
+def _archs_a_feature_cannot_use(c: Cuda) -> list[Answer]:
+    """A PyTorch feature whose kernels need a newer arch than some listed ones: those archs' passes over its
+    units are compile time for code that never runs (all of it, when no listed arch reaches the floor)."""
+    spec, out = c.spec, []
+    if spec.framework.name != "pytorch":
+        return out
+    for switch, what, floor, units, source in FEATURE_ARCH_FLOOR:
+        if not spec.build.features.get(switch, True) or spec.build.env.get(switch, "1") in ("0", "OFF", "off"):
+            continue
+        low = [a for a in spec.build.cuda_arch if vcmp(arch_key(a).rstrip("af"), floor) < 0]
+        if not low:
+            continue
+        archs = ", ".join(low)
+        passes = len(low) * units
+        hours = passes * CU_UNIT_SECONDS / 3600
+        if len(low) == len(spec.build.cuda_arch):
+            out.append(f"{what} ({switch}) needs sm{floor.replace('.', '')}+ and no listed arch ({archs}) has it: its "
+                       f"{units} kernel units would be compiled for nothing, about {hours:.0f} core-hours at "
+                       f"{CU_UNIT_SECONDS} s per unit and arch ({source}); set build.features.{switch}: false")
+        else:
+            out.append(f"{what} ({switch}) is compiled for {archs} too, which cannot run it (sm{floor.replace('.', '')}+): "
+                       f"{passes} more nvcc passes over its {units} kernel units, up to {hours:.0f} core-hours at "
+                       f"{CU_UNIT_SECONDS} s per unit and arch ({source}); drop {archs} from build.cuda_arch if no "
+                       f"GPU of them needs this build, or set build.features.{switch}: false")
+    return out
+
+
 def _torch_clones_nccl(c: Cuda) -> Answer:
     feats, spec = c.spec.build.features, c.spec
     if c.tc.nccl is not None or spec.framework.name != "pytorch" or not (feats.get("USE_NCCL", True) and feats.get("USE_DISTRIBUTED", True)):
@@ -279,6 +308,7 @@ CUDA_RULES: tuple[Rule, ...] = (
     Rule("build.cuda_arch", "refuse", _archs_unsupported, "compat.CUDA_ARCH_RANGE"),
     Rule("build.cuda_arch", "warn", _archs_twice, "-"),
     Rule("build.cuda_arch", "warn", _arch_specific_ptx, "CUDA programming guide: arch-specific features (sm_XYa)"),
+    Rule("build.cuda_arch", "warn", _archs_a_feature_cannot_use, "compat.FEATURE_ARCH_FLOOR (pytorch#194502)"),
     # cuDNN
     Rule("toolchain.cudnn.version", "refuse", _cudnn_for_other_cuda, "cuDNN support matrix (compat.CUDNN_CUDA_MAJORS)"),
     Rule("toolchain.cudnn.archive", "refuse", _cudnn_archive, "the archive's name: cudnn-linux-<arch>-<ver>_cuda<major>"),

@@ -13,7 +13,7 @@ import os
 import shlex
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
@@ -71,12 +71,23 @@ _env.filters["q"] = lambda v: shlex.quote(str(v))
 
 
 @dataclass(frozen=True)
+class Requested:
+    """A variable the build script exports, and the recipe field that asks for it."""
+
+    value: str
+    by: str  # e.g. toolchain.cuda, build.features.USE_GLOO, build.env.BLAS, build.type
+
+
+@dataclass(frozen=True)
 class Rendered:
     spec: Spec  # the spec the files were rendered from: no credentials in its URLs
     files: dict[str, str]  # relative path -> text
     fragments: tuple[providers.Fragment, ...]
     # The files beside the recipe the render read (its patches): (path as opened, sha256 of what it held then)
     reads: tuple[tuple[str, str], ...] = ()
+    # What the build script exports to the framework's build (build.env last: it wins), for the configure
+    # gate to compare with what CMake decided
+    build_env: dict[str, Requested] = field(default_factory=dict)
 
     @property
     def downloads(self):
@@ -117,14 +128,19 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
     ld = ":".join(p for f in frags for p in f.ld_library_path)
     image_env: dict[str, str] = {}
     build_env: dict[str, str] = {}
+    asked_by: dict[str, str] = {}
     version_probes: dict[str, str] = {}
     for f in frags:
         image_env.update(f.image_env)
         build_env.update(f.build_env)
+        asked_by.update(dict.fromkeys(f.build_env, f"toolchain.{f.provider.split('-')[0]}"))
         version_probes.update(f.version_probes)
-    build_env.update(_contract_env(spec))
+    for key, (value, by) in _contract_env(spec).items():
+        build_env[key], asked_by[key] = value, by
     for key, on in spec.build.features.items():
-        build_env[key] = "1" if on else "0"
+        build_env[key], asked_by[key] = "1" if on else "0", f"build.features.{key}"
+    requested = {key: Requested(value, asked_by[key]) for key, value in build_env.items()}
+    requested.update({key: Requested(value, f"build.env.{key}") for key, value in spec.build.env.items()})
     per_job, reserve = _jobs_rule(spec.accelerator, spec.build.type)
     constraints = sorted({*spec.python.constraints, *(c for f in frags for c in f.pip_constraints)})
     repair = portable.repairs(spec)
@@ -200,7 +216,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         if f.stage_name:
             files[f"downloads/{f.stage_name}/.keep"] = ""
     reads = tuple((source, hashlib.sha256(text.encode()).hexdigest()) for source, text in patches.values())
-    return Rendered(spec, files, tuple(frags), reads)
+    return Rendered(spec, files, tuple(frags), reads, requested)
 
 
 PATCH_DIR = "/usr/local/share/buildctl/patches"
@@ -298,21 +314,23 @@ def _jobs_rule(accelerator: str, build_type: str) -> tuple[int, int]:
     return parallel_jobs.per_job_bytes(accelerator, build_type) >> 20, parallel_jobs.RESERVE_BYTES >> 20
 
 
-def _contract_env(spec: Spec) -> dict[str, str]:
-    """PyTorch's build-env contract beyond what the toolchain providers declare."""
-    env: dict[str, str] = {}
+def _contract_env(spec: Spec) -> dict[str, tuple[str, str]]:
+    """PyTorch's build-env contract beyond what the toolchain providers declare: {name: (value, the
+    recipe field that asks it)}."""
+    env: dict[str, tuple[str, str]] = {}
     if spec.accelerator == "cpu" or spec.accelerator == "ascend":
-        env["USE_CUDA"] = "0"
-        env["USE_ROCM"] = "0"
+        by = f"a {spec.accelerator} recipe (no toolchain.cuda or rocm)"
+        env["USE_CUDA"] = ("0", by)
+        env["USE_ROCM"] = ("0", by)
     if spec.build.type == "Debug":
-        env["DEBUG"] = "1"
+        env["DEBUG"] = ("1", "build.type")
     elif spec.build.type == "RelWithDebInfo":
-        env["REL_WITH_DEB_INFO"] = "1"
+        env["REL_WITH_DEB_INFO"] = ("1", "build.type")
     fw = spec.framework
     if fw.version:
-        env["PYTORCH_BUILD_VERSION"] = fw.version
-        env["PYTORCH_BUILD_NUMBER"] = str(fw.build_number)
-    env.setdefault("BUILD_TEST", "0")
+        env["PYTORCH_BUILD_VERSION"] = (fw.version, "framework.version")
+        env["PYTORCH_BUILD_NUMBER"] = (str(fw.build_number), "framework.build_number")
+    env.setdefault("BUILD_TEST", ("0", "buildctl's default (no tests in a wheel)"))
     return env
 
 

@@ -113,6 +113,17 @@ class Portability(_Section):
                      if lib.soname == soname and lib.package), None)
 
 
+class Configure(_Section):
+    """What CMake decided at configure, fact by fact, against what the recipe asks (the configure gate:
+    build/configure_gate.py). A row: fact, asked (None: not pinned), asked_by, decided (None: not
+    recorded), where CMake recorded it, status (ok | shown | not recorded | off with <switch>)."""
+
+    ok: bool = True
+    judged: int = 0
+    mismatches: int = 0
+    rows: list[dict[str, Any]] = []
+
+
 class Manifest(_Section):
     schema_version: int = 1
     recipe: str
@@ -149,6 +160,7 @@ class Manifest(_Section):
     # what the key was made of (store.key.KeyInputs): keyed files' sha256, source digest, base image id;
     # `invoke build --dry-run` and a rebuild's "why" line compare a request with it. Absent: an older build
     key_inputs: dict[str, Any] | None = None
+    configure: Configure | None = None  # the configure gate's table; absent: prebuilt framework or an older build
 
     @property
     def wheel(self) -> WheelEntry:
@@ -169,7 +181,7 @@ class Manifest(_Section):
         """The manifest as it is written: every field (None included) in order, then unknown keys;
         `reproducible` only once a check recorded it (as before it was typed)."""
         data = self.model_dump(mode="json")
-        for optional in ("reproducible", "frontend", "extensions", "portability", "key_inputs"):  # as manifests without them were written
+        for optional in ("reproducible", "frontend", "extensions", "portability", "key_inputs", "configure"):  # as manifests without them were written
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

@@ -20,6 +20,7 @@ from buildctl.verify import report as rep
 from buildctl.verify.expectations import Expectations, evaluate, verdict
 from buildctl.verify.runner import (
     MODULES,
+    check_compile_matrix,
     engine_gives_gpus,
     inspect_image,
     probe_args,
@@ -62,6 +63,7 @@ def verify_image(
     console: Console | None = None,
     timeout: float = 3600,
     client=None,
+    compile_matrix: str = "smoke",
 ) -> rep.Report:
     """Verify the framework installed in `image`: the probe runs with the image's own `python` in a fresh
     container of it (root, removed on every path), nothing installed; the same report, checks and files
@@ -89,6 +91,7 @@ def verify_image(
         raise InputError(f"--sizes: {e}") from None
     if iters < 1 or warmup < 0:
         raise InputError("--iters must be >= 1 and warm-up >= 0")
+    check_compile_matrix(compile_matrix)
     client = client or engine.connect()
     info = inspect_image(client, image)
     ident = str(info["Id"])
@@ -113,7 +116,7 @@ def verify_image(
             probe, res = probe_in_container(
                 client, ident, [python, "/verify/in/probe.py",
                                 *probe_args(module, "/verify/out/probe.json", sweep=sweep, sizes=sizes,
-                                            iters=iters, warmup=warmup)],
+                                            iters=iters, warmup=warmup, compile_matrix=compile_matrix)],
                 {**probe_inputs("/verify/in"), "/verify/out": Path(empty)},
                 shown=image, what=f"probe.json of {image} (written by its own {python})", on_line=on_line,
                 gpus=gpus, network_mode=network_mode, timeout=timeout, user="0", entrypoint=[""])

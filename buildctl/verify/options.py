@@ -14,7 +14,8 @@ class VerifyOptions:
     json_out: bool = False
     module: str | None = None
     beside: tuple[str, ...] = ()  # NAME==VERSION installed beside the set and checked against its torch
+    compile_matrix: str = "smoke"  # torch.compile cells: the smoke set, or the whole cross (full)
 
     def kwargs(self) -> dict:
         return {"sizes": self.sizes, "iters": self.iters, "json_out": self.json_out, "module": self.module,
-                "beside": self.beside}
+                "beside": self.beside, "compile_matrix": self.compile_matrix}

@@ -18,6 +18,7 @@ from buildctl.errors import BuildctlError, InputError
 from buildctl.ui import strip_controls
 from buildctl.verify import schema
 from buildctl.verify.expectations import Check, failed
+from buildctl.verify.expectations.evaluation import cell_name
 
 if TYPE_CHECKING:
     from buildctl.failure.diagnose import Diagnosis
@@ -332,8 +333,7 @@ def render(report: Report, console: Console) -> None:
         if g.get("state") == "error":
             console.print(Text.assemble(("CUDA-graph latency failed: ", "yellow"), _text(g.get("reason"))))
     matrix = compile_matrix_table(report)
-    if matrix is not None:
-        console.print(matrix)
+    console.print(matrix if matrix is not None else _text(compile_skipped(report)))
     console.print(_text(headline_text(report), style="bold"))
     files = ", ".join(f"{k} {v}" for k, v in report.files.items() if v)
     if files:
@@ -351,20 +351,42 @@ def num(v) -> str:
     return "" if v is None else f"{v:.2f}"
 
 
+def second_shape(cell: dict) -> str:  # whether a second input shape compiled again
+    return {True: "recompiled", False: "reused"}.get(cell.get("recompiled"), "")
+
+
+def compile_skipped(report: Report) -> str:
+    """The matrix that did not run, and why (demofw is not torch; --no-checks; a torch without compile)."""
+    matrix = (report.probe.get("checks") or {}).get("compile") or {}
+    return f"torch.compile matrix: {matrix.get('state') or 'not run'} ({matrix.get('reason') or 'no cells'})"
+
+
+def compile_title(report: Report) -> str:
+    matrix = report.probe["checks"]["compile"]
+    which = f", {matrix['matrix']} set" if matrix.get("matrix") else ""
+    return f"torch.compile on {matrix.get('device')} (backend x mode x fullgraph x dynamic{which})"
+
+
 def compile_matrix_table(report: Report) -> Table | None:
-    """torch.compile backends x modes: pass/fail, first-call (compile) time, steady step time."""
+    """torch.compile cells over backend, mode, fullgraph and dynamic: the result, first-call (compile) time,
+    steady step time, whether a second input shape recompiled; why a cell failed or was skipped below it."""
     cells = compile_cells(report)
     if not cells:
         return None
-    device = report.probe["checks"]["compile"].get("device")
-    t = Table(title=_text(f"torch.compile on {device}"), title_justify="left")
-    for col, justify in (("backend", "left"), ("mode", "left"), ("result", "left"), ("compile s", "right"),
-                         ("step ms", "right"), ("error", "left")):
-        t.add_column(col, justify=justify, overflow="fold")
+    t = Table(title=_text(compile_title(report)), title_justify="left", caption_justify="left")
+    t.add_column("cell (backend, mode, axes)", overflow="fold")
+    for col in ("result", "compile s", "step ms", "2nd shape"):
+        t.add_column(col, justify="left" if col in ("result", "2nd shape") else "right", no_wrap=True)
+    notes = []
     for c in cells:
-        style = "green" if c["state"] == "pass" else "red"
-        t.add_row(_text(c["backend"]), _text(c["mode"]), _text(c["state"], style=style),
-                  num(c.get("compile_s")), num(c.get("run_ms")), _text(c.get("error") or ""))
+        name = cell_name(c).removeprefix("torch.compile ")
+        style = {"pass": "green", "skipped": "dim"}.get(c["state"], "red")
+        t.add_row(_text(name), _text(c["state"], style=style), num(c.get("compile_s")), num(c.get("run_ms")),
+                  _text(second_shape(c)))
+        if c.get("error") or c.get("reason"):
+            notes.append(f"{name}: {c.get('error') or c.get('reason')}")
+    if notes:
+        t.caption = _text("\n".join(notes))
     return t
 
 

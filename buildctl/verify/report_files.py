@@ -13,12 +13,22 @@ from buildctl.verify.report import (
     Report,
     blas_text,
     compile_cells,
+    compile_skipped,
+    compile_title,
     fmt_bw,
     headline_text,
     num,
     result_mark,
+    second_shape,
     write_json,
 )
+
+
+def cell_axes(cell: dict) -> str:
+    """`fullgraph, dynamic` as set for the cell, `-` for neither, `?` when the probe predates the axes."""
+    if cell.get("fullgraph") is None and cell.get("dynamic") is None:
+        return "?"
+    return ", ".join(a for a in ("fullgraph", "dynamic") if cell.get(a)) or "-"
 
 
 def markdown(report: Report) -> str:
@@ -46,13 +56,16 @@ def markdown(report: Report) -> str:
         lines.append("")
     cells = compile_cells(report)
     if cells:
-        lines += [f"**torch.compile on {report.probe['checks']['compile'].get('device')}:**", "",
-                  "| backend | mode | result | compile (s) | step (ms) | error |", "|---|---|---|---:|---:|---|"]
+        lines += [f"**{compile_title(report)}:**", "",
+                  "| backend | mode | axes | result | compile (s) | step (ms) | 2nd shape | note |",
+                  "|---|---|---|---|---:|---:|---|---|"]
         for c in cells:
-            err = str(c.get("error") or "").replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {c['backend']} | {c['mode']} | {c['state']} | {num(c.get('compile_s'))} | "
-                         f"{num(c.get('run_ms'))} | {err} |")
+            note = str(c.get("error") or c.get("reason") or "").replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {c['backend']} | {c['mode']} | {cell_axes(c)} | {c['state']} | {num(c.get('compile_s'))} | "
+                         f"{num(c.get('run_ms'))} | {second_shape(c)} | {note} |")
         lines.append("")
+    else:
+        lines += [f"_{compile_skipped(report)}_", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -104,6 +117,22 @@ def plot(report: Report, path: Path) -> Path | None:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def relocate(report: Report, old_dir: Path, new_dir: Path) -> Report:
+    """The report of a folder moved from `old_dir` to `new_dir` (verified in the staging folder, then
+    published or kept): its wheel's and files' paths there, report.json and .md rewritten in place."""
+    def moved(value):
+        text = str(value)
+        return str(new_dir / Path(text).relative_to(old_dir)) if text.startswith(f"{old_dir}/") else value
+
+    if report.wheel and report.wheel.get("path"):
+        report.wheel = {**report.wheel, "path": moved(report.wheel["path"])}
+    report.files = {k: (moved(v) if v else v) for k, v in report.files.items()}
+    if (new_dir / JSON_NAME).is_file():
+        (new_dir / MD_NAME).write_text(markdown(report))
+        write_json(report, new_dir / JSON_NAME)
+    return report
 
 
 def write_all(report: Report, out_dir: Path) -> Report:

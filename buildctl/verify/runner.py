@@ -46,11 +46,23 @@ MODULES = {"pytorch": "torch", "torch": "torch", "demofw": "demofw"}
 # --------------------------------------------------------------------------- probe invocation
 
 
-def probe_args(module: str, out: str, *, sweep: bool, sizes: str, iters: int, warmup: int) -> list[str]:
+COMPILE_MATRICES = ("smoke", "full")  # probe.py --compile-matrix: the smoke set of cells, or the whole cross
+
+
+def probe_args(module: str, out: str, *, sweep: bool, sizes: str, iters: int, warmup: int,
+               compile_matrix: str = "smoke") -> list[str]:
     args = ["--module", module, "--out", out]
     if sweep:
         args += ["--sweep", "--sizes", sizes, "--iters", str(iters), "--warmup", str(warmup)]
+    if compile_matrix != "smoke":
+        args += ["--compile-matrix", compile_matrix]
     return args
+
+
+def check_compile_matrix(compile_matrix: str) -> None:
+    if compile_matrix not in COMPILE_MATRICES:
+        raise InputError(f"--compile-matrix {ascii(compile_matrix[:40])[1:-1]}: not a set of cells; fix: "
+                         f"--compile-matrix {' or '.join(COMPILE_MATRICES)}")
 
 
 # --------------------------------------------------------------------------- entry point
@@ -85,6 +97,7 @@ def verify_wheel(
     client=None,
     artifact: Path | None = None,
     beside: Sequence[str] = (),
+    compile_matrix: str = "smoke",
 ) -> rep.Report:
     """Verify `wheel`; write report.json/.md/.png to `out_dir`; print tables (or the JSON with json_out).
 
@@ -98,6 +111,7 @@ def verify_wheel(
     """
     if wheel is None:  # a prebuilt framework: its extension set only
         return _verify_prebuilt(spec=spec, image=image, sizes=sizes, iters=iters, warmup=warmup, out_dir=out_dir,
+                                compile_matrix=compile_matrix,
                                 json_out=json_out, network_mode=network_mode, sweep=sweep, cache_dir=cache_dir,
                                 console=console, timeout=timeout, client=client, artifact=artifact, beside=beside)
     wheel = Path(wheel).resolve()
@@ -126,6 +140,7 @@ def verify_wheel(
         raise InputError(f"--sizes: {e}") from None
     if iters < 1 or warmup < 0:
         raise InputError("--iters must be >= 1 and warm-up >= 0")
+    check_compile_matrix(compile_matrix)
     requires = wheel_requires(wheel)  # a bounded read of an untrusted zip, before pip or anything else opens it
     console = console or Console(stderr=json_out)
     cache_dir = Path(cache_dir or os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
@@ -155,7 +170,8 @@ def verify_wheel(
     install = reqs + have_optional
 
     def args_for(out: str) -> list[str]:
-        return probe_args(module, out, sweep=sweep, sizes=sizes, iters=iters, warmup=warmup)
+        return probe_args(module, out, sweep=sweep, sizes=sizes, iters=iters, warmup=warmup,
+                          compile_matrix=compile_matrix)
 
     t0 = time.monotonic()
     if host:
@@ -225,7 +241,7 @@ def _checks(exp: Expectations, probe: dict, environment: dict, subject: str = "w
     return checks
 
 
-def _verify_prebuilt(*, spec: Spec | None, image: str | None, sizes: str, iters: int, warmup: int,
+def _verify_prebuilt(*, spec: Spec | None, image: str | None, sizes: str, iters: int, warmup: int, compile_matrix: str,
                      out_dir: Path | None, json_out: bool, network_mode: str | None, sweep: bool | None,
                      cache_dir: Path | None, console: Console | None, timeout: float, client,
                      artifact: Path | None, beside: Sequence[str]) -> rep.Report:
@@ -262,7 +278,8 @@ def _verify_prebuilt(*, spec: Spec | None, image: str | None, sizes: str, iters:
     t0 = time.monotonic()
     probe, environment = run_in_container(
         None, wheelhouse, [*ext_set.requirements, *have_optional], python, image, spec,
-        lambda out: probe_args(module, out, sweep=sweep, sizes=sizes, iters=iters, warmup=warmup), on_line,
+        lambda out: probe_args(module, out, sweep=sweep, sizes=sizes, iters=iters, warmup=warmup,
+                               compile_matrix=compile_matrix), on_line,
         gpus=engine_gives_gpus(client), network_mode=network_mode, client=client, timeout=timeout, ext_set=ext_set)
     environment["seconds"] = round(time.monotonic() - t0, 1)
     exp = Expectations.from_spec(spec)

@@ -443,6 +443,26 @@ def test_the_frontend_comes_from_the_tree_and_the_manifest_says_which(build: Bui
         assert "setup.py" not in log
 
 
+def test_the_configure_gate_held_and_the_manifest_records_what_cmake_decided(build: BuildRun, request):
+    """issue 34: every demo build passed the configure gate, and its manifest records the facts fact by fact
+    (what the recipe asks, what CMake decided, where CMake recorded it)."""
+    build.ok()
+    section = build.manifest["configure"]
+    assert section["ok"] is True and section["mismatches"] == 0 and section["judged"] >= 5, section
+    rows = {r["fact"]: r for r in section["rows"]}
+    for fact in ("Python", "NumPy", "build type", "compiler launcher"):
+        assert rows[fact]["status"] == "ok", rows[fact]
+    exp = EXPECT[request.node.callspec.params["build"]]
+    assert (rows["USE_CUDA"]["asked"], rows["USE_CUDA"]["decided"]) == (("ON", "ON") if exp["cuda_arch"] else
+                                                                        ("OFF", "OFF"))
+    if exp["cuda_arch"]:
+        assert rows["CUDA version"]["status"] == rows["CUDA archs"]["status"] == "ok", rows
+        assert rows["CUDA archs"]["decided"] == "8.0 9.0" and rows["CUDA version"]["decided"] == exp["toolchain"]["cuda"]
+    if exp["nccl"]:
+        assert rows["NCCL version"]["decided"] == exp["toolchain"]["nccl"] and rows["NCCL library"]["status"] == "ok"
+    assert "buildctl: configure gate: " in (build.artifact / "build.log").read_text()
+
+
 def test_until_configure_on_scikit_build_core_prints_the_cmake_summary(ws, demo_skbuild_cpu):
     """`--until configure` on the scikit-build-core tree: its sdist hook configures into build/ and the
     summary is shown, as on setup.py's --cmake-only."""
@@ -451,6 +471,8 @@ def test_until_configure_on_scikit_build_core_prints_the_cmake_summary(ws, demo_
     assert run.returncode == 0 and run.payload["until"] == "configure", run.explain()
     assert run.payload["configure"]["CMAKE_BUILD_TYPE"] == "Debug", run.payload["configure"]
     assert run.payload["ninja"]["steps"] == 0
+    gate = {r["fact"]: r for r in run.payload["gate"]["rows"]}  # the gate judged the Debug configure too
+    assert run.payload["gate"]["ok"] is True and gate["build type"]["decided"] == "Debug", gate
     ws.built.add(("demo-skbuild-cpu", run.payload["key"]))
 
 
@@ -560,6 +582,10 @@ def test_verification_report_is_stored_beside_the_artifact(build: BuildRun):
     assert report.ok and build.payload["verification"]["ok"] is True
     assert report.wheel["sha256"] == build.manifest["wheels"][0]["sha256"]
     assert report.mode == "container"
+    # verified in the staging folder, then published: the report names the published wheel (issue 34)
+    assert report.wheel["path"] == str(build.wheel) and report.files["json"] == str(build.artifact / "report.json")
+    # the demo has no torch.compile: its report says so, in one line, instead of an empty matrix
+    assert "_torch.compile matrix: skipped (demofw is not torch)_" in (build.artifact / "report.md").read_text()
 
 
 def test_wheel_works_in_a_fresh_container(request, build: BuildRun, docker_client, test_labels):
@@ -628,12 +654,17 @@ def test_demo_cuda13_wheel_vendors_nothing_of_cuda_or_the_driver(demo_cuda13):
 def test_a_library_left_out_of_the_wheel_fails_the_bare_image_check_by_name(ws):
     """A demo linked against a library the bare image lacks (libgomp: in the builder image with the
     compiler, not in a base image with only Python), kept out of the wheel by build.wheel.exclude and
-    installed in the recipe's runtime image: the build publishes, the wheel works in its runtime image, and
-    verification fails on the `portable` check alone, naming the library and its package."""
+    installed in the recipe's runtime image: the wheel works in its runtime image, verification fails on
+    the `portable` check alone, naming the library and its package, and the artifact is not published
+    (issue 34): nothing in the store says "built"; the wheel, its manifest and the report are kept in the
+    failure's folder to look at."""
     run = ws.build("demo-cpu", "--set", "build.env.LDFLAGS=-Wl,--no-as-needed -lgomp",
                    "--set", 'build.wheel.exclude=["libgomp.so*"]', "--set", "packages.runtime=[libgomp1]",
                    artifacts="gomp")
     assert run.returncode == 1 and run.payload.get("ok") is False, run.explain()
+    assert run.payload["published"] is False, run.explain()
+    assert not list(run.artifacts_root.glob("demo-cpu/*/manifest.json"))  # the store holds nothing of it
+    assert run.artifact.parent == run.artifacts_root / "failures", run.artifact  # kept, outside the store
     section = run.manifest["portability"]
     gomp = next(e for e in section["excluded"] if e["soname"] == "libgomp.so.1")
     assert gomp["reason"] == "listed in build.wheel.exclude" and gomp["package"].startswith("libgomp1 "), section
@@ -644,6 +675,38 @@ def test_a_library_left_out_of_the_wheel_fails_the_bare_image_check_by_name(ws):
     assert "left out of the wheel: listed in build.wheel.exclude" in portable.detail
     assert [c.name for c in report.checks if c.ok is False] == ["portable"], report.checks
     assert "checks failed: libgomp.so.1 missing (Debian package libgomp1 " in run.payload["error"]  # the line read first
+
+
+def test_a_feature_cmake_drops_stops_the_build_after_configure(ws, demo_cuda13):
+    """The configure gate (issue 34): demo-cuda13 with an nvcc that is not there configures as PyTorch
+    does ("nvcc not found. Not compiling with CUDA", USE_CUDA OFF) and carried on to compile and publish a
+    CPU wheel; now the build stops after configure, exit 1, with one line for USE_CUDA: what the recipe
+    asked, what CMake decided, the configure log's line that says why, and the fix. Nothing is compiled or
+    published; the repro bundle replays the configure. Cost: the builder image comes from demo-cuda13's
+    layers (only the build script's layer is new) and the configure takes seconds."""
+    demo_cuda13.ok()  # its image layers are the cache this build reuses
+    run = ws.build("demo-cuda13", "--set", "build.env.CMAKE_CUDA_COMPILER=/nonexistent/nvcc", artifacts="gate")
+    print(f"configure gate refusal: {run.seconds:.1f} s from `invoke build` to exit")
+    assert run.returncode == 1 and run.payload.get("ok") is False, run.explain()
+    assert run.payload["error"] == "build of demo-cuda13 failed in step configure (exit 1)", run.explain()
+    lines = [ln.strip() for ln in run.stderr.splitlines()]
+    use_cuda = [ln for ln in lines if ln.startswith("USE_CUDA: asked ON")]
+    assert len(use_cuda) == 1, run.explain()
+    assert "CMake decided OFF" in use_cuda[0] and "nvcc not found" in use_cuda[0], use_cuda
+    assert "Not compiling with CUDA" in use_cuda[0] and "fix:" in use_cuda[0], use_cuda
+    assert "/nonexistent/nvcc" in use_cuda[0].partition("fix:")[2], use_cuda  # the fix names the override
+    assert run.payload["diagnosis"]["id"] == "configure-gate", run.payload["diagnosis"]
+    durations = run.payload["durations_s"]
+    assert "configure" in durations and "compile" not in durations and "publish" not in durations, durations
+    assert not list(run.artifacts_root.glob("demo-cuda13/*/manifest.json"))  # nothing published
+    bundle = Path(run.payload["bundle"])
+    data = json.loads((bundle / "bundle.json").read_text())
+    assert data["step"] == "configure" and data["env"].get("BUILDCTL_UNTIL") == "configure", data
+    table = json.loads((bundle / "configure-gate.json").read_text())  # the gate's whole table beside it
+    assert table["mismatches"] == 1 and {r["fact"]: r["status"] for r in table["rows"]}["CUDA version"] == \
+        "off with USE_CUDA", table
+    log = (bundle / "build.log").read_text()
+    assert "buildctl: step configure" in log and "buildctl: step compile" not in log  # nothing compiled
 
 
 @pytest.mark.engines
@@ -781,9 +844,10 @@ def test_changed_source_file_rebuilds_with_compile_cache_hits(ws, demo_cpu, tmp_
     cc = m["compile_cache"]
     assert cc["hit_rate"] > 0 and cc["hits"] > 0 and cc["misses"] >= 1, cc
     assert run.payload["verification"]["ok"] is True
-    # (and the no-op test's detector sees a real build: one compile container, one verification)
+    # (and the no-op test's detector sees a real build: two compile containers, the configure the gate
+    # reads and the compile that resumes it, and one verification)
     mounts, creates = containers_of_key(docker_client, "demo-cpu", run.key, run)
-    assert len(mounts) == 1 and len(creates) == 1, (mounts, creates)
+    assert len(mounts) == 2 and len(creates) == 1, (mounts, creates)
 
 
 def test_key_covers_what_changes_the_output_and_nothing_else(ws, tmp_path, base_image):
@@ -961,7 +1025,7 @@ def test_two_builds_of_one_key_at_once_serialise(ws, demo_cpu, docker_client):
     assert runs[1].manifest == m
     assert hashlib.sha256(runs[0].wheel.read_bytes()).hexdigest() == m["wheels"][0]["sha256"]
     mounts, _ = containers_of_key(docker_client, "demo-cpu", demo_cpu.key, runs[0])
-    assert len(mounts) == 1, mounts  # one compile: the second build did not compile again
+    assert len(mounts) == 2, mounts  # one configure and one compile: the second build did not compile again
 
 
 # ---------------------------------------------------------------------------------------------- secrets

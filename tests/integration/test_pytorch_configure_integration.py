@@ -4,7 +4,8 @@
 (27 MB), applies Debian's patch series and the recipe's own patch, regenerates the flatbuffers
 header, and runs PyTorch's own `setup.py build --cmake-only` in the builder image. What a user checks
 before spending hours on the compile is asserted on the CMake summary it prints: the venv's Python
-and NumPy, the release version, OpenBLAS, gloo, and the CPU kernels CMake will build.
+and NumPy, the release version, OpenBLAS, gloo, and the CPU kernels CMake will build; and the configure
+gate (issue 34) found every fact the recipe pins as CMake decided it.
 
 Cost: about 3-5 minutes on 2 cores with a cold layer cache (apt installs ~300 packages into the
 builder image), under a minute warm. The full compile is an evidence run (docs/evidence/), not a test.
@@ -59,6 +60,14 @@ def test_pytorch_cpu_recipe_configures_for_real(docker_client, trixie_base, tmp_
         assert facts["USE_DISTRIBUTED"] == "1" and facts["USE_GLOO"] == "1"
         assert facts["USE_CUDA"] == "0" and facts["USE_MKLDNN"] == "0"
         assert "AVX2" in facts["CPU capability"].split()
+        # The configure gate (issue 34): every fact the recipe pins is what PyTorch's CMake decided.
+        gate = data["gate"]
+        assert gate["ok"] is True and gate["mismatches"] == 0, [r for r in gate["rows"] if r["status"] == "mismatch"]
+        rows = {r["fact"]: r for r in gate["rows"]}
+        for fact in ("USE_CUDA", "USE_DISTRIBUTED", "USE_GLOO", "USE_MPI", "USE_MKLDNN", "BLAS", "Python", "NumPy",
+                     "build type", "compiler launcher"):
+            assert rows[fact]["status"] == "ok", rows[fact]
+        assert (rows["BLAS"]["asked"], rows["BLAS"]["decided"]) == ("OpenBLAS", "open")
         log = (Path(data["out_dir"]) / "build.log").read_text()
         assert "buildctl: skipped patch 2000-version.patch" in log
         assert "buildctl: applied patch pytorch-2.6-debian-wheel-layout.patch" in log

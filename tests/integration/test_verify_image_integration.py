@@ -1,5 +1,7 @@
 """`invoke verify --image` against the real engine, on a PyTorch that neither pip nor buildctl built:
-Debian trixie's own python3-torch 2.6.0, apt-installed into the trixie base image.
+Debian trixie's own python3-torch 2.6.0, apt-installed into the trixie base image. Its report carries the
+torch.compile matrix on four axes (issue 34): four cells run (two inductor ones, failing there as
+before), two are skipped on a CPU; the matrix takes about as long as the five cells it replaced.
 
 The image keeps a stable tag and no session label, so the engine's layer cache makes a rerun take
 seconds (the apt install takes about two minutes once); it is labelled buildctl.role=test-image so
@@ -81,6 +83,24 @@ def test_verify_debian_torch_image_and_diff_it_against_a_pypi_wheel(debian_torch
                  "numerics vs NumPy"):
         assert checks[name]["ok"] is True, checks[name]
     assert "passed:" in proc.stderr and "gloo on CPU, 2 processes" in proc.stderr
+    # The torch.compile matrix on four axes (issue 34): backend x mode x fullgraph x dynamic; reduce-overhead
+    # and the cudagraphs backend on a CPU are skipped with the reason, never passed; a dynamic cell ran a
+    # second shape without recompiling, a static one recompiled for it.
+    matrix = probe["checks"]["compile"]
+    assert matrix["device"] == "cpu" and matrix["matrix"] == "smoke", matrix
+    cells = {(c["backend"], c["mode"], c["fullgraph"], c["dynamic"]): c for c in matrix["cells"]}
+    for key in (("inductor", "reduce-overhead", False, False), ("cudagraphs", "default", False, False)):
+        assert cells[key]["state"] == "skipped" and "skipping cudagraphs due to cpu device" in cells[key]["reason"]
+    eager, aot = cells[("eager", "default", True, False)], cells[("aot_eager", "default", False, True)]
+    assert eager["state"] == aot["state"] == "pass", (eager, aot)
+    assert eager["recompiled"] is True and aot["recompiled"] is False, (eager, aot)
+    assert {("inductor", "default", False, False), ("inductor", "default", True, True)} <= set(cells)
+    assert checks["torch.compile eager fullgraph"]["ok"] is True and checks["torch.compile aot_eager dynamic"]["ok"]
+    assert not [name for name in checks if "reduce-overhead" in name]  # shown in the table, never a passed check
+    md = (tmp_path / "artifacts" / "verify" / "images" / f"buildctl-test_debian-torch_trixie-{debian_torch[7:19]}"
+          / "report.md").read_text()
+    assert "| inductor | reduce-overhead | - | skipped |" in md and "| aot_eager | default | dynamic | pass |" in md
+
     # Debian's torch is built with NDEBUG: a kernel that breaks aten::neg's contract goes through (shown)
     debug_only = checks["debug-only assertion (aten::neg kernel returning its input)"]
     assert (debug_only["ok"], debug_only["actual"]) == (None, "did not fire (the aliased result went through)")

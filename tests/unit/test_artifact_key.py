@@ -284,11 +284,11 @@ def _artifact_with_altered_wheel(tmp_path) -> Path:
 
 
 def test_verify_and_debug_refuse_an_artifact_whose_wheel_was_altered(tmp_path):
-    from buildctl.build import pipeline
+    from buildctl.build import published
     from buildctl.errors import InputError
 
     folder = _artifact_with_altered_wheel(tmp_path)
-    with pytest.raises(InputError) as info, pipeline._published_artifact(recipe.load("demo-cpu"), folder):
+    with pytest.raises(InputError) as info, published.published_artifact(recipe.load("demo-cpu"), folder):
         pass
     assert str(info.value) == (f"{folder / 'w.whl'} is not the wheel its manifest records (sha256 differs); "
                                "fix: rebuild it: invoke build --recipe demo-cpu")

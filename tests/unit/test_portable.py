@@ -277,9 +277,9 @@ def test_inductor_on_cpu_without_a_compiler_is_skipped_with_the_reason(monkeypat
 
     monkeypatch.setenv("CXX", "no-such-compiler-here")
     monkeypatch.setattr(checks.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(AssertionError(a)))
-    monkeypatch.setattr(checks, "COMPILE_CELLS", (("inductor", "default"),))
+    monkeypatch.setattr(checks, "SMOKE_CELLS", (("inductor", "default", False, False),))
     cell, = checks.compile_matrix(NoTorchRun, "cpu")["cells"]
-    assert cell["state"] == "skipped" and "no C++ compiler (no-such-compiler-here)" in cell["error"]
+    assert cell["state"] == "skipped" and "no C++ compiler (no-such-compiler-here)" in cell["reason"]
 
 
 def test_the_size_guard_names_the_three_largest_additions():

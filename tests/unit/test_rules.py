@@ -38,3 +38,29 @@ def test_cuda_from_pip_needs_13_is_one_rule_applied_by_preflight():
     with pytest.raises(RecipeError) as e:
         preflight.preflight(spec, source="x.yaml")
     assert "toolchain.cuda.install" in str(e.value) and "only ptxas" in str(e.value)
+
+
+@pytest.mark.parametrize("archs, expect", [
+    (["7.0", "7.5", "8.0", "9.0"], "is compiled for 7.0, 7.5 too, which cannot run it (sm80+): 188 more nvcc passes "
+                                   "over its 94 kernel units, up to 25 core-hours"),
+    (["7.5"], "needs sm80+ and no listed arch (7.5) has it: its 94 kernel units would be compiled for nothing, "
+              "about 13 core-hours"),
+])
+def test_archs_flash_attention_cannot_use_are_a_warning_naming_them_and_the_cost(archs, expect):
+    """issue 34: a warning, not a refusal (PyTorch's own wheels list 5.0-7.5 beside 8.0+), with the archs
+    and the compile time they cost (pytorch#194502)."""
+    spec = recipe.load("cuda12.4-nccl2.21", [f"build.cuda_arch={archs}".replace("'", '"')])
+    warnings = [w for w in preflight.preflight(spec, source="x.yaml") if "flash attention" in w]
+    assert len(warnings) == 1 and warnings[0].startswith("build.cuda_arch: flash attention (USE_FLASH_ATTENTION) ")
+    assert expect in warnings[0] and "build.features.USE_FLASH_ATTENTION: false" in warnings[0]
+
+
+@pytest.mark.parametrize("name, sets", [
+    ("cuda12.4-nccl2.21", ['build.cuda_arch=["8.0", "9.0"]']),
+    ("cuda12.4-nccl2.21", ["build.features.USE_FLASH_ATTENTION=false"]),
+    ("pytorch2.6-cuda12.4-trixie", ['build.cuda_arch=["7.5", "9.0"]']),  # flash attention off in the recipe
+    ("demo-cuda13", ['build.cuda_arch=["7.5"]']),  # demofw has no flash attention
+])
+def test_no_flash_attention_warning_where_it_is_off_or_every_arch_runs_it(name, sets):
+    spec = recipe.load(name, sets)
+    assert not [w for w in preflight.preflight(spec, source="x.yaml") if "flash attention" in w]

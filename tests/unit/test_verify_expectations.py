@@ -272,6 +272,24 @@ def test_compile_matrix_requires_eager_and_aot_eager_but_only_shows_inductor():
     assert [(c.name, c.ok) for c in checks] == [("torch.compile eager", True), ("torch.compile aot_eager", True)]
 
 
+def test_the_compile_checks_name_their_axes_and_a_skipped_cell_is_no_check():
+    """issue 34: eager with fullgraph and aot_eager dynamic must pass; reduce-overhead on a CPU is skipped
+    (shown in the table, never a passed check); a dynamic cell that recompiled says so."""
+    from buildctl.verify.expectations import Expectations, framework_check_results
+
+    cells = [{"backend": "eager", "mode": "default", "fullgraph": True, "dynamic": False, "state": "pass"},
+             {"backend": "aot_eager", "mode": "default", "fullgraph": False, "dynamic": True, "state": "pass",
+              "recompiled": True},
+             {"backend": "aot_eager", "mode": "default", "fullgraph": False, "dynamic": False, "state": "skipped",
+              "reason": "not on this device"},
+             {"backend": "inductor", "mode": "reduce-overhead", "fullgraph": False, "dynamic": False,
+              "state": "skipped", "reason": "skipping cudagraphs due to cpu device"}]
+    checks = framework_check_results(Expectations(), _probe_with_checks(compile={"cells": cells}))
+    assert [(c.name, c.ok) for c in checks] == [("torch.compile eager fullgraph", True),
+                                                ("torch.compile aot_eager dynamic", True)]
+    assert checks[1].detail == "a dynamic cell recompiled for its second input shape"
+
+
 def test_a_failed_ddp_step_or_numerics_is_a_failed_check():
     from buildctl.verify.expectations import Expectations, framework_check_results
 
@@ -334,13 +352,14 @@ def test_the_debug_only_assertion_must_fire_in_debug_and_is_only_shown_otherwise
 
 
 def test_an_aten_function_is_resolved_to_its_source_line_with_binutils(tmp_path):
-    """checks.py's resolution on a real shared library built with -g (g++, nm, addr2line on the host)."""
+    """checks.py's resolution (probe_arch.py's since issue 34) on a real shared library built with -g (g++,
+    nm, addr2line on the host)."""
     import shutil
     import subprocess
 
     import pytest
 
-    from buildctl.in_container import checks
+    from buildctl.in_container import probe_arch as checks
 
     if not all(shutil.which(t) for t in ("g++", "nm", "addr2line")):
         pytest.fail("g++ and binutils are needed (build-essential)")

@@ -152,3 +152,64 @@ def test_probe_script_on_a_module_without_framework_surface(tmp_path):
 def test_probe_script_refuses_bad_sizes(tmp_path):
     r, rep = _run_probe(tmp_path, "--module", "json", "--sizes", "8:1")
     assert r.returncode == 2 and rep is None and "MIN <= MAX" in r.stderr
+
+
+# --------------------------------------------------------------------------- the torch.compile matrix (issue 34)
+
+
+class _Proc:
+    def __init__(self, stdout: str):
+        self.stdout, self.stderr, self.returncode = stdout, "", 0
+
+
+def _matrix(monkeypatch, device: str, matrix: str = "smoke") -> tuple[dict, list[list[str]]]:
+    """checks.compile_matrix with each cell's process answered by a stand-in: which cells ran, with which axes."""
+    from buildctl.in_container import checks
+
+    ran: list[list[str]] = []
+
+    def run(argv, **kwargs):
+        ran.append(argv[3:])
+        dynamic = argv[6] == "1"
+        return _Proc(json.dumps({"state": "pass", "compile_s": 1.0, "run_ms": 2.0, "second_shape_s": 0.1,
+                                 "recompiled": not dynamic, "max_abs_err": 0.0, "error": None}))
+
+    monkeypatch.setattr(checks.subprocess, "run", run)
+    monkeypatch.setattr(checks.shutil, "which", lambda name: f"/usr/bin/{name}")
+    return checks.compile_matrix(type("torch", (), {"compile": object()}), device, 60, matrix), ran
+
+
+def test_the_smoke_set_on_cpu_covers_four_axes_and_skips_what_means_nothing_there(monkeypatch):
+    result, ran = _matrix(monkeypatch, "cpu")
+    cells = {(c["backend"], c["mode"], c["fullgraph"], c["dynamic"]): c for c in result["cells"]}
+    assert set(cells) == {("eager", "default", True, False), ("aot_eager", "default", False, True),
+                          ("inductor", "default", False, False), ("inductor", "default", True, True),
+                          ("inductor", "reduce-overhead", False, False), ("cudagraphs", "default", False, False)}
+    for key in (("inductor", "reduce-overhead", False, False), ("cudagraphs", "default", False, False)):
+        assert cells[key]["state"] == "skipped" and cells[key]["compile_s"] is None
+        assert cells[key]["reason"].startswith("skipping cudagraphs due to cpu device")
+    assert ["inductor", "reduce-overhead", "0", "0", "cpu"] not in ran and len(ran) == 4  # never run, never passed
+    assert ["aot_eager", "default", "0", "1", "cpu"] in ran
+    assert result["passed"] == 4 and result["skipped"] == 2 and result["matrix"] == "smoke"
+    assert cells[("aot_eager", "default", False, True)]["recompiled"] is False
+
+
+def test_the_smoke_set_on_a_gpu_runs_the_cuda_graph_cells_and_the_full_set_is_the_whole_cross(monkeypatch):
+    result, ran = _matrix(monkeypatch, "cuda")
+    assert len(ran) == 7 and all(c["state"] == "pass" for c in result["cells"])
+    full, ran = _matrix(monkeypatch, "cuda", "full")
+    assert len(full["cells"]) == 28 == len(ran)  # (eager, aot_eager, cudagraphs, 4 inductor modes) x 2 x 2
+    assert {(c["fullgraph"], c["dynamic"]) for c in full["cells"]} == {(False, False), (False, True), (True, False),
+                                                                       (True, True)}
+    on_cpu, ran = _matrix(monkeypatch, "cpu", "full")
+    assert sum(c["state"] == "skipped" for c in on_cpu["cells"]) == 8 and len(ran) == 20
+
+
+def test_a_cell_without_a_cxx_compiler_is_skipped_with_the_reason(monkeypatch):
+    from buildctl.in_container import checks
+
+    monkeypatch.setattr(checks.shutil, "which", lambda name: None)
+    monkeypatch.setattr(checks.subprocess, "run", lambda argv, **kw: _Proc(json.dumps({"state": "pass"})))
+    result = checks.compile_matrix(type("torch", (), {"compile": object()}), "cpu", 60)
+    inductor = [c for c in result["cells"] if c["backend"] == "inductor" and c["mode"] == "default"]
+    assert all(c["state"] == "skipped" and "no C++ compiler (g++)" in c["reason"] for c in inductor)

@@ -130,5 +130,57 @@ def test_compile_matrix_is_shown_as_text_and_in_markdown():
     Console(file=out, width=80).print(rep.compile_matrix_table(r))
     text = out.getvalue()
     assert "torch.compile on cpu" in text and "[bold]no compiler[/bold]" in text.replace("\n", "")
+    md = report_files.markdown(r)  # a probe before the four axes: fullgraph and dynamic unknown (?)
+    assert "| inductor | default | ? | error |" in md and "| eager | default | ? | pass | 0.40 | 2.50 |" in md
+
+
+def test_compile_matrix_shows_the_four_axes_the_second_shape_and_why_a_cell_was_skipped():
+    """issue 34: backend x mode x fullgraph x dynamic, the second shape's recompile, and reduce-overhead on
+    a CPU skipped with the reason (never passed); readable at 80 columns."""
+    import io
+
+    from rich.console import Console
+
+    from buildctl.verify import report as rep
+
+    cells = [{"backend": "eager", "mode": "default", "fullgraph": True, "dynamic": False, "state": "pass",
+              "compile_s": 0.4, "run_ms": 2.5, "recompiled": True, "error": None},
+             {"backend": "aot_eager", "mode": "default", "fullgraph": False, "dynamic": True, "state": "pass",
+              "compile_s": 3.1, "run_ms": 9.0, "recompiled": False, "error": None},
+             {"backend": "inductor", "mode": "reduce-overhead", "fullgraph": False, "dynamic": False,
+              "state": "skipped", "compile_s": None, "run_ms": None, "error": None,
+              "reason": "skipping cudagraphs due to cpu device: CUDA graphs need a GPU"}]
+    r = rep.Report.from_dict({"schema_version": 1, "wheel": {"name": "torch-2.6.0-cp313-cp313-linux_x86_64.whl"},
+                              "mode": "image", "module": "torch", "verdict": "", "checks": [], "expectations": {},
+                              "environment": {}, "created": "2026-12-01T00:00:00+00:00",
+                              "probe": {"checks": {"compile": {"device": "cpu", "matrix": "smoke", "cells": cells}}}})
+    out = io.StringIO()
+    Console(file=out, width=80).print(rep.compile_matrix_table(r))
+    text = out.getvalue()
+    assert "torch.compile on cpu (backend x mode x fullgraph x dynamic, smoke set)" in text.replace("\n", " ")
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for words in ("fullgraph", "dynamic", "recompiled", "reused", "skipped", "skipping cudagraphs"):
+        assert words in text, words
     md = report_files.markdown(r)
-    assert "| inductor | default | error |" in md and "| eager | default | pass | 0.40 | 2.50 |" in md
+    assert "| eager | default | fullgraph | pass | 0.40 | 2.50 | recompiled |  |" in md
+    assert "| aot_eager | default | dynamic | pass | 3.10 | 9.00 | reused |  |" in md
+    assert "| inductor | reduce-overhead | - | skipped |  |  |  | skipping cudagraphs due to cpu device" in md
+
+
+def test_a_matrix_that_did_not_run_says_why_in_both_reports():
+    """The demo's report (demofw is not torch): no table, one line with the reason, in the text and Markdown."""
+    import io
+
+    from rich.console import Console
+
+    from buildctl.verify import report as rep
+
+    r = rep.Report.from_dict({"schema_version": 1, "wheel": {"name": "demofw-0.1.0-cp311-cp311-linux_x86_64.whl"},
+                              "mode": "container", "module": "demofw", "verdict": "", "checks": [], "expectations": {},
+                              "environment": {}, "created": "2026-12-01T00:00:00+00:00",
+                              "probe": {"checks": {"compile": {"state": "skipped", "reason": "demofw is not torch"}}}})
+    assert rep.compile_matrix_table(r) is None
+    out = io.StringIO()
+    rep.render(r, Console(file=out, width=80))
+    assert "torch.compile matrix: skipped (demofw is not torch)" in out.getvalue()
+    assert "_torch.compile matrix: skipped (demofw is not torch)_" in report_files.markdown(r)

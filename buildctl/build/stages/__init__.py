@@ -1,6 +1,7 @@
 """The build's stages and the frozen records they hand each other (docs/architecture.md).
 
-    spec ─fetch→ Prepared ─image→ ImageBuilt ─compile→ Compiled ─publish→ Published ─verify→ Verified
+    spec ─fetch→ Prepared ─image→ ImageBuilt ─configure→ Configured ─compile→ Compiled ─publish→ Published
+         ─verify→ Verified
 
 Each stage is a function of a Run (what the whole build shares: the spec, the options, the engine,
 the log) and the record before it; it returns the next record and changes none. A stage that
@@ -23,6 +24,7 @@ from buildctl.secrets import Credentials, secret_values_from_env_and_site, split
 from buildctl.recipe.schema import Spec
 
 if TYPE_CHECKING:
+    from buildctl.build.configure_gate import Gate
     from buildctl.store.manifest import Manifest
     from buildctl.verify.report import Report
 
@@ -138,12 +140,22 @@ class ImageBuilt:
 
 
 @dataclass(frozen=True)
+class Configured:
+    """The build script ran up to its configure step in the key's build directory, and what CMake decided
+    is what the recipe asks (the configure gate)."""
+
+    image: ImageBuilt
+    gate: Gate | None  # None: a framework not built here (prebuilt) configures nothing
+
+
+@dataclass(frozen=True)
 class Compiled:
     """The build script ran to its end; its outputs (wheel, versions, cache stats) are in out_dir."""
 
     image: ImageBuilt
     out_dir: Path
     max_jobs: int  # as the compile finished: halved once when memory killed the first attempt
+    configure: Gate | None = None  # the configure gate's table (the manifest records it)
 
 
 @dataclass(frozen=True)
@@ -155,6 +167,8 @@ class Published:
     artifact: Path
     manifest: Manifest
     cached: bool  # found published already: nothing was built
+    # False: its verification failed, so it was never published: `artifact` is the folder kept in failures/
+    stored: bool = True
 
 
 @dataclass(frozen=True)

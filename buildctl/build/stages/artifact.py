@@ -84,8 +84,8 @@ def _bytes(paths: Iterable[Path]) -> int:
 
 
 def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, float]) -> Manifest:
-    """The wheel, build.log, the runtime context and the manifest in `staging`; the manifest. A full disk
-    is NoSpace."""
+    """The wheel, build.log, the runtime context and the manifest (written) in `staging`; the manifest. A
+    full disk is NoSpace."""
     wheels = [*compiled.out_dir.glob("*.whl"), *(compiled.out_dir / "extensions").glob("*.whl")]
     needed = (_bytes([*wheels, compiled.out_dir / "ninja_log.txt"]) + len(run.log.text().encode())
               + sum(len(t.encode()) for t in compiled.image.prepared.rendered.files.values()) + MANIFEST_ROOM)
@@ -124,7 +124,7 @@ def _assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, 
     (staging / "recipe.resolved.yaml").write_text(prepared.rendered.files["recipe.resolved.yaml"])
     render.write(prepared.rendered, staging / CONTEXT_DIR)  # the files only: no downloads, no credentials
     src = spec.framework.source
-    return Manifest.model_validate({
+    manifest = Manifest.model_validate({
         "schema_version": 1,
         "recipe": spec.name,
         "key": prepared.key,
@@ -161,7 +161,10 @@ def _assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, 
         "extensions": _extensions_section(spec, out_dir, wheels, built_extensions),
         "portability": section,
         "key_inputs": prepared.inputs.to_json(),
+        "configure": compiled.configure.to_dict() if compiled.configure is not None else None,
     })
+    manifest.write(staging / manifest_mod.NAME)
+    return manifest
 
 
 def _prebuilt(src) -> dict:
@@ -272,11 +275,10 @@ def _frontend(reported: str, wheel: Path) -> dict:
     return {"name": name or None, "version": version or None, "generator": generator}
 
 
-def publish(run: Run, compiled: Compiled, staging: Path, manifest: Manifest) -> Published:
-    key = compiled.image.prepared.key
-    with _room(run, staging, _bytes([staging]) + MANIFEST_ROOM):
-        manifest.write(staging / manifest_mod.NAME)
-        final = artifacts.publish(staging, run.spec.name, key, run.opts.artifacts_root)
+def publish(run: Run, staging: Path, manifest: Manifest) -> Published:
+    """The assembled (and, unless --no-verify, verified) staging folder renamed into the store."""
+    key = manifest.key
+    final = artifacts.publish(staging, run.spec.name, key, run.opts.artifacts_root)
     resume.discard(run.spec.name, key, run.opts.artifacts_root)  # the manifest holds it now
     return Published(run.spec.name, key, final, manifest, cached=False)
 

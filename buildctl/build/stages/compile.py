@@ -1,12 +1,16 @@
-"""image and compile: the builder image, then the build script in a container of it.
+"""image, configure and compile: the builder image, then the build script in a container of it.
 
-The script announces its steps (source, configure, compile, wheel); the pipeline follows them in
-the log. A compile killed for memory is retried once with half the jobs, in the same build directory.
+The script runs twice: up to its configure step (BUILDCTL_UNTIL=configure), for the configure gate to
+compare what CMake decided with what the recipe asks (build/configure_gate.py), then, in a new container
+on the same build directory, from there to the wheel (the script skips a configured build directory).
+The script announces its steps (source, configure, compile, wheel); the pipeline follows them in the
+log. A compile killed for memory is retried once with half the jobs, in the same build directory.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import time
 from pathlib import Path
 
@@ -15,7 +19,7 @@ from buildctl import engine
 from buildctl.engine import registry
 from buildctl.build import compile_cache, resume
 from buildctl.errors import EngineError, StepFailed
-from buildctl.build.stages import Compiled, ImageBuilt, Planned, Run
+from buildctl.build.stages import Compiled, Configured, ImageBuilt, Planned, Run
 from buildctl.render.rendering import BUILD_COMMAND
 from buildctl.build.engine_names import compile_container_name, image_tag, rebuild_volume_name, volume_names
 from buildctl.secrets import proxy_env
@@ -82,37 +86,58 @@ def retry_with_fewer_jobs(result: engine.ContainerResult, log: str, attempt: int
     return result.oom_killed or diagnose.killed_for_memory(log)
 
 
-def compile(run: Run, built: ImageBuilt, out_dir: Path) -> Compiled:
-    """The build script in the compile container; its outputs land in out_dir."""
-    spec, key = run.spec, built.prepared.key
-    src = spec.framework.source
-    work = run.opts.rebuild_dir or WORK_DIR
-    # a local source: exactly the members its key was computed from (store.key.source_member)
-    inputs = {f"{work}/src": Tree(Path(src.path), key_mod.source_member)} if src.kind == "path" else None
-    name = compile_container_name(spec.name, key, run.namespace)
+def configure(run: Run, built: ImageBuilt, out_dir: Path) -> Configured:
+    """The build script up to its configure step (BUILDCTL_UNTIL=configure, in the key's build directory),
+    then the configure gate: what CMake decided against what the recipe asks. A mismatch raises
+    ConfigureRefused (step configure) before anything compiles; the compile container that follows
+    resumes the configured build directory. A framework that is not built here configures nothing."""
+    if run.spec.framework.source.kind == "prebuilt":
+        return Configured(built, None)
+    from buildctl.build import cmake_record
+    from buildctl.build import configure_gate as gate
+
+    started = time.monotonic()
+    first_line = len(run.log.lines)
+    log_dir = out_dir.parent / f"{out_dir.name}.configure-log"  # the configure log, copied out beside out_dir
+    try:
+        result = _run_build_script(run, built, out_dir, {"BUILDCTL_UNTIL": "configure"}, built.planned.max_jobs,
+                                   time.monotonic() + run.spec.build.timeout_s,
+                                   extra_outputs={f"{_work(run)}/src/build/.buildctl-configure.log": log_dir})
+        if not result.ok:
+            raise StepFailed("compile", result.exit_code, result.log, oom_killed=result.oom_killed,
+                             timed_out=result.timed_out, max_jobs=built.planned.max_jobs,
+                             detail=f"the configure ran past build.timeout ({run.spec.build.timeout}) and was "
+                                    "stopped" if result.timed_out else "")
+        copied = log_dir / ".buildctl-configure.log"
+        if copied.is_file() and not copied.is_symlink():
+            copied.replace(out_dir / cmake_record.CONFIGURE_LOG)
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    request = gate.Request(built.prepared.rendered.build_env, built.prepared.rendered.spec,
+                           compile_cache=not run.opts.rebuild_dir)
+    checked = gate.check(request, cmake_record.Recorded.read(out_dir, run.log.text(first_line)))
+    if not checked.ok:
+        raise gate.ConfigureRefused(checked, run.log.text())
+    run.log(f"buildctl: configure gate: {checked.summary()} ({time.monotonic() - started:.1f} s to configure "
+            "and check)")
+    return Configured(built, checked)
+
+
+def compile(run: Run, configured: Configured, out_dir: Path) -> Compiled:
+    """The build script in the compile container (from the build directory the configure left); its
+    outputs land in out_dir."""
+    built = configured.image
+    spec = run.spec
     deadline = time.monotonic() + spec.build.timeout_s
-    planned = built.planned
-    max_jobs = planned.max_jobs
+    max_jobs = built.planned.max_jobs
     if spec.site.cache_url and spec.build.cache != "ccache":
         run.log(f"buildctl: warning: the shared compile cache works through ccache, and build.cache is "
                 f"{spec.build.cache}; compiling without it (fix: --set build.cache=ccache)")
-    # invoke clean: every compile uses them, a full build's, --until's and a resumed one's alike
-    artifacts.record_images(run.client, [built.image_id], run.opts.artifacts_root)
-    artifacts.record_use({"volume": list(planned.mounts)}, run.opts.artifacts_root)
     for attempt in range(2):
-        _clear_compile_container(run, name, key)
         first_line = len(run.log.lines)
-        result = engine.run_container(
-            run.client, built.image_id, list(BUILD_COMMAND), env=planned.env_with_jobs(max_jobs), inputs=inputs,
-            outputs={f"{work}/out": out_dir}, volumes=dict(planned.mounts), network_mode=engine.network_mode_for(spec.site.network),
-            mem_limit=run.opts.memory, on_line=run.log, keep=run.opts.keep_container,
-            secrets=run.secrets, credentials=compile_credentials(run),
-            labels=engine.buildctl_labels({"buildctl.step": "compile"}, recipe=spec.name, namespace=run.namespace),
-            name=name, timeout=max(1.0, deadline - time.monotonic()),
-            on_interrupt=lambda container_id: _record_interrupt(run, key, container_id),
-        )
+        result = _run_build_script(run, built, out_dir, {}, max_jobs, deadline)
         if result.ok:
-            return Compiled(built, out_dir, max_jobs)
+            return Compiled(built, out_dir, max_jobs, configured.gate)
         if result.timed_out:
             raise StepFailed(
                 "compile", result.exit_code, result.log, timed_out=True, max_jobs=max_jobs,
@@ -124,6 +149,37 @@ def compile(run: Run, built: ImageBuilt, out_dir: Path) -> Compiled:
         run.log(f"buildctl: the compiler was killed for memory; retrying once with "
                 f"MAX_JOBS={max_jobs}, resuming the same build directory")
     raise StepFailed("compile", result.exit_code, result.log, oom_killed=result.oom_killed, max_jobs=max_jobs)
+
+
+def _work(run: Run) -> str:
+    return run.opts.rebuild_dir or WORK_DIR
+
+
+def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, env: dict[str, str], max_jobs: int | None,
+                      deadline: float, extra_outputs: dict[str, Path] | None = None) -> engine.ContainerResult:
+    """One run of the build script in the key's compile container (the planned environment and mounts,
+    with `env` over them); its outputs land in out_dir."""
+    spec, key = run.spec, built.prepared.key
+    src = spec.framework.source
+    work = _work(run)
+    # a local source: exactly the members its key was computed from (store.key.source_member)
+    inputs = {f"{work}/src": Tree(Path(src.path), key_mod.source_member)} if src.kind == "path" else None
+    name = compile_container_name(spec.name, key, run.namespace)
+    planned = built.planned
+    # invoke clean: every compile uses them, a full build's, --until's and a resumed one's alike
+    artifacts.record_images(run.client, [built.image_id], run.opts.artifacts_root)
+    artifacts.record_use({"volume": list(planned.mounts)}, run.opts.artifacts_root)
+    _clear_compile_container(run, name, key)
+    return engine.run_container(
+        run.client, built.image_id, list(BUILD_COMMAND), env={**planned.env_with_jobs(max_jobs), **env},
+        inputs=inputs, outputs={f"{work}/out": out_dir, **(extra_outputs or {})}, volumes=dict(planned.mounts),
+        network_mode=engine.network_mode_for(spec.site.network),
+        mem_limit=run.opts.memory, on_line=run.log, keep=run.opts.keep_container,
+        secrets=run.secrets, credentials=compile_credentials(run),
+        labels=engine.buildctl_labels({"buildctl.step": "compile"}, recipe=spec.name, namespace=run.namespace),
+        name=name, timeout=max(1.0, deadline - time.monotonic()),
+        on_interrupt=lambda container_id: _record_interrupt(run, key, container_id),
+    )
 
 
 def _clear_compile_container(run: Run, name: str, key: str) -> None:

@@ -14,6 +14,7 @@ from buildctl.failure.diagnose import Diagnosis
 from buildctl.verify.report import VerificationFailed
 from buildctl.render.rendering import Rendered
 from buildctl.build.stages import ImageBuilt, Planned, Prepared, Published, Run
+from buildctl.build.configure_gate import ConfigureRefused, Gate
 from buildctl.render.rendering import BUILD_COMMAND
 from buildctl.secrets import proxy_env
 
@@ -40,19 +41,29 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
     rendered = prepared.rendered if prepared else reached
     max_jobs = exc.max_jobs or (planned.max_jobs if planned else None)
     log = run.log.text() if run.log.lines else exc.log
-    diag = diagnose.diagnose(log, step=step, exit_code=exc.returncode, oom_killed=exc.oom_killed,
-                             context=_context(run, max_jobs))
+    env = planned.env_with_jobs(max_jobs) if planned else dict(proxy_env(run.spec))
+    refused = exc.gate if isinstance(exc, ConfigureRefused) else None
+    if refused is not None:  # CMake dropped what the recipe asks: the gate's table says what, not the log
+        diag = _gate_diagnosis(refused)
+        env["BUILDCTL_UNTIL"] = "configure"  # a replay runs the configure the gate read, and stops there
+    else:
+        diag = diagnose.diagnose(log, step=step, exit_code=exc.returncode, oom_killed=exc.oom_killed,
+                                 context=_context(run, max_jobs))
     bundle = repro.write_bundle(
         spec=run.spec, rendered=rendered, context_dir=prepared.context_dir if prepared else None, step=step,
         exit_code=exc.returncode, log=log, diagnosis=diag, image_id=built.image_id if built else None,
-        command=list(BUILD_COMMAND) if exc.step == "compile" else None, env=planned.env_with_jobs(max_jobs) if planned else dict(proxy_env(run.spec)),
+        command=list(BUILD_COMMAND) if exc.step in ("compile", "configure") else None, env=env,
         volumes=dict(planned.mounts) if planned else {}, network=engine.network_mode_for(run.spec.site.network),
         memory=run.opts.memory, secrets=run.secrets, namespace=run.namespace, root=run.opts.artifacts_root,
         engine_name=engine.display_name(run.opts.engine_url),
     )
+    if refused is not None:  # the whole table beside the bundle's diagnosis: what was judged, shown, not recorded
+        artifacts.write_json(bundle / "configure-gate.json", refused.to_dict())
     first = diagnose.first_error(log)
     lines = [f"build of {run.spec.name} failed in step {step} (exit {exc.returncode})"]
-    if exc.timed_out:
+    if refused is not None:
+        lines.append(refused.message())
+    elif exc.timed_out:
         lines.append(str(exc))
     elif diag:
         lines.append(diagnose.render_diagnosis(diag))
@@ -60,6 +71,15 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
         lines.append("first error:\n  " + "\n  ".join(first[:20]))
     lines.append(f"repro bundle: {bundle}  (replay: invoke repro {bundle})")
     return BuildFailed("\n".join(lines), step=step, bundle=bundle, diagnosis=diag, durations=durations)
+
+
+def _gate_diagnosis(gate: Gate) -> Diagnosis:
+    """The configure gate's mismatches as the bundle's (and --json's) diagnosis."""
+    bad = gate.mismatches
+    return Diagnosis(
+        "configure-gate", "CMake dropped or changed what the recipe asks",
+        "; ".join(f"{r.fact}: asked {r.asked} ({r.asked_by}), CMake decided {r.decided} ({r.where})" for r in bad),
+        "; ".join(f"{r.fact}: {r.fix}" for r in bad), [r.why for r in bad if r.why][:5], "configure")
 
 
 def verification_failed(published: Published, exc: VerificationFailed) -> VerificationFailed:
@@ -72,6 +92,35 @@ def verification_failed(published: Published, exc: VerificationFailed) -> Verifi
     if diag is not None:
         artifacts.write_json(published.artifact / "diagnosis.json", diag.to_dict())
     return VerificationFailed(str(exc), report=exc.report, diagnosis=diag)
+
+
+def keep_unverified(run: Run, staging: Path, exc: VerificationFailed) -> tuple[Path, VerificationFailed]:
+    """A built artifact whose verification failed, moved out of the staging folder (it is never published)
+    into failures/<recipe>-<time>-unverified/, with a README: the wheel, manifest, build log and report to
+    look at. The error names the kept report."""
+    import os
+    import uuid
+    from datetime import datetime, timezone
+
+    base = repro.failures_dir(run.opts.artifacts_root)
+    base.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    kept = base / f"{run.spec.name}-{stamp}-{uuid.uuid4().hex[:4]}-unverified"
+    staging.chmod(0o755)  # mkdtemp made it private; like an artifact, it is for the team to read
+    (staging / "README.md").write_text(
+        f"# {run.spec.name}: built, verification failed, not published\n\n"
+        "The build finished and its artifact was verified before it was published; a check failed (report.md\n"
+        "says which), so the store holds nothing of this key and `invoke build` builds it again. What the\n"
+        "build made is kept here to look at: the wheel, manifest.json, build.log, report.json/.md/.png.\n\n"
+        f"Re-check the wheel on its own: `invoke verify --wheel <this folder>/<the .whl> --recipe {run.spec.name}`.\n")
+    os.rename(staging, kept)
+    if exc.report is not None:
+        from buildctl.verify import report_files
+
+        report_files.relocate(exc.report, staging, kept)
+    message = str(exc).replace(str(staging), str(kept))
+    return kept, VerificationFailed(f"{message}; not published: kept in {kept}", report=exc.report,
+                                    diagnosis=exc.diagnosis)
 
 
 class BuildFailed(BuildctlError):

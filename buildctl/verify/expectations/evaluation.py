@@ -113,6 +113,14 @@ def _evaluate(exp: Expectations, probe: dict) -> list[Check]:
 REQUIRED_COMPILE_BACKENDS = ("eager", "aot_eager")
 
 
+def cell_name(cell: dict) -> str:
+    """`torch.compile inductor reduce-overhead fullgraph dynamic`: the backend, then the axes set off
+    their default (a probe before the four axes names backend and mode only)."""
+    parts = [cell.get("backend"), *([cell["mode"]] if cell.get("mode") not in (None, "default") else []),
+             *(["fullgraph"] if cell.get("fullgraph") else []), *(["dynamic"] if cell.get("dynamic") else [])]
+    return "torch.compile " + " ".join(str(p) for p in parts)
+
+
 def framework_check_results(exp: Expectations, probe: dict) -> list[Check]:
     """numerics, the torch.compile matrix, the DDP step, and debug information (checks.py)."""
     res = probe.get("checks") or {}
@@ -124,10 +132,12 @@ def framework_check_results(exp: Expectations, probe: dict) -> list[Check]:
             out.append(Check(label, "ok", r["state"], ok, "" if ok else str(r.get("reason") or "")))
     cells = (res.get("compile") or {}).get("cells") or []
     for c in cells:
-        if c.get("backend") in REQUIRED_COMPILE_BACKENDS:
+        if c.get("backend") in REQUIRED_COMPILE_BACKENDS and c.get("state") != "skipped":
             ok = c.get("state") == "pass"
-            out.append(Check(f"torch.compile {c['backend']}", "pass", c.get("state"), ok,
-                             "" if ok else str(c.get("error") or "")))
+            detail = "" if ok else str(c.get("error") or "")
+            if ok and c.get("dynamic") and c.get("recompiled"):
+                detail = "a dynamic cell recompiled for its second input shape"
+            out.append(Check(cell_name(c), "pass", c.get("state"), ok, detail))
     dbg = res.get("debug_info") or {}
     if exp.build_type in ("Debug", "RelWithDebInfo") and dbg.get("state") in ("ok", "failed", "skipped"):
         resolved = dbg.get("resolved")

@@ -212,11 +212,16 @@ class Numerics(StrictModel):
 class CompileCell(StrictModel):
     backend: Str
     mode: Str
-    state: Str
+    fullgraph: bool | None = None  # None: a probe before the four axes (backend x mode only)
+    dynamic: bool | None = None
+    state: Str  # pass | fail | error | timeout | skipped
     compile_s: Num | None = None
     run_ms: Num | None = None
+    second_shape_s: Num | None = None
+    recompiled: bool | None = None  # whether the second input shape compiled again
     max_abs_err: Num | None = None
     seconds: Num | None = None
+    reason: Str | None = None  # why a cell was skipped (it cannot mean anything on this device)
     error: Str | None = None
 
 
@@ -224,7 +229,9 @@ class CompileMatrix(StrictModel):
     state: Str | None = None
     reason: Str | None = None
     device: Str | None = None
+    matrix: Str | None = None  # smoke | full
     passed: Int | None = None
+    skipped: Int | None = None
     cells: Annotated[list[CompileCell], Field(max_length=64)] = []
 
 

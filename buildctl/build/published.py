@@ -1,0 +1,66 @@
+"""What runs against an artifact published before, on its own: `invoke verify --recipe R` and `invoke debug`.
+The artifact is held under its key's lock, shared, as a build that finds it holds it, and served only while its
+wheels are those its manifest records."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from buildctl import engine
+from buildctl.build.engine_names import work_volume_name
+from buildctl.build.pipeline import LOCK_SLACK_S
+from buildctl.build.stages import artifact
+from buildctl.errors import InputError
+from buildctl.recipe.schema import Spec
+from buildctl.store import artifacts
+from buildctl.verify.options import VerifyOptions
+
+
+@contextlib.contextmanager
+def published_artifact(spec: Spec, artifact_dir: Path, on_line=None):
+    """A published artifact found on its own, under its key's lock, shared, as a build that finds it."""
+    recipe, key = artifact_dir.parent.name, artifact_dir.name
+    with artifacts.key_lock(recipe, key, artifact_dir.parent.parent, shared=True, on_wait=on_line,
+                            timeout=spec.build.timeout_s + LOCK_SLACK_S):
+        if not (artifact_dir / "manifest.json").is_file():
+            raise InputError(f"{artifact_dir} was removed meanwhile (by invoke clean?); fix: invoke build --recipe "
+                             f"{spec.name}")
+        problem = artifacts.unvouched(artifact_dir)
+        if problem is not None:
+            raise InputError(f"{problem}; fix: rebuild it: invoke build --recipe {spec.name}")
+        yield artifact.found(recipe, key, artifact_dir)
+
+
+def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, options: VerifyOptions | None = None,
+                    console=None, client=None):
+    """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
+    records (the runtime image's context); on the engine of `client` (None: DOCKER_HOST's)."""
+    from buildctl.build.stages import verify as verify_stage
+
+    with published_artifact(spec, artifact_dir, on_line) as published:
+        return verify_stage.verify(spec, published, on_line=on_line, options=options or VerifyOptions(), console=console,
+                                   client=client).report
+
+
+def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout: float, cache_dir: Path,
+                   shell: bool = False):
+    """`invoke debug`: `program` (verify.debug.Program) under gdb against a published artifact's wheel, in
+    a fresh container of its runtime image (as verification builds it); the DebugResult. `shell`: that
+    container interactive instead, with the build directory's sources; the shell's exit code."""
+    from buildctl.build.stages import verify as verify_stage
+    from buildctl.verify import debug
+
+    with published_artifact(spec, artifact_dir, on_line) as published:
+        manifest = published.manifest
+        client = engine.connect()
+        image, namespace = verify_stage.artifact_runtime_image(spec, published, client=client, on_line=on_line)
+        facts = {"recipe": manifest.recipe, "key": published.key, "build_type": manifest.build_type,
+                 "artifact": str(artifact_dir), "image": image}
+        wheel = artifact_dir / manifest.framework_wheel.file
+        if shell:
+            return debug.open_shell(wheel, program, spec=spec, image=image, namespace=namespace, client=client,
+                                    volume=work_volume_name(spec.name, published.key, namespace), on_line=on_line,
+                                    cache_dir=cache_dir)
+        return debug.run_program(wheel, program, spec=spec, image=image, namespace=namespace, client=client,
+                                 on_line=on_line, timeout=timeout, cache_dir=cache_dir, facts=facts)
