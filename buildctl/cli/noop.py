@@ -101,7 +101,7 @@ def _print(entry: dict, as_json: bool, t0: float) -> None:
 
         print_json({"recipe": entry["recipe"], "ok": True, "warnings": entry["warnings"],
                     "durations_s": {"fetch": fetch_s, "total": total}, "key": entry["key"],
-                    "artifact": entry["artifact"], "cached": True, "manifest": entry["manifest"],
+                    "artifact": entry["artifact"], "cached": True, "published": True, "manifest": entry["manifest"],
                     "verification": entry["verification"]})
     else:
         view.summary([tuple(row) for row in entry["rows"]])
