@@ -32,6 +32,8 @@ MAX_LOG_BYTES = 8 << 20
 MAX_LOGS_READ = 200
 # Diagnoses of the machine, not of the change: such a failure is built again rather than reused.
 NOT_REUSED = frozenset({"network", "disk-full", "oom", "tls-untrusted"})
+# A child build that printed no result (buildctl itself failed: the engine went away) says nothing either.
+NOT_REUSED_STEPS = frozenset({"buildctl"})
 RESULTS = ("pass", "fail", "skip")
 
 
@@ -95,7 +97,7 @@ def reusable_build(entry: dict, key: str, criterion: dict) -> bool:
     failure = entry["build"].get("failure") or {}
     return (entry["key"] == key and entry["criterion"].get("until") == criterion.get("until")
             and entry["criterion"].get("verify") == criterion.get("verify")
-            and failure.get("diagnosis") not in NOT_REUSED)
+            and failure.get("diagnosis") not in NOT_REUSED and failure.get("step") not in NOT_REUSED_STEPS)
 
 
 class BisectLog:

@@ -114,7 +114,7 @@ def renderable(data: dict) -> Group:
         parts.append(Text(f"at {where}: the test exits {fs['test_exit']}"))
     elif failure:
         parts.append(Text(f"at {where}: fails in step {failure.get('step')}"
-                          + (f": {diag.get('title')} [{diag.get('id')}]" if diag.get("title") else " (no known cause)")))
+                          + (f": {diag.get('title')} [{diag.get('id')}]" if diag.get("title") else ", no known cause")))
         if diag.get("cause"):
             parts.append(Text(f"  cause: {diag['cause']}"))
         if diag.get("fix"):

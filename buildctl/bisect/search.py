@@ -108,8 +108,9 @@ class Failure:
         return f"{self.step}:{self.diagnosis or 'unknown'}"
 
     def describe(self) -> str:
-        what = self.title or (f"[{self.diagnosis}]" if self.diagnosis else "an error with no known cause")
-        return f"fails in {self.step} ({what})"
+        """"fails in configure", "fails in fetch: Network failure during a download"."""
+        what = f": {self.title}" if self.title else f" [{self.diagnosis}]" if self.diagnosis else ""
+        return f"fails in {self.step}{what}"
 
 
 def judge(failure: Failure | None, *, reference: str | None, test_exit: int | None = None,
@@ -134,7 +135,8 @@ def judge(failure: Failure | None, *, reference: str | None, test_exit: int | No
         return PASS, ""
     if reference is None or failure.signature == reference:
         return FAIL, failure.describe()
-    return SKIP, f"{failure.describe()}, not as the failing end ({reference.replace(':', ', ', 1)})"
+    step, _, diagnosis = reference.partition(":")
+    return SKIP, f"{failure.describe()}, not as the failing end ({step}{'' if diagnosis == 'unknown' else f' [{diagnosis}]'})"
 
 
 def position_state(result: str, *, first_good: bool) -> str:

@@ -258,6 +258,10 @@ class Bisector:
             self._stop_children()
             self.log.save(state="interrupted")
             raise
+        except BaseException:  # an end that does not hold, an engine gone: the steps done stay usable
+            self._stop_children()
+            self.log.save(state="stopped")
+            raise
         self.log.save(state="finished", answer={"last_old": found.last_old, "first_new": found.first_new,
                                                 "skipped": list(found.skipped)})
         return Outcome(found, self.reference, self.entries, self.states, round(time.monotonic() - t0, 1))

@@ -15,7 +15,7 @@ from buildctl.ui import strip_controls
 UNTIL_STEPS = ("configure", "compile", "wheel", "extensions")
 
 
-def _axis(spec, recipe: str, kind: str, field: str | None, *, good, bad, values, extension, first_good, root: Path):
+def _axis(spec, kind: str, field: str | None, *, good, bad, values, extension, first_good, root: Path):
     from buildctl.bisect import axes
     from buildctl.bisect.gitrepo import History
 
@@ -88,7 +88,7 @@ def bisect(recipe: str, sets, *, settings: Settings, good: str | None, bad: str 
     base_sets = list(sets or [])
     spec, _ = load_spec(recipe, base_sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
     root = Path(settings.artifacts)
-    chosen_axis = _axis(spec, recipe, kind, field, good=good, bad=bad, values=axes.split_values(values),
+    chosen_axis = _axis(spec, kind, field, good=good, bad=bad, values=axes.split_values(values),
                         extension=extension, first_good=first_good, root=root)
     _refuse_secrets_on_command_lines(spec, chosen_axis)
     specs: dict[int, object] = {}

@@ -84,9 +84,10 @@ def test_a_step_failing_as_the_failing_end_is_bad_otherwise_skipped():
     assert search.judge(compile_error, reference="compile:unknown")[0] == search.FAIL
     result, why = search.judge(configure, reference="compile:unknown")
     assert result == search.SKIP
-    assert why == "fails in configure (an error with no known cause), not as the failing end (compile, unknown)"
+    assert why == "fails in configure, not as the failing end (compile)"
     result, why = search.judge(network, reference="compile:unknown")
-    assert result == search.SKIP and why.startswith("fails in fetch (Network failure during a download)")
+    assert result == search.SKIP and why == "fails in fetch: Network failure during a download, not as the failing end (compile)"
+    assert search.judge(compile_error, reference="compile:oom")[1] == "fails in compile, not as the failing end (compile [oom])"
 
 
 @pytest.mark.parametrize(("exit_code", "result"), [(0, "pass"), (1, "fail"), (2, "fail"), (127, "fail"),
@@ -310,11 +311,13 @@ def test_another_bisects_step_is_reused_for_the_same_key_and_criterion_but_not_a
     with log.BisectLog(tmp_path, {"recipe": "a"}).held() as a:
         a.record(entry(3, "same"))
         a.record(entry(4, "net", ok=False, step="fetch", diagnosis="network"))
+        a.record(entry(5, "lost", ok=False, step="buildctl"))
     with log.BisectLog(tmp_path, {"recipe": "b"}).held() as b:
         criterion = {"until": "compile", "verify": False}
         assert b.from_other_logs("same", criterion, None)["label"] == "p3"
         assert b.from_other_logs("same", {"until": None, "verify": True}, None) is None  # another criterion
         assert b.from_other_logs("net", criterion, None) is None  # the machine's failure: built again
+        assert b.from_other_logs("lost", criterion, None) is None  # no result at all (the engine went away)
         assert b.from_other_logs("other", criterion, None) is None
 
 
@@ -371,7 +374,7 @@ def outcome_for(axis: axes.Axis, states: dict[int, str], first_new: int, skipped
         failure = {"step": "configure" if result == "skip" else "compile", "diagnosis": None, "title": None}
         entries[position] = {
             "position": position, "label": axis.changes[position].label, "key": f"k{position}", "result": result,
-            "why": "fails in configure (an error with no known cause), not as the failing end (compile, unknown)"
+            "why": "fails in configure, not as the failing end (compile)"
             if result == "skip" else "", "source": "built" if position != 0 else "logged",
             "build": {"ok": result == "pass", "failure": None if result == "pass" else failure, "seconds": 61.0,
                       "first_error": ["csrc/ops/sub.cpp:20: error: 'x' was not declared in this scope"],
