@@ -280,10 +280,14 @@ class Bisector:
 
 
 def _reason(entry: dict) -> str:
-    if entry["why"]:
-        return entry["why"]
+    """Why an end does not hold, with its first error line when no diagnosis names the cause."""
     f = failure_of(entry)
-    return f.describe() if f else "it passes"
+    why = entry["why"] or (f.describe() if f else "it passes")
+    first = entry["build"].get("first_error") or (entry.get("test") or {}).get("tail") or []
+    if f is not None and not f.diagnosis and first:  # the block starts with context lines: its error line
+        line = next((x for x in first if any(w in x.lower() for w in ("error", "fatal", "failed"))), first[0])
+        why += f" ({strip_controls(line)[:160]})"
+    return why
 
 
 def _with_engine(opts: BuildOptions, engine_url: str) -> BuildOptions:

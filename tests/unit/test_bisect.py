@@ -255,6 +255,33 @@ def test_versions_of_an_sdist_and_of_tarballs():
         axes.versions(recipe.load("demo-cpu"), ["1", "2"], None, None, first_good=False)
 
 
+def test_an_sdist_digest_is_read_from_the_index_simple_page(tmp_path):
+    """A PEP 503 page on loopback (no engine): the sha256 fragment of the release's sdist, names normalised."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    page = tmp_path / "simple" / "torch-scatter"
+    page.mkdir(parents=True)
+    page.joinpath("index.html").write_text(
+        f'<a href="../../files/torch_scatter-2.1.1.tar.gz#sha256={"1" * 64}">torch_scatter-2.1.1.tar.gz</a>\n'
+        f'<a href="../../files/torch_scatter-2.1.2-cp313-cp313-linux_x86_64.whl#sha256={"9" * 64}">wheel</a>\n'
+        f'<a href="../../files/torch_scatter-2.1.2.tar.gz#sha256={"2" * 64}">torch_scatter-2.1.2.tar.gz</a>\n')
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *a: None
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        index = f"http://user:pw@127.0.0.1:{server.server_address[1]}/simple"
+        assert axes.sdist_sha256_from_index(index, "torch_scatter", "2.1.2") == "2" * 64
+        with pytest.raises(InputError, match=r"the index http://\*\*\*@127.0.0.1:\d+/simple has no sdist of "
+                                             r"torch-scatter 2.0.9"):
+            axes.sdist_sha256_from_index(index, "torch-scatter", "2.0.9")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_parse_axis_and_values():
     assert axes.parse_axis("set:toolchain.nccl.version") == ("set", "toolchain.nccl.version")
     assert axes.parse_axis("set:extensions.0.source.ref") == ("set", "extensions.0.source.ref")
