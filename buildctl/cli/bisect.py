@@ -53,8 +53,9 @@ def _refuse_secrets_on_command_lines(spec, axis) -> None:
                if len(s) >= 4}
     for change in axis.changes:
         if any(secret in item for item in change.sets for secret in secrets):
-            raise InputError(f"{change.label}: a step's overrides would carry a credential of the recipe on a command "
-                             "line; fix: take the login out of the URL (a --git-mirror, a netrc) and bisect again")
+            raise InputError(f"{_masked(change.label)[:80]}: a step's overrides would carry a credential of the recipe "
+                             "on a command line; fix: take the login out of the URL (a --git-mirror, a netrc) and bisect "
+                             "again")
 
 
 @command

@@ -9,14 +9,18 @@ repository is served by `git http-backend` on loopback (git_http.py) behind a --
 upstream URL that does not resolve, so the recipe's source URL (and so the artifact keys) is the same
 whatever port the server got; the build containers reach it with --network host.
 
-| test | what | builds | measured (2 cores, busy) |
+| test | what | builds | seconds: quiet machine / loaded (load 8) |
 |---|---|---|---|
-| commits | `--until compile` between commit 0 and 16: commit 11, two skipped (9, 12) | 7 | see below |
-| replay | the same command again: every step from the log, nothing built | 0 | |
-| set axis | `--axis set:framework.source.ref` over commits 6..13 (shas): steps the commit bisect built are reused, the rest built | 2 | |
-| patches | a recipe with 5 patches on the demo, the 3rd breaks the compile: patch 3 | 4 | |
-| test | `--test` (a Python check in the runtime image) between commits 4 and 7 (commit 6 changes the package), the engine given twice: two steps at a time | 4 + 4 tests | |
-| bad input | ends swapped, a ref the history lacks, a --good end that fails (its build reused): exit 2 | 0 | |
+| commits | `--until compile` between commit 0 and 16: commit 11, two skipped (9, 12) | 7 | 114 / 684 (the first, cold: 86 / 548) |
+| replay | the same command again: every step from the log, nothing built | 0 | 0.8 / 1.4 |
+| set axis | `--axis set:framework.source.ref` over commits 6..13 (shas): steps the commit bisect built are reused, the ends built | 2 | 13 / 47 |
+| patches | a recipe with 5 patches on the demo, the 3rd breaks the compile: Ctrl-C during the 2nd build, then the same command: patch 3 | 4 (+1 stopped) | - / 139 |
+| test | `--test` (a Python check in the runtime image) between commits 4 and 7 (commit 6 changes the package), the engine given twice: two steps at a time | 4 + 4 tests | 62 / 143 |
+| bad input | ends swapped, a ref the history lacks, a --good end that fails (its build reused): exit 2 | 0 | 4 / 4 |
+
+The module: about 5 minutes on a quiet 2-core machine, 17 on one loaded with other builds (1,027 s). A
+fresh test session starts with an empty compile cache (its own namespace): the first build of the
+module is the cold one; the demo builds of later modules with the same flags then start warm.
 
 The tests share one artifacts root (module scope) and run in this order: the later ones reuse what the
 first built (its log and the compile cache), as a user's second bisect would.

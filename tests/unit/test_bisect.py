@@ -440,3 +440,17 @@ def test_the_report_of_a_range_says_which_steps_were_skipped():
                           recipe="r", sets=[], axis=axis, criterion=child.Criterion(), first_good=False, log_path="l")
     assert not data["exact"] and [c["label"] for c in data["candidates"]] == ["d", "e", "f"]
     assert report.headline(data) == "first bad value: one of 3 (d, e, f): the steps between c and f were skipped"
+
+
+def test_a_credential_of_the_recipe_never_goes_on_a_childs_command_line():
+    from buildctl.cli.bisect import _refuse_secrets_on_command_lines
+
+    spec = recipe.load("demo-cpu", ["framework.source={git: 'https://u:s3cr3t-token@git.example/x.git', ref: main}"])
+    fine = axes.Axis("commits", "framework.source", (axes.Change("a", ("framework.source.ref=" + "a" * 40,)),))
+    _refuse_secrets_on_command_lines(spec, fine)
+    leaking = axes.Axis("set", "framework.source.git",
+                        (axes.Change("https://u:s3cr3t-token@git.example/y.git",
+                                     ("framework.source.git=https://u:s3cr3t-token@git.example/y.git",)),))
+    with pytest.raises(InputError, match="would carry a credential of the recipe on a command line") as info:
+        _refuse_secrets_on_command_lines(spec, leaking)
+    assert "s3cr3t" not in str(info.value)
