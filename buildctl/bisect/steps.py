@@ -7,7 +7,7 @@ naming the end and its diagnosis), then the middle of what is left, until the se
 Each step's result is recorded in the bisect log as soon as it is known (log.py); a step already
 recorded, here or by another bisect, for the same key and criterion is taken from there.
 
-Ctrl-C (or SIGTERM): the children, each in a session of its own, get one SIGINT from here and stop
+Ctrl-C (or SIGTERM): the children, each in a session of its own, get one SIGTERM from here and stop
 as a build does (container removed, the build directory kept for the next run); the log keeps every
 finished step; the same command resumes.
 """
@@ -267,16 +267,19 @@ class Bisector:
         return Outcome(found, self.reference, self.entries, self.states, round(time.monotonic() - t0, 1))
 
     def _stop_children(self) -> None:
-        """One SIGINT each (they run in sessions of their own), then wait for them to clean up."""
+        """One SIGTERM each (they run in sessions of their own; a build takes SIGTERM as Ctrl-C, and no
+        shell leaves it ignored as a background job leaves SIGINT), then wait for them to clean up."""
         for run in self.running.values():
             if run.proc.poll() is None:
-                run.proc.send_signal(signal.SIGINT)
+                run.proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_WAIT_S
         for run in self.running.values():
             try:
                 run.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 run.proc.kill()
+                self.say(f"{self._where(run.position)}: its build did not stop in {STOP_WAIT_S} s and was killed; its "
+                         "container may still run (invoke clean removes it once it stops)")
 
 
 def _reason(entry: dict) -> str:
