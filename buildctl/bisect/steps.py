@@ -28,7 +28,7 @@ from buildctl import engine, settings
 from buildctl.bisect import search
 from buildctl.bisect.axes import Axis
 from buildctl.bisect.child import Criterion, build_argv, build_record, clip_lines, failure_of
-from buildctl.bisect.log import BisectLog, reusable_build, test_digest
+from buildctl.bisect.log import NOT_REUSED_STEPS, BisectLog, reusable_build, test_digest
 from buildctl.build import pipeline
 from buildctl.build.stages import BuildOptions
 from buildctl.errors import BuildctlError, InputError
@@ -199,6 +199,10 @@ class Bisector:
         self.pending.discard(position)
         if entry is None:
             raise KeyboardInterrupt
+        failure = entry["build"].get("failure") or {}
+        if failure.get("step") in NOT_REUSED_STEPS:  # no result at all: the engine or buildctl, not the change
+            raise BuildctlError(f"{self._where(position)}: its build ended without a result ({failure.get('title')}); "
+                                f"the log keeps {len(self.log.steps)} steps; fix: that, then the same command resumes")
         entry = self._judge(self._tested(entry))
         if entry.get("source") != "logged":
             self.log.record({k: v for k, v in entry.items() if k != "source"})
