@@ -147,6 +147,36 @@ def build(c, recipe=None, label=None, set=None, no_preflight=False, json=False, 
               until=until or None, targets=target, check_reproducible=check_reproducible)
 
 
+@settings_task(SITE, RECIPE, BUILD, iterable=["set", "values"], help={
+    **RECIPE_HELP,
+    "good": "The end that passes: a commit, tag or branch (commits), a value of --values, a patch (none, 1, 2, ... "
+            "or its file name); lists default to their first value",
+    "bad": "The end that fails, as --good; lists default to their last value",
+    "axis": "What changes from step to step: commits (of the git source), versions (git refs, sdist releases, "
+            "URL#sha256=HEX tarballs), patches (the recipe's framework.patches, one more each step) or set:FIELD "
+            "(a recipe field's --values)",
+    "values": "The versions or values in order, comma-separated; repeatable",
+    "extension": "Bisect this extension's source (commits, versions) instead of the framework's",
+    "until": "Bad means the build fails up to this step: configure, compile, wheel or extensions (no verification)",
+    "test": "Bad means this shell command, run against the built wheels in the runtime image, exits 1-127 "
+            "(0 good, 125 skip), as git bisect run reads it",
+    "test_timeout": "Seconds the --test may run before it is stopped (then the step is skipped)",
+    "first_good": "Find the first change that passes instead: --bad is the older end",
+    "json": "Print the report as JSON on stdout",
+    "markdown": "Also write the report as Markdown to this file, e.g. \"$GITHUB_STEP_SUMMARY\"",
+    "no_preflight": "Skip the compatibility preflight in each step's build"})
+def bisect(c, recipe="", set=None, good="", bad="", axis="commits", values=None, extension="", until="", test="",
+           test_timeout=1800.0, first_good=False, json=False, markdown="", no_preflight=False, settings=None):
+    """Find the first change (commit, version, patch, value) that breaks a build, by building: every step an
+    ordinary build (keyed, cached, resumable), steps that fail for another reason skipped; the report names the
+    change, the diagnosis and the repro bundle (docs/bisect.md)."""
+    from buildctl.cli.bisect import bisect as bisect_command
+
+    bisect_command(recipe, set, settings=settings, good=good or None, bad=bad or None, axis=axis, values=values or [],
+                   extension=extension or None, until=until or None, test=test or None, first_good=first_good,
+                   as_json=json, markdown=markdown or None, test_timeout=test_timeout, no_preflight=no_preflight)
+
+
 @settings_task("engines", help={"recipe": "Check only this recipe (default: all shipped recipes)",
                                 "json": RECIPE_HELP["json"]})
 def doctor(c, recipe="", json=False, settings=None):

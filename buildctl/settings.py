@@ -211,6 +211,11 @@ def extend_site(declared: type[BaseModel]) -> type[BaseModel]:
                         __doc__=declared.__doc__, **more)
 
 
+def cache_dir() -> Path:
+    """The verification cache (wheelhouses): BUILDCTL_CACHE, default .cache/buildctl."""
+    return Path(os.environ.get("BUILDCTL_CACHE") or ".cache/buildctl")
+
+
 def from_environment() -> Settings:
     """The settings the BUILDCTL_* variables give, read now (a bad variable: InputError): the defaults of
     library calls that are given no value (where the artifacts and recipes are, the namespace). A

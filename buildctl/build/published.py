@@ -64,3 +64,19 @@ def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout:
                                     cache_dir=cache_dir)
         return debug.run_program(wheel, program, spec=spec, image=image, namespace=namespace, client=client,
                                  on_line=on_line, timeout=timeout, cache_dir=cache_dir, facts=facts)
+
+
+def test_artifact(spec: Spec, artifact_dir: Path, command: str, *, on_line, cache_dir: Path, timeout: float,
+                  engine_url: str | None = None):
+    """`invoke bisect --test`: a shell command against a published artifact's wheels in a fresh container of
+    its runtime image (as verification builds it); its CommandResult (the exit code decides)."""
+    from buildctl.build.stages import verify as verify_stage
+    from buildctl.verify.command import run_command
+
+    with published_artifact(spec, artifact_dir, on_line) as published:
+        client = engine.connect(engine_url)
+        image, namespace = verify_stage.artifact_runtime_image(spec, published, client=client, on_line=on_line)
+        own = published.manifest.framework_wheel
+        return run_command(command, artifact=artifact_dir, wheel=artifact_dir / own.file if own else None, spec=spec,
+                           image=image, namespace=namespace, client=client, cache_dir=cache_dir, on_line=on_line,
+                           timeout=timeout)

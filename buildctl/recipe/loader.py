@@ -157,10 +157,13 @@ def _annotation_at(path: tuple[str, ...]) -> Any:
         members = [ann, *get_args(ann)]
         model = next((m for m in members if isinstance(m, type) and issubclass(m, BaseModel)), None)
         mapping = next((m for m in members if get_origin(m) is dict), None)
+        sequence = next((m for m in members if get_origin(m) in (tuple, list)), None)
         if model is not None and part in model.model_fields:
             ann = model.model_fields[part].annotation
         elif mapping is not None:
             ann = get_args(mapping)[1]
+        elif sequence is not None and part.isdigit():  # extensions.0: an item of a list
+            ann = get_args(sequence)[0]
         else:
             return None
     return ann
@@ -188,12 +191,27 @@ def apply_overrides(loc: Located, overrides: list[str]) -> None:
             value = [value]  # `--set build.cuda_arch=9.0`: one value for a list field is a list of one
         node = loc.data
         for i, p in enumerate(parts[:-1]):
-            if not isinstance(node.get(p), dict):
+            if isinstance(node, list):
+                node = node[_list_index(node, parts, i)]
+                continue
+            if not isinstance(node.get(p), (dict, list)):
                 node[p] = {}
                 loc.lines[tuple(parts[:i + 1])] = (f"--set {'.'.join(parts)}", 0)  # the override replaced it
             node = node[p]
-        node[parts[-1]] = value
+        if isinstance(node, list):
+            node[_list_index(node, parts, len(parts) - 1)] = value
+        else:
+            node[parts[-1]] = value
         loc.lines[tuple(parts)] = (f"--set {'.'.join(parts)}", 0)
+
+
+def _list_index(items: list, parts: list[str], i: int) -> int:
+    """`extensions.0.source.ref`: the item a --set path names in a list (the recipe's, after merging)."""
+    where = ".".join(parts[:i])
+    if not parts[i].isdigit() or int(parts[i]) >= len(items):
+        raise RecipeError(f"--set {'.'.join(parts)}", where, f"a list of {len(items)}: no item {parts[i]!r}",
+                          f"name an item by its position, from 0: e.g. --set {where}.0.{'.'.join(parts[i + 1:]) or '...'}")
+    return int(parts[i])
 
 
 def _model_at(loc: tuple) -> type[BaseModel] | None:

@@ -395,6 +395,26 @@ def test_set_one_value_for_a_list_field_is_a_list_of_one():
     assert "build.type: Input should be 'Release'" in str(err)  # a list for a scalar field stays refused
 
 
+def test_set_names_an_item_of_a_list_by_its_position():
+    """`--set extensions.0.source.ref=SHA`: one field of a list item (invoke bisect sets an extension's ref or
+    version so); the rest of the item stays as the recipe has it, and the value is validated as a file's."""
+    spec, _ = load_spec("ext-torch2.6-debian", ["extensions.0.source.pypi=torch-scatter==2.1.1",
+                                                "extensions.0.source.sha256=" + "a" * 64])
+    (ext,) = spec.extensions
+    assert ext.source.pypi == "torch-scatter==2.1.1" and ext.source.sha256 == "a" * 64 and ext.smoke
+    spec, _ = load_spec("ext-torch2.6-debian", ["extensions.0.source={git: 'https://github.com/rusty1s/pytorch_scatter', "
+                                                "ref: 2.1.2}"])
+    assert spec.extensions[0].source.git == "https://github.com/rusty1s/pytorch_scatter"
+    assert spec.extensions[0].source.pypi is None and spec.extensions[0].name == "torch-scatter"
+    err = load_error("ext-torch2.6-debian", ["extensions.1.source.ref=abc"])
+    assert "--set extensions.1.source.ref: extensions: a list of 1: no item '1'; fix: name an item by its " \
+           "position, from 0: e.g. --set extensions.0.source.ref" in str(err)
+    err = load_error("ext-torch2.6-debian", ["extensions.scatter.source.ref=abc"])
+    assert "no item 'scatter'" in str(err)
+    err = load_error("ext-torch2.6-debian", ["extensions.0.source.ref=v1; rm -rf /"])
+    assert "--set extensions.0.source.ref: extensions.0.source" in str(err)
+
+
 @pytest.mark.parametrize(("sets", "expect"), [
     (["build.type=Nightly"], "--set build.type: build.type: Input should be 'Release', 'Debug' or 'RelWithDebInfo'"),
     (["build.tpye=Debug"], "--set build.tpye: build.tpye: unknown key; fix: remove it or fix the spelling"),

@@ -1,0 +1,115 @@
+"""A git source's history on this machine, for `invoke bisect --axis commits`: which commits lie between
+the two ends, their subjects, and whether one end is an ancestor of the other.
+
+The history is fetched into a bare repository of the bisect folder (`<artifacts>/.bisect/git/`), named by
+a digest of the URL, through the site's git mirrors (`--git-mirror`: git's url.<MIRROR>.insteadOf from the
+environment, as the build's own fetch reads them). Only commits are fetched where the server can filter
+(`--filter=tree:0`): a bisect needs their parents and subjects, never their files; the build fetches the
+tree of each commit it builds. No remote is configured and no FETCH_HEAD written, so a login in the URL
+is kept in no file. A subject is a commit's text: shown without terminal controls, cut at 100 characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildctl.errors import InputError
+from buildctl.secrets import git_mirror_env
+from buildctl.ui import strip_controls
+from buildctl.urls import mask
+
+FETCH_TIMEOUT_S = 1800
+SUBJECT_CHARS = 100
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    subject: str
+
+    @property
+    def short(self) -> str:
+        return self.sha[:12]
+
+
+class History:
+    """A bare copy of one repository's branches and tags."""
+
+    def __init__(self, url: str, folder: Path, site=None) -> None:
+        self.url, self.site = url, site
+        self.path = folder / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.git"
+
+    def _git(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **git_mirror_env(self.site)}
+        try:
+            done = subprocess.run(["git", "-C", str(self.path), *args], env=env, capture_output=True, text=True,
+                                  timeout=timeout, stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise InputError("git is not installed on this machine; fix: install git (a bisect over commits reads "
+                             "the history here)") from None
+        except subprocess.TimeoutExpired:
+            raise InputError(f"git {args[0]} of {mask(self.url)} took over {timeout:.0f} s; fix: check the network "
+                             "or give a --git-mirror near you") from None
+        if check and done.returncode != 0:
+            last = mask(strip_controls((done.stderr.strip().splitlines() or ["no message"])[-1]))[:300]
+            raise InputError(f"git {args[0]} of {mask(self.url)} failed: {last}; fix: check the URL, the network, "
+                             "or --git-mirror")
+        return done
+
+    def fetch(self, on_note=None) -> History:
+        """The repository's branches and tags, fetched (again: a new commit may have come since). When the
+        source does not answer and a copy was fetched before, the copy is used (a bisect replays offline)
+        and `on_note` says so; without a copy, one line (InputError)."""
+        had_copy = (self.path / "HEAD").is_file()
+        if not had_copy:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._git("init", "--quiet", "--bare")
+        try:
+            self._git("fetch", "--quiet", "--prune", "--no-write-fetch-head", "--filter=tree:0", self.url,
+                      "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", timeout=FETCH_TIMEOUT_S)
+        except InputError as e:
+            if not had_copy or on_note is None:
+                raise
+            on_note(f"{str(e).split('; fix:')[0]}; using the copy fetched before ({self.path})")
+        return self
+
+    def resolve(self, ref: str) -> str | None:
+        """The commit a branch, tag or (abbreviated) sha names; None when the repository has none."""
+        if not ref or ref.startswith("-"):
+            return None
+        done = self._git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", check=False)
+        sha = done.stdout.strip()
+        return sha if done.returncode == 0 and _SHA.fullmatch(sha) else None
+
+    def is_ancestor(self, old: str, new: str) -> bool:
+        return self._git("merge-base", "--is-ancestor", old, new, check=False).returncode == 0
+
+    def between(self, old: str, new: str) -> list[Commit]:
+        """The commits after `old` up to `new`, oldest first, along `new`'s first parents (a merged branch is
+        one change: its merge commit)."""
+        done = self._git("log", "--first-parent", "--format=%H%x00%s", f"{old}..{new}", timeout=600)
+        return list(reversed(parse_log(done.stdout)))
+
+    def commit(self, sha: str) -> Commit:
+        done = self._git("log", "-1", "--format=%H%x00%s", sha)
+        (found,) = parse_log(done.stdout)
+        return found
+
+
+def parse_log(text: str) -> list[Commit]:
+    """`git log --format=%H%x00%s` output as commits (newest first, as git prints them); a subject is shown
+    without terminal controls, cut at SUBJECT_CHARS."""
+    commits = []
+    for line in text.splitlines():
+        sha, sep, subject = line.partition("\0")
+        if not sep or not _SHA.fullmatch(sha):
+            continue
+        subject = strip_controls(subject).strip()
+        commits.append(Commit(sha, subject if len(subject) <= SUBJECT_CHARS else subject[:SUBJECT_CHARS - 1] + "…"))
+    return commits

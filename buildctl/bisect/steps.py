@@ -1,0 +1,303 @@
+"""The steps of `invoke bisect`: each an ordinary build (`invoke build --recipe R --set ... --json`, a child
+command as scale-out runs them: its own signal handling, key lock, clean-up, artifact or repro bundle),
+on one engine or several side by side; with --test, the test in the artifact's runtime image.
+
+The run: the two ends first (the passing one must pass, the failing one fail: else one line and exit 2,
+naming the end and its diagnosis), then the middle of what is left, until the search has its answer.
+Each step's result is recorded in the bisect log as soon as it is known (log.py); a step already
+recorded, here or by another bisect, for the same key and criterion is taken from there.
+
+Ctrl-C (or SIGTERM): the children, each in a session of its own, get one SIGTERM from here and stop
+as a build does (container removed, the build directory kept for the next run); the log keeps every
+finished step; the same command resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from buildctl import engine, settings
+from buildctl.bisect import search
+from buildctl.bisect.axes import Axis
+from buildctl.bisect.child import Criterion, build_argv, build_record, child_env, clip_lines, failure_of
+from buildctl.bisect.log import NOT_REUSED_STEPS, BisectLog, reusable_build, test_digest
+from buildctl.build import pipeline
+from buildctl.build.published import test_artifact
+from buildctl.build.stages import BuildOptions
+from buildctl.errors import BuildctlError, InputError
+from buildctl.recipe.schema import Spec
+from buildctl.ui import strip_controls
+
+WORD = {search.PASS: "good", search.FAIL: "bad", search.SKIP: "skip"}
+STOP_WAIT_S = 300  # a child stopping after Ctrl-C removes its container; it gets this long
+
+
+@dataclass
+class Running:
+    position: int
+    key: str
+    engine_url: str
+    proc: subprocess.Popen
+    started: float
+    stage: str = "starting"
+    tail: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished search: the answer (None only when interrupted first), the failing end's signature."""
+
+    answer: search.Answer
+    reference: str | None
+    entries: dict[int, dict]
+    states: dict[int, str]
+    seconds: float
+
+
+class Bisector:
+    """One bisect: its axis, the spec of each position, the log, the engines; `run()` the search."""
+
+    def __init__(self, *, recipe: str, sets: Sequence[str], axis: Axis, spec_for: Callable[[int], Spec],
+                 criterion: Criterion, first_good: bool, chosen: settings.Settings, opts: BuildOptions,
+                 log: BisectLog, say: Callable[[str], None], extra_args: Sequence[str] = ()) -> None:
+        self.recipe, self.sets, self.axis, self.spec_for = recipe, list(sets), axis, spec_for
+        self.criterion, self.first_good, self.chosen, self.opts = criterion, first_good, chosen, opts
+        self.log, self.say, self.extra_args = log, say, list(extra_args)
+        self.engines = list(chosen.engines) or [""]  # "": DOCKER_HOST's engine, as a build takes it
+        self.entries: dict[int, dict] = {}
+        self.states: dict[int, str] = {}
+        self.reference: str | None = None
+        self.running: dict[int, Running] = {}
+        self.pending: set[int] = set()  # being built, or taken from a log and not yet judged
+        self.done: queue.Queue = queue.Queue()
+        self.test = test_digest(criterion.test)
+        self.cache_dir = settings.cache_dir()
+
+    @property
+    def n(self) -> int:
+        return len(self.axis.changes)
+
+    def _label(self, position: int) -> str:
+        change = self.axis.changes[position]
+        return f"{change.label} {change.subject}".strip()[:70]
+
+    # --- one step -----------------------------------------------------------------------------
+
+    def _key(self, position: int, engine_url: str) -> str:
+        return pipeline.key_of(self.spec_for(position), _with_engine(self.opts, engine_url))
+
+    def _reused(self, position: int, key: str) -> dict | None:
+        """This position's entry from this log or another bisect's, when it holds for `key` now."""
+        criterion = self.criterion.as_dict()
+        mine = self.log.recorded(position)
+        for entry, where in ((mine, "logged"), (None, "found")):
+            if where == "found":
+                entry = self.log.from_other_logs(key, criterion, self.test)
+            if entry is None or not reusable_build(entry, key, criterion):
+                continue
+            if self.criterion.test and entry["build"].get("ok") and (entry.get("test") or {}).get("digest") != self.test:
+                continue  # built, but not tested this way: built again (a no-op) and tested
+            return {**entry, "position": position, "label": self.axis.changes[position].label, "source": where}
+        return None
+
+    def _start(self, position: int, engine_url: str) -> None:
+        self.pending.add(position)
+        key = self._key(position, engine_url)
+        reused = self._reused(position, key)
+        if reused is not None:
+            self.say(f"{self._where(position)}: {reused['source']} (key {key}), not built again")
+            self.done.put((position, reused))
+            return
+        argv = build_argv(self.recipe, [*self.sets, *self.axis.changes[position].sets], self.criterion,
+                          self.extra_args)
+        proc = subprocess.Popen(argv, env=child_env(self.chosen, engine_url), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, start_new_session=True)
+        run = Running(position, key, engine_url, proc, time.monotonic())
+        self.running[position] = run
+        self.say(f"{self._where(position)}: building (key {key}{self._on(engine_url)})")
+        threading.Thread(target=self._follow, args=(run,), daemon=True).start()
+
+    def _on(self, engine_url: str) -> str:
+        return f", on {engine.display_name(engine_url or None)}" if len(self.engines) > 1 else ""
+
+    def _where(self, position: int) -> str:
+        return f"[{position}/{self.n - 1}] {self._label(position)}"
+
+    def _follow(self, run: Running) -> None:
+        """The child's stderr (its steps) as it runs, then its JSON; the step's entry goes to the queue."""
+        chunks: list[str] = []
+        reader = threading.Thread(target=lambda: chunks.append(run.proc.stdout.read()), daemon=True)
+        reader.start()
+        for line in run.proc.stderr:
+            line = strip_controls(line.rstrip("\n"))
+            if line.startswith("[") and line.endswith("] ..."):
+                run.stage = line[1:-5]
+                self.say(f"{self._where(run.position)}: {run.stage}")
+            elif line.strip():
+                run.tail = [*run.tail[-19:], line[:300]]
+        run.proc.wait()
+        reader.join()
+        try:
+            payload = json.loads("".join(chunks) or "null")
+        except ValueError:
+            payload = None
+        seconds = round(time.monotonic() - run.started, 1)
+        if run.proc.returncode == 130 or (payload is None and run.proc.returncode < 0):
+            self.done.put((run.position, None))  # interrupted: nothing to record
+            return
+        build = build_record(payload if isinstance(payload, dict) else None, run.proc.returncode, run.tail, seconds)
+        entry = {"position": run.position, "label": self.axis.changes[run.position].label, "key": run.key,
+                 "engine": engine.display_name(run.engine_url or None), "criterion": self.criterion.as_dict(),
+                 "sets": list(self.axis.changes[run.position].sets), "build": build, "test": None,
+                 "result": "skip", "why": "", "source": "built"}
+        self.done.put((run.position, entry))
+
+    def _tested(self, entry: dict) -> dict:
+        """The test against this step's artifact (in the main thread: Ctrl-C removes its container)."""
+        if not self.criterion.test or not entry["build"].get("ok") or entry.get("test"):
+            return entry
+        position = entry["position"]
+        self.say(f"{self._where(position)}: testing")
+        t0 = time.monotonic()
+        lines: list[str] = []
+        try:
+            res = test_artifact(self.spec_for(position), Path(entry["build"]["artifact"]), self.criterion.test,
+                               on_line=lines.append, cache_dir=self.cache_dir,
+                               timeout=self.criterion.test_timeout, engine_url=self.engines[0] or None)
+            code, tail = res.exit_code, list(res.tail)
+        except BuildctlError as e:  # the runtime image or the wheelhouse: the test never ran
+            code, tail = 125, [str(e).splitlines()[0]]
+        return {**entry, "test": {"digest": self.test, "exit_code": code, "tail": clip_lines(tail),
+                                  "seconds": round(time.monotonic() - t0, 1)}}
+
+    def _judge(self, entry: dict) -> dict:
+        test_exit = (entry.get("test") or {}).get("exit_code")
+        result, why = search.judge(failure_of(entry), reference=self.reference, test_exit=test_exit,
+                                   testing=bool(self.criterion.test))
+        return {**entry, "result": result, "why": why}
+
+    # --- the search ---------------------------------------------------------------------------
+
+    def _free_engines(self) -> list[str]:
+        busy = [r.engine_url for r in self.running.values()]
+        free = list(self.engines)
+        for url in busy:
+            free.remove(url)
+        return free
+
+    def _wait(self) -> dict | None:
+        position, entry = self.done.get()
+        self.running.pop(position, None)
+        self.pending.discard(position)
+        if entry is None:
+            raise KeyboardInterrupt
+        failure = entry["build"].get("failure") or {}
+        if failure.get("step") in NOT_REUSED_STEPS:  # no result at all: the engine or buildctl, not the change
+            raise BuildctlError(f"{self._where(position)}: its build ended without a result ({failure.get('title')}); "
+                                f"the log keeps {len(self.log.steps)} steps; fix: that, then the same command resumes")
+        entry = self._judge(self._tested(entry))
+        if entry.get("source") != "logged":
+            self.log.record({k: v for k, v in entry.items() if k != "source"})
+        self.entries[position] = entry
+        took = entry["build"].get("seconds")
+        self.say(f"{self._where(position)}: {WORD[entry['result']]}" + (f" ({entry['why']})" if entry["why"] else "")
+                 + (f", {took:.0f} s" if isinstance(took, (int, float)) and entry.get("source") == "built" else ""))
+        return entry
+
+    def _run_positions(self, positions: list[int]) -> None:
+        """Build these positions (side by side on the engines) and wait for all of them."""
+        todo = list(positions)
+        while todo or self.pending:
+            for url in self._free_engines():
+                if not todo:
+                    break
+                self._start(todo.pop(0), url)
+            if self.pending:
+                self._wait()
+
+    def _check_ends(self) -> None:
+        old, new = 0, self.n - 1
+        self._run_positions([old, new])
+        failing, passing = (old, new) if self.first_good else (new, old)
+        names = {failing: "--bad", passing: "--good"}
+        for position in (passing, failing):  # judged on their own: no reference yet
+            self.entries[position] = self._judge(self.entries[position])
+        passed, failed = self.entries[passing], self.entries[failing]
+        if passed["result"] != search.PASS:
+            raise InputError(f"{names[passing]} {self.axis.changes[passing].label} does not pass: "
+                             f"{_reason(passed)}; fix: give a {names[passing]} end that passes "
+                             f"{self.criterion.describe()}")
+        if failed["result"] != search.FAIL:
+            what = "passes" if failed["result"] == search.PASS else f"cannot say ({failed['why']})"
+            raise InputError(f"{names[failing]} {self.axis.changes[failing].label} does not fail: it {what}; fix: give a "
+                             f"{names[failing]} end that fails {self.criterion.describe()}")
+        f = failure_of(failed)
+        self.reference = f.signature if f is not None and not self.criterion.test else None
+        for position in (old, new):
+            self.entries[position] = self._judge(self.entries[position])
+            self.states[position] = search.position_state(self.entries[position]["result"], first_good=self.first_good)
+
+    def run(self) -> Outcome:
+        t0 = time.monotonic()
+        self.log.save(state="running", changes=[c.label for c in self.axis.changes])
+        try:
+            self._check_ends()
+            while (found := search.answer(self.states)) is None:
+                free = len(self._free_engines())
+                for position in search.next_steps(self.states, self.pending, free):
+                    self._start(position, self._free_engines()[0])
+                entry = self._wait()
+                self.states[entry["position"]] = search.position_state(entry["result"], first_good=self.first_good)
+            while self.pending:  # a step started beside the last one: its result is recorded, not needed
+                self._wait()
+        except KeyboardInterrupt:
+            self._stop_children()
+            self.log.save(state="interrupted")
+            raise
+        except BaseException:  # an end that does not hold, an engine gone: the steps done stay usable
+            self._stop_children()
+            self.log.save(state="stopped")
+            raise
+        self.log.save(state="finished", answer={"last_old": found.last_old, "first_new": found.first_new,
+                                                "skipped": list(found.skipped)})
+        return Outcome(found, self.reference, self.entries, self.states, round(time.monotonic() - t0, 1))
+
+    def _stop_children(self) -> None:
+        """One SIGTERM each (they run in sessions of their own; a build takes SIGTERM as Ctrl-C, and no
+        shell leaves it ignored as a background job leaves SIGINT), then wait for them to clean up."""
+        for run in self.running.values():
+            if run.proc.poll() is None:
+                run.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_WAIT_S
+        for run in self.running.values():
+            try:
+                run.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                run.proc.kill()
+                self.say(f"{self._where(run.position)}: its build did not stop in {STOP_WAIT_S} s and was killed; its "
+                         "container may still run (invoke clean removes it once it stops)")
+
+
+def _reason(entry: dict) -> str:
+    """Why an end does not hold, with its first error line when no diagnosis names the cause."""
+    f = failure_of(entry)
+    why = entry["why"] or (f.describe() if f else "it passes")
+    first = entry["build"].get("first_error") or (entry.get("test") or {}).get("tail") or []
+    if f is not None and not f.diagnosis and first:  # the block starts with context lines: its error line
+        line = next((x for x in first if any(w in x.lower() for w in ("error", "fatal", "failed"))), first[0])
+        why += f" ({strip_controls(line)[:160]})"
+    return why
+
+
+def _with_engine(opts: BuildOptions, engine_url: str) -> BuildOptions:
+    import dataclasses
+
+    return dataclasses.replace(opts, engine_url=engine_url or None)

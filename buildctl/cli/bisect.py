@@ -1,0 +1,138 @@
+"""`invoke bisect`: the options checked (one line and exit 2 before any build), the axis made, the search
+run over ordinary builds (bisect/steps.py), the report printed (plain, --json, --markdown FILE)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.markup import escape
+
+from buildctl.cli.common import command, console, load_spec, out, print_json, read_ca_certs, site_options
+from buildctl.errors import InputError
+from buildctl.settings import Settings
+from buildctl.ui import strip_controls
+
+UNTIL_STEPS = ("configure", "compile", "wheel", "extensions")
+
+
+def _axis(spec, kind: str, field: str | None, *, good, bad, values, extension, first_good, root: Path):
+    from buildctl.bisect import axes
+    from buildctl.bisect.gitrepo import History
+
+    def history_of(source) -> History:
+        console.print(f"reading the history of {strip_controls(_masked(source.git))}", markup=False, highlight=False)
+        return History(source.git, root / ".bisect" / "git", spec.site).fetch(
+            on_note=lambda note: console.print(f"[yellow]warning:[/] {escape(strip_controls(note))}", soft_wrap=True))
+
+    if kind == "commits":
+        _, source = axes.source_target(spec, extension)
+        history = history_of(source) if getattr(source, "git", None) else None
+        return axes.commits(spec, history, good, bad, first_good=first_good, extension=extension)
+    if kind == "versions":
+        _, source = axes.source_target(spec, extension)
+        history = history_of(source) if getattr(source, "git", None) else None
+        return axes.versions(spec, values, good, bad, first_good=first_good, extension=extension, history=history,
+                             sdist_sha256=lambda name, version: axes.sdist_sha256_from_index(
+                                 spec.site.pip_index_url, name, version))
+    if kind == "patches":
+        return axes.patches(spec, good, bad, first_good=first_good)
+    return axes.field_values(field, values, good, bad, first_good=first_good)
+
+
+def _masked(url: str) -> str:
+    from buildctl.urls import mask
+
+    return mask(url)
+
+
+def _refuse_secrets_on_command_lines(spec, axis) -> None:
+    """A step's --set overrides go on a child's command line: a credential of the recipe must not."""
+    from buildctl.secrets import secret_values_from_env_and_site, split_credentials
+
+    secrets = {s for s in (secret_values_from_env_and_site(spec.site) | set(split_credentials(spec)[1].values()))
+               if len(s) >= 4}
+    for change in axis.changes:
+        if any(secret in item for item in change.sets for secret in secrets):
+            raise InputError(f"{_masked(change.label)[:80]}: a step's overrides would carry a credential of the recipe "
+                             "on a command line; fix: take the login out of the URL (a --git-mirror, a netrc) and bisect "
+                             "again")
+
+
+@command
+def bisect(recipe: str, sets, *, settings: Settings, good: str | None, bad: str | None, axis: str,
+           values: list[str], extension: str | None, until: str | None, test: str | None, first_good: bool,
+           as_json: bool, markdown: str | None, test_timeout: float, no_preflight: bool) -> None:
+    from buildctl import engine
+    from buildctl.bisect import axes, report
+    from buildctl.bisect.child import Criterion
+    from buildctl.bisect.log import BisectLog
+    from buildctl.bisect.steps import Bisector
+    from buildctl.build.stages import BuildOptions
+    from buildctl.recipe import loader
+
+    if until and until not in UNTIL_STEPS:
+        raise InputError(f"--until {until}: not a step a bisect stops after; fix: --until {'|'.join(UNTIL_STEPS)}")
+    if test is not None and not test.strip():
+        raise InputError("--test is empty; fix: a shell command run against the wheel, e.g. --test 'python -c "
+                         "\"import torch\"'")
+    if test and until:
+        raise InputError("--test runs against the built wheel, --until stops before it exists; fix: one of them")
+    if not test_timeout > 0:
+        raise InputError(f"--test-timeout {test_timeout:g}: not a positive number of seconds; fix: e.g. 1800")
+    kind, field = axes.parse_axis(axis)
+    if values and kind in ("commits", "patches"):
+        raise InputError(f"--values lists versions or a field's values; --axis {kind} takes its changes from the "
+                         f"{'history' if kind == 'commits' else 'recipe'}; fix: drop --values")
+    if extension and kind not in ("commits", "versions"):
+        raise InputError(f"--extension chooses the source of --axis commits or versions, not of {kind}; fix: drop it")
+    site = site_options(settings)
+    base_sets = list(sets or [])
+    spec, _ = load_spec(recipe, base_sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
+    root = Path(settings.artifacts)
+    chosen_axis = _axis(spec, kind, field, good=good, bad=bad, values=axes.split_values(values),
+                        extension=extension, first_good=first_good, root=root)
+    _refuse_secrets_on_command_lines(spec, chosen_axis)
+    specs: dict[int, object] = {}
+
+    def spec_for(position: int):
+        if position not in specs:
+            specs[position], _ = load_spec(recipe, [*base_sets, *chosen_axis.changes[position].sets],
+                                           base_image=settings.base_image, site=site, preflight=False)
+        return specs[position]
+
+    if kind != "commits":  # a value the recipe refuses is bad input, before any build (commits are refs: valid)
+        for position in range(len(chosen_axis.changes)):
+            spec_for(position)
+    criterion = Criterion(until=until, verify=not settings.no_verify, test=test, test_timeout=test_timeout)
+    opts = BuildOptions(artifacts_root=root, ca_texts=read_ca_certs(site.get("ca_certs", [])))
+    request = {"recipe": str(loader.recipe_path(recipe).resolve()), "sets": base_sets, "axis": kind,
+               "target": chosen_axis.target, "changes": [list(c.sets) for c in chosen_axis.changes],
+               "first_good": first_good, "criterion": criterion.as_dict(), "test": test, "no_preflight": no_preflight}
+    log = BisectLog(root, request)
+
+    def say(line: str) -> None:
+        console.print(strip_controls(line), markup=False, highlight=False, soft_wrap=True)
+
+    say(f"bisect {spec.name}: {chosen_axis.describe()}, {'first good' if first_good else 'first bad'} by "
+        f"{criterion.describe()}; the two ends first")
+    with log.held(), engine.terminate_as_interrupt():
+        for note in log.notes:
+            say(note)
+        bisector = Bisector(recipe=recipe, sets=base_sets, axis=chosen_axis,
+                            spec_for=spec_for, criterion=criterion, first_good=first_good, chosen=settings, opts=opts,
+                            log=log, say=say, extra_args=["--no-preflight"] if no_preflight else [])
+        try:
+            outcome = bisector.run()
+        except KeyboardInterrupt:
+            done = len(log.steps)
+            say(f"interrupted: {done} step{'' if done == 1 else 's'} kept in the log {log.path}; the same command "
+                "resumes")
+            raise
+    data = report.to_dict(outcome, recipe=recipe, sets=base_sets, axis=chosen_axis, criterion=criterion,
+                          first_good=first_good, log_path=str(log.path))
+    if markdown:
+        Path(markdown).write_text(report.markdown(data))
+    if as_json:
+        print_json(data)
+    else:
+        out.print(report.renderable(data))

@@ -1,0 +1,474 @@
+"""`invoke bisect`'s pure parts, no engine: the search with skips, what a step's result means, the axes
+(a git history made here in a temporary folder), the log (resume, reuse, a log that does not read), what a
+child build's JSON says, and the report at 80 columns. The builds themselves:
+tests/integration/test_bisect_integration.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from buildctl import recipe
+from buildctl.bisect import axes, child, log, report, search
+from buildctl.bisect.gitrepo import History, parse_log
+from buildctl.bisect.steps import Outcome
+from buildctl.errors import InputError
+
+# --- the search ----------------------------------------------------------------------------------
+
+
+def run_search(n: int, state, slots: int = 1) -> tuple[search.Answer, list[int]]:
+    """The search over n positions where position i behaves as state(i); the positions built, in order."""
+    outcomes = {0: state(0), n - 1: state(n - 1)}
+    order: list[int] = []
+    pending: list[int] = []
+    while (found := search.answer(outcomes)) is None:
+        pending += search.next_steps(outcomes, pending, slots - len(pending))
+        position = pending.pop(0)
+        order.append(position)
+        outcomes[position] = state(position)
+    return found, order
+
+
+def regression(first_new: int, skips=()):
+    return lambda i: search.SKIP if i in skips else (search.NEW if i >= first_new else search.OLD)
+
+
+@pytest.mark.parametrize("first_new", range(1, 17))
+def test_the_search_finds_every_first_new_position_in_log2_steps(first_new):
+    found, order = run_search(17, regression(first_new))
+    assert found.exact and found.first_new == first_new and found.last_old == first_new - 1
+    assert len(order) <= 4  # 15 positions between the ends: 4 halvings
+
+
+def test_a_skipped_position_is_stepped_around_never_built_again():
+    found, order = run_search(17, regression(11, skips=(9, 12)))
+    assert (found.first_new, found.exact) == (11, True)
+    assert order == [8, 12, 11, 9, 10]  # the demo history of the integration test
+    assert len(set(order)) == len(order)
+
+
+def test_when_only_skipped_positions_separate_the_sides_the_answer_is_that_range():
+    found, order = run_search(10, regression(6, skips=(4, 5)))
+    assert not found.exact
+    assert (found.last_old, found.first_new, found.skipped) == (3, 6, (4, 5))
+    assert found.candidates == (4, 5, 6)
+    everything_skipped, _ = run_search(5, regression(4, skips=(1, 2, 3)))
+    assert everything_skipped.candidates == (1, 2, 3, 4) and everything_skipped.last_old == 0
+
+
+def test_two_engines_build_the_quarter_points_and_never_the_same_position():
+    outcomes = {0: search.OLD, 16: search.NEW}
+    assert search.next_steps(outcomes, slots=2) == [8, 4]
+    assert search.next_steps(outcomes, pending=[8], slots=1) == [4]
+    found, order = run_search(17, regression(13), slots=2)
+    assert found.first_new == 13 and len(order) == len(set(order))
+
+
+def test_bounds_need_both_ends():
+    with pytest.raises(ValueError):
+        search.bounds({0: search.OLD})
+
+
+def test_a_step_failing_as_the_failing_end_is_bad_otherwise_skipped():
+    compile_error = search.Failure("compile")
+    configure = search.Failure("configure")
+    network = search.Failure("fetch", "network", "Network failure during a download")
+    assert search.judge(None, reference="compile:unknown") == (search.PASS, "")
+    assert search.judge(compile_error, reference=None)[0] == search.FAIL  # the failing end, judged on its own
+    assert search.judge(compile_error, reference="compile:unknown")[0] == search.FAIL
+    result, why = search.judge(configure, reference="compile:unknown")
+    assert result == search.SKIP
+    assert why == "fails in configure, not as the failing end (compile)"
+    result, why = search.judge(network, reference="compile:unknown")
+    assert result == search.SKIP and why == "fails in fetch: Network failure during a download, not as the failing end (compile)"
+    assert search.judge(compile_error, reference="compile:oom")[1] == "fails in compile, not as the failing end (compile [oom])"
+
+
+@pytest.mark.parametrize(("exit_code", "result"), [(0, "pass"), (1, "fail"), (2, "fail"), (127, "fail"),
+                                                  (125, "skip"), (128, "skip"), (139, "skip"), (None, "skip")])
+def test_a_test_reads_exit_codes_as_git_bisect_run(exit_code, result):
+    assert search.judge(None, reference=None, test_exit=exit_code, testing=True)[0] == result
+
+
+def test_with_a_test_a_build_that_fails_is_skipped():
+    result, why = search.judge(search.Failure("compile"), reference=None, test_exit=None, testing=True)
+    assert result == search.SKIP and why.startswith("does not build: fails in compile")
+
+
+def test_first_good_turns_the_sides():
+    assert search.position_state("pass", first_good=False) == search.OLD
+    assert search.position_state("pass", first_good=True) == search.NEW
+    assert search.position_state("fail", first_good=True) == search.OLD
+    assert search.position_state("skip", first_good=True) == search.SKIP
+
+
+# --- the axes ------------------------------------------------------------------------------------
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> tuple[History, list[str]]:
+    """A repository of 6 commits (the 4th a merge of a side branch), fetched as a bisect fetches it."""
+    repo = tmp_path_factory.mktemp("repo")
+    git(repo, "init", "-q", "-b", "main")
+    for n in range(1, 4):
+        (repo / "f").write_text(str(n))
+        git(repo, "commit", "-q", "-am" if n > 1 else "-m", f"c{n}", *(["--allow-empty"] if n == 1 else []))
+        if n == 1:
+            git(repo, "add", "f")
+            git(repo, "commit", "-q", "--amend", "-m", "c1 \x1b[31mred\x1b[0m")
+    git(repo, "tag", "v1", "HEAD~2")
+    git(repo, "checkout", "-q", "-b", "side")
+    (repo / "g").write_text("side")
+    git(repo, "add", "g")
+    git(repo, "commit", "-q", "-m", "side work")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "side", "-m", "merge side")
+    (repo / "f").write_text("5")
+    git(repo, "commit", "-q", "-am", "c5")
+    shas = git(repo, "rev-list", "--first-parent", "--reverse", "main").split()
+    folder = tmp_path_factory.mktemp("bisect-git")
+    return History(f"file://{repo}", folder).fetch(), shas
+
+
+@pytest.fixture(scope="module")
+def git_spec():
+    spec, = [recipe.load("demo-cpu", ["framework.source={git: 'https://example.invalid/demofw.git', ref: main}"])]
+    return spec
+
+
+def test_commits_between_the_ends_along_first_parents(history, git_spec):
+    hist, shas = history
+    axis = axes.commits(git_spec, hist, "v1", "main", first_good=False)
+    assert [c.label for c in axis.changes] == [s[:12] for s in shas]  # c1, c2, c3, merge, c5: the side commit not
+    assert axis.changes[0].subject == "c1 red"  # terminal controls gone
+    assert axis.changes[3].subject == "merge side"
+    assert axis.changes[-1].sets == (f"framework.source.ref={shas[-1]}",)
+    assert axis.target == "framework.source"
+
+
+def test_commits_refuse_bad_ends_in_one_line(history, git_spec):
+    hist, shas = history
+    with pytest.raises(InputError, match=r"--good nope: no such commit, branch or tag in file://"):
+        axes.commits(git_spec, hist, "nope", "main", first_good=False)
+    with pytest.raises(InputError, match=r"is not an ancestor of --bad v1 .*fix: add --first-good"):
+        axes.commits(git_spec, hist, "main", "v1", first_good=False)
+    with pytest.raises(InputError, match="the same commit"):
+        axes.commits(git_spec, hist, "v1", shas[0], first_good=False)
+    reverse = axes.commits(git_spec, hist, "main", "v1", first_good=True)  # --bad is the older end
+    assert reverse.changes[0].label == shas[0][:12] and reverse.changes[-1].label == shas[-1][:12]
+    with pytest.raises(InputError, match="needs a git source"):
+        axes.commits(recipe.load("demo-cpu"), hist, "v1", "main", first_good=False)
+
+
+def test_an_extension_source_is_named_by_its_position(history):
+    hist, shas = history
+    spec = recipe.load("ext-torch2.6-debian", ["extensions.0.source={git: 'https://example.invalid/x.git', ref: v1}"])
+    axis = axes.commits(spec, hist, "v1", "main", first_good=False, extension="torch-scatter")
+    assert axis.target == "extensions.0.source" and axis.changes[1].sets == (f"extensions.0.source.ref={shas[1]}",)
+    with pytest.raises(InputError, match="builds no such extension"):
+        axes.source_target(spec, "torch-cluster")
+
+
+def test_a_history_fetched_before_is_used_when_the_source_does_not_answer(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "one")
+    hist = History(f"file://{repo}", tmp_path / "copies").fetch()
+    sha = hist.resolve("main")
+    (repo / ".git").rename(tmp_path / "gone")
+    notes: list[str] = []
+    assert hist.fetch(on_note=notes.append).resolve("main") == sha
+    assert "using the copy fetched before" in notes[0]
+    with pytest.raises(InputError, match=r"git fetch of file://.* failed: .*; fix: check the URL"):
+        History(f"file://{repo}", tmp_path / "other").fetch(on_note=notes.append)
+
+
+def test_parse_log_keeps_only_well_formed_lines():
+    sha = "a" * 40
+    text = f"{sha}\x00subject\nnot a line\n{'b' * 39}\x00short sha\n{sha}\x00" + "x" * 300
+    commits = parse_log(text)
+    assert [c.subject for c in commits] == ["subject", "x" * 99 + "…"]
+
+
+def test_patches_one_more_each_step():
+    spec = recipe.load("pytorch2.6-cpu-trixie")
+    axis = axes.patches(spec, None, None, first_good=False)
+    assert [c.label for c in axis.changes][:2] == ["none", "pytorch_2.6.0+dfsg-7.debian.tar.xz:debian/patches/series"]
+    assert len(axis.changes) == len(spec.framework.patches) + 1
+    assert axis.changes[0].sets == ("framework.patches=[]",)
+    last = recipe.load("pytorch2.6-cpu-trixie", list(axis.changes[-1].sets))
+    assert last.framework.patches == spec.framework.patches  # all of them: the recipe as it is
+    two = axes.patches(spec, "1", "pytorch-2.6-rpc-without-tensorpipe.patch", first_good=False)
+    assert [c.label for c in two.changes] == [axis.changes[1].label, axis.changes[2].label, axis.changes[3].label]
+    with pytest.raises(InputError, match="has no framework.patches"):
+        axes.patches(recipe.load("demo-cpu"), None, None, first_good=False)
+
+
+def test_list_axes_take_their_ends_from_the_list():
+    axis = axes.field_values("toolchain.nccl.version", ["2.18.1", "2.19.3", "2.20.5"], None, None, first_good=False)
+    assert [c.sets for c in axis.changes] == [("toolchain.nccl.version=2.18.1",), ("toolchain.nccl.version=2.19.3",),
+                                              ("toolchain.nccl.version=2.20.5",)]
+    assert [c.label for c in axes.field_values("f", ["a", "b", "c", "d"], "b", "c", first_good=False).changes] == ["b", "c"]
+    assert [c.label for c in axes.field_values("f", ["a", "b", "c"], None, None, first_good=True).changes] == \
+        ["a", "b", "c"]
+    with pytest.raises(InputError, match="--good z: not one of --values"):
+        axes.field_values("f", ["a", "b"], "z", None, first_good=False)
+    with pytest.raises(InputError, match="--good c comes after --bad a in --values; fix: swap them, or add --first-good"):
+        axes.field_values("f", ["a", "b", "c"], "c", "a", first_good=False)
+    with pytest.raises(InputError, match="1 value: nothing to bisect"):
+        axes.field_values("f", ["a"], None, None, first_good=False)
+
+
+def test_versions_of_an_sdist_and_of_tarballs():
+    spec = recipe.load("ext-torch2.6-debian")
+    digests = {"2.0.9": "1" * 64, "2.1.2": "2" * 64}
+    axis = axes.versions(spec, ["2.0.9", "torch-scatter==2.1.2"], None, None, first_good=False,
+                         extension="torch-scatter", sdist_sha256=lambda name, v: digests[v.split("==")[-1]])
+    assert axis.changes[1].label == "2.1.2"
+    assert axis.changes[1].sets == ("extensions.0.source.pypi=torch-scatter==2.1.2",
+                                    f"extensions.0.source.sha256={'2' * 64}")
+    loaded = recipe.load("ext-torch2.6-debian", list(axis.changes[0].sets))
+    assert loaded.extensions[0].source.pypi == "torch-scatter==2.0.9"
+    tarballs = axes.versions(recipe.load("pytorch2.6-cpu-trixie"), [f"https://h/x-1.tar.gz#sha256={'3' * 64}",
+                                                                     f"https://h/x-2.tar.gz#sha256={'4' * 64}"],
+                             None, None, first_good=False)
+    assert tarballs.changes[0].label == "x-1.tar.gz"
+    assert recipe.load("pytorch2.6-cpu-trixie", list(tarballs.changes[1].sets)).framework.source.tarball.sha256 == "4" * 64
+    with pytest.raises(InputError, match="a tarball is URL#sha256=HEX"):
+        axes.versions(recipe.load("pytorch2.6-cpu-trixie"), ["https://h/a.tgz", "https://h/b.tgz"], None, None,
+                      first_good=False)
+    with pytest.raises(InputError, match="is path: it has no versions"):
+        axes.versions(recipe.load("demo-cpu"), ["1", "2"], None, None, first_good=False)
+
+
+def test_an_sdist_digest_is_read_from_the_index_simple_page(tmp_path):
+    """A PEP 503 page on loopback (no engine): the sha256 fragment of the release's sdist, names normalised."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    page = tmp_path / "simple" / "torch-scatter"
+    page.mkdir(parents=True)
+    page.joinpath("index.html").write_text(
+        f'<a href="../../files/torch_scatter-2.1.1.tar.gz#sha256={"1" * 64}">torch_scatter-2.1.1.tar.gz</a>\n'
+        f'<a href="../../files/torch_scatter-2.1.2-cp313-cp313-linux_x86_64.whl#sha256={"9" * 64}">wheel</a>\n'
+        f'<a href="../../files/torch_scatter-2.1.2.tar.gz#sha256={"2" * 64}">torch_scatter-2.1.2.tar.gz</a>\n')
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *a: None
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        index = f"http://user:pw@127.0.0.1:{server.server_address[1]}/simple"
+        assert axes.sdist_sha256_from_index(index, "torch_scatter", "2.1.2") == "2" * 64
+        with pytest.raises(InputError, match=r"the index http://\*\*\*@127.0.0.1:\d+/simple has no sdist of "
+                                             r"torch-scatter 2.0.9"):
+            axes.sdist_sha256_from_index(index, "torch-scatter", "2.0.9")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_parse_axis_and_values():
+    assert axes.parse_axis("set:toolchain.nccl.version") == ("set", "toolchain.nccl.version")
+    assert axes.parse_axis("set:extensions.0.source.ref") == ("set", "extensions.0.source.ref")
+    with pytest.raises(InputError, match="not an axis"):
+        axes.parse_axis("set:")
+    assert axes.split_values(["a,b", " c ,a", ""]) == ["a", "b", "c"]
+
+
+# --- the log -------------------------------------------------------------------------------------
+
+
+def entry(position: int, key: str, *, ok: bool = True, step: str = "compile", diagnosis=None, until="compile") -> dict:
+    failure = None if ok else {"step": step, "diagnosis": diagnosis, "title": None}
+    return {"position": position, "label": f"p{position}", "key": key, "criterion": {"until": until, "verify": False},
+            "build": {"ok": ok, "failure": failure, "first_error": [], "seconds": 1.0}, "test": None,
+            "result": "pass" if ok else "fail", "why": ""}
+
+
+def test_the_log_is_written_whole_and_read_back_on_resume(tmp_path):
+    request = {"recipe": "r", "axis": "commits"}
+    with log.BisectLog(tmp_path, request).held() as first:
+        first.record(entry(0, "k0"))
+        first.record(entry(16, "k16", ok=False))
+        first.record(entry(0, "k0b"))  # a position recorded again replaces its entry
+    assert not list(log.folder(tmp_path).glob(".*.json.*"))  # no temporary file left
+    with log.BisectLog(tmp_path, request).held() as again:
+        assert again.recorded(0)["key"] == "k0b" and again.recorded(16)["build"]["ok"] is False
+        assert again.recorded(5) is None
+    assert log.BisectLog(tmp_path, {"recipe": "other"}).digest != again.digest
+
+
+def test_a_bisect_running_holds_its_log(tmp_path):
+    request = {"recipe": "r"}
+    with log.BisectLog(tmp_path, request).held():
+        with pytest.raises(InputError, match="this bisect is running already"):
+            with log.BisectLog(tmp_path, request).held():
+                pass
+
+
+def test_a_log_that_does_not_read_is_passed_over_in_one_note(tmp_path):
+    request = {"recipe": "r"}
+    bad = log.BisectLog(tmp_path, request)
+    bad.path.parent.mkdir(parents=True)
+    bad.path.write_text("{not json")
+    with log.BisectLog(tmp_path, request).held() as fresh:
+        assert fresh.steps == [] and "does not read; starting over" in fresh.notes[0]
+    data = {"version": 1, "digest": bad.digest, "steps": [entry(0, "k"), {"position": "x"}, 7]}
+    bad.path.write_text(json.dumps(data))
+    with log.BisectLog(tmp_path, request).held() as partly:
+        assert [e["key"] for e in partly.steps] == ["k"] and "2 entries" in partly.notes[0]
+
+
+def test_another_bisects_step_is_reused_for_the_same_key_and_criterion_but_not_a_network_failure(tmp_path):
+    with log.BisectLog(tmp_path, {"recipe": "a"}).held() as a:
+        a.record(entry(3, "same"))
+        a.record(entry(4, "net", ok=False, step="fetch", diagnosis="network"))
+        a.record(entry(5, "lost", ok=False, step="buildctl"))
+    with log.BisectLog(tmp_path, {"recipe": "b"}).held() as b:
+        criterion = {"until": "compile", "verify": False}
+        assert b.from_other_logs("same", criterion, None)["label"] == "p3"
+        assert b.from_other_logs("same", {"until": None, "verify": True}, None) is None  # another criterion
+        assert b.from_other_logs("net", criterion, None) is None  # the machine's failure: built again
+        assert b.from_other_logs("lost", criterion, None) is None  # no result at all (the engine went away)
+        assert b.from_other_logs("other", criterion, None) is None
+
+
+# --- a child build's JSON --------------------------------------------------------------------------
+
+
+def test_a_failed_child_build_is_read_from_its_bundle(tmp_path):
+    bundle = tmp_path / "failures" / "demo-cpu-1"
+    bundle.mkdir(parents=True)
+    (bundle / "bundle.json").write_text(json.dumps({"step": "compile", "first_error": ["\x1b[31merror: x\x1b[0m"]}))
+    payload = {"ok": False, "error": "build of demo-cpu failed in step compile (exit 1)", "bundle": str(bundle),
+               "diagnosis": None}
+    record = child.build_record(payload, 1, [], 12.5)
+    assert record["failure"] == {"step": "compile", "diagnosis": None, "title": None}
+    assert record["first_error"] == ["error: x"] and record["seconds"] == 12.5
+    assert child.failure_of({"build": record}).signature == "compile:unknown"
+
+
+def test_a_verification_that_fails_is_a_failure_of_its_checks():
+    payload = {"ok": False, "error": "verification failed", "bundle": None, "diagnosis": None,
+               "verification": {"checks": [{"name": "arch", "ok": False, "detail": "sm_90 missing"},
+                                           {"name": "cuda", "ok": True}]}}
+    record = child.build_record(payload, 1, [], 3.0)
+    assert record["failure"]["step"] == "verify" and record["failure"]["diagnosis"] == "checks:arch"
+    assert record["first_error"] == ["sm_90 missing"]
+
+
+def test_a_child_that_printed_no_json_is_a_failure_named_by_its_last_line():
+    record = child.build_record(None, 2, ["warning: x", "error: --set build.type: nope"], 1.0)
+    assert record["failure"] == {"step": "refused", "diagnosis": None, "title": "--set build.type: nope"}
+
+
+def test_a_published_or_partial_build_brings_its_cache_figures(tmp_path):
+    published = {"ok": True, "artifact": "/a", "manifest": {"compile_cache": {"hits": 30, "misses": 2}}}
+    assert child.build_record(published, 0, [], 1.0)["cache"] == {"hits": 30, "misses": 2}
+    (tmp_path / "cache-stats.txt").write_text("direct_cache_hit\t20\npreprocessed_cache_hit\t1\ncache_miss\t3\n")
+    assert child.build_record({"ok": True, "out_dir": str(tmp_path)}, 0, [], 1.0)["cache"] == {"hits": 21, "misses": 3}
+
+
+def test_a_step_build_command():
+    argv = child.build_argv("demo-cpu", ["a=1", "framework.source.ref=abc"], child.Criterion(until="compile"))
+    assert argv[argv.index("build"):] == ["build", "--recipe", "demo-cpu", "--set", "a=1", "--set",
+                                          "framework.source.ref=abc", "--json", "--until", "compile"]
+    assert child.build_argv("r", [], child.Criterion(test="true"))[-1] == "--no-verify"
+    assert "--no-verify" not in child.build_argv("r", [], child.Criterion())
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+
+def outcome_for(axis: axes.Axis, states: dict[int, str], first_new: int, skipped=()) -> Outcome:
+    entries = {}
+    for position, result in states.items():
+        failure = {"step": "configure" if result == "skip" else "compile", "diagnosis": None, "title": None}
+        entries[position] = {
+            "position": position, "label": axis.changes[position].label, "key": f"k{position}", "result": result,
+            "why": "fails in configure, not as the failing end (compile)"
+            if result == "skip" else "", "source": "built" if position != 0 else "logged",
+            "build": {"ok": result == "pass", "failure": None if result == "pass" else failure, "seconds": 61.0,
+                      "first_error": ["csrc/ops/sub.cpp:20: error: 'x' was not declared in this scope"],
+                      "bundle": "/tmp/artifacts/failures/demo-cpu-20260101" if result == "fail" else None,
+                      "cache": {"hits": 31, "misses": 1}}}
+    found = search.Answer(first_new - 1 - len(skipped), first_new, tuple(skipped))
+    return Outcome(found, "compile:unknown", entries, {}, 300.0)
+
+
+def test_the_report_names_the_commit_its_error_and_the_repro_and_fits_80_columns():
+    changes = tuple(axes.Change(f"{i:012x}", (f"framework.source.ref={i:040x}",), f"subject of commit number {i}")
+                    for i in range(17))
+    axis = axes.Axis("commits", "framework.source", changes)
+    states = {0: "pass", 16: "fail", 8: "pass", 12: "skip", 11: "fail", 9: "skip", 10: "pass"}
+    data = report.to_dict(outcome_for(axis, states, 11), recipe="demo-cpu", sets=["a=1"], axis=axis,
+                          criterion=child.Criterion(until="compile"), first_good=False, log_path="/x/.bisect/l.json")
+    assert report.headline(data) == "first bad commit: 00000000000b subject of commit number 11"
+    assert data["skipped"]["count"] == 2 and data["failing_step"]["repro"].startswith("invoke repro /tmp/artifacts")
+    assert data["failing_step"]["build"] == (f"invoke build --recipe demo-cpu --set a=1 --set framework.source.ref={11:040x} "
+                                             "--until compile")
+    console = Console(width=80, record=True, color_system=None)
+    console.print(report.renderable(data))
+    text = console.export_text()
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    assert "first bad commit: 00000000000b" in text and "2 skipped" in text and "invoke repro" in text
+    md = report.markdown(data)
+    assert md.startswith("### invoke bisect: first bad commit: 00000000000b") and "| 12 |" in md
+    assert json.loads(json.dumps(data)) == data
+
+
+def test_the_report_of_a_range_says_which_steps_were_skipped():
+    changes = tuple(axes.Change(v, (f"f={v}",)) for v in "abcdefg")
+    axis = axes.Axis("set", "f", changes)
+    data = report.to_dict(outcome_for(axis, {0: "pass", 6: "fail", 3: "skip", 4: "skip", 2: "pass", 5: "fail"}, 5,
+                                      skipped=(3, 4)),
+                          recipe="r", sets=[], axis=axis, criterion=child.Criterion(), first_good=False, log_path="l")
+    assert not data["exact"] and [c["label"] for c in data["candidates"]] == ["d", "e", "f"]
+    assert report.headline(data) == "first bad value: one of 3 (d, e, f): the steps between c and f were skipped"
+
+
+def test_a_credential_of_the_recipe_never_goes_on_a_childs_command_line():
+    from buildctl.cli.bisect import _refuse_secrets_on_command_lines
+
+    spec = recipe.load("demo-cpu", ["framework.source={git: 'https://u:s3cr3t-token@git.example/x.git', ref: main}"])
+    fine = axes.Axis("commits", "framework.source", (axes.Change("a", ("framework.source.ref=" + "a" * 40,)),))
+    _refuse_secrets_on_command_lines(spec, fine)
+    leaking = axes.Axis("set", "framework.source.git",
+                        (axes.Change("https://u:s3cr3t-token@git.example/y.git",
+                                     ("framework.source.git=https://u:s3cr3t-token@git.example/y.git",)),))
+    with pytest.raises(InputError, match="would carry a credential of the recipe on a command line") as info:
+        _refuse_secrets_on_command_lines(spec, leaking)
+    assert "s3cr3t" not in str(info.value)
+
+
+def test_a_step_that_ends_without_a_result_stops_the_bisect_instead_of_being_skipped(tmp_path):
+    """An engine lost mid-step says nothing of the change: the bisect stops (exit 1), the log kept."""
+    from buildctl.bisect.steps import Bisector
+    from buildctl.build.stages import BuildOptions
+    from buildctl.errors import BuildctlError
+    from buildctl.settings import Settings
+
+    axis = axes.Axis("set", "f", tuple(axes.Change(v, (f"f={v}",)) for v in "abc"))
+    with log.BisectLog(tmp_path, {"r": 1}).held() as held:
+        bisector = Bisector(recipe="r", sets=[], axis=axis, spec_for=lambda i: None, criterion=child.Criterion(),
+                            first_good=False, chosen=Settings(), opts=BuildOptions(), log=held, say=lambda line: None)
+        record = child.build_record(None, 1, ["error: the Docker engine is not running"], 3.0)
+        bisector.done.put((1, {**entry(1, "k"), "build": record, "source": "built"}))
+        with pytest.raises(BuildctlError, match=r"\[1/2\] b: its build ended without a result \(the Docker engine is "
+                                                r"not running\); the log keeps 0 steps"):
+            bisector._wait()
