@@ -225,8 +225,8 @@ def test_a_cached_build_holds_its_artifact_against_a_clean_at_that_moment(built,
     cleans: list[dict] = []
     real_lookup = artifacts.lookup
 
-    def lookup_then_clean(recipe: str, key: str, root=None):
-        found = real_lookup(recipe, key, root)
+    def lookup_then_clean(recipe: str, key: str, root=None, **options):
+        found = real_lookup(recipe, key, root, **options)
         if found is not None and not cleans:
             proc = built.invoke("clean", "--keep-gb", "0", "--no-images", "--no-caches", "--no-containers", "--json")
             cleans.append(ok(proc))
