@@ -98,6 +98,7 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
         "max_jobs": compiled.max_jobs,
         "peak_memory_bytes": int(peak) if peak.isdigit() else None,
         "compile_cache": {"tool": spec.build.cache, **cache},
+        "dist": dict(compiled.dist) if compiled.dist else None,
         "resumed": resume.resumed_section(counts, interrupt),
         "wheels": entries,
         "namespace": run.namespace,
