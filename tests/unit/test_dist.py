@@ -355,3 +355,35 @@ def test_the_clients_daemon_holds_no_descriptor_of_ninjas(launcher):
         os.close(write_end)
     fds = (launcher.tmp / "fds").read_text().split()
     assert set(fds) <= {"0", "1", "2", "255"}, fds  # 255: bash's own handle on the script it runs
+
+
+# ---------------------------------------------------------------------------------------------- bench/dist.py's model
+
+def _bench():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_dist", REPO / "bench" / "dist.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(REPO / "bench"))
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_projection_model_is_the_measured_build_alone_and_never_slower_with_more_servers():
+    bench = _bench()
+    steps = bench.read_log(bench.CPU_BUILD_LOG)
+    alone = bench.simulate(steps, local=2, slots=0, share=0.1, transfer=1.0)
+    # the model's own figure for the log it reads: the cold idle build's compile took 8,608 s on 2 cores
+    assert 8000 < alone < 9000, alone
+    times = [bench.simulate(steps, local=2, slots=n, share=0.1, transfer=1.0) for n in (1, 2, 8, 32)]
+    assert all(a >= b for a, b in zip([alone, *times], times, strict=False)), times
+    assert times[-1] > max(seconds for _, seconds in steps)  # never under its longest step
+    # a client that can only prepare (share 1) gains nothing
+    assert bench.simulate(steps, local=2, slots=8, share=1.0, transfer=0.0) >= 0.95 * alone
+
+
+def test_the_span_of_a_sample_is_read_from_the_last_run_in_ninjas_log(tmp_path):
+    bench = _bench()
+    log = tmp_path / "ninja_log.txt"
+    log.write_text("# ninja log v6\n0\t9000\t0\ta.o\tx\n100\t200\t0\tgen.h\tx\n1000\t4000\t0\ta.o\tx\n1500\t6500\t0\tb.o\tx\n")
+    assert bench.ninja_span(log, {"a.o", "b.o"}) == (5.5, 2)
