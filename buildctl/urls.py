@@ -322,3 +322,63 @@ def check_registry_address(registry: str, option: str = "--registry") -> str:
     if not m or (m.group("port") and not 0 < int(m.group("port")) < 65536):
         raise InputError(f"{option} {value!r}: not a registry address; fix: {_REGISTRY_FORM}")
     return value
+
+
+# ---------------------------------------------------------------------------------------------- sccache-dist
+# The build cluster's scheduler (site dist_scheduler): http(s)://[:TOKEN@]HOST[:PORT], the client token a
+# credential like the Redis password (sccache's `[dist.auth] type = "token"`).
+
+_DIST_FORM = "http[s]://[:TOKEN@]HOST[:PORT], e.g. http://:TOKEN@scheduler.example:10600"
+
+
+def dist_problem(url: str) -> str | None:
+    """Why `url` is not a scheduler URL sccache's client can use, or None. Never quotes the URL."""
+    why = problem(url)
+    if why:
+        return why
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return f"scheme {parts.scheme or '(none)'}: sccache's scheduler speaks http:// or https://"
+    host = parts.hostname or ""
+    if not _HOST.fullmatch(host) and not _IPV6.fullmatch(host):
+        return "no host name"
+    if parts.port == 0:
+        return "its port is not a number from 1 to 65535"
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return "a path, query or fragment (the scheduler's API lives at the root)"
+    token = dist_token(url)
+    if token is not None and (not token or any(not " " <= c <= "~" for c in token)):
+        return "a token that is empty or not printable ASCII (it travels as an HTTP header)"
+    return None
+
+
+def check_dist_url(url: str, option: str = "--dist-scheduler") -> str:
+    """`url` when it is a usable scheduler URL; else a one-line InputError (the URL not shown)."""
+    why = dist_problem(url)
+    if why:
+        raise InputError(f"{option} (value not shown): {dist_refusal(why)}")
+    return url
+
+
+def dist_refusal(why: str) -> str:
+    if "; fix: " in why:
+        return why
+    return f"not a scheduler URL ({why}); fix: {_DIST_FORM}"
+
+
+def dist_token(url: str) -> str | None:
+    """The client token: the login's password (`:TOKEN@`), or a bare login (`TOKEN@`); None without one."""
+    parsed = split(url)
+    if parsed.userinfo is None:
+        return None
+    return parsed.password if parsed.password is not None else parsed.user
+
+
+def dist_address(url: str) -> tuple[str, int, str]:
+    """(host, port, URL without the token) of a checked scheduler URL; the port defaults as sccache's does
+    (the scheme's)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = parts.hostname or ""
+    shown = f"[{host}]" if ":" in host else host
+    return host, port, f"{parts.scheme}://{shown}:{port}"

@@ -7,17 +7,17 @@ rendered, keyed or written), and reads the local and remote hit counts back for 
 
 from __future__ import annotations
 
-import re
-from urllib.parse import unquote, urlsplit
-
 from buildctl import urls
-from buildctl.errors import InputError
 from buildctl.secrets import mask_url
 
 # The container's environment variable the build script reads the server from (secrets.sh sets it).
 ENV_NAME = "BUILDCTL_CACHE_URL"
 # What the build script leaves in $OUT: "used" or "unreachable <why>" (nothing without a server).
 STATE_FILE = "cache-remote.txt"
+# The compile container's config with a server set: a warm local volume fills an empty (or evicted) server
+# too, since ccache writes to its remote storage on a local miss only unless `reshare` is on. Inert when the
+# build script's probe leaves the server out (no CCACHE_REMOTE_STORAGE).
+CONTAINER_ENV = {"CCACHE_RESHARE": "1"}
 
 def runtime_env(url: str | None) -> tuple[tuple[str, str], ...]:
     """The compile container's variables for a cache server (secrets.Credentials.env form)."""

@@ -1,7 +1,8 @@
 """Which earlier build weights this compile's ETA: the `ninja_log.txt` of a published artifact.
 
-Preferred, in order: a build whose compile cache mostly missed (its step times are compile costs; a
-warm rebuild's are cache look-ups, ~1 s each, which say nothing of the work), of this recipe, else of a
+Preferred, in order: a build whose compile cache mostly missed and that compiled here (its step times are
+compile costs; a warm rebuild's are cache look-ups, ~1 s each, and a build cluster's ran elsewhere, which
+say nothing of the work), of this recipe, else of a
 close recipe (the same framework name and version, of the same build type first), the newest first.
 None found: the ETA is the step rate. The pipeline records the choice (Prior) and hands it on; the
 view never reads the disk.
@@ -114,6 +115,8 @@ def _candidates(spec: Spec, base: Path) -> Iterator[tuple[tuple, str, Path, str 
                 continue
             hit_rate = m.compile_cache.get("hit_rate") if isinstance(m.compile_cache, dict) else None
             warm = isinstance(hit_rate, (int, float)) and hit_rate > WARM_HIT_RATE
+            # compiled on a build cluster: its steps' times are not this machine's work either
+            warm = warm or (isinstance(m.dist, dict) and m.dist.get("state") == "used")
             other_type = m.build_type != spec.build.type
             why = ("this recipe" if same else f"{spec.framework.name} {version}, {m.build_type}") \
                 + (", a warm rebuild" if warm else "")

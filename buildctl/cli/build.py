@@ -42,6 +42,8 @@ def _summary_rows(result) -> list[tuple[str, str]]:
     if cc.get("hit_rate") is not None:
         rows.append(("compile cache", f"{cc['tool']}: {cc['hit_rate']:.0%} hits ({cc['hits']}/{cc['hits'] + cc['misses']})"))
     rows.extend(_cache_rows(cc))
+    if m.dist:
+        rows.append(("cluster", _dist_row(m.dist)))
     resumed = resume.summary(m.resumed)
     if resumed:
         rows.append(("resumed", resumed))
@@ -69,6 +71,29 @@ def _cache_rows(cc: dict) -> list[tuple[str, str]]:
     else:
         rows.append(("  shared", f"not used: {remote.get('reason') or remote.get('state')}"))
     return rows
+
+
+def _dist_row(section: dict) -> str:
+    """The build cluster's row: where the compiles ran, or why it was not used."""
+    if section.get("state") != "used":
+        return f"not used: {section.get('reason') or section.get('state')}"
+    units = section.get("units") or {}
+    text = (f"{section.get('remote', 0)} compiles on {section.get('servers', 0)} server(s) at {section.get('scheduler')}, "
+            f"{units.get('local', 0)} units here")
+    if section.get("left"):
+        text += f"; left it: {section['left']}"
+    if section.get("retried_locally"):
+        text += "; compiled again locally after a failure"
+    return text
+
+
+def _count(option: str, value: str, *, minimum: int) -> str | int:
+    """`auto`, or a whole number from `minimum` up (InputError otherwise)."""
+    if value == "auto":
+        return value
+    if not value.isdigit() or int(value) < minimum:
+        raise InputError(f"{option} {value}: not a whole number from {minimum}; fix: {option} 2 or {option} auto")
+    return int(value)
 
 
 UNTIL_STEPS = ("image", "configure", "compile", "wheel", "extensions")
@@ -154,6 +179,9 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
             assert jobs >= 1
         except (ValueError, AssertionError):
             raise InputError(f"--jobs {jobs}: not a positive integer; fix: --jobs 4 or --jobs auto") from None
+    dist_local_jobs = _count("--dist-local-jobs", settings.dist_local_jobs, minimum=0)
+    if settings.cpuset and not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", settings.cpuset):
+        raise InputError(f"--cpuset {settings.cpuset!r}: not a CPU list; fix: e.g. --cpuset 0 or --cpuset 0-3,6")
     if check_reproducible and until:
         raise InputError("--check-reproducible compares two whole wheels; fix: drop --until")
     if until and until not in UNTIL_STEPS:
@@ -168,7 +196,8 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
     view = ui.make_view(as_json)
     opts = stages.BuildOptions(
         jobs=jobs, verify=not settings.no_verify, keep_container=settings.keep_container,
-        memory=settings.memory, artifacts_root=settings.artifacts, ca_texts=read_ca_certs(site.get("ca_certs", [])),
+        memory=settings.memory, cpuset=settings.cpuset, dist_local_jobs=dist_local_jobs,
+        artifacts_root=settings.artifacts, ca_texts=read_ca_certs(site.get("ca_certs", [])),
         until=until or None, targets=targets, engine_url=settings.engines[0] if settings.engines else None,
     )
     result = error = reproducibility = None

@@ -36,6 +36,8 @@ def site_options(chosen: Settings) -> dict:
                 raise InputError(f"--{flag} [{settings.env_name(name)}] (value not shown): {why}")
     if site.get("cache_url"):
         urls.check_redis_url(site["cache_url"])
+    if site.get("dist_scheduler"):
+        urls.check_dist_url(site["dist_scheduler"])
     return site
 
 

@@ -145,6 +145,7 @@ def run_container(
     volumes: Mapping[str, str] | None = None,
     network_mode: str | None = None,
     mem_limit: str | int | None = None,
+    cpuset_cpus: str | None = None,
     gpus: bool = False,
     workdir: str | None = None,
     user: str | None = None,
@@ -173,6 +174,7 @@ def run_container(
     The container is removed on every path (errors, Ctrl-C, SIGTERM); `keep` keeps it only after a
     normal finish. A non-zero exit is a result, not an exception; engine problems raise EngineError.
     oom_killed is the engine's OOMKilled, never guessed from exit code 137 (a `docker kill` gives 137).
+    cpuset_cpus: the CPUs the container may run on (docker's --cpuset-cpus, e.g. "0" or "0-3").
     timeout: seconds from start; then the container is killed and the result says timed_out.
     on_interrupt(container id): called on Ctrl-C/SIGTERM while the container still runs, before it is
     removed (e.g. to record what was in flight); its own errors are ignored.
@@ -206,6 +208,7 @@ def run_container(
                 network_mode=network_mode_for(network_mode),
                 mem_limit=mem_limit,
                 memswap_limit=mem_limit,  # no swap on top: a limit is a limit
+                cpuset_cpus=cpuset_cpus,
                 device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else None,
                 shm_size=shm_size,
                 ipc_mode=ipc_mode,

@@ -347,7 +347,7 @@ def load(recipe: str, overrides: list[str] | None = None, *, site: dict | None =
 # Fields added after recipes were first built, left out of the dump while unset: the resolved recipe is a
 # rendered file (keyed), so a recipe that does not use them keeps its key and its build volume.
 LATER_FIELDS = (("extensions",), ("framework", "source", "prebuilt"), ("toolchain", "ascend", "torch_npu", "prebuilt"),
-                ("build", "wheel", "max_vendored"), ("build", "wheel"))
+                ("build", "wheel", "max_vendored"), ("build", "wheel"), ("site", "dist_scheduler"))
 
 
 def masked_dump(spec: Spec) -> dict:

@@ -281,6 +281,9 @@ class Site(Model):
     download_cache: StrictStr | None = None
     # A shared compile cache (redis://): handed to the compile container at run time, never rendered.
     cache_url: StrictStr | None = None
+    # An sccache-dist scheduler (http[s]://[:TOKEN@]HOST[:PORT]): the compile container's launcher sends its
+    # compiles there at run time; never rendered, never keyed (left out of the resolved recipe while unset).
+    dist_scheduler: StrictStr | None = None
     # Git mirrors, PREFIX=MIRROR (git's url.<MIRROR>.insteadOf PREFIX): handed to the build at run time
     # with its credentials, never rendered; the manifest records the upstream URL and the mirror used.
     git_mirrors: tuple[StrictStr, ...] = ()
@@ -304,6 +307,14 @@ class Site(Model):
         why = v and urls.redis_problem(v)
         if why:  # the value is not quoted: it holds a password
             raise ValueError(urls.redis_refusal(why))
+        return v
+
+    @field_validator("dist_scheduler")
+    @classmethod
+    def _scheduler_url(cls, v: str | None) -> str | None:
+        why = v and urls.dist_problem(v)
+        if why:  # the value is not quoted: it holds a token
+            raise ValueError(urls.dist_refusal(why))
         return v
 
 

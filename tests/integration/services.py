@@ -1,7 +1,7 @@
 """Real servers for the scale-out tests as session fixtures (import the fixtures you use into a test module).
 
 The servers are those of .ci/services.sh: engine B (a second dockerd), engine B over ssh (a local sshd),
-redis-server, docker-registry and pypiserver. `.ci/run` starts them before pytest
+redis-server, docker-registry, pypiserver and a build cluster (an sccache-dist scheduler and two servers). `.ci/run` starts them before pytest
 (`eval "$(bash .ci/services.sh start)"`) and stops them after; their addresses reach the tests as
 BUILDCTL_SVC_* variables. A session started without them (`pytest tests/integration/test_services_integration.py`)
 starts them here and stops them at its end. Nothing is skipped: a service that does not start fails
@@ -10,6 +10,7 @@ the tests that use it, with the script's output.
 * `services`: the addresses and the index credentials (a `Services`). Its engine A is this session's
   engine (DOCKER_HOST, as for `docker_client`; else the one the services were started beside): in the
   engine matrix (docs/engines.md) the tests of two engines pair Docker 26 or Podman with engine B.
+* `private_cluster`: an sccache-dist scheduler and a server of one test's own, which it may kill.
 * `engine_b`, `engine_b_ssh`: docker-py clients from `buildctl.engine.connect` for engine B, directly
   (unix://) and through ssh:// (buildctl's own ssh transport).
 """
@@ -46,6 +47,7 @@ class Services:
     index_password: str
     dir: Path  # state and logs
     base_engine: str  # the engine the services were started beside: bash .ci/bootstrap made the base images there
+    dist_scheduler: str  # the build cluster's scheduler, its client token in the URL
 
     @staticmethod
     def from_env(env) -> Services:
@@ -54,12 +56,13 @@ class Services:
                         env["BUILDCTL_SVC_REDIS_URL"], env["BUILDCTL_SVC_REGISTRY"], env["BUILDCTL_SVC_INDEX_URL"],
                         env["BUILDCTL_SVC_INDEX_SIMPLE_URL"], env["BUILDCTL_SVC_INDEX_USERNAME"],
                         env["BUILDCTL_SVC_INDEX_PASSWORD"], Path(env["BUILDCTL_SERVICES_DIR"]),
-                        env["BUILDCTL_SVC_ENGINE_A"])
+                        env["BUILDCTL_SVC_ENGINE_A"], env["BUILDCTL_SVC_DIST_SCHEDULER"])
 
 
 VARIABLES = ("BUILDCTL_SVC_ENGINE_A", "BUILDCTL_SVC_ENGINE_B", "BUILDCTL_SVC_ENGINE_B_SSH", "BUILDCTL_SVC_REDIS_URL",
              "BUILDCTL_SVC_REGISTRY", "BUILDCTL_SVC_INDEX_URL", "BUILDCTL_SVC_INDEX_SIMPLE_URL",
-             "BUILDCTL_SVC_INDEX_USERNAME", "BUILDCTL_SVC_INDEX_PASSWORD", "BUILDCTL_SERVICES_DIR")
+             "BUILDCTL_SVC_INDEX_USERNAME", "BUILDCTL_SVC_INDEX_PASSWORD", "BUILDCTL_SERVICES_DIR",
+             "BUILDCTL_SVC_DIST_SCHEDULER")
 
 
 def parse_exports(text: str) -> dict[str, str]:
@@ -129,3 +132,93 @@ def base_on_b(base_image: str, docker_client: docker.DockerClient, engine_b: doc
         except docker.errors.APIError:
             pass
 
+
+
+# ---------------------------------------------------------------------------------------------- a private cluster
+
+@dataclass
+class PrivateCluster:
+    """An sccache-dist scheduler and its build servers of one test's own (a test may kill them; the session's
+    cluster stays up), as .ci/services.sh starts its own: on the loopback, token client auth, the servers
+    as root (bubblewrap). `url` carries the client token."""
+
+    url: str
+    scheduler: subprocess.Popen
+    servers: list[subprocess.Popen]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _registered(port: int) -> int:
+    """How many servers the scheduler lists (its status: three little-endian u64)."""
+    import struct
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/scheduler/status", timeout=3) as reply:
+        return struct.unpack("<QQQ", reply.read())[0]
+
+
+def start_private_cluster(folder: Path, servers: int = 1, wait_s: float = 60) -> PrivateCluster:
+    import secrets
+    import sys
+    import time
+
+    exe = str(Path(sys.executable).with_name("sccache-dist"))
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    env = {**os.environ, "SCCACHE_NO_DAEMON": "1", "SCCACHE_LOG": "info"}
+    key = subprocess.run([exe, "auth", "generate-jwt-hs256-key"], capture_output=True, text=True, check=True).stdout.strip()
+    token = secrets.token_hex(16)
+    port = _free_port()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "scheduler.toml").write_text(f'public_addr = "127.0.0.1:{port}"\n[client_auth]\ntype = "token"\ntoken = '
+                                           f'"{token}"\n[server_auth]\ntype = "jwt_hs256"\nsecret_key = "{key}"\n')
+    log = (folder / "scheduler.log").open("ab")
+    scheduler = subprocess.Popen([exe, "scheduler", "--config", str(folder / "scheduler.toml")], env=env, stdout=log,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    procs = []
+    for i in range(servers):
+        server_port = _free_port()
+        for sub in ("toolchains", "build"):
+            (folder / f"server-{i}" / sub).mkdir(parents=True, exist_ok=True)
+        server_token = subprocess.run([exe, "auth", "generate-jwt-hs256-server-token", "--secret-key", key, "--server",
+                                       f"127.0.0.1:{server_port}"], capture_output=True, text=True, check=True).stdout.strip()
+        (folder / f"server-{i}.toml").write_text(
+            f'cache_dir = "{folder}/server-{i}/toolchains"\npublic_addr = "127.0.0.1:{server_port}"\n'
+            f'scheduler_url = "http://127.0.0.1:{port}"\n[builder]\ntype = "overlay"\nbuild_dir = "{folder}/server-{i}/build"\n'
+            f'bwrap_path = "/usr/bin/bwrap"\n[scheduler_auth]\ntype = "jwt_token"\ntoken = "{server_token}"\n')
+        with (folder / f"server-{i}.log").open("ab") as server_log:
+            procs.append(subprocess.Popen([*sudo, "env", "SCCACHE_NO_DAEMON=1", "SCCACHE_LOG=info", exe, "server", "--config",
+                                           str(folder / f"server-{i}.toml")], stdout=server_log, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL))
+    deadline = time.monotonic() + wait_s
+    while True:  # bounded: until every server registered (it heartbeats at its start)
+        try:
+            if _registered(port) >= servers:
+                break
+        except OSError:
+            pass
+        if time.monotonic() > deadline or scheduler.poll() is not None or any(p.poll() is not None for p in procs):
+            raise RuntimeError(f"the private sccache-dist cluster did not come up; logs in {folder}")
+        time.sleep(0.2)
+    return PrivateCluster(f"http://:{token}@127.0.0.1:{port}", scheduler, procs)
+
+
+def stop_private_cluster(cluster: PrivateCluster) -> None:
+    for proc in (*cluster.servers, cluster.scheduler):
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=60)
+
+
+@pytest.fixture
+def private_cluster(tmp_path) -> Iterator[PrivateCluster]:
+    """A scheduler and one build server of this test's own (start_private_cluster); stopped afterwards."""
+    cluster = start_private_cluster(tmp_path / "private-cluster")
+    yield cluster
+    stop_private_cluster(cluster)

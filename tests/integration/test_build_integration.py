@@ -58,10 +58,10 @@ import docker
 import import_budget
 import jinja2
 import pytest
-from conftest import default_sigint
+from conftest import TEST_NAMESPACE, default_sigint, remove_namespace_objects
 from docker import errors as derr
 
-from buildctl import engine, recipe
+from buildctl import engine, recipe, urls
 from buildctl.build import engine_names, resume, stages
 from buildctl.build.stages import prepare
 from buildctl.cli import common
@@ -69,6 +69,7 @@ from buildctl.store import artifacts
 from buildctl.verify import report as rep
 
 pytestmark = pytest.mark.integration
+pytest_plugins = ["services"]  # the build cluster (.ci/services.sh)
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -170,12 +171,13 @@ class Workspace:
         return ["build", "--recipe", recipe_name, *SITE_ARGS, "--set", f"framework.source.path={self.src}", *extra,
                 *(["--json"] if json_out else [])]
 
-    def build(self, recipe_name: str, *extra: str, artifacts: str = "main", timeout: float = BUILD_TIMEOUT) -> BuildRun:
+    def build(self, recipe_name: str, *extra: str, artifacts: str = "main", timeout: float = BUILD_TIMEOUT,
+              env: dict[str, str] | None = None) -> BuildRun:
         root = self.artifacts_root(artifacts)
         args = self.args(recipe_name, *extra)
         t0 = time.time()
-        proc = subprocess.run([*invoke_cmd(), *args], cwd=self.cwd, env=self.env(root), capture_output=True,
-                              text=True, timeout=timeout)
+        proc = subprocess.run([*invoke_cmd(), *args], cwd=self.cwd, env={**self.env(root), **(env or {})},
+                              capture_output=True, text=True, timeout=timeout)
         run = BuildRun(args, proc.returncode, proc.stdout, proc.stderr, t0, time.time(), root)
         self.record(run)
         return run
@@ -1221,3 +1223,101 @@ def test_runfile_path_uses_the_pre_staged_stand_in_and_never_downloads(runfile_b
     assert f"/usr/local/cuda-{stand_in_runfile.cuda_version}" in res.log
     report = rep.load_report(run.artifact / "report.json")
     assert report.probe["framework"]["arch_list"] == ["sm_80", "sm_90"]
+
+
+# ---------------------------------------------------------------------------------------------- a build cluster
+# demo-cuda13 over .ci/services.sh's sccache-dist cluster (a scheduler, two servers, all on this machine),
+# against the module's local build of the same key (demo_cuda13).
+
+DIST_WARNING = "buildctl: warning: distributed compile"
+
+
+@pytest.fixture(scope="module")
+def dist_namespace(docker_client) -> Iterator[str]:
+    """A namespace of the cluster's builds: an empty compile cache, so that every unit compiles."""
+    name = f"{TEST_NAMESPACE}-dist"
+    yield name
+    remove_namespace_objects(docker_client, name)
+
+
+@pytest.fixture(scope="module")
+def cluster_build(ws, services, demo_cuda13, dist_namespace) -> BuildRun:
+    """demo-cuda13 cold, every compile on the cluster (--dist-local-jobs 0), the scheduler's token in
+    BUILDCTL_DIST_SCHEDULER."""
+    return ws.build("demo-cuda13", "--no-verify", "--dist-local-jobs", "0", artifacts="dist",
+                    env={"BUILDCTL_NAMESPACE": dist_namespace, "BUILDCTL_DIST_SCHEDULER": services.dist_scheduler})
+
+
+def _token(services) -> str:
+    return urls.dist_token(services.dist_scheduler)
+
+
+def test_the_cluster_compiles_the_cu_and_cpp_units_into_the_local_builds_wheel(cluster_build, demo_cuda13, services):
+    run = cluster_build.ok()
+    m, local = run.manifest, demo_cuda13.ok().manifest
+    d = m["dist"]
+    assert d["state"] == "used" and d["servers"] == 2 and d["local_jobs"] == 0, d
+    # every unit ccache did not find went to the cluster, and every compile sccache ran there ran remotely
+    assert d["units"].get("cluster", 0) >= m["compile_cache"]["misses"] > 0 and "local" not in d["units"], d
+    assert d["fell_back"] == 0 and "left" not in d and not d.get("retried_locally"), d
+    kinds = d["by_kind"]  # nvcc's device compiles (cicc, ptxas) and the host compiles (gcc), .cu and .cpp alike
+    assert kinds.get("ptx [cicc]", 0) >= 2 and kinds.get("cubin [ptxas]", 0) >= 2 and kinds.get("c++ [gcc]", 0) > 20, kinds
+    # (what sccache could not send, e.g. CMake's compiler checks, it compiled here: counted by kind, not remote)
+    assert sum(kinds.values()) - 5 <= d["remote"] <= sum(kinds.values()) and d["remote"] == sum(d["by_server"].values()), d
+    log = (run.artifact / "build.log").read_text()
+    assert f"buildctl: distributed compile: {d['remote']} compiles ran on the cluster" in log
+    assert DIST_WARNING not in log
+    # the same key, the same wheel, byte for byte
+    assert run.key == demo_cuda13.key and m["wheels"][0]["sha256"] == local["wheels"][0]["sha256"]
+    token = _token(services)
+    assert token not in run.stdout + run.stderr
+    for f in run.artifacts_root.rglob("*"):
+        if f.is_file():
+            assert token.encode() not in f.read_bytes(), f
+
+
+def test_with_the_scheduler_stopped_the_demo_builds_locally_with_one_warning(ws, demo_cuda13, services):
+    """Nothing answers at the scheduler's address: one warning, and the build goes on here (the module's
+    build directory of the key: resumed). Its token is shown nowhere."""
+    with socket.socket() as s:  # bound, never listening: a connect is refused, as with a stopped scheduler
+        s.bind(("127.0.0.1", 0))
+        stopped = services.dist_scheduler.rsplit(":", 1)[0] + f":{s.getsockname()[1]}"
+        run = ws.build("demo-cuda13", "--no-verify", "--dist-scheduler", stopped, artifacts="dist-stopped").ok()
+    output = run.stdout + run.stderr
+    log = (run.artifact / "build.log").read_text()
+    assert log.count(DIST_WARNING) == 1 and "did not answer (Connection refused); compiling locally" in log, log[-3000:]
+    assert run.manifest["dist"]["state"] == "unreachable" and run.key == demo_cuda13.key
+    assert run.manifest["wheels"][0]["sha256"] == demo_cuda13.manifest["wheels"][0]["sha256"]
+    assert _token(services) not in output
+
+
+def test_a_server_killed_mid_compile_leaves_the_rest_to_this_machine_with_one_warning(ws, cluster_build, dist_namespace,
+                                                                                     tmp_path, private_cluster):
+    """A private scheduler with one server, killed as the compile starts: what was on it compiles here, the
+    build leaves the cluster with one warning line and finishes. (Two units changed against the cluster
+    build: its compile cache has the rest, so only they compile.)"""
+    cluster = private_cluster
+    src = copy_source(tmp_path / "demofw", DEMOFW)
+    change_source(src, "csrc/cuda/kernels.cu")
+    change_source(src, "csrc/ops/add.cpp")
+    args = [*ws.args("demo-cuda13", "--no-verify", "--dist-local-jobs", "0", "--set", f"framework.source.path={src}",
+                     json_out=False)]
+    env = {**ws.env(ws.artifacts_root("dist-killed")), "BUILDCTL_NAMESPACE": dist_namespace,
+           "BUILDCTL_DIST_SCHEDULER": cluster.url}
+    build = subprocess.Popen([*invoke_cmd(), *args], cwd=ws.cwd, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+    lines, killed = [], False
+    for line in build.stdout:
+        lines.append(line)
+        if not killed and re.search(r"Building (CUDA|CXX) object", line):  # ninja started compiling
+            cluster.servers[0].kill()
+            cluster.servers[0].wait()
+            killed = True
+    output = "".join(lines)
+    assert build.wait(timeout=BUILD_TIMEOUT) == 0, output[-6000:]
+    assert killed, output[-3000:]
+    assert output.count(DIST_WARNING) == 1, output[-4000:]
+    manifest = json.loads(next(ws.artifacts_root("dist-killed").glob("demo-cuda13/*/manifest.json")).read_text())
+    d = manifest["dist"]
+    assert d["state"] == "used" and d.get("left") and (d.get("fell_back") or d["units"].get("again")), d
+    assert manifest["wheels"][0]["sha256"] and urls.dist_token(cluster.url) not in output

@@ -12,6 +12,10 @@
   succeeds with the local cache, and the manifest and the summary count the failed lookups.
 * A password holding every character a URL login must percent-encode, and ':': the build script's
   probe and ccache both authenticate (the server holds objects afterwards).
+* A warm local cache fills an empty server: machine A (build A's namespace, its local cache warm) builds
+  the source with one unit changed against a new, empty server (every other unit a local hit), and
+  machine C (a third namespace, an empty local cache) then finds >= 90 % of its objects on that server
+  (ccache's `reshare`: without it A writes only its one miss).
 """
 
 from __future__ import annotations
@@ -62,17 +66,20 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def namespaces(docker_client):
-    """Namespaces of this test's builds; their engine objects are removed afterwards."""
-    names = [f"{TEST_NAMESPACE}-a", f"{TEST_NAMESPACE}-b"]
+    """Namespaces of this module's builds (machines A, B and C); their engine objects are removed afterwards."""
+    names = [f"{TEST_NAMESPACE}-a", f"{TEST_NAMESPACE}-b", f"{TEST_NAMESPACE}-c"]
     yield names
     for name in names:
         remove_namespace_objects(docker_client, name)
 
 
-def test_engine_b_reuses_a_compile_through_redis_and_a_dead_server_only_warns(
-        tmp_path, base_image, services, namespaces):
+@pytest.fixture(scope="module")
+def build_a(tmp_path_factory, base_image, services, namespaces):
+    """Build A: demo-cpu cold on machine A (namespace A: an empty local cache) with the session's server,
+    from a copy marked with this session's id: (folder, source, command, manifest)."""
+    tmp_path = tmp_path_factory.mktemp("shared-cache")
     src = tmp_path / "demofw"
     shutil.copytree(DEMOFW, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.so"))
     # Objects the server has never seen: code, not a comment (ccache's preprocessor mode hashes the
@@ -80,11 +87,16 @@ def test_engine_b_reuses_a_compile_through_redis_and_a_dead_server_only_warns(
     marker = TEST_NAMESPACE.replace("-", "_")
     for f in [*src.rglob("*.cpp"), *src.rglob("*.cu")]:
         f.write_text(f.read_text() + f"\nnamespace {{ [[maybe_unused]] constexpr int {marker} = 0; }}\n")
+    run_a, a = _build(tmp_path, tmp_path / "root-a", namespaces[0], src, env={"BUILDCTL_CACHE_URL": services.redis_url})
+    return tmp_path, src, run_a, a
+
+
+def test_engine_b_reuses_a_compile_through_redis_and_a_dead_server_only_warns(build_a, services, namespaces):
+    tmp_path, src, run_a, a = build_a
     password = urlsplit(services.redis_url).password
     assert password and len(password) >= 8
-    ns_a, ns_b = namespaces
+    ns_a, ns_b, _ = namespaces
 
-    run_a, a = _build(tmp_path, tmp_path / "root-a", ns_a, src, env={"BUILDCTL_CACHE_URL": services.redis_url})
     run_b, b = _build(tmp_path, tmp_path / "root-b", ns_b, src, "--cache-url", services.redis_url)
 
     ca, cb = a["compile_cache"], b["compile_cache"]
@@ -157,6 +169,26 @@ def _dbsize(port: int) -> int:
             reply = replies.readline()
             assert reply[:1] in (b"+", b":"), reply
     return int(reply[1:])
+
+
+def test_a_warm_local_cache_fills_an_empty_server(build_a, namespaces, private_redis):
+    """Machine A's local cache is warm; the server is new. A's build of a changed source (one unit changed)
+    writes every object to the server, hits included, so a cold machine C then finds them there."""
+    tmp_path, src, _, a = build_a
+    _, url, port = private_redis
+    changed = tmp_path / "demofw-changed"
+    shutil.copytree(src, changed)
+    add = changed / "csrc" / "ops" / "add.cpp"
+    add.write_text(add.read_text() + "\nnamespace { [[maybe_unused]] constexpr int reshare_marker = 1; }\n")
+    ns_a, _, ns_c = namespaces
+    _, warm = _build(tmp_path, tmp_path / "root-a2", ns_a, changed, "--cache-url", url)
+    cw = warm["compile_cache"]
+    assert cw["local_misses"] <= 3 and cw["local_hits"] >= 10 and cw["remote"]["state"] == "used", cw
+    assert _dbsize(port) >= cw["local_hits"]  # the hits were written too (ccache's reshare)
+    _, cold = _build(tmp_path, tmp_path / "root-c", ns_c, changed, "--cache-url", url)
+    cc = cold["compile_cache"]
+    assert cc["local_hits"] == 0 and cc["remote"]["hit_rate"] >= 0.9, cc
+    assert cold["key"] == warm["key"] != a["key"]
 
 
 def test_a_password_holding_url_characters_authenticates(tmp_path, base_image, namespaces, private_redis):

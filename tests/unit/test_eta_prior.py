@@ -59,6 +59,16 @@ def test_a_warm_rebuild_is_passed_over_for_a_cold_build(tmp_path):
     assert find(RELEASE, tmp_path)[0].key == "a" * 16
 
 
+def test_a_build_on_a_cluster_is_passed_over_for_a_local_one(tmp_path):
+    """Its steps ran on other machines, several at once beyond this one's MAX_JOBS: no measure of the
+    work here (issue 32)."""
+    publish(tmp_path, RELEASE, "a" * 16, age_s=7200)
+    clustered = publish(tmp_path, RELEASE, "b" * 16, age_s=0)
+    manifest = json.loads((clustered / "manifest.json").read_text())
+    (clustered / "manifest.json").write_text(json.dumps({**manifest, "dist": {"state": "used", "remote": 900}}))
+    assert find(RELEASE, tmp_path)[0].key == "a" * 16
+
+
 def test_a_close_recipe_serves_when_the_recipe_has_none(tmp_path):
     """The Debug recipe, never built: the Release build of the same PyTorch 2.6.0 weights its steps; a
     newer build of another framework or version does not."""

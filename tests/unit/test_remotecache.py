@@ -153,3 +153,14 @@ def test_the_summary_shows_both_levels():
     dead = compile_cache.stats(STATS, "unreachable cache.example:6379 did not answer (Connection refused)", URL)
     assert _cache_rows(dead)[1] == ("  shared", "not used: cache.example:6379 did not answer (Connection refused)")
     assert _cache_rows({"hits": 1, "misses": 0}) == []
+
+
+def test_a_build_with_a_server_writes_its_local_hits_there_too():
+    """ccache writes to its remote storage on a local miss only: a machine whose local volume is warm would
+    never fill a new (or evicted) server. With a server set the compile container has `reshare` on; not
+    without one, nor in the reproducibility rebuild (no cache at all)."""
+    run = stages.Run.of(recipe.load("demo-cpu", site={"cache_url": URL}), stages.BuildOptions())
+    assert container_env(run, 4)["CCACHE_RESHARE"] == "1"
+    assert "CCACHE_RESHARE" not in container_env(stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions()), 4)
+    rebuild = stages.Run.of(recipe.load("demo-cpu", site={"cache_url": URL}), stages.BuildOptions(rebuild_dir="/rebuild"))
+    assert "CCACHE_RESHARE" not in container_env(rebuild, 4)

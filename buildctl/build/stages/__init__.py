@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from buildctl.engine.lazy import EngineConnection
+from buildctl.recipe.schema import Spec
+from buildctl.render.rendering import Rendered
+from buildctl.secrets import Credentials, secret_values_from_env_and_site, split_credentials
 from buildctl.store import artifacts
 from buildctl.store.key import KeyInputs
 from buildctl.verify.options import VerifyOptions
-from buildctl.engine.lazy import EngineConnection
-from buildctl.render.rendering import Rendered
-from buildctl.secrets import Credentials, secret_values_from_env_and_site, split_credentials
-from buildctl.recipe.schema import Spec
 
 if TYPE_CHECKING:
     from buildctl.build.configure_gate import Gate
@@ -36,6 +36,8 @@ class BuildOptions:
     verify: bool = True
     keep_container: bool = False
     memory: str | None = None  # container memory limit, e.g. "2g" (shared CI hosts; OOM repro)
+    cpuset: str | None = None  # the CPUs the compile container may use (docker's --cpuset-cpus): bench/dist.py
+    dist_local_jobs: str | int = "auto"  # with a dist scheduler: compiles run here at once (build/dist.py)
     render_root: Path = Path("build")
     artifacts_root: Path | None = None
     ca_texts: Mapping[str, str] = field(default_factory=dict)
@@ -156,6 +158,7 @@ class Compiled:
     out_dir: Path
     max_jobs: int  # as the compile finished: halved once when memory killed the first attempt
     configure: Gate | None = None  # the configure gate's table (the manifest records it)
+    dist: Mapping[str, Any] | None = None  # the build cluster's part (build/dist.py), when a scheduler was set
 
 
 @dataclass(frozen=True)

