@@ -22,7 +22,7 @@ from buildctl import recipe, render
 from buildctl.build import stages
 from buildctl.build.stages import artifact
 from buildctl.errors import BuildctlError
-from buildctl.store import artifacts
+from buildctl.store import artifacts, key
 
 pytestmark = pytest.mark.integration
 SUDO = [] if os.geteuid() == 0 else ["sudo", "-n"]
@@ -40,7 +40,8 @@ def small_filesystem(path: Path, size: str) -> Iterator[Path]:
 
 def _compiled(spec, tmp_path: Path, wheel_bytes: int) -> tuple[stages.Run, stages.Compiled]:
     run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts"))
-    prepared = stages.Prepared(render.render(spec), tmp_path / "context", "0123456789abcdef")
+    rendered = render.render(spec)
+    prepared = stages.Prepared(rendered, tmp_path / "context", key.key_inputs(rendered.files, "sha256:src", "sha256:base"))
     out = tmp_path / "out"
     out.mkdir()
     (out / "demofw-0.1.0-cp311-cp311-linux_x86_64.whl").write_bytes(os.urandom(wheel_bytes))
@@ -48,12 +49,11 @@ def _compiled(spec, tmp_path: Path, wheel_bytes: int) -> tuple[stages.Run, stage
     return run, stages.Compiled(stages.ImageBuilt(stages.Planned(prepared, 2, {}, {}, {}), "sha256:img"), out, 2)
 
 
-def _publish(run: stages.Run, compiled: stages.Compiled, before_publish=lambda: None) -> None:
-    """The pipeline's publish step (pipeline._compile_and_publish after the compile)."""
-    with artifacts.staging(run.spec.name, "0123456789abcdef", run.opts.artifacts_root) as staging:
+def _publish(run: stages.Run, compiled: stages.Compiled) -> None:
+    """The pipeline's publish step (pipeline._compile_and_publish after the compile: assemble, publish)."""
+    with artifacts.staging(run.spec.name, compiled.image.prepared.key, run.opts.artifacts_root) as staging:
         manifest = artifact.assemble(run, compiled, staging, {})
-        before_publish()
-        artifact.publish(run, compiled, staging, manifest)
+        artifact.publish(run, staging, manifest)
 
 
 def _left(root: Path) -> list[str]:
@@ -75,21 +75,26 @@ def test_a_full_artifacts_folder_is_one_line_and_leaves_nothing_half_written(tmp
                      r"(\d+\.\d) MB, (\d+\.\d) MB are free there; ", message)
         assert m and 1.0 < float(m.group(1)) < 1.5 and float(m.group(2)) < 0.3, message
         assert "fix: " in message and "invoke clean" in message and "BUILDCTL_ARTIFACTS" in message, message
-        assert _left(root) == [] and not (root / "demo-cpu" / "0123456789abcdef").exists()
+        assert _left(root) == [] and not (root / "demo-cpu" / compiled.image.prepared.key).exists()
 
 
-def test_a_disk_that_fills_before_the_manifest_is_written_leaves_no_artifact(tmp_path):
+def test_a_disk_that_fills_before_the_manifest_is_written_leaves_no_artifact(tmp_path, monkeypatch):
     spec = recipe.load("demo-cpu")
     with small_filesystem(tmp_path / "artifacts", "2m") as root:
         run, compiled = _compiled(spec, tmp_path, 64 << 10)
+        write_context = artifact.render.write
 
-        def fill() -> None:  # another writer takes what is left
+        def write_context_then_fill(*args, **kwargs) -> None:
+            """Past the free-space check, the wheel copied: another writer takes what is left before the
+            manifest is written."""
+            write_context(*args, **kwargs)
             with open(root / "filler", "wb") as f, contextlib.suppress(OSError):
                 while True:
                     f.write(b"\0" * (64 << 10))
                     f.flush()
 
+        monkeypatch.setattr(artifact.render, "write", write_context_then_fill)
         with pytest.raises(BuildctlError) as e:
-            _publish(run, compiled, before_publish=fill)
+            _publish(run, compiled)
         assert str(e.value).startswith(f"no space left in {root} to publish the artifact of demo-cpu: "), e.value
-        assert _left(root) == ["filler"] and not (root / "demo-cpu" / "0123456789abcdef").exists()
+        assert _left(root) == ["filler"] and not (root / "demo-cpu" / compiled.image.prepared.key).exists()
