@@ -144,6 +144,14 @@ def test_the_compile_container_gets_the_url_as_a_credential_only_with_ccache():
     assert "BUILDCTL_CACHE_URL" not in dict(compile_credentials(sccache).env)
 
 
+def test_the_configure_run_asks_no_cache_server():
+    """The build script runs twice (configure, then compile): only the compile asks the server, so a
+    server that does not answer is one warning, not one per run."""
+    run = stages.Run.of(recipe.load("demo-cpu", site={"cache_url": URL}), stages.BuildOptions())
+    assert "BUILDCTL_CACHE_URL" not in dict(compile_credentials(run, shared_cache=False).env)
+    assert PASSWORD not in str(compile_credentials(run, shared_cache=False).env)
+
+
 def test_the_summary_shows_both_levels():
     from buildctl.cli.build import _cache_rows
 

@@ -64,11 +64,12 @@ def container_env(run: Run, max_jobs: int | None) -> dict[str, str]:
     return env
 
 
-def compile_credentials(run: Run, dist_plan: dist.Plan | None = None):
-    """The build's credentials plus the shared compile cache's URL and the build cluster's client config
-    (its token): the container gets them as a file at its start (never in its config, the rendered files
-    or the key)."""
-    url = run.spec.site.cache_url
+def compile_credentials(run: Run, dist_plan: dist.Plan | None = None, *, shared_cache: bool = True):
+    """The build's credentials plus the shared compile cache's URL (unless `shared_cache` is False: the
+    configure run, which compiles nothing worth sharing) and the build cluster's client config (its
+    token): the container gets them as a file at its start (never in its config, the rendered files or
+    the key)."""
+    url = run.spec.site.cache_url if shared_cache else None
     more = (*compile_cache.runtime_env(url if run.spec.build.cache == "ccache" and not run.opts.rebuild_dir else None),
             *(dist_plan.credentials_env if dist_plan else ()))
     return dataclasses.replace(run.credentials, env=(*run.credentials.env, *more)) if more else run.credentials
@@ -104,7 +105,7 @@ def configure(run: Run, built: ImageBuilt, out_dir: Path) -> Configured:
     first_line = len(run.log.lines)
     log_dir = out_dir.parent / f"{out_dir.name}.configure-log"  # the configure log, copied out beside out_dir
     try:
-        result = _run_build_script(run, built, out_dir, {"BUILDCTL_UNTIL": "configure"}, built.planned.max_jobs,
+        result = _run_build_script(run, built, out_dir, True, built.planned.max_jobs,
                                    time.monotonic() + run.spec.build.timeout_s,
                                    extra_outputs={f"{_work(run)}/src/build/.buildctl-configure.log": log_dir})
         if not result.ok:
@@ -147,7 +148,7 @@ def compile(run: Run, configured: Configured, out_dir: Path) -> Compiled:
     halved, retried_locally = 0, False
     while True:
         first_line = len(run.log.lines)
-        result = _run_build_script(run, built, out_dir, {}, dist_plan.max_jobs if dist_plan else max_jobs,
+        result = _run_build_script(run, built, out_dir, False, dist_plan.max_jobs if dist_plan else max_jobs,
                                    deadline, dist_plan=dist_plan)
         if result.ok:
             section = dist.stats(out_dir, cluster, dist_plan, retried_locally) if cluster else None
@@ -177,12 +178,14 @@ def _work(run: Run) -> str:
     return run.opts.rebuild_dir or WORK_DIR
 
 
-def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, env: dict[str, str], max_jobs: int | None,
+def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, until_configure: bool, max_jobs: int | None,
                       deadline: float, extra_outputs: dict[str, Path] | None = None,
                       dist_plan: dist.Plan | None = None) -> engine.ContainerResult:
-    """One run of the build script in the key's compile container (the planned environment and mounts,
-    with `env` over them, and the build cluster's part when one is in use); its outputs land in out_dir."""
+    """One run of the build script in the key's compile container (the planned environment and mounts;
+    up to its configure step, or from there on with the shared compile cache and the build cluster's
+    part when they are in use); its outputs land in out_dir."""
     spec, key = run.spec, built.prepared.key
+    env = {"BUILDCTL_UNTIL": "configure"} if until_configure else {}
     src = spec.framework.source
     work = _work(run)
     # a local source: exactly the members its key was computed from (store.key.source_member)
@@ -200,7 +203,7 @@ def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, env: dict[str,
         inputs=inputs or None, outputs={f"{work}/out": out_dir, **(extra_outputs or {})},
         volumes=dict(planned.mounts), network_mode=engine.network_mode_for(spec.site.network),
         mem_limit=run.opts.memory, cpuset_cpus=run.opts.cpuset, on_line=run.log, keep=run.opts.keep_container,
-        secrets=run.secrets, credentials=compile_credentials(run, dist_plan),
+        secrets=run.secrets, credentials=compile_credentials(run, dist_plan, shared_cache=not until_configure),
         labels=engine.buildctl_labels({"buildctl.step": "compile"}, recipe=spec.name, namespace=run.namespace),
         name=name, timeout=max(1.0, deadline - time.monotonic()),
         on_interrupt=lambda container_id: _record_interrupt(run, key, container_id),
