@@ -185,7 +185,8 @@ def test_a_warm_local_cache_fills_an_empty_server(build_a, namespaces, private_r
     cw = warm["compile_cache"]
     assert cw["local_misses"] <= 3 and cw["local_hits"] >= 10 and cw["remote"]["state"] == "used", cw
     assert _dbsize(port) >= cw["local_hits"]  # the hits were written too (ccache's reshare)
-    _, cold = _build(tmp_path, tmp_path / "root-c", ns_c, changed, "--cache-url", url)
+    # a store of its own: root-c holds the dead-server build of another test, which _build would read
+    _, cold = _build(tmp_path, tmp_path / "root-cold", ns_c, changed, "--cache-url", url)
     cc = cold["compile_cache"]
     assert cc["local_hits"] == 0 and (cc["remote"].get("hit_rate") or 0) >= 0.9, cc
     assert cold["key"] == warm["key"] != a["key"]
