@@ -104,7 +104,9 @@ def abi_of(demangled):
 
 def torch_facts(python):
     try:
-        done = subprocess.run([python, "-c", TORCH_FACTS], capture_output=True, text=True)
+        # from "/": `python -c` puts the working folder first on sys.path, and the extensions step runs in
+        # PyTorch's source root, whose torch/ folder would be imported instead of the installed torch
+        done = subprocess.run([python, "-c", TORCH_FACTS], capture_output=True, text=True, cwd="/")
     except FileNotFoundError:
         raise BadInput(f"--python {python}: no such interpreter; name one with torch installed") from None
     if done.returncode != 0:

@@ -409,3 +409,37 @@ def test_the_extension_check_compares_built_against_with_any_installed_framework
     detail = checks["extension built-for-old"].detail
     assert "\n" not in detail and "built against fakefw 0.1.0+cpu, fakefw 0.2.0+cpu is installed" in detail, detail
     assert [r["abi"] for r in found["results"]] == [[], []]  # the .so rows are torch's (abi_check reads torch)
+
+
+FAKE_TORCH = """
+__version__ = "2.6.0"
+__file__ = __file__
+class version:
+    git_version, cuda, hip = "abc", None, None
+class _C:
+    _GLIBCXX_USE_CXX11_ABI = 1
+class cuda:
+    @staticmethod
+    def get_arch_list():
+        return []
+"""
+
+
+def test_abi_check_reads_the_installed_torch_from_inside_a_source_tree(tmp_path, monkeypatch):
+    """The extensions step runs where the framework was built: PyTorch's source root, whose torch/
+    folder an `import torch` in `python -c` (the cwd first on sys.path) would take instead of the
+    installed one ("...or by running Python from a different directory"). Seen on the first real
+    torch + PyG build; the facts must come from the installed torch."""
+    from buildctl.in_container import abi_check
+
+    site = tmp_path / "site" / "torch"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text(FAKE_TORCH)
+    source_root = tmp_path / "pytorch"
+    (source_root / "torch").mkdir(parents=True)
+    (source_root / "torch" / "__init__.py").write_text(
+        "raise ImportError('Failed to load PyTorch C extensions: ... or by running Python from a different directory.')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    monkeypatch.chdir(source_root)
+    facts = abi_check.torch_facts(sys.executable)
+    assert facts["version"] == "2.6.0" and facts["dir"] == str(site), facts
