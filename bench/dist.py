@@ -131,7 +131,7 @@ def stop(procs: list[subprocess.Popen]) -> None:
 class Bench:
     def __init__(self, args, work: Path, sets: tuple[str, ...] = ()):
         from buildctl import engine, recipe
-        from buildctl.build import engine_names
+        from buildctl.pipeline import engine_names
 
         self.args, self.work, self.sets = args, work, sets
         work.mkdir(parents=True, exist_ok=True)
@@ -202,7 +202,7 @@ class Bench:
         out = Path(result["out_dir"])
         span, steps = ninja_span(out / "ninja_log.txt", set(targets))
         record = {"mode": mode, "span_s": span, "steps": steps, "client_cpu_s": cpu.seconds}
-        from buildctl.build.stages.artifact import _cache_stats
+        from buildctl.pipeline.stages.artifact import _cache_stats
 
         record["cache"] = {k: v for k, v in _cache_stats(out).items() if k in ("hits", "misses", "hit_rate")}
         stats = out / "dist-stats.json"

@@ -29,10 +29,10 @@ from buildctl.bisect import search
 from buildctl.bisect.axes import Axis
 from buildctl.bisect.child import Criterion, build_argv, build_record, child_env, clip_lines, failure_of
 from buildctl.bisect.log import NOT_REUSED_STEPS, BisectLog, reusable_build, test_digest
-from buildctl.build import pipeline
-from buildctl.build.published import test_artifact
-from buildctl.build.stages import BuildOptions
 from buildctl.errors import BuildctlError, InputError
+from buildctl.pipeline import pipeline
+from buildctl.pipeline.published import test_artifact
+from buildctl.pipeline.stages import BuildOptions
 from buildctl.recipe.schema import Spec
 from buildctl.ui import strip_controls
 

@@ -67,7 +67,7 @@ def bisect(recipe: str, sets, *, settings: Settings, good: str | None, bad: str 
     from buildctl.bisect.child import Criterion
     from buildctl.bisect.log import BisectLog
     from buildctl.bisect.steps import Bisector
-    from buildctl.build.stages import BuildOptions
+    from buildctl.pipeline.stages import BuildOptions
     from buildctl.recipe import loader
 
     if until and until not in UNTIL_STEPS:

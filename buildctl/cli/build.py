@@ -11,7 +11,6 @@ import re
 
 from rich.markup import escape
 
-from buildctl.build import resume, stages
 from buildctl.cli.common import (
     command,
     console,
@@ -23,6 +22,7 @@ from buildctl.cli.common import (
     site_options,
 )
 from buildctl.errors import BuildctlError, InputError
+from buildctl.pipeline import resume, stages
 from buildctl.settings import Settings
 from buildctl.ui import strip_controls
 
@@ -104,7 +104,7 @@ def _print_partial(result, as_json: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from buildctl.build import until_report
+    from buildctl.pipeline import until_report
 
     facts = until_report.configure_facts(result.out_dir)
     ninja = until_report.ninja_steps(result.out_dir)
@@ -163,7 +163,7 @@ def gate_table(rows):
 def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=False, until=None, targets=None,
           check_reproducible=False) -> None:
     from buildctl import engine, ui
-    from buildctl.build import pipeline
+    from buildctl.pipeline import pipeline
     from buildctl.recipe import preflight
 
     site = site_options(settings)
@@ -204,7 +204,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
     try:
         with engine.terminate_as_interrupt():
             if check_reproducible:
-                from buildctl.build import rebuild_check
+                from buildctl.pipeline import rebuild_check
 
                 result, reproducibility = rebuild_check.check(spec, opts, view, lambda: ui.make_view(as_json))
             else:
@@ -221,7 +221,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
     finally:
         view.close()
     if error is None and reproducibility is not None and not reproducibility.ok:
-        from buildctl.build.rebuild_check import NotReproducible
+        from buildctl.pipeline.rebuild_check import NotReproducible
 
         error = NotReproducible(reproducibility.comparison.reason())
     if as_json:
@@ -234,7 +234,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         if reproducibility is not None:
             payload["reproducible"] = reproducibility.to_dict()
         if error is not None:
-            from buildctl.build.stages.failure import BuildFailed
+            from buildctl.pipeline.stages.failure import BuildFailed
 
             payload["error"] = str(error).splitlines()[0]
             payload["bundle"] = str(error.bundle) if isinstance(error, BuildFailed) else None
@@ -266,11 +266,11 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
 @command
 def dry_run(recipes: list[str], sets, *, settings: Settings, no_preflight=False, as_json=False,
             other_options=False) -> None:
-    """`invoke build --dry-run`: the key, whether it is up to date, and what changed (build.dry_run)."""
+    """`invoke build --dry-run`: the key, whether it is up to date, and what changed (pipeline.dry_run)."""
     from rich.table import Table
     from rich.text import Text
 
-    from buildctl.build.dry_run import dry_run as look
+    from buildctl.pipeline.dry_run import dry_run as look
     from buildctl.store import key as key_mod
 
     if len(recipes) > 1 or len(settings.engines) > 1 or other_options:
@@ -302,7 +302,7 @@ def dry_run(recipes: list[str], sets, *, settings: Settings, no_preflight=False,
 def _run_failed(error: BuildctlError) -> bool:
     """Whether `error` is the run's own failure (a failed step, a verification that does not hold), which
     the build reports with its payload; any other error ends the command as it is."""
-    from buildctl.build.stages.failure import BuildFailed
+    from buildctl.pipeline.stages.failure import BuildFailed
     from buildctl.verify.report import VerificationFailed
 
     return isinstance(error, (BuildFailed, VerificationFailed))

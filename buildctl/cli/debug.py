@@ -63,7 +63,7 @@ def debug_recipe_of(name: str) -> str | None:
 @command
 def debug(recipe: str | None, sets, *, artifact: str | None, code: str | None, script: str | None, as_json: bool,
           timeout: float, settings: Settings, shell: bool = False) -> None:
-    from buildctl.build import published
+    from buildctl.pipeline import published
     from buildctl.verify import debug_report
     from buildctl.verify.debug import Program, check_timeout
 

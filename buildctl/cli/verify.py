@@ -40,8 +40,8 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
     """`engine_url`: the engine a recipe's artifact is verified on (a multi-recipe build's verification on
     another engine, cli/child.py); None: DOCKER_HOST's."""
     from buildctl import engine
-    from buildctl.build import published
-    from buildctl.build.stages.artifact import recorded_requirements
+    from buildctl.pipeline import published
+    from buildctl.pipeline.stages.artifact import recorded_requirements
     from buildctl.verify import runner
     from buildctl.verify.options import VerifyOptions
 

@@ -303,7 +303,7 @@ def engine_gives_gpus(client) -> bool:
 
 def spec_facts(spec: Spec | None) -> dict | None:
     """The recipe a report was made against, with what decides whether it still holds for a later build of
-    the same artifact (build.stages.verify.stored_report): the resolved recipe's digest (site settings aside:
+    the same artifact (pipeline.stages.verify.stored_report): the resolved recipe's digest (site settings aside:
     verify.expect included) and the verification files' digest."""
     if spec is None:
         return None

@@ -36,7 +36,7 @@ import pytest
 from docker import errors as derr
 
 from buildctl import engine, recipe, render
-from buildctl.build import engine_names
+from buildctl.pipeline import engine_names
 from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration

@@ -62,9 +62,9 @@ from conftest import TEST_NAMESPACE, default_sigint, remove_namespace_objects
 from docker import errors as derr
 
 from buildctl import engine, recipe, urls
-from buildctl.build import engine_names, resume, stages
-from buildctl.build.stages import prepare
 from buildctl.cli import common
+from buildctl.pipeline import engine_names, resume, stages
+from buildctl.pipeline.stages import prepare
 from buildctl.store import artifacts
 from buildctl.verify import report as rep
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from buildctl import engine, recipe, ui
-from buildctl.build import pipeline, stages
 from buildctl.cli import common
+from buildctl.pipeline import pipeline, stages
 
 pytestmark = pytest.mark.integration
 

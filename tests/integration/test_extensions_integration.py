@@ -57,7 +57,7 @@ from packaging.utils import parse_wheel_filename
 from publish_helpers import serve_folder
 
 from buildctl import engine
-from buildctl.build import engine_names
+from buildctl.pipeline import engine_names
 from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration

@@ -28,7 +28,7 @@ from packaging.utils import parse_wheel_filename
 from publish_helpers import make_artifact, make_wheel, serve_folder
 
 from buildctl import engine
-from buildctl.build import engine_names
+from buildctl.pipeline import engine_names
 from buildctl.store import artifacts, publish
 
 pytestmark = pytest.mark.integration

@@ -38,7 +38,7 @@ import pytest
 from docker import errors as derr
 
 from buildctl import engine
-from buildctl.build import engine_names
+from buildctl.pipeline import engine_names
 from buildctl.store import artifacts
 from buildctl.verify import report as rep
 

@@ -56,8 +56,8 @@ import yaml
 from docker import errors as derr
 
 from buildctl import engine, recipe, secrets
-from buildctl.build import engine_names
 from buildctl.errors import EngineError
+from buildctl.pipeline import engine_names
 
 pytestmark = pytest.mark.integration
 

@@ -459,8 +459,8 @@ def test_a_credential_of_the_recipe_never_goes_on_a_childs_command_line():
 def test_a_step_that_ends_without_a_result_stops_the_bisect_instead_of_being_skipped(tmp_path):
     """An engine lost mid-step says nothing of the change: the bisect stops (exit 1), the log kept."""
     from buildctl.bisect.steps import Bisector
-    from buildctl.build.stages import BuildOptions
     from buildctl.errors import BuildctlError
+    from buildctl.pipeline.stages import BuildOptions
     from buildctl.settings import Settings
 
     axis = axes.Axis("set", "f", tuple(axes.Change(v, (f"f={v}",)) for v in "abc"))

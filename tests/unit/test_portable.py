@@ -12,9 +12,9 @@ import zipfile
 import pytest
 
 from buildctl import recipe, render
-from buildctl.build import stages
-from buildctl.build.stages import artifact
 from buildctl.in_container import wheelrepair
+from buildctl.pipeline import stages
+from buildctl.pipeline.stages import artifact
 from buildctl.render import portable as repair_rules
 from buildctl.store import portability
 from buildctl.store.key import KeyInputs

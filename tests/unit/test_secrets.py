@@ -25,11 +25,11 @@ import pytest
 from publish_helpers import assembled_artifact
 
 from buildctl import recipe, render, secrets
-from buildctl.build import stages
-from buildctl.build.stages.compile import container_env
 from buildctl.engine import build as engine_build
 from buildctl.errors import EngineError
 from buildctl.failure import repro
+from buildctl.pipeline import stages
+from buildctl.pipeline.stages.compile import container_env
 from buildctl.recipe.schema import Spec
 from buildctl.store import key as key_mod
 

@@ -12,10 +12,10 @@ import pytest
 from publish_helpers import assembled_artifact
 
 from buildctl import recipe, render
-from buildctl.build import pipeline, stages
-from buildctl.build.stages import artifact
 from buildctl.errors import InputError
 from buildctl.failure import repro
+from buildctl.pipeline import pipeline, stages
+from buildctl.pipeline.stages import artifact
 from buildctl.store.key import KeyInputs
 from buildctl.store.manifest import Manifest
 

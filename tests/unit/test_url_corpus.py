@@ -29,10 +29,10 @@ from invoke_here import invoke_here
 from publish_helpers import assembled_artifact
 
 from buildctl import recipe, render, secrets, urls
-from buildctl.build import stages
-from buildctl.build.stages.compile import container_env
 from buildctl.errors import InputError, RecipeError
 from buildctl.failure import repro
+from buildctl.pipeline import stages
+from buildctl.pipeline.stages.compile import container_env
 from buildctl.store.publish.server import Server, masker_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -210,7 +210,7 @@ def test_build_env_values_holding_misread_urls_are_stripped_and_handed_over():
 
 @pytest.mark.parametrize(("form", "shape"), [(f, s) for f in LOGINS for s in SHAPES])
 def test_redis_cache_url(form, shape):
-    from buildctl.build import compile_cache
+    from buildctl.pipeline import compile_cache
 
     raw = url("redis", form, "cache.example:6379", shape, encoded=False, path="/0")
     if refused_as_written(form, shape):

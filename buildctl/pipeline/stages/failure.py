@@ -6,17 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from buildctl.store import artifacts
-from buildctl.failure import diagnose, repro
 from buildctl import engine
 from buildctl.errors import BuildctlError, StepFailed
+from buildctl.failure import diagnose, repro
 from buildctl.failure.diagnose import Diagnosis
-from buildctl.verify.report import VerificationFailed
-from buildctl.render.rendering import Rendered
-from buildctl.build.stages import ImageBuilt, Planned, Prepared, Published, Run
-from buildctl.build.configure_gate import ConfigureRefused, Gate
-from buildctl.render.rendering import BUILD_COMMAND
+from buildctl.pipeline.configure_gate import ConfigureRefused, Gate
+from buildctl.pipeline.stages import ImageBuilt, Planned, Prepared, Published, Run
+from buildctl.render.rendering import BUILD_COMMAND, Rendered
 from buildctl.secrets import proxy_env
+from buildctl.store import artifacts
+from buildctl.verify.report import VerificationFailed
 
 
 def _context(run: Run, max_jobs: int | None) -> dict:

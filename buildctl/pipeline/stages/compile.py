@@ -1,7 +1,7 @@
 """image, configure and compile: the builder image, then the build script in a container of it.
 
 The script runs twice: up to its configure step (BUILDCTL_UNTIL=configure), for the configure gate to
-compare what CMake decided with what the recipe asks (build/configure_gate.py), then, in a new container
+compare what CMake decided with what the recipe asks (pipeline/configure_gate.py), then, in a new container
 on the same build directory, from there to the wheel (the script skips a configured build directory).
 The script announces its steps (source, configure, compile, wheel); the pipeline follows them in the
 log. A compile killed for memory is retried once with half the jobs, in the same build directory.
@@ -15,13 +15,18 @@ import time
 from pathlib import Path
 
 from buildctl import engine
-from buildctl.build import compile_cache, dist, resume
-from buildctl.build.engine_names import compile_container_name, image_tag, rebuild_volume_name, volume_names
-from buildctl.build.stages import Compiled, Configured, ImageBuilt, Planned, Run
 from buildctl.engine import registry
 from buildctl.engine.transfer import Tree
 from buildctl.errors import EngineError, StepFailed
 from buildctl.failure import diagnose
+from buildctl.pipeline import compile_cache, dist, resume
+from buildctl.pipeline.engine_names import (
+    compile_container_name,
+    image_tag,
+    rebuild_volume_name,
+    volume_names,
+)
+from buildctl.pipeline.stages import Compiled, Configured, ImageBuilt, Planned, Run
 from buildctl.render.rendering import BUILD_COMMAND
 from buildctl.secrets import mask_url, proxy_env
 from buildctl.store import artifacts
@@ -97,8 +102,8 @@ def configure(run: Run, built: ImageBuilt, out_dir: Path) -> Configured:
     resumes the configured build directory. A framework that is not built here configures nothing."""
     if run.spec.framework.source.kind == "prebuilt":
         return Configured(built, None)
-    from buildctl.build import cmake_record
-    from buildctl.build import configure_gate as gate
+    from buildctl.pipeline import cmake_record
+    from buildctl.pipeline import configure_gate as gate
 
     started = time.monotonic()
     first_line = len(run.log.lines)

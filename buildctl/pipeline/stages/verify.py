@@ -9,17 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from buildctl.store import artifacts
-from buildctl.verify.options import VerifyOptions
 from buildctl import engine
 from buildctl.engine import registry
 from buildctl.errors import BuildctlError
-from buildctl.secrets import split_credentials
+from buildctl.pipeline.engine_names import image_tag
+from buildctl.pipeline.stages import Published, Verified
+from buildctl.pipeline.stages.artifact import recorded_runtime
 from buildctl.recipe.schema import Spec
-from buildctl.build.stages import Published, Verified
-from buildctl.build.stages.artifact import recorded_runtime
-from buildctl.build.engine_names import image_tag
-from buildctl.secrets import proxy_env
+from buildctl.secrets import proxy_env, split_credentials
+from buildctl.store import artifacts
+from buildctl.verify.options import VerifyOptions
 
 
 def stored_report(published: Published, spec: Spec):
@@ -93,7 +92,7 @@ def artifact_runtime_image(spec: Spec, published: Published, *, client, context_
 
 def verify(spec: Spec, published: Published, *, client=None, context_dir: Path | None = None,
            on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (),
-           namespace: str | None = None, options: VerifyOptions = VerifyOptions(), console=None) -> Verified:
+           namespace: str | None = None, options: VerifyOptions | None = None, console=None) -> Verified:
     """Verify a published artifact's wheel; the report is stored beside it. Raises VerificationFailed
     (with the report) when an expectation does not hold.
 
@@ -101,6 +100,7 @@ def verify(spec: Spec, published: Published, *, client=None, context_dir: Path |
     run on its own builds the runtime image from the artifact's recorded context."""
     from buildctl.verify import runner
 
+    options = options or VerifyOptions()
     artifact, manifest = published.artifact, published.manifest
     # A package tried beside the set is a question about the set, not its verification: its own folder
     if options.beside:

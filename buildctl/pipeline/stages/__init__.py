@@ -24,7 +24,7 @@ from buildctl.store.key import KeyInputs
 from buildctl.verify.options import VerifyOptions
 
 if TYPE_CHECKING:
-    from buildctl.build.configure_gate import Gate
+    from buildctl.pipeline.configure_gate import Gate
     from buildctl.store.manifest import Manifest
     from buildctl.verify.report import Report
 
@@ -37,7 +37,7 @@ class BuildOptions:
     keep_container: bool = False
     memory: str | None = None  # container memory limit, e.g. "2g" (shared CI hosts; OOM repro)
     cpuset: str | None = None  # the CPUs the compile container may use (docker's --cpuset-cpus): bench/dist.py
-    dist_local_jobs: str | int = "auto"  # with a dist scheduler: compiles run here at once (build/dist.py)
+    dist_local_jobs: str | int = "auto"  # with a dist scheduler: compiles run here at once (pipeline/dist.py)
     render_root: Path = Path("build")
     artifacts_root: Path | None = None
     ca_texts: Mapping[str, str] = field(default_factory=dict)
@@ -158,7 +158,7 @@ class Compiled:
     out_dir: Path
     max_jobs: int  # as the compile finished: halved once when memory killed the first attempt
     configure: Gate | None = None  # the configure gate's table (the manifest records it)
-    dist: Mapping[str, Any] | None = None  # the build cluster's part (build/dist.py), when a scheduler was set
+    dist: Mapping[str, Any] | None = None  # the build cluster's part (pipeline/dist.py), when a scheduler was set
 
 
 @dataclass(frozen=True)
