@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from buildctl.cli.common import command, console, load_spec, out, print_json, read_ca_certs, site_options
+from buildctl.cli.common import command, console, load_spec, out, print_json, site_options
 from buildctl.errors import InputError
 from buildctl.settings import Settings
 from buildctl.ui import strip_controls
@@ -104,7 +104,7 @@ def bisect(recipe: str, sets, *, settings: Settings, good: str | None, bad: str 
         for position in range(len(chosen_axis.changes)):
             spec_for(position)
     criterion = Criterion(until=until, verify=not settings.no_verify, test=test, test_timeout=test_timeout)
-    opts = BuildOptions(artifacts_root=root, ca_texts=read_ca_certs(site.get("ca_certs", [])))
+    opts = BuildOptions(artifacts_root=root)
     request = {"recipe": str(loader.recipe_path(recipe).resolve()), "sets": base_sets, "axis": kind,
                "target": chosen_axis.target, "changes": [list(c.sets) for c in chosen_axis.changes],
                "first_good": first_good, "criterion": criterion.as_dict(), "test": test, "no_preflight": no_preflight}

@@ -17,7 +17,6 @@ from buildctl.cli.common import (
     load_spec,
     out,
     print_json,
-    read_ca_certs,
     recipe_source,
     site_options,
 )
@@ -197,7 +196,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
     opts = stages.BuildOptions(
         jobs=jobs, verify=not settings.no_verify, keep_container=settings.keep_container,
         memory=settings.memory, cpuset=settings.cpuset, dist_local_jobs=dist_local_jobs,
-        artifacts_root=settings.artifacts, ca_texts=read_ca_certs(site.get("ca_certs", [])),
+        artifacts_root=settings.artifacts,
         until=until or None, targets=targets, engine_url=settings.engines[0] if settings.engines else None,
     )
     result = error = reproducibility = None
@@ -278,7 +277,7 @@ def dry_run(recipes: list[str], sets, *, settings: Settings, no_preflight=False,
                          "--until, --target and --check-reproducible")
     spec, _ = load_spec(recipes[0] if recipes else "", sets, base_image=settings.base_image, site=site_options(settings),
                         preflight=not no_preflight)
-    opts = stages.BuildOptions(artifacts_root=settings.artifacts, ca_texts=read_ca_certs(settings.ca_certs),
+    opts = stages.BuildOptions(artifacts_root=settings.artifacts,
                                engine_url=settings.engines[0] if settings.engines else None)
     found = look(spec, opts)
     if as_json:

@@ -24,7 +24,6 @@ from buildctl.cli.common import (
     load_spec,
     out,
     print_json,
-    read_ca_certs,
     site_options,
 )
 from buildctl.errors import BuildctlError, InputError
@@ -84,7 +83,7 @@ def render(recipe: str, sets, *, out_dir: str | None, as_json: bool, settings: S
     for field, problem, fix in preflight.placeholders(spec):
         console.print(f"[yellow]warning:[/] {escape(field)}: {escape(problem)}; `invoke build` refuses it until "
                       f"pinned; fix: {escape(fix)}", soft_wrap=True)
-    rendered = render_mod.render(spec, ca_texts=read_ca_certs(site.get("ca_certs", [])))
+    rendered = render_mod.render(spec)
     dest = Path(out_dir) if out_dir else Path("build") / spec.name
     render_mod.write(rendered, dest)
     files = sorted(rendered.files)

@@ -62,7 +62,6 @@ from conftest import TEST_NAMESPACE, default_sigint, remove_namespace_objects
 from docker import errors as derr
 
 from buildctl import engine, recipe, urls
-from buildctl.cli import common
 from buildctl.pipeline import engine_names, resume, stages
 from buildctl.pipeline.stages import prepare
 from buildctl.store import artifacts
@@ -854,12 +853,9 @@ def test_changed_source_file_rebuilds_with_compile_cache_hits(ws, demo_cpu, tmp_
 
 def test_key_covers_what_changes_the_output_and_nothing_else(ws, tmp_path, base_image):
     """Keys as `invoke build` computes them (fetch stage only: no image, no container)."""
-    ca = common.read_ca_certs([CA_BUNDLE])
-
-    def key(sets=(), site=None, ca_texts=None) -> str:
+    def key(sets=(), site=None) -> str:
         spec = recipe.load("demo-cpu", [f"framework.source.path={ws.src}", *sets], site=site)
-        opts = stages.BuildOptions(render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts",
-                                     ca_texts=ca_texts or {})
+        opts = stages.BuildOptions(render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts")
         run = stages.Run.of(spec, opts, client=engine.connect())
         prepared = prepare.prepare(run, prepare.render_files(run))
         shutil.rmtree(prepared.context_dir)
@@ -868,7 +864,7 @@ def test_key_covers_what_changes_the_output_and_nothing_else(ws, tmp_path, base_
     plain = key()
     assert key() == plain  # stable
     # site settings do not change the output
-    assert key(site={"network": "host", "http_proxy": "http://proxy.invalid:3128/"}, ca_texts=ca) == plain
+    assert key(site={"network": "host", "http_proxy": "http://proxy.invalid:3128/", "ca_certs": [CA_BUNDLE]}) == plain
     # recipe changes do
     changed = {key(["build.type=Debug"]), key(["build.features.USE_HEAVY_UNIT=false"]),
                key(["python.packages=[numpy, cmake, ninja, six]"])}

@@ -85,13 +85,14 @@ def test_a_file_the_render_starts_writing_is_keyed_until_it_is_declared():
         != key_mod.artifact_key(r.files, "s", "b")
 
 
-def test_site_settings_never_change_the_key():
+def test_site_settings_never_change_the_key(tmp_path):
     plain = rendered("demo-cpu")
     site = rendered("demo-cpu", site={"pip_index_url": "https://pypi.corp.example/simple",
                                       "apt_mirror": "http://apt.corp.example/debian"})
-    ca = render_mod.render(plain.spec, ca_texts={"corp.crt": "-----BEGIN CERTIFICATE-----\n"})
+    (tmp_path / "corp.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    ca = rendered("demo-cpu", site={"ca_certs": [str(tmp_path / "corp.pem")]})
     assert key_of(plain) == key_of(site) == key_of(ca)
-    assert plain.files["pip.conf"] != site.files["pip.conf"] and "certs/corp.crt" in ca.files
+    assert plain.files["pip.conf"] != site.files["pip.conf"] and "certs/00-corp.crt" in ca.files
 
 
 # --- what changed, named --------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ fails raises errors.StepFailed; the pipeline turns that into BuildFailed (stages
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,6 @@ class BuildOptions:
     dist_local_jobs: str | int = "auto"  # with a dist scheduler: compiles run here at once (pipeline/dist.py)
     render_root: Path = Path("build")
     artifacts_root: Path | None = None
-    ca_texts: Mapping[str, str] = field(default_factory=dict)
     verify_options: VerifyOptions = VerifyOptions()
     engine_url: str | None = None  # the engine to build on (--engine); None: DOCKER_HOST's, else the local one
     until: str | None = None  # configure | compile | wheel: stop after that step, publish nothing

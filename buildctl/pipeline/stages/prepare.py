@@ -22,7 +22,7 @@ from buildctl.store import artifacts, downloads, key
 
 def render_files(run: Run) -> render.Rendered:
     """The build's files (pure: no engine, no network)."""
-    return render.render(run.spec, ca_texts=dict(run.opts.ca_texts))
+    return render.render(run.spec)
 
 
 def prepare(run: Run, rendered: render.Rendered) -> Prepared:
