@@ -133,7 +133,7 @@ def doctor(recipe: str | None, *, as_json: bool, engines: tuple[str, ...] = ()) 
     for url in engines or (None,):
         facts, error = None, None
         try:
-            facts = engine.facts_at(url)
+            facts = engine.facts_at(url, base_images=doctor_mod.base_images_needed(specs))
         except BuildctlError as e:
             error = str(e)
         report = doctor_mod.doctor(specs, engine_facts=facts, engine_error=error)

@@ -238,11 +238,17 @@ def engine_on_this_machine(client: docker.DockerClient) -> bool:
     return host in ("localhost", "127.0.0.1", "::1")
 
 
-def facts_at(url: str | None) -> dict[str, Any]:
-    """engine_facts of the engine at `url` (None: DOCKER_HOST's), over a connection of its own."""
+def facts_at(url: str | None, *, base_images: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    """engine_facts of the engine at `url` (None: DOCKER_HOST's), over a connection of its own; with
+    `base_images` ({ref: distro}), also whether each is present, pullable or missing (`base_images`)."""
     client = connect(environ={**os.environ, "DOCKER_HOST": url} if url else None)
     try:
-        return engine_facts(client)
+        facts = engine_facts(client)
+        if base_images:
+            from buildctl.engine.pull import base_image_states
+
+            facts["base_images"] = base_image_states(client, base_images)
+        return facts
     finally:
         client.close()
 
