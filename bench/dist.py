@@ -160,9 +160,16 @@ class Bench:
         from buildctl import engine
 
         work, cache = self.names.volume_names(self.spec, self.key, self.namespace)
-        res = engine.run_container(self.client, self.names.image_tag(self.spec.name, self.key, self.namespace),
-                                   ["/bin/bash", "-c", script], volumes={work: "/work", cache: "/cache"},
-                                   network_mode="none", entrypoint=[""])
+        res = engine.run_container(
+            self.client,
+            engine.ContainerSpec(
+                self.names.image_tag(self.spec.name, self.key, self.namespace),
+                ["/bin/bash", "-c", script],
+                volumes={work: "/work", cache: "/cache"},
+                network_mode="none",
+                entrypoint=[""],
+            ),
+        )
         if res.exit_code != 0:
             raise SystemExit(f"in the build directory: exit {res.exit_code}\n{res.log[-2000:]}")
         return res.log

@@ -39,7 +39,7 @@ _MODULES = {
     "lines": ("LineSink",),
     "objects": ("image_exists", "inspect_image", "labelled", "list_buildctl_containers", "list_buildctl_volumes",
                 "remove_volume", "volume_exists"),
-    "run": ("ContainerResult", "container_state", "remove_container", "run_container"),
+    "run": ("ContainerResult", "ContainerSpec", "container_state", "remove_container", "run_container"),
     "signals": ("terminate_as_interrupt",),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}

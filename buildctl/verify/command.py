@@ -67,11 +67,21 @@ def run_command(command: str, *, artifact: Path, wheel: Path | None, spec: Spec,
     inputs = {"/verify/wheelhouse": Path(wheelhouse), **({f"/verify/in/{wheel.name}": wheel} if wheel else {}),
               **{f"/verify/ext/{w.name}": w for w in ext_wheels}}
     res = engine.run_container(
-        client, image, ["/bin/sh", "-c", script], env={"BUILDCTL_TEST": command, "PYTHONUNBUFFERED": "1",
-                                                       "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-        inputs=inputs, network_mode=engine.network_mode_for(spec.site.network), on_line=on_line,
-        labels={"buildctl.role": "bisect-test", **engine.buildctl_labels(recipe=spec.name, namespace=namespace)},
-        timeout=timeout)
+        client,
+        engine.ContainerSpec(
+            image,
+            ["/bin/sh", "-c", script],
+            env={"BUILDCTL_TEST": command, "PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+            inputs=inputs,
+            network_mode=engine.network_mode_for(spec.site.network),
+            labels={
+                "buildctl.role": "bisect-test",
+                **engine.buildctl_labels(recipe=spec.name, namespace=namespace),
+            },
+            timeout=timeout,
+        ),
+        on_line=on_line,
+    )
     lines = [ln for ln in (res.log or "").splitlines() if ln.strip()]
     code = res.exit_code if res.exit_code is not None else CANNOT_TEST
     return CommandResult(code, tuple(lines[-LOG_TAIL:]), bool(res.timed_out))

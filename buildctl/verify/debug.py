@@ -166,14 +166,34 @@ def run_program(wheel: Path, program: Program, *, spec: Spec, image: str, namesp
         out = Path(tmp, "out")
         out.mkdir()
         res = engine.run_container(
-            client, image, ["/bin/sh", "-c", container_script(spec.python.venv, python, wheel.name, reqs, program)],
-            env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", **NO_FOREIGN_CRASH_HANDLERS,
-                 "GDB_CRASH_TIMEOUT": f"{timeout:g}", "GDB_CRASH_JSON": f"{OUT}/{REPORT}"},
-            inputs={f"/verify/in/{wheel.name}": wheel, "/verify/wheelhouse": wheelhouse,
-                    f"{IN}/{GDB_SCRIPT.name}": GDB_SCRIPT, f"{IN}/{MAIN.name}": MAIN, program.container_path: source},
-            outputs={OUT: out}, network_mode=engine.network_mode_for(spec.site.network), on_line=on_line,
-            labels={"buildctl.role": "debug", **engine.buildctl_labels(recipe=spec.name, namespace=namespace)},
-            timeout=timeout + INSTALL_S)
+            client,
+            engine.ContainerSpec(
+                image,
+                ["/bin/sh", "-c", container_script(spec.python.venv, python, wheel.name, reqs, program)],
+                env={
+                    "PYTHONUNBUFFERED": "1",
+                    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                    **NO_FOREIGN_CRASH_HANDLERS,
+                    "GDB_CRASH_TIMEOUT": f"{timeout:g}",
+                    "GDB_CRASH_JSON": f"{OUT}/{REPORT}",
+                },
+                inputs={
+                    f"/verify/in/{wheel.name}": wheel,
+                    "/verify/wheelhouse": wheelhouse,
+                    f"{IN}/{GDB_SCRIPT.name}": GDB_SCRIPT,
+                    f"{IN}/{MAIN.name}": MAIN,
+                    program.container_path: source,
+                },
+                outputs={OUT: out},
+                network_mode=engine.network_mode_for(spec.site.network),
+                labels={
+                    "buildctl.role": "debug",
+                    **engine.buildctl_labels(recipe=spec.name, namespace=namespace),
+                },
+                timeout=timeout + INSTALL_S,
+            ),
+            on_line=on_line,
+        )
         result = debug_report.parse(_read_capped(out / REPORT, debug_report.MAX_REPORT_BYTES),
                                     _read_capped(out / STACK, debug_report.MAX_STACK_BYTES),
                                     hidden_files=(f"{IN}/{MAIN.name}",), facts=facts)

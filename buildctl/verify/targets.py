@@ -182,12 +182,22 @@ def probe_in_container(client, image: str, command: list[str], inputs: dict[str,
 
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-out-") as out:
         res = engine.run_container(
-            client, image, command,
-            env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-            inputs=inputs, outputs={"/verify/out": Path(out)}, user=user, entrypoint=entrypoint,
-            network_mode=network_mode, gpus=gpus, on_line=on_line,
-            shm_size="4g" if gpus else None,  # NCCL's shared-memory transport outgrows Docker's 64 MiB
-            labels={"buildctl.role": "verify"}, timeout=timeout,
+            client,
+            engine.ContainerSpec(
+                image,
+                command,
+                env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+                inputs=inputs,
+                outputs={"/verify/out": Path(out)},
+                user=user,
+                entrypoint=entrypoint,
+                network_mode=network_mode,
+                gpus=gpus,
+                shm_size="4g" if gpus else None,  # NCCL's shared-memory transport outgrows Docker's 64 MiB
+                labels={"buildctl.role": "verify"},
+                timeout=timeout,
+            ),
+            on_line=on_line,
         )
         probe_json = Path(out) / "probe.json"
         if res.timed_out:

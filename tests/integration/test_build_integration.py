@@ -251,8 +251,12 @@ def containers_of_key(client, recipe_name: str, key: str, run: BuildRun) -> tupl
 
 
 def run_in(client, image: str, script: str, labels: dict, *, inputs=None, network: str = "none") -> engine.ContainerResult:
-    res = engine.run_container(client, image, ["/bin/sh", "-c", script], inputs=inputs, network_mode=network,
-                               labels=labels)
+    res = engine.run_container(
+        client,
+        engine.ContainerSpec(
+            image, ["/bin/sh", "-c", script], inputs=inputs, network_mode=network, labels=labels
+        ),
+    )
     assert res.exit_code == 0, f"in {image}:\n{res.log[-4000:]}"
     return res
 
@@ -606,8 +610,17 @@ def test_wheel_works_in_a_fresh_container(request, build: BuildRun, docker_clien
     )
     script = ("set -e; python -m pip install -q --no-index --no-deps --no-compile /in/" + build.wheel.name +
               "; cd /tmp; python -c \"$PROBE\"")
-    res = engine.run_container(docker_client, runtime, ["/bin/sh", "-c", script], env={"PROBE": probe},
-                               inputs={f"/in/{build.wheel.name}": build.wheel}, network_mode="none", labels=test_labels)
+    res = engine.run_container(
+        docker_client,
+        engine.ContainerSpec(
+            runtime,
+            ["/bin/sh", "-c", script],
+            env={"PROBE": probe},
+            inputs={f"/in/{build.wheel.name}": build.wheel},
+            network_mode="none",
+            labels=test_labels,
+        ),
+    )
     assert res.exit_code == 0, res.log[-4000:]
     got = result_json(res.log)
     assert got["version"] == exp["version"] and got["add"] == 5 and got["add_list"] == [4, 6]

@@ -359,7 +359,7 @@ def test_credentials_never_go_to_an_engine_in_clear(base_url, refused):
     creds = secrets.Credentials(env=(("PIP_INDEX_URL", "https://ci:s3cr3t-t0ken@pypi.corp.example/simple"),))
     client = _RecordingEngine(base_url)
     with pytest.raises((EngineError, RuntimeError)) as info:
-        engine.run_container(client, "img", ["true"], credentials=creds)
+        engine.run_container(client, engine.ContainerSpec("img", ["true"]), credentials=creds)
     if refused:
         msg = str(info.value)
         assert isinstance(info.value, EngineError) and "\n" not in msg and "fix: " in msg, msg

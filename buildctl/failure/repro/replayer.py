@@ -89,10 +89,21 @@ def replay(b: Bundle, client=None, *, on_line=None) -> dict:
     assert command is not None  # validated: the script's steps name one, wheel reruns the build
     with _volumes_and_source(b, client) as (volumes, inputs), \
             tempfile.TemporaryDirectory(prefix="buildctl-repro-out-") as out:
-        result = engine.run_container(client, built["image_id"], command, env=b.data.env, inputs=inputs or None,
-                                      volumes=volumes, network_mode=b.data.network, mem_limit=b.data.memory,
-                                      outputs={"/work/out": Path(out)} if step == "wheel" else None,
-                                      on_line=sink, labels={"buildctl.step": "repro"})
+        result = engine.run_container(
+            client,
+            engine.ContainerSpec(
+                built["image_id"],
+                command,
+                env=b.data.env,
+                inputs=inputs or None,
+                volumes=volumes,
+                network_mode=b.data.network,
+                mem_limit=b.data.memory,
+                outputs={"/work/out": Path(out)} if step == "wheel" else None,
+                labels={"buildctl.step": "repro"},
+            ),
+            on_line=sink,
+        )
         exit_code = result.exit_code
         if step == "wheel" and result.ok and not list(Path(out).glob("*.whl")):
             sink("buildctl: the build produced no wheel")  # the wheel step's failure, as the build reports it
@@ -182,7 +193,9 @@ def shell(b: Bundle, client=None) -> int:
         raise built
     with _volumes_and_source(b, client) as (volumes, inputs):
         if inputs:  # seed the work volume with the source first, as the build did
-            engine.run_container(client, built["image_id"], ["true"], inputs=inputs, volumes=volumes)
+            engine.run_container(
+                client, engine.ContainerSpec(built["image_id"], ["true"], inputs=inputs, volumes=volumes)
+            )
         cmd = ["docker", "run", "--rm", "-it"]
         for vol, path in volumes.items():
             cmd += ["-v", f"{vol}:{path}"]

@@ -201,13 +201,27 @@ def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, env: dict[str,
     artifacts.record_use({"volume": list(planned.mounts)}, run.opts.artifacts_root)
     _clear_compile_container(run, name, key)
     return engine.run_container(
-        run.client, built.image_id, list(BUILD_COMMAND), env={**planned.env_with_jobs(max_jobs), **env},
-        inputs=inputs or None, outputs={f"{work}/out": out_dir, **(extra_outputs or {})},
-        volumes=dict(planned.mounts), network_mode=engine.network_mode_for(spec.site.network),
-        mem_limit=run.opts.memory, cpuset_cpus=run.opts.cpuset, on_line=run.log, keep=run.opts.keep_container,
-        secrets=run.secrets, credentials=compile_credentials(run, dist_plan),
-        labels=engine.buildctl_labels({"buildctl.step": "compile"}, recipe=spec.name, namespace=run.namespace),
-        name=name, timeout=max(1.0, deadline - time.monotonic()),
+        run.client,
+        engine.ContainerSpec(
+            built.image_id,
+            list(BUILD_COMMAND),
+            env={**planned.env_with_jobs(max_jobs), **env},
+            inputs=inputs or None,
+            outputs={f"{work}/out": out_dir, **(extra_outputs or {})},
+            volumes=dict(planned.mounts),
+            network_mode=engine.network_mode_for(spec.site.network),
+            mem_limit=run.opts.memory,
+            cpuset_cpus=run.opts.cpuset,
+            keep=run.opts.keep_container,
+            labels=engine.buildctl_labels(
+                {"buildctl.step": "compile"}, recipe=spec.name, namespace=run.namespace
+            ),
+            name=name,
+            timeout=max(1.0, deadline - time.monotonic()),
+        ),
+        on_line=run.log,
+        secrets=run.secrets,
+        credentials=compile_credentials(run, dist_plan),
         on_interrupt=lambda container_id: _record_interrupt(run, key, container_id),
     )
 
