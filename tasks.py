@@ -255,11 +255,15 @@ def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, h
     """Verify a built wheel or an image's framework, and a recipe's extensions beside it.
 
     The wheel: config, pins, arch coverage, GPUs, all-reduce sweep; the extensions: import, smoke check, ABI."""
+    from buildctl.cli.verify import VerifyRequest
     from buildctl.cli.verify import verify as verify_command
+    from buildctl.verify.options import VerifyOptions
 
-    verify_command(recipe or None, wheel or None, set, image=image or None, python=python or None, expect=expect,
-                   host=host, as_json=json, sizes=sizes, iters=iters, module=module, beside=tuple(beside or ()),
-                   compile_matrix=compile_matrix, settings=settings)
+    request = VerifyRequest(recipe=recipe or None, wheel=wheel or None, sets=tuple(set or ()), image=image or None,
+                            python=python or None, expect=tuple(expect or ()))
+    options = VerifyOptions(sizes=sizes, iters=iters, json_out=json, module=module or None, host=host,
+                            beside=tuple(beside or ()), compile_matrix=compile_matrix)
+    verify_command(request, options=options, settings=settings)
 
 
 @settings_task("network", iterable=["set"], help={

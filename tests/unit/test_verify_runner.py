@@ -11,6 +11,7 @@ from verify_fixtures import make_spec
 from buildctl.errors import InputError
 from buildctl.store import wheel_facts
 from buildctl.verify import runner, targets, wheelhouse
+from buildctl.verify.options import VerifyOptions
 
 
 def test_wheel_tags():
@@ -59,21 +60,21 @@ def test_default_out_dir(tmp_path):
 
 def test_bad_arguments_are_input_errors(tmp_path):
     with pytest.raises(InputError, match="no such wheel"):
-        runner.verify_wheel(tmp_path / "missing.whl", host=True)
+        runner.verify_wheel(tmp_path / "missing.whl", options=VerifyOptions(host=True))
     wheel = tmp_path / "torch-2.13.0+cpu-cp312-cp312-manylinux_2_28_x86_64.whl"
     wheel.write_bytes(b"")
     with pytest.raises(InputError, match="recipe's Python is 3.11"):
-        runner.verify_wheel(wheel, spec=make_spec(), host=True)
+        runner.verify_wheel(wheel, spec=make_spec(), options=VerifyOptions(host=True))
     with pytest.raises(InputError, match="default verification image"):
-        runner.verify_wheel(wheel, host=False)
+        runner.verify_wheel(wheel, options=VerifyOptions(host=False))
     ok = tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
     ok.write_bytes(b"")
     with pytest.raises(InputError, match="--sizes"):
-        runner.verify_wheel(ok, host=True, sizes="8:1")
+        runner.verify_wheel(ok, options=VerifyOptions(host=True, sizes="8:1"))
     other = tmp_path / "other-1.0-cp311-cp311-linux_x86_64.whl"
     other.write_bytes(b"")
     with pytest.raises(InputError, match="cannot tell the module"):
-        runner.verify_wheel(other, host=True)
+        runner.verify_wheel(other, options=VerifyOptions(host=True))
 
 
 def test_wheel_requirements_are_judged_for_the_target_python():

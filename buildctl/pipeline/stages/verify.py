@@ -7,6 +7,7 @@ the recipe rendered again: what is verified is what was built.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from buildctl import engine
@@ -114,7 +115,7 @@ def verify(spec: Spec, published: Published, *, client=None, context_dir: Path |
                                               on_line=on_line, secrets=secrets, namespace=namespace)
     own = manifest.framework_wheel  # None: a prebuilt framework, verified as the image has it, with its set
     wheel = artifact / own.file if own is not None else None
-    report = runner.verify_wheel(wheel, spec=spec, image=image, out_dir=out_dir, artifact=artifact,
-                                 network_mode=engine.network_mode_for(spec.site.network), client=client, console=console,
-                                 **options.kwargs())
+    options = replace(options, network_mode=engine.network_mode_for(spec.site.network))
+    report = runner.verify_wheel(wheel, spec=spec, options=options, image=image, out_dir=out_dir, artifact=artifact,
+                                 client=client, console=console)
     return Verified(report, cached=False)
