@@ -96,9 +96,16 @@ def main() -> int:
                 for spec in specs:
                     ctx = render.write(render.render(spec),
                                        work / f"warm-{which}-{spec.name}")
-                    engine.build_image(c, ctx, f"buildctl/{spec.name}:warm", target="builder",
-                                       network_mode=None if args.network == "default" else args.network,
-                                       labels=engine.buildctl_labels(recipe=spec.name, namespace=namespaces["warm"]))
+                    engine.build_image(
+                        c,
+                        engine.ImageSpec(
+                            ctx,
+                            f"buildctl/{spec.name}:warm",
+                            target="builder",
+                            network_mode=None if args.network == "default" else args.network,
+                            labels=engine.buildctl_labels(recipe=spec.name, namespace=namespaces["warm"]),
+                        ),
+                    )
             print(f"image layers warm on engine {which} (untimed): {time.perf_counter() - t0:.1f} s", flush=True)
 
         def fan(phase: str, which: list[str]) -> tuple[float, dict]:

@@ -194,9 +194,16 @@ class Bench:
         client = self.client(which)
         t0, started = time.perf_counter(), _utc_now()
         with contextlib.closing(client):
-            engine.build_image(client, ctx, f"buildctl/{self.name}:warm-{self.namespace}", target="builder",
-                               network_mode=None if self.args.network == "default" else self.args.network,
-                               labels=engine.buildctl_labels(recipe=spec.name, namespace=self.namespace))
+            engine.build_image(
+                client,
+                engine.ImageSpec(
+                    ctx,
+                    f"buildctl/{self.name}:warm-{self.namespace}",
+                    target="builder",
+                    network_mode=None if self.args.network == "default" else self.args.network,
+                    labels=engine.buildctl_labels(recipe=spec.name, namespace=self.namespace),
+                ),
+            )
         if which == "B":
             self.state.data["warm_window_b"] = [started, _utc_now()]
         self.state.data["warmed"].append(which)

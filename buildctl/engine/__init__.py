@@ -26,7 +26,7 @@ from buildctl.errors import StepFailed as StepFailed
 
 # Each module and the names of the API it holds.
 _MODULES = {
-    "build": ("build_image",),
+    "build": ("ImageSpec", "build_image"),
     "connection": ("API_TIMEOUT", "connect", "engine_facts", "engine_on_this_machine", "explain_connect_error",
                    "facts_at"),
     "dockerfile": ("base_image_refs",),

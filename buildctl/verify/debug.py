@@ -111,10 +111,19 @@ def debug_image(client, runtime: str, *, spec: Spec, namespace: str, on_line: Ca
     credentials = split_credentials(spec)[1]
     with tempfile.TemporaryDirectory(prefix="buildctl-debug-image-") as ctx:
         Path(ctx, "Dockerfile").write_text(text)
-        engine.build_image(client, Path(ctx), tag, buildargs=proxy_env(spec),
-                           network_mode=engine.network_mode_for(spec.site.network), on_line=on_line,
-                           secrets=[*secrets, *credentials.values()], credentials=credentials,
-                           labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace))
+        engine.build_image(
+            client,
+            engine.ImageSpec(
+                Path(ctx),
+                tag,
+                buildargs=proxy_env(spec),
+                network_mode=engine.network_mode_for(spec.site.network),
+                labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace),
+            ),
+            on_line=on_line,
+            secrets=[*secrets, *credentials.values()],
+            credentials=credentials,
+        )
     return tag
 
 

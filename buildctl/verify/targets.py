@@ -140,8 +140,13 @@ def ensure_verify_image(client, base_image: str, python: str, *, network_mode: s
     on_line(f"building the verification image {tag} from {base_image}")
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-image-") as ctx:
         Path(ctx, "Dockerfile").write_text(text)
-        engine.build_image(client, Path(ctx), tag, network_mode=network_mode, on_line=on_line,
-                           labels={"buildctl.role": "verify-runtime"})
+        engine.build_image(
+            client,
+            engine.ImageSpec(
+                Path(ctx), tag, network_mode=network_mode, labels={"buildctl.role": "verify-runtime"}
+            ),
+            on_line=on_line,
+        )
     return tag
 
 

@@ -175,7 +175,7 @@ def test_images_by_last_use_untagged_are_orphans_and_in_use_ones_stay(docker_cli
 
     def build(name: str, marker: str) -> str:
         (ctx / "Dockerfile").write_text(f"FROM {base_image}\nLABEL buildctl.cleantest.marker={marker}\n")
-        return engine.build_image(docker_client, ctx, name, labels=own)
+        return engine.build_image(docker_client, engine.ImageSpec(ctx, name, labels=own))
 
     old = build(f"{tag}:stale", "1")
     replaced = build(f"{tag}:rebuilt", "2")
@@ -268,7 +268,7 @@ def test_the_volumes_and_images_of_a_running_build_stay_between_its_containers(d
     ctx.mkdir()
     (ctx / "Dockerfile").write_text(f"FROM {base_image}\nLABEL buildctl.cleantest.marker={key}\n")
     tag = f"buildctl/{recipe}:ns1-{key}"
-    image = engine.build_image(docker_client, ctx, tag, labels=own)
+    image = engine.build_image(docker_client, engine.ImageSpec(ctx, tag, labels=own))
     for kind, name in (("volume", work), ("image", image)):
         _stamp(root, kind, name, 1)
     try:

@@ -118,10 +118,12 @@ def test_build_streams_lines_and_labels_the_image(docker_client, base_image, tes
     tag = tag_for("build", test_labels)
     image_id = engine.build_image(
         docker_client,
-        ctx,
-        tag,
-        buildargs={"GREETING": "hello-visible", "HTTP_PROXY": proxy, "https_proxy": proxy},
-        labels=test_labels,
+        engine.ImageSpec(
+            ctx,
+            tag,
+            buildargs={"GREETING": "hello-visible", "HTTP_PROXY": proxy, "https_proxy": proxy},
+            labels=test_labels,
+        ),
         on_line=lines.append,
     )
     assert image_id.startswith("sha256:")
@@ -159,7 +161,9 @@ def test_failing_run_step_raises_step_failed_with_the_log(docker_client, base_im
     lines: list[str] = []
     with pytest.raises(engine.StepFailed) as info:
         engine.build_image(
-            docker_client, ctx, tag_for("fail", test_labels), labels=test_labels, on_line=lines.append
+            docker_client,
+            engine.ImageSpec(ctx, tag_for("fail", test_labels), labels=test_labels),
+            on_line=lines.append,
         )
     err = info.value
     assert err.step == "image" and err.returncode == 3 and not err.oom_killed
@@ -174,7 +178,9 @@ def test_failing_run_step_raises_step_failed_with_the_log(docker_client, base_im
 def test_build_refuses_to_pull_a_missing_base(docker_client, test_labels, tmp_path):
     ctx = write_context(tmp_path / "ctx", "FROM buildctl-test/absent-image:never\nRUN true\n")
     with pytest.raises(EngineError, match="never pulls"):
-        engine.build_image(docker_client, ctx, tag_for("nopull", test_labels), labels=test_labels)
+        engine.build_image(
+            docker_client, engine.ImageSpec(ctx, tag_for("nopull", test_labels), labels=test_labels)
+        )
 
 
 # ---------------------------------------------------------------------------------------------- run
@@ -416,7 +422,8 @@ import sys
 from pathlib import Path
 from buildctl import engine
 client = engine.connect()
-engine.build_image(client, Path(sys.argv[1]), sys.argv[2], nocache=True, on_line=lambda line: print(line, flush=True))
+engine.build_image(client, engine.ImageSpec(Path(sys.argv[1]), sys.argv[2], nocache=True),
+                   on_line=lambda line: print(line, flush=True))
 """
 
 

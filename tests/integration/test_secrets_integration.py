@@ -576,8 +576,11 @@ def test_predefined_proxy_args_stay_out_of_history_config_and_cache_key(docker_c
     def build(password: str) -> tuple[str, list[str]]:
         lines: list[str] = []
         args = {n: f"http://u:{password}@proxy.invalid:3128" for n in names}
-        image = engine.build_image(docker_client, ctx, f"buildctl-test/proxy-args:{SESSION}", buildargs=args,
-                                   labels=test_labels, on_line=lines.append)
+        image = engine.build_image(
+            docker_client,
+            engine.ImageSpec(ctx, f"buildctl-test/proxy-args:{SESSION}", buildargs=args, labels=test_labels),
+            on_line=lines.append,
+        )
         return image, lines
 
     first_pw, second_pw = f"pw1{uuid.uuid4().hex}", f"pw2{uuid.uuid4().hex}"
@@ -624,12 +627,27 @@ def test_image_build_gets_credentials_only_while_it_runs(docker_client, base_ima
     kind = engine.kind_of(docker_client)
     if network == "default" and kind.podman and kind.rootless:
         with pytest.raises(EngineError, match=r"rootless Podman's default network .*; fix: build with --network host$"):
-            engine.build_image(docker_client, ctx, f"buildctl-test/channel:{SESSION}-{network}", credentials=creds,
-                               network_mode=network, labels=test_labels, on_line=lines.append)
+            engine.build_image(
+                docker_client,
+                engine.ImageSpec(
+                    ctx,
+                    f"buildctl-test/channel:{SESSION}-{network}",
+                    network_mode=network,
+                    labels=test_labels,
+                ),
+                credentials=creds,
+                on_line=lines.append,
+            )
         assert lines == [] and not engine.image_exists(docker_client, f"buildctl-test/channel:{SESSION}-{network}")
         return
-    image = engine.build_image(docker_client, ctx, f"buildctl-test/channel:{SESSION}-{network}", credentials=creds,
-                               network_mode=network, labels=test_labels, on_line=lines.append)
+    image = engine.build_image(
+        docker_client,
+        engine.ImageSpec(
+            ctx, f"buildctl-test/channel:{SESSION}-{network}", network_mode=network, labels=test_labels
+        ),
+        credentials=creds,
+        on_line=lines.append,
+    )
     assert "saw it: ***" in lines  # used in the RUN step, masked in the log
     listing = engine.run_container(
         docker_client,
@@ -647,7 +665,10 @@ def test_image_build_gets_credentials_only_while_it_runs(docker_client, base_ima
     assert scan.found == []
     # Without credentials the same Dockerfile builds the same image (the script finds no server).
     plain = channel_context(tmp_path / "plain", base_image, "true")
-    engine.build_image(docker_client, plain, f"buildctl-test/channel:{SESSION}-{network}-plain", labels=test_labels)
+    engine.build_image(
+        docker_client,
+        engine.ImageSpec(plain, f"buildctl-test/channel:{SESSION}-{network}-plain", labels=test_labels),
+    )
 
 
 @pytest.mark.engines
@@ -657,7 +678,9 @@ def test_container_gets_credentials_by_file_not_config(docker_client, base_image
     token = f"tok{uuid.uuid4().hex}"
     creds = secrets.Credentials(env=(("HTTP_PROXY", f"http://u:{token}@proxy.invalid:1"),))
     ctx = channel_context(tmp_path / "ctx", base_image, "true")
-    image = engine.build_image(docker_client, ctx, f"buildctl-test/channel:{SESSION}-run", labels=test_labels)
+    image = engine.build_image(
+        docker_client, engine.ImageSpec(ctx, f"buildctl-test/channel:{SESSION}-run", labels=test_labels)
+    )
     script = ('. /usr/local/lib/buildctl/secrets.sh; echo "proxy=$HTTP_PROXY"; '
               'test ! -e /run/buildctl-secrets && echo file-gone')
     res = engine.run_container(

@@ -135,8 +135,10 @@ def test_missing_image_and_missing_python_are_one_line_exit_2(debian_torch, dock
     # ("verification ... failed (exit 1)"); now the command runs as given, and the missing Python is named.
     with tempfile.TemporaryDirectory(prefix="buildctl-test-entrypoint-") as ctx:
         Path(ctx, "Dockerfile").write_text(f'FROM {DEBIAN_TORCH}\nENTRYPOINT ["/bin/false"]\n')
-        with_entrypoint = engine.build_image(docker_client, Path(ctx), "buildctl-test/debian-torch:entrypoint-false",
-                                             labels=test_labels)
+        with_entrypoint = engine.build_image(
+            docker_client,
+            engine.ImageSpec(Path(ctx), "buildctl-test/debian-torch:entrypoint-false", labels=test_labels),
+        )
     for image, image_id in ((DEBIAN_TORCH, debian_torch), ("buildctl-test/debian-torch:entrypoint-false",
                                                             with_entrypoint)):
         proc = invoke(tmp_path, "verify", "--image", image, "--python", "/opt/venv/bin/python", timeout=120)

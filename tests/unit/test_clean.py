@@ -334,9 +334,15 @@ def test_a_replayed_bundle_is_in_use(tmp_path):
 
     root = tmp_path / "artifacts"
     spec, _ = load_spec("demo-cpu", [], preflight=False)
-    bundle = repro.write_bundle(spec=spec, rendered=render(spec), context_dir=None, step="fetch", exit_code=1,
-                                log="sha256 mismatch", diagnosis=None, image_id=None, command=None, env={},
-                                volumes={}, network=None, memory=None, secrets=[], root=root)
+    bundle = repro.write_bundle(
+        spec=spec,
+        rendered=render(spec),
+        context_dir=None,
+        secrets=[],
+        root=root,
+        failure=repro.FailedStep(step="fetch", exit_code=1, log="sha256 mismatch", diagnosis=None),
+        replay=repro.ReplayFacts(image_id=None, command=None, env={}, volumes={}, network=None, memory=None),
+    )
     name = f"failures/{bundle.name}"
     used(root, "bundle", name, 40)
     proc = invoke_here("repro", str(bundle), "--json", cwd=ROOT,

@@ -128,9 +128,17 @@ def _build(b: Bundle, client, sink) -> dict | StepFailed:
     artifacts.record_images(client, b.bases, _root(b))  # invoke clean: in use (first: the image is built FROM them)
     try:
         # The build's labels too: with them a cached rebuild is the bundle's very image id.
-        image = engine.build_image(client, b.folder / "context", tag, target=b.data.target,
-                                   network_mode=b.data.network, on_line=sink,
-                                   labels=engine.buildctl_labels(recipe=b.data.recipe, namespace=b.data.namespace))
+        image = engine.build_image(
+            client,
+            engine.ImageSpec(
+                b.folder / "context",
+                tag,
+                target=b.data.target,
+                network_mode=b.data.network,
+                labels=engine.buildctl_labels(recipe=b.data.recipe, namespace=b.data.namespace),
+            ),
+            on_line=sink,
+        )
     except StepFailed as exc:
         return exc
     artifacts.record_images(client, [image], _root(b))  # the build's own image when cached (same_image)

@@ -44,10 +44,20 @@ def build_image(run: Run, planned: Planned) -> ImageBuilt:
     pull = shared and (shared.pull == "always" or not engine.image_exists(run.client, tag))
     image_id = shared.fetch("builder", tag) if pull else None
     if image_id is None:
-        image_id = engine.build_image(run.client, prepared.context_dir, tag, target="builder",
-                                      buildargs=proxy_env(spec), network_mode=engine.network_mode_for(spec.site.network),
-                                      on_line=run.log, secrets=run.secrets, credentials=run.credentials,
-                                      labels=engine.buildctl_labels(recipe=spec.name, namespace=run.namespace))
+        image_id = engine.build_image(
+            run.client,
+            engine.ImageSpec(
+                prepared.context_dir,
+                tag,
+                target="builder",
+                buildargs=proxy_env(spec),
+                network_mode=engine.network_mode_for(spec.site.network),
+                labels=engine.buildctl_labels(recipe=spec.name, namespace=run.namespace),
+            ),
+            on_line=run.log,
+            secrets=run.secrets,
+            credentials=run.credentials,
+        )
         if shared:
             shared.share("builder", tag)
     return ImageBuilt(planned, image_id)

@@ -49,12 +49,22 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
         diag = diagnose.diagnose(log, step=step, exit_code=exc.returncode, oom_killed=exc.oom_killed,
                                  context=_context(run, max_jobs))
     bundle = repro.write_bundle(
-        spec=run.spec, rendered=rendered, context_dir=prepared.context_dir if prepared else None, step=step,
-        exit_code=exc.returncode, log=log, diagnosis=diag, image_id=built.image_id if built else None,
-        command=list(BUILD_COMMAND) if exc.step in ("compile", "configure") else None, env=env,
-        volumes=dict(planned.mounts) if planned else {}, network=engine.network_mode_for(run.spec.site.network),
-        memory=run.opts.memory, secrets=run.secrets, namespace=run.namespace, root=run.opts.artifacts_root,
-        engine_name=engine.display_name(run.opts.engine_url),
+        spec=run.spec,
+        rendered=rendered,
+        context_dir=prepared.context_dir if prepared else None,
+        secrets=run.secrets,
+        root=run.opts.artifacts_root,
+        failure=repro.FailedStep(step=step, exit_code=exc.returncode, log=log, diagnosis=diag),
+        replay=repro.ReplayFacts(
+            image_id=built.image_id if built else None,
+            command=list(BUILD_COMMAND) if exc.step in ("compile", "configure") else None,
+            env=env,
+            volumes=dict(planned.mounts) if planned else {},
+            network=engine.network_mode_for(run.spec.site.network),
+            memory=run.opts.memory,
+            namespace=run.namespace,
+            engine_name=engine.display_name(run.opts.engine_url),
+        ),
     )
     if refused is not None:  # the whole table beside the bundle's diagnosis: what was judged, shown, not recorded
         artifacts.write_json(bundle / "configure-gate.json", refused.to_dict())

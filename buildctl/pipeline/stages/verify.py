@@ -64,10 +64,20 @@ def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace:
     if shared and shared.fetch("runtime", tag):
         return tag
     credentials = split_credentials(spec)[1]
-    engine.build_image(client, context_dir, tag, target="runtime", buildargs=proxy_env(spec),
-                       network_mode=engine.network_mode_for(spec.site.network), on_line=on_line,
-                       secrets=[*secrets, *credentials.values()], credentials=credentials,
-                       labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace))
+    engine.build_image(
+        client,
+        engine.ImageSpec(
+            context_dir,
+            tag,
+            target="runtime",
+            buildargs=proxy_env(spec),
+            network_mode=engine.network_mode_for(spec.site.network),
+            labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace),
+        ),
+        on_line=on_line,
+        secrets=[*secrets, *credentials.values()],
+        credentials=credentials,
+    )
     if shared:
         shared.share("runtime", tag)
     return tag
