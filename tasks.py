@@ -171,11 +171,14 @@ def bisect(c, recipe="", set=None, good="", bad="", axis="commits", values=None,
 
     Every step is an ordinary build (keyed, cached, resumable); steps that fail for another reason are skipped;
     the report names the change, the diagnosis and the repro bundle (docs/bisect.md)."""
+    from buildctl.cli.bisect import BisectRequest
     from buildctl.cli.bisect import bisect as bisect_command
 
-    bisect_command(recipe, set, settings=settings, good=good or None, bad=bad or None, axis=axis, values=values or [],
-                   extension=extension or None, until=until or None, test=test or None, first_good=first_good,
-                   as_json=json, markdown=markdown or None, test_timeout=test_timeout, no_preflight=no_preflight)
+    request = BisectRequest(recipe=recipe, sets=tuple(set or ()), axis=axis, good=good or None, bad=bad or None,
+                            values=tuple(values or ()), extension=extension or None, until=until or None,
+                            test=test or None, test_timeout=test_timeout, first_good=first_good,
+                            no_preflight=no_preflight)
+    bisect_command(request, settings=settings, as_json=json, markdown=markdown or None)
 
 
 @settings_task("engines", help={"recipe": "Check only this recipe (default: all shipped recipes)",
