@@ -130,8 +130,15 @@ def build(c, recipe=None, label=None, set=None, no_preflight=False, json=False, 
              other_options=bool(label or until or target or check_reproducible))
         return
     if len(recipes) > 1 or label or len(settings.engines) > 1:
-        cli.command(cli.build_several)(recipes, label or [], set, settings=settings, no_preflight=no_preflight,
-                                 as_json=json, until=until, targets=target, check_reproducible=check_reproducible)
+        cli.command(cli.build_several)(
+            recipes,
+            label or [],
+            set,
+            settings=settings,
+            no_preflight=no_preflight,
+            as_json=json,
+            one_build_options=bool(until or target or check_reproducible),
+        )
         return
     if not (until or target or check_reproducible):
         from buildctl.cli import (
@@ -286,10 +293,12 @@ def debug(c, recipe="", set=None, artifact="", code=None, script="", timeout=600
     In a fresh container of the wheel's runtime image; the crash: the signal, the faulting thread's C++ frames
     with file:line (a Debug build has them) and the Python stack. Exit 0 when it crashed and the backtrace was
     taken, 1 when it did not crash."""
+    from buildctl.cli.debug import DebugRequest
     from buildctl.cli.debug import debug as debug_command
 
-    debug_command(recipe or None, set, artifact=artifact or None, code=code, script=script or None, as_json=json,
-                  timeout=timeout, settings=settings, shell=shell)
+    request = DebugRequest(recipe=recipe or None, sets=tuple(set or ()), artifact=artifact or None, code=code,
+                           script=script or None, timeout=timeout, shell=shell)
+    debug_command(request, settings=settings, as_json=json)
 
 
 @task(auto_shortflags=False, help={"a": "First build: an artifact folder or a report.json",

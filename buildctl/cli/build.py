@@ -249,7 +249,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         skipped = ["image", "compile", "wheel", *(["extensions"] if spec.extensions else []),
                    *(["verify"] if result.report is not None else [])]
         noop.remember(recipe, sets, settings=settings, no_preflight=no_preflight, spec=spec, reads=reads,
-                      warnings=warnings, result=result, rows=_summary_rows(result), skipped=skipped)
+                      result=result, shown=noop.Shown(warnings, _summary_rows(result), skipped))
     if result is not None and result.verify_error is not None and not as_json:
         where = (f"published at {escape(str(result.artifact))}" if result.published else
                  f"NOT published: the wheel, its manifest and the report are kept in {escape(str(result.artifact))}")
@@ -308,11 +308,12 @@ def _run_failed(error: BuildctlError) -> bool:
 
 
 def build_several(recipes: list[str], labels: list[str], sets, *, settings: Settings, no_preflight: bool,
-                  as_json: bool, until: str, targets, check_reproducible: bool) -> None:
-    """`invoke build` with several --recipe, a --label or several --engine (scaleout.multibuild)."""
+                  as_json: bool, one_build_options: bool) -> None:
+    """`invoke build` with several --recipe, a --label or several --engine (scaleout.multibuild);
+    `one_build_options`: --until, --target or --check-reproducible was given (refused here)."""
     from buildctl.scaleout.multibuild import print_outcomes, run, select
 
-    if until or targets or check_reproducible:
+    if one_build_options:
         raise InputError("--until, --target and --check-reproducible take one recipe on one engine; "
                          "fix: build that recipe on its own")
     chosen = select(recipes, labels)

@@ -173,10 +173,13 @@ def clean(*, older_than_days: float | None, keep_gb: float | None, images: bool,
 
     if (older_than_days is not None and older_than_days < 0) or (keep_gb is not None and keep_gb < 0):
         raise InputError("--older-than-days and --keep-gb take a number >= 0")
-    report = clean.clean(older_than_days=older_than_days,
-                                keep_bytes=int(keep_gb * 1e9) if keep_gb is not None else None, images=images,
-                                caches=caches, containers=containers, dry_run=dry_run,
-                                namespace=namespace)
+    report = clean.clean(
+        older_than_days=older_than_days,
+        keep_bytes=int(keep_gb * 1e9) if keep_gb is not None else None,
+        dry_run=dry_run,
+        namespace=namespace,
+        objects=[kind for kind, on in (("images", images), ("caches", caches), ("containers", containers)) if on],
+    )
     if as_json:
         return print_json(report)
     table = Table(title="Would free" if dry_run else "Freed", title_justify="left")

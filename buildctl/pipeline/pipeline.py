@@ -366,8 +366,8 @@ def _verify(ctx: Run, steps: Steps, published: Published,
         return Verified(stored, cached=True), None
     steps.start("verify")
     try:
-        verified = verify_stage.verify(ctx.spec, published, client=ctx.client, context_dir=context_dir,
-                                       on_line=ctx.log, secrets=ctx.secrets, namespace=ctx.namespace,
+        own = verify_stage.OwnBuild(context_dir, secrets=ctx.secrets, namespace=ctx.namespace)
+        verified = verify_stage.verify(ctx.spec, published, client=ctx.client, on_line=ctx.log, own=own,
                                        options=ctx.opts.verify_options, console=steps.view.console)
     except VerificationFailed as e:  # built and published, but not what the recipe asks for
         steps.finish("failed")

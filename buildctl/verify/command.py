@@ -15,8 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildctl.recipe.schema import Spec
-from buildctl.verify.targets import install_lines
+from buildctl.verify.targets import RuntimeImage, install_lines
 
 CANNOT_TEST = 125
 DEFAULT_TIMEOUT_S = 1800
@@ -47,14 +46,15 @@ def container_script(venv: str, python: str, wheel_name: str | None, reqs: list[
     ])
 
 
-def run_command(command: str, *, artifact: Path, wheel: Path | None, spec: Spec, image: str, namespace: str, client,
-                cache_dir: Path, on_line: Callable[[str], None], timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult:
-    """`command` in a fresh container of `image` (the artifact's runtime image) with the artifact's wheels."""
+def run_command(command: str, *, artifact: Path, wheel: Path | None, runtime: RuntimeImage, cache_dir: Path,
+                on_line: Callable[[str], None], timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult:
+    """`command` in a fresh container of the artifact's runtime image with the artifact's wheels."""
     from buildctl import engine
     from buildctl.store.manifest import Manifest
     from buildctl.verify import extensions
     from buildctl.verify.wheelhouse import DISTRO_GLIBC, manylinux_platforms, prepare_wheelhouse
 
+    spec, image, namespace, client = runtime.spec, runtime.image, runtime.namespace, runtime.client
     python = spec.python.version
     manifest = Manifest.read(artifact)
     ext_set = extensions.from_artifact(artifact, manifest, spec.framework.dist, {}, python)

@@ -29,7 +29,7 @@ from buildctl.recipe.schema import Spec
 from buildctl.secrets import proxy_env, split_credentials
 from buildctl.verify import debug_report
 from buildctl.verify.debug_report import DebugResult
-from buildctl.verify.targets import install_lines, last_lines
+from buildctl.verify.targets import RuntimeImage, install_lines, last_lines
 
 GDB_SCRIPT = IN_CONTAINER / "gdb_crash.py"
 MAIN = IN_CONTAINER / "debug_main.py"
@@ -161,13 +161,21 @@ def _prepared(wheel: Path, spec: Spec, runtime: str, namespace: str, client, cac
     return python, reqs, Path(wheelhouse), image
 
 
-def run_program(wheel: Path, program: Program, *, spec: Spec, image: str, namespace: str, client,
-                on_line: Callable[[str], None], timeout: float = DEFAULT_TIMEOUT_S, cache_dir: Path,
-                facts: dict | None = None) -> DebugResult:
-    """`program` under gdb in a fresh container of `image` (the recipe's runtime image) with `wheel`
-    installed; the container is removed on every path (run_container), Ctrl-C included."""
+def run_program(
+    wheel: Path,
+    program: Program,
+    *,
+    runtime: RuntimeImage,
+    on_line: Callable[[str], None],
+    timeout: float = DEFAULT_TIMEOUT_S,
+    cache_dir: Path,
+    facts: dict | None = None,
+) -> DebugResult:
+    """`program` under gdb in a fresh container of the recipe's runtime image with `wheel` installed; the
+    container is removed on every path (run_container), Ctrl-C included."""
     from buildctl import engine
 
+    spec, image, namespace, client = runtime.spec, runtime.image, runtime.namespace, runtime.client
     python, reqs, wheelhouse, image = _prepared(wheel, spec, image, namespace, client, cache_dir, on_line)
     with tempfile.TemporaryDirectory(prefix="buildctl-debug-") as tmp:
         source = Path(tmp, "program.py")
@@ -255,8 +263,8 @@ def _csv(fields: list[str]) -> str:
     return line.getvalue()
 
 
-def open_shell(wheel: Path, program: Program | None, *, spec: Spec, image: str, namespace: str, client,
-               volume: str | None, on_line: Callable[[str], None], cache_dir: Path) -> int:
+def open_shell(wheel: Path, program: Program | None, *, runtime: RuntimeImage, volume: str | None,
+               on_line: Callable[[str], None], cache_dir: Path) -> int:
     """`invoke debug --shell`: the container `run_program` would run, interactive, with gdb, the program
     and the build directory's sources (when its volume is still there) mounted; the shell's exit code."""
     from buildctl import engine
@@ -264,6 +272,7 @@ def open_shell(wheel: Path, program: Program | None, *, spec: Spec, image: str, 
     if shutil.which("docker") is None:
         raise InputError("--shell needs the docker command line (it opens the interactive terminal); fix: install "
                          "it (apt-get install docker.io or docker-ce-cli), or run without --shell")
+    spec, image, namespace, client = runtime.spec, runtime.image, runtime.namespace, runtime.client
     python, reqs, wheelhouse, image = _prepared(wheel, spec, image, namespace, client, cache_dir, on_line)
     sources = volume is not None and engine.volume_exists(client, volume)
     with tempfile.TemporaryDirectory(prefix="buildctl-debug-") as tmp:

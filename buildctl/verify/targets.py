@@ -219,6 +219,17 @@ def probe_in_container(client, container: ContainerSpec, *, shown: str, what: st
 
 
 @dataclass(frozen=True)
+class RuntimeImage:
+    """An artifact's runtime image on an engine, as verification builds it (`invoke debug`, `invoke bisect
+    --test` run there): the recipe, the image, the namespace of the engine objects, the engine's client."""
+
+    spec: Spec
+    image: str
+    namespace: str | None
+    client: Any
+
+
+@dataclass(frozen=True)
 class VenvContents:
     """What the verification's fresh venv gets: the wheel (None: the framework the image has), the
     wheelhouse it installs from offline, the requirements, the Python version, an extension set."""

@@ -22,7 +22,7 @@ from buildctl.store import artifacts
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = 86400
-FILES_ONLY = {"images": False, "caches": False, "containers": False}
+FILES_ONLY = {"objects": ()}
 
 
 def make_artifact(root: Path, recipe: str, key: str, size: int = 1000, age_days: float = 0) -> Path:
@@ -421,6 +421,6 @@ def test_a_container_whose_owner_cannot_be_told_is_left_alone_whatever_its_state
         _listed("g", "exited", gone_here),  # provably gone: an orphan
         _listed("h", "running", gone_here),  # a SIGKILLed build's container, still compiling: an orphan
     ])
-    report = clean.clean(root=tmp_path / "artifacts", images=False, caches=False, client=fake)
+    report = clean.clean(root=tmp_path / "artifacts", client=fake, objects=("containers",))
     assert fake.removed == ["g" * 8, "h" * 8], report
     assert all(r["reason"] == "orphan: the buildctl process that started it is gone" for r in report["removed"])

@@ -7,7 +7,7 @@ the recipe rendered again: what is verified is what was built.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from buildctl import engine
@@ -101,15 +101,27 @@ def artifact_runtime_image(spec: Spec, published: Published, *, client, context_
     return image, namespace
 
 
-def verify(spec: Spec, published: Published, *, client=None, context_dir: Path | None = None,
-           on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (),
-           namespace: str | None = None, options: VerifyOptions | None = None, console=None) -> Verified:
+@dataclass(frozen=True)
+class OwnBuild:
+    """A build verifying what it has just built: its own rendered folder (the same files the artifact
+    records), its secrets (masked in the log) and the namespace of its engine objects."""
+
+    context_dir: Path | None
+    secrets: Iterable[str] = ()
+    namespace: str | None = None
+
+
+def verify(spec: Spec, published: Published, *, client=None, on_line: Callable[[str], None] | None = None,
+           options: VerifyOptions | None = None, console=None, own: OwnBuild | None = None) -> Verified:
     """Verify a published artifact's wheel; the report is stored beside it. Raises VerificationFailed
     (with the report) when an expectation does not hold.
 
-    `context_dir`: the build's own rendered folder (the same files the artifact records); a verify
-    run on its own builds the runtime image from the artifact's recorded context."""
+    `own`: the build that made it; a verify run on its own (None) builds the runtime image from the
+    artifact's recorded context."""
     from buildctl.verify import runner
+
+    own = own or OwnBuild(None)
+    context_dir, secrets, namespace = own.context_dir, own.secrets, own.namespace
 
     options = options or VerifyOptions()
     artifact, manifest = published.artifact, published.manifest
