@@ -68,9 +68,11 @@ def _masked(url: str) -> str:
 
 def _refuse_secrets_on_command_lines(spec, axis) -> None:
     """A step's --set overrides go on a child's command line: a credential of the recipe must not."""
+    from buildctl import settings
     from buildctl.secrets import secret_values_from_env_and_site, split_credentials
 
-    secrets = {s for s in (secret_values_from_env_and_site(spec.site) | set(split_credentials(spec)[1].values()))
+    secrets = {s for s in (secret_values_from_env_and_site(spec.site, settings.environ())
+                           | set(split_credentials(spec)[1].values()))
                if len(s) >= 4}
     for change in axis.changes:
         if any(secret in item for item in change.sets for secret in secrets):

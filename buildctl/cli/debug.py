@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 from invoke.exceptions import Exit
 
+from buildctl import settings as settings_mod
 from buildctl.cli.common import command, console, load_spec, out, print_json, site_options
 from buildctl.errors import InputError
 from buildctl.settings import Settings
@@ -95,7 +95,7 @@ def debug(request: DebugRequest, *, settings: Settings, as_json: bool) -> None:
     timeout = check_timeout(request.timeout)
     spec, _ = load_spec(recipe or "", sets, site=site_options(settings), preflight=False)
     found = _artifact_of(spec, artifact)
-    cache_dir = Path(os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
+    cache_dir = settings_mod.cache_dir()
 
     def on_line(line: str) -> None:
         console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)

@@ -48,8 +48,7 @@ class _CompiledTemplateCache(jinja2.FileSystemBytecodeCache):
     cannot be written is only slower, never an error."""
 
     def __init__(self) -> None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        super().__init__(os.path.join(base, "buildctl", "templates"))
+        super().__init__(str(settings.user_cache_home() / "buildctl" / "templates"))
 
     def dump_bytecode(self, bucket) -> None:
         try:

@@ -17,7 +17,6 @@ engine with the NVIDIA runtime, when the list has one.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -176,7 +175,7 @@ def table(outcomes: list[Outcome]) -> Table:
 def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Settings, *, as_json: bool,
         no_preflight: bool = False) -> list[Outcome]:
     """Build `specs` ((recipe argument, spec) pairs) over the chosen engines; the outcomes, in plan order."""
-    urls_given = list(chosen.engines) or [os.environ.get("DOCKER_HOST", "")]
+    urls_given = list(chosen.engines) or [settings.docker_host()]
     capacities, urls = [], {}
     err = Console(stderr=True, highlight=False)
     for url in urls_given:

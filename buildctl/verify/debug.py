@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import os
 import platform
 import shlex
 import shutil
@@ -23,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.in_container import HERE as IN_CONTAINER
 from buildctl.recipe.schema import Spec
@@ -287,4 +287,4 @@ def open_shell(wheel: Path, program: Program | None, *, runtime: RuntimeImage, v
         cmd = shell_command(image, shell_script(spec.python.venv, python, wheel.name, reqs, program, sources),
                             mounts=mounts, env=env, network=engine.network_mode_for(spec.site.network),
                             labels={"buildctl.role": "debug", **engine.buildctl_labels(recipe=spec.name, namespace=namespace)})
-        return subprocess.run(cmd, env={**os.environ, **env}, check=False).returncode
+        return subprocess.run(cmd, env={**settings.environ(), **env}, check=False).returncode

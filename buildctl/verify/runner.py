@@ -21,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.recipe.compat import PYTHON_BY_DISTRO
 from buildctl.recipe.schema import Spec
@@ -136,7 +137,7 @@ def verify_wheel(
     check_compile_matrix(compile_matrix)
     requires = wheel_requires(wheel)  # a bounded read of an untrusted zip, before pip or anything else opens it
     console = console or Console(stderr=json_out)
-    cache_dir = Path(options.cache_dir or os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
+    cache_dir = Path(options.cache_dir or settings.cache_dir())
     out_dir = Path(out_dir) if out_dir else default_out_dir(wheel)
     sweep = options.sweep
     if sweep is None:
@@ -256,7 +257,7 @@ def _verify_prebuilt(*, spec: Spec | None, image: str | None, options: VerifyOpt
     module, python = spec.framework.dist, spec.python.version
     sizes, iters, warmup, json_out = options.sizes, options.iters, options.warmup, options.json_out
     console = console or Console(stderr=json_out)
-    cache_dir = Path(options.cache_dir or os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
+    cache_dir = Path(options.cache_dir or settings.cache_dir())
     out_dir = Path(out_dir) if out_dir else artifact
     sweep = spec.verify.allreduce if options.sweep is None else options.sweep
     options = replace(options, module=module, cache_dir=cache_dir, sweep=sweep, host=False)  # resolved, once

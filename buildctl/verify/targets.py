@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.in_container import PROBE, probe_inputs
 from buildctl.recipe.schema import Spec
@@ -79,7 +80,7 @@ def _stream(cmd: list[str], on_line: LineSink, env: dict[str, str], timeout: flo
 
 
 def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env = {k: v for k, v in settings.environ().items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env["PYTHONUNBUFFERED"] = "1"
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env

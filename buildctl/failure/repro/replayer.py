@@ -4,7 +4,6 @@ say whether the failure reproduced. Only fresh copies of the bundle's own volume
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from buildctl import archive, engine
+from buildctl import archive, engine, settings
 from buildctl.errors import InputError, StepFailed
 from buildctl.failure import diagnose
 from buildctl.failure.repro.reader import FIX_BUNDLE, SOURCE_CAPS, Bundle
@@ -215,4 +214,4 @@ def shell(b: Bundle, client=None) -> int:
             cmd += ["--memory", str(b.data.memory), "--memory-swap", str(b.data.memory)]
         cmd += [built["image_id"], "bash"]
         print(f"buildctl: rerun the step with: {shlex.join(b.command or [])}", flush=True)
-        return subprocess.run(cmd, env={**os.environ, **b.data.env}, check=False).returncode
+        return subprocess.run(cmd, env={**settings.environ(), **b.data.env}, check=False).returncode

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from buildctl import settings
 from buildctl.engine.lazy import EngineConnection
 from buildctl.recipe.schema import Spec
 from buildctl.render.rendering import Rendered
@@ -81,7 +82,7 @@ class Run:
            client: EngineConnection | Any = None) -> Run:
         """`client`: the engine's connection, or a docker client already connected."""
         credentials = split_credentials(spec)[1]
-        secrets = frozenset(secret_values_from_env_and_site(spec.site) | credentials.values())
+        secrets = frozenset(secret_values_from_env_and_site(spec.site, settings.environ()) | credentials.values())
         engine = client if client is None or isinstance(client, EngineConnection) else EngineConnection(client=client)
         return cls(spec, opts, log or BuildLog(), engine, credentials, secrets, artifacts.namespace(opts.artifacts_root))
 
