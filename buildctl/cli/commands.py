@@ -213,7 +213,7 @@ def repro(bundle: str, *, shell: bool, as_json: bool) -> None:
         for line in repro_mod.summary(b, shell=shell):
             console.print(strip_controls(line), markup=False, highlight=False, soft_wrap=True)
         if shell:
-            code = repro_mod.shell(b, client)
+            code = repro_mod.shell(b, client, on_line=lambda line: print(line, flush=True))
             if code:
                 raise Exit(code=code)
             return

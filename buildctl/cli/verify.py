@@ -9,7 +9,7 @@ from pathlib import Path
 from buildctl.cli.common import command, console, load_spec, site_options
 from buildctl.errors import InputError
 from buildctl.settings import Settings
-from buildctl.ui import strip_controls
+from buildctl.ui import report_console, strip_controls
 from buildctl.verify.options import VerifyOptions
 
 
@@ -81,13 +81,13 @@ def verify(request: VerifyRequest, *, options: VerifyOptions, settings: Settings
         if host and spec is not None:  # as the recipe's runtime image has them, from what its build recorded
             requirements = recorded_requirements(wheel_path.resolve().parent, wheel_path)
             options = replace(options, runtime_requirements=tuple(requirements))
-        runner.verify_wheel(wheel_path, spec=spec, options=options)
+        runner.verify_wheel(wheel_path, spec=spec, options=options, console=report_console(options.json_out))
         return
     # The runtime image is built from the context the artifact records (the recipe is not rendered again).
     published.verify_artifact(spec, _latest_artifact(spec),
                              on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
                                                                 markup=False, highlight=False),
-                             options=options,
+                             options=options, console=report_console(options.json_out),
                              client=engine.connect(engine_url) if engine_url else None)
 
 
@@ -109,4 +109,4 @@ def _verify_image(request: VerifyRequest, options: VerifyOptions, settings: Sett
     network = spec.site.network if spec else settings.network
     options = replace(options, module=module, network_mode=engine.network_mode_for(network))
     image_verify.verify_image(request.image, python=request.python or "python3", expect=expectations, spec=spec,
-                              options=options)
+                              options=options, console=report_console(options.json_out))

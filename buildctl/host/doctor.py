@@ -261,13 +261,12 @@ def doctor(
 
 def print_doctor(report: dict, console=None) -> None:
     """Render a doctor report with rich tables."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from buildctl.ui import print_detail
+    from buildctl.ui import print_detail, report_console
 
-    console = console or Console()
+    console = console or report_console()
     eng = report["engine"]
     if not eng["ok"]:
         console.print(f"[bold red]engine:[/] {eng['error']}")

@@ -15,7 +15,7 @@ from buildctl.errors import InputError
 from buildctl.in_container import probe_inputs
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts
-from buildctl.ui import strip_controls
+from buildctl.ui import report_console, strip_controls
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import Expectations, evaluate, verdict
 from buildctl.verify.options import VerifyOptions
@@ -97,7 +97,7 @@ def verify_image(
     client = client or engine.connect()
     info = inspect_image(client, image)
     ident = str(info["Id"])
-    console = console or Console(stderr=json_out)
+    console = console or report_console(json_out)
     out_dir = Path(out_dir) if out_dir else default_image_out_dir(image, ident)
     if sweep is None:
         sweep = spec.verify.allreduce if spec is not None else True

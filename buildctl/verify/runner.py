@@ -9,10 +9,8 @@ in: the target needs no network and no index, and the exact wheel under test is 
 
 from __future__ import annotations
 
-import json
 import os
 import platform
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -27,7 +25,7 @@ from buildctl.recipe.compat import PYTHON_BY_DISTRO
 from buildctl.recipe.schema import Spec
 from buildctl.store.artifacts import sha256_of
 from buildctl.store.wheel_facts import is_cuda_wheel, wheel_requires, wheel_tags
-from buildctl.ui import strip_controls
+from buildctl.ui import print_json, report_console, strip_controls
 from buildctl.verify import report as rep
 from buildctl.verify import report_files
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
@@ -136,7 +134,7 @@ def verify_wheel(
         raise InputError("--iters must be >= 1 and warm-up >= 0")
     check_compile_matrix(compile_matrix)
     requires = wheel_requires(wheel)  # a bounded read of an untrusted zip, before pip or anything else opens it
-    console = console or Console(stderr=json_out)
+    console = console or report_console(json_out)
     cache_dir = Path(options.cache_dir or settings.cache_dir())
     out_dir = Path(out_dir) if out_dir else default_out_dir(wheel)
     sweep = options.sweep
@@ -256,7 +254,7 @@ def _verify_prebuilt(*, spec: Spec | None, image: str | None, options: VerifyOpt
                          "--recipe R")
     module, python = spec.framework.dist, spec.python.version
     sizes, iters, warmup, json_out = options.sizes, options.iters, options.warmup, options.json_out
-    console = console or Console(stderr=json_out)
+    console = console or report_console(json_out)
     cache_dir = Path(options.cache_dir or settings.cache_dir())
     out_dir = Path(out_dir) if out_dir else artifact
     sweep = spec.verify.allreduce if options.sweep is None else options.sweep
@@ -322,8 +320,7 @@ def publish_report(report: rep.Report, out_dir: Path, json_out: bool, console: C
     report_files.write_all(report, out_dir)
     report_files.append_step_summary(report)
     if json_out:
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
-        sys.stdout.flush()
+        print_json(report.to_dict())
         console.print(f"{'passed' if report.ok else 'FAILED'}: {summary_line(report.checks)}; "
                       f"{rep.headline_text(report)}", markup=False, highlight=False)
     else:

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from buildctl import archive, engine, settings
@@ -190,12 +190,13 @@ def _outcome(data: dict, step: str, exit_code: int, log: str, oom: bool = False)
             "expected": data.get("diagnosis"), "first_error": diagnose.first_error(log)}
 
 
-def shell(b: Bundle, client=None) -> int:
+def shell(b: Bundle, client=None, *, on_line: Callable[[str], None]) -> int:
     """An interactive shell at the failing step: same image, (fresh copies of the) volumes and environment.
-    Returns the shell's exit code; the volumes are removed afterwards."""
+    Returns the shell's exit code; the volumes are removed afterwards. `on_line`: the image build's lines,
+    then the step's command, before the shell starts."""
     client = client or preflight(b, shell=True)
     _bundle_used(b)
-    built = _build(b, client, lambda line: print(line, flush=True))
+    built = _build(b, client, on_line)
     if isinstance(built, StepFailed):
         raise built
     with _volumes_and_source(b, client) as (volumes, inputs):
@@ -213,5 +214,5 @@ def shell(b: Bundle, client=None) -> int:
         if b.data.memory:
             cmd += ["--memory", str(b.data.memory), "--memory-swap", str(b.data.memory)]
         cmd += [built["image_id"], "bash"]
-        print(f"buildctl: rerun the step with: {shlex.join(b.command or [])}", flush=True)
+        on_line(f"buildctl: rerun the step with: {shlex.join(b.command or [])}")
         return subprocess.run(cmd, env={**settings.environ(), **b.data.env}, check=False).returncode
