@@ -23,6 +23,7 @@ from pathlib import Path
 from buildctl.in_container import probe_inputs
 from buildctl.recipe.schema import Spec
 from buildctl.store.manifest import Manifest, Portability
+from buildctl.store.wheel_facts import WheelFacts
 from buildctl.verify.expectations import Check
 from buildctl.verify.expectations.evaluation import framework_check_results
 from buildctl.verify.expectations.expected import Expectations
@@ -95,12 +96,13 @@ def _provider(soname: str, section: Portability) -> str:
     return text + (f"; left out of the wheel: {left.reason}" if left is not None and left.reason else "")
 
 
-def checks(manifest: Manifest | None, wheel: Path, spec: Spec | None, *, client, plats: Sequence[str],
+def checks(manifest: Manifest | None, facts: WheelFacts, spec: Spec | None, *, client, plats: Sequence[str],
            on_line: Callable[[str], None], options: VerifyOptions) -> list[Check]:
     """[the portable check] for a wheel whose build recorded a repair; [] otherwise. `options` resolved
     (module, cache_dir): its network_mode (for the image) and timeout."""
     from buildctl import engine
 
+    wheel = facts.path
     section = manifest.portability if manifest is not None else None
     if section is None or spec is None or section.wheel != wheel.name:
         return []
@@ -116,7 +118,7 @@ def checks(manifest: Manifest | None, wheel: Path, spec: Spec | None, *, client,
         image = ensure_verify_image(client, spec.base.image, python, network_mode=network_mode, on_line=on_line)
         # NumPy as the main verification installs it for torch: the numerics compare against it
         reqs = [*(["numpy"] if module == "torch" else []), *runtime_requirements]
-        wheelhouse, _ = prepare_wheelhouse(wheel, reqs, (), python, plats, cache_dir, on_line)
+        wheelhouse, _ = prepare_wheelhouse(facts, reqs, (), python, plats, cache_dir, on_line)
         listing: dict[str, str] = {}
 
         def read_out(out: Path) -> None:

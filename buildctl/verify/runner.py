@@ -24,7 +24,7 @@ from buildctl.errors import InputError
 from buildctl.recipe.compat import PYTHON_BY_DISTRO
 from buildctl.recipe.schema import Spec
 from buildctl.store.artifacts import sha256_of
-from buildctl.store.wheel_facts import is_cuda_wheel, wheel_requires, wheel_tags
+from buildctl.store.wheel_facts import WheelFacts, wheel_tags
 from buildctl.ui import print_json, report_console, strip_controls
 from buildctl.verify import report as rep
 from buildctl.verify import report_files
@@ -133,7 +133,8 @@ def verify_wheel(
     if iters < 1 or warmup < 0:
         raise InputError("--iters must be >= 1 and warm-up >= 0")
     check_compile_matrix(compile_matrix)
-    requires = wheel_requires(wheel)  # a bounded read of an untrusted zip, before pip or anything else opens it
+    # Its facts read once (one bounded read of an untrusted zip, before pip or anything else opens it) and passed
+    facts = WheelFacts.read(wheel)
     console = console or report_console(json_out)
     cache_dir = Path(options.cache_dir or settings.cache_dir())
     out_dir = Path(out_dir) if out_dir else default_out_dir(wheel)
@@ -145,7 +146,7 @@ def verify_wheel(
     def on_line(line: str) -> None:
         console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
 
-    cuda = is_cuda_wheel(wheel, spec, requires)
+    cuda = facts.is_cuda(spec)
     reqs = [*(["numpy"] if module == "torch" else []), *options.extra_requirements]
     if host:  # the runtime pip packages of the recipe (in its image otherwise)
         reqs += [p for p in options.runtime_requirements if p not in reqs]
@@ -160,7 +161,7 @@ def verify_wheel(
     if ext_set is not None:
         reqs += [r for r in ext_set.requirements if r not in reqs]
     console.print(f"[bold]verify[/] {escape(wheel.name)} ({'fresh venv on this host' if host else 'fresh container'})")
-    wheelhouse, have_optional = prepare_wheelhouse(wheel, reqs, optional, python, plats, cache_dir, on_line)
+    wheelhouse, have_optional = prepare_wheelhouse(facts, reqs, optional, python, plats, cache_dir, on_line)
     install = reqs + have_optional
 
     def args_for(out: str) -> list[str]:
@@ -190,9 +191,7 @@ def verify_wheel(
     exp = Expectations.from_spec(spec) if spec is not None else Expectations.from_wheel_name(wheel.name)
     checks = _checks(exp, probe, environment)
     if not host and artifact is not None:  # a repaired wheel, also where none of its build's packages are
-        checks += _portable_checks(
-            artifact, wheel, spec, client=client, plats=plats, on_line=on_line, options=options
-        )
+        checks += _portable_checks(artifact, facts, spec, client=client, plats=plats, on_line=on_line, options=options)
     report = rep.Report(
         wheel={"path": str(wheel), "name": wheel.name, "size": wheel.stat().st_size, "sha256": sha256_of(wheel)},
         mode="host" if host else "container", module=module, environment=environment,
@@ -221,7 +220,7 @@ def _extension_set(spec: Spec | None, artifact: Path | None, python: str, plats:
     return extensions.from_artifact(artifact, manifest, options.module, smoke, python, beside_wheels)
 
 
-def _portable_checks(artifact: Path, wheel: Path, spec: Spec | None, **kwargs) -> list:
+def _portable_checks(artifact: Path, wheel: WheelFacts, spec: Spec | None, **kwargs) -> list:
     """verify/portable.py's check, when the artifact's manifest records a repair of this wheel."""
     from buildctl.store.manifest import Manifest
     from buildctl.verify import portable

@@ -19,6 +19,7 @@ from buildctl.render import portable as repair_rules
 from buildctl.store import portability
 from buildctl.store.key import KeyInputs
 from buildctl.store.manifest import Manifest, Portability
+from buildctl.store.wheel_facts import WheelFacts
 from buildctl.verify import portable
 from buildctl.verify.options import VerifyOptions
 
@@ -243,7 +244,8 @@ def test_a_wheel_that_imports_in_the_bare_image_passes():
 def test_no_recorded_repair_no_portable_check(tmp_path):
     manifest = Manifest.model_validate({"recipe": "r", "key": "k", "wheels": [{"file": WHEEL, "sha256": "0" * 64}]})
     options = VerifyOptions(module="demofw", cache_dir=tmp_path, timeout=1)
-    assert portable.checks(manifest, tmp_path / WHEEL, recipe.load("demo-cpu"), client=None, plats=(),
+    facts = WheelFacts(tmp_path / WHEEL, {}, ())  # no repair recorded: nothing of the wheel is read
+    assert portable.checks(manifest, facts, recipe.load("demo-cpu"), client=None, plats=(),
                            on_line=print, options=options) == []
 
 

@@ -118,3 +118,30 @@ def test_two_verifications_filling_one_wheelhouse_at_once(tmp_path):
         with zipfile.ZipFile(wh / tool.name) as z:
             assert z.testzip() is None
     assert [p.name for p in cache.joinpath("wheelhouse").iterdir()] == [first[0].name]  # no staging left
+
+
+def test_verifying_a_wheel_opens_its_zip_once(tmp_path, monkeypatch):
+    """Issue 37: a wheel's facts are read once into a record and passed (the runner read its METADATA, then
+    the wheelhouse read it again). A real wheel and real pip (local files, no index); only the probe's run
+    on the host is stood in for. Counted: the zips this process opens (pip's are its own)."""
+    import zipfile
+
+    from publish_helpers import make_wheel
+
+    from buildctl.verify.report import VerificationFailed
+
+    wheel = make_wheel(tmp_path / "build", "demofw", "0.1.0")
+    opened: list[str] = []
+    real_init = zipfile.ZipFile.__init__
+
+    def counting_init(self, file, *args, **kwargs):
+        opened.append(str(getattr(file, "name", file)))
+        real_init(self, file, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "__init__", counting_init)
+    monkeypatch.setattr(runner, "OPTIONAL_TOOLS", ())  # nvidia-ml-py would need an index
+    monkeypatch.setattr(runner, "run_on_host", lambda *a, **k: ({"ok": False, "fatal": "stood in"}, {}))
+    options = VerifyOptions(host=True, sweep=False, cache_dir=tmp_path / "cache")
+    with pytest.raises(VerificationFailed):
+        runner.verify_wheel(wheel, spec=make_spec(framework="demofw"), options=options, out_dir=tmp_path / "out")
+    assert [name for name in opened if name.endswith(".whl")] == [str(wheel)]
