@@ -130,8 +130,15 @@ def build(c, recipe=None, label=None, set=None, no_preflight=False, json=False, 
              other_options=bool(label or until or target or check_reproducible))
         return
     if len(recipes) > 1 or label or len(settings.engines) > 1:
-        cli.command(cli.build_several)(recipes, label or [], set, settings=settings, no_preflight=no_preflight,
-                                 as_json=json, until=until, targets=target, check_reproducible=check_reproducible)
+        cli.command(cli.build_several)(
+            recipes,
+            label or [],
+            set,
+            settings=settings,
+            no_preflight=no_preflight,
+            as_json=json,
+            one_build_options=bool(until or target or check_reproducible),
+        )
         return
     if not (until or target or check_reproducible):
         from buildctl.cli import (
@@ -167,21 +174,26 @@ def build(c, recipe=None, label=None, set=None, no_preflight=False, json=False, 
     "no_preflight": "Skip the compatibility preflight in each step's build"})
 def bisect(c, recipe="", set=None, good="", bad="", axis="commits", values=None, extension="", until="", test="",
            test_timeout=1800.0, first_good=False, json=False, markdown="", no_preflight=False, settings=None):
-    """Find the first change (commit, version, patch, value) that breaks a build, by building: every step an
-    ordinary build (keyed, cached, resumable), steps that fail for another reason skipped; the report names the
-    change, the diagnosis and the repro bundle (docs/bisect.md)."""
+    """Find the first change (commit, version, patch, value) that breaks a build, by building.
+
+    Every step is an ordinary build (keyed, cached, resumable); steps that fail for another reason are skipped;
+    the report names the change, the diagnosis and the repro bundle (docs/bisect.md)."""
+    from buildctl.cli.bisect import BisectRequest
     from buildctl.cli.bisect import bisect as bisect_command
 
-    bisect_command(recipe, set, settings=settings, good=good or None, bad=bad or None, axis=axis, values=values or [],
-                   extension=extension or None, until=until or None, test=test or None, first_good=first_good,
-                   as_json=json, markdown=markdown or None, test_timeout=test_timeout, no_preflight=no_preflight)
+    request = BisectRequest(recipe=recipe, sets=tuple(set or ()), axis=axis, good=good or None, bad=bad or None,
+                            values=tuple(values or ()), extension=extension or None, until=until or None,
+                            test=test or None, test_timeout=test_timeout, first_good=first_good,
+                            no_preflight=no_preflight)
+    bisect_command(request, settings=settings, as_json=json, markdown=markdown or None)
 
 
 @settings_task("engines", help={"recipe": "Check only this recipe (default: all shipped recipes)",
                                 "json": RECIPE_HELP["json"]})
 def doctor(c, recipe="", json=False, settings=None):
-    """Check this host: container engine, GPUs and driver, and which recipes it can build and verify
-    (with --engine: on each engine)."""
+    """Check this host: engine, base images, GPUs and driver, and which recipes it can build and verify.
+
+    With --engine: on each engine."""
     from buildctl import cli
 
     cli.doctor(recipe or None, as_json=json, engines=settings.engines)
@@ -210,8 +222,10 @@ def base_image(c, distro="bookworm", mirror="", tag="", force=False, no_check_gp
     "json": RECIPE_HELP["json"]})
 def clean(c, older_than_days=-1.0, keep_gb=-1.0, images=True, caches=True, containers=True, dry_run=False,
           json=False, settings=None):
-    """Remove orphans (containers of killed builds, stale staging folders, untagged images), then what was
-    not used for N days or beyond a size; say what was freed. Never follows a symlink out of artifacts/."""
+    """Remove orphans, then what was not used for N days or beyond a size, and say what was freed.
+
+    Orphans: containers of killed builds, stale staging folders, untagged images. Never follows a symlink out
+    of artifacts/."""
     from buildctl import cli
 
     cli.clean(older_than_days=older_than_days if older_than_days != -1.0 else None,
@@ -248,13 +262,18 @@ def repro(c, bundle, shell=False, json=False):
                       "(their whole cross, about 30 cells: minutes each on a CPU)"})
 def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, host=False, json=False,
            sizes="8:256M", iters=20, module="", beside=None, compile_matrix="smoke", settings=None):
-    """Verify a built wheel or an image's framework: config, pins, arch coverage, GPUs, all-reduce sweep; a
-    recipe's extensions beside it: import, smoke check, ABI."""
-    from buildctl.cli.verify import verify as verify_command
+    """Verify a built wheel or an image's framework, and a recipe's extensions beside it.
 
-    verify_command(recipe or None, wheel or None, set, image=image or None, python=python or None, expect=expect,
-                   host=host, as_json=json, sizes=sizes, iters=iters, module=module, beside=tuple(beside or ()),
-                   compile_matrix=compile_matrix, settings=settings)
+    The wheel: config, pins, arch coverage, GPUs, all-reduce sweep; the extensions: import, smoke check, ABI."""
+    from buildctl.cli.verify import VerifyRequest
+    from buildctl.cli.verify import verify as verify_command
+    from buildctl.verify.options import VerifyOptions
+
+    request = VerifyRequest(recipe=recipe or None, wheel=wheel or None, sets=tuple(set or ()), image=image or None,
+                            python=python or None, expect=tuple(expect or ()))
+    options = VerifyOptions(sizes=sizes, iters=iters, json_out=json, module=module or None, host=host,
+                            beside=tuple(beside or ()), compile_matrix=compile_matrix)
+    verify_command(request, options=options, settings=settings)
 
 
 @settings_task("network", iterable=["set"], help={
@@ -269,13 +288,17 @@ def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, h
              "mounted (needs the docker command line)"})
 def debug(c, recipe="", set=None, artifact="", code=None, script="", timeout=600.0, json=False, shell=False,
           settings=None):
-    """Run Python against a built wheel under gdb, in a fresh container of its runtime image, and print the
-    crash: the signal, the faulting thread's C++ frames with file:line (a Debug build has them) and the
-    Python stack. Exit 0 when it crashed and the backtrace was taken, 1 when it did not crash."""
+    """Run Python against a built wheel under gdb and print the crash, if any.
+
+    In a fresh container of the wheel's runtime image; the crash: the signal, the faulting thread's C++ frames
+    with file:line (a Debug build has them) and the Python stack. Exit 0 when it crashed and the backtrace was
+    taken, 1 when it did not crash."""
+    from buildctl.cli.debug import DebugRequest
     from buildctl.cli.debug import debug as debug_command
 
-    debug_command(recipe or None, set, artifact=artifact or None, code=code, script=script or None, as_json=json,
-                  timeout=timeout, settings=settings, shell=shell)
+    request = DebugRequest(recipe=recipe or None, sets=tuple(set or ()), artifact=artifact or None, code=code,
+                           script=script or None, timeout=timeout, shell=shell)
+    debug_command(request, settings=settings, as_json=json)
 
 
 @task(auto_shortflags=False, help={"a": "First build: an artifact folder or a report.json",

@@ -46,7 +46,7 @@ import time
 import uuid
 from pathlib import Path
 
-from buildctl.build import engine_names
+from buildctl.pipeline import engine_names
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))

@@ -131,7 +131,7 @@ def stop(procs: list[subprocess.Popen]) -> None:
 class Bench:
     def __init__(self, args, work: Path, sets: tuple[str, ...] = ()):
         from buildctl import engine, recipe
-        from buildctl.build import engine_names
+        from buildctl.pipeline import engine_names
 
         self.args, self.work, self.sets = args, work, sets
         work.mkdir(parents=True, exist_ok=True)
@@ -160,9 +160,16 @@ class Bench:
         from buildctl import engine
 
         work, cache = self.names.volume_names(self.spec, self.key, self.namespace)
-        res = engine.run_container(self.client, self.names.image_tag(self.spec.name, self.key, self.namespace),
-                                   ["/bin/bash", "-c", script], volumes={work: "/work", cache: "/cache"},
-                                   network_mode="none", entrypoint=[""])
+        res = engine.run_container(
+            self.client,
+            engine.ContainerSpec(
+                self.names.image_tag(self.spec.name, self.key, self.namespace),
+                ["/bin/bash", "-c", script],
+                volumes={work: "/work", cache: "/cache"},
+                network_mode="none",
+                entrypoint=[""],
+            ),
+        )
         if res.exit_code != 0:
             raise SystemExit(f"in the build directory: exit {res.exit_code}\n{res.log[-2000:]}")
         return res.log
@@ -202,7 +209,7 @@ class Bench:
         out = Path(result["out_dir"])
         span, steps = ninja_span(out / "ninja_log.txt", set(targets))
         record = {"mode": mode, "span_s": span, "steps": steps, "client_cpu_s": cpu.seconds}
-        from buildctl.build.stages.artifact import _cache_stats
+        from buildctl.pipeline.stages.artifact import _cache_stats
 
         record["cache"] = {k: v for k, v in _cache_stats(out).items() if k in ("hits", "misses", "hit_rate")}
         stats = out / "dist-stats.json"

@@ -7,7 +7,7 @@ ACTUAL and PRIOR are artifact folders (their ninja_log.txt) or .ninja_log files:
 replayed in the order they ended (a resumed build's runs end to end) and, after each, the estimate of
 the time left is compared with the time that really was left:
 
-* cost-weighted (buildctl/build/eta.py, what the live view shows when the recipe, or one of the same
+* cost-weighted (buildctl/pipeline/eta.py, what the live view shows when the recipe, or one of the same
   framework and version, was built before): each step weighted by its duration in PRIOR;
 * step rate over the whole run (what the live view shows without a prior) and over the last 600 s
   (what it showed before), for comparison.
@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from buildctl.build import eta, eta_prior  # noqa: E402
+from buildctl.pipeline import eta, eta_prior  # noqa: E402
 from buildctl.store.manifest import Manifest  # noqa: E402
 
 GOAL = 0.10

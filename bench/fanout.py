@@ -71,14 +71,14 @@ def main() -> int:
     namespaces = {"seq": f"bench-fan-{run_id}-seq", "fan": f"bench-fan-{run_id}-fan", "warm": f"bench-fan-{run_id}-warm"}
     loaded_base = False
     from buildctl import engine, recipe, render
-    from buildctl.cli import common
 
     def client(which: str):
         return engine.connect(environ={**os.environ, "DOCKER_HOST": engines[which]})
 
     try:
         print(f"bench fanout {run_id}: engine A {engines['A']}, engine B {engines['B']}, work dir {work}", flush=True)
-        specs = [recipe.load(str(p), site={"network": args.network}) for p in recipes]
+        specs = [recipe.load(str(p), site={"network": args.network,
+                                                 **({"ca_certs": [args.ca_cert]} if Path(args.ca_cert or "/").is_file() else {})}) for p in recipes]
         base = specs[0].base.image
         with contextlib.closing(client("B")) as b:
             try:
@@ -94,11 +94,18 @@ def main() -> int:
             t0 = time.perf_counter()
             with contextlib.closing(client(which)) as c:
                 for spec in specs:
-                    ctx = render.write(render.render(spec, ca_texts=common.read_ca_certs([args.ca_cert])),
+                    ctx = render.write(render.render(spec),
                                        work / f"warm-{which}-{spec.name}")
-                    engine.build_image(c, ctx, f"buildctl/{spec.name}:warm", target="builder",
-                                       network_mode=None if args.network == "default" else args.network,
-                                       labels=engine.buildctl_labels(recipe=spec.name, namespace=namespaces["warm"]))
+                    engine.build_image(
+                        c,
+                        engine.ImageSpec(
+                            ctx,
+                            f"buildctl/{spec.name}:warm",
+                            target="builder",
+                            network_mode=None if args.network == "default" else args.network,
+                            labels=engine.buildctl_labels(recipe=spec.name, namespace=namespaces["warm"]),
+                        ),
+                    )
             print(f"image layers warm on engine {which} (untimed): {time.perf_counter() - t0:.1f} s", flush=True)
 
         def fan(phase: str, which: list[str]) -> tuple[float, dict]:

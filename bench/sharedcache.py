@@ -58,8 +58,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 from build import invoke_cmd  # noqa: E402  (bench/build.py: the venv's invoke, as a user runs it)
-
-from buildctl.build import engine_names  # noqa: E402
+from buildctl.pipeline import engine_names  # noqa: E402
 
 TARGET = 0.3
 HEARTBEAT_S = 10
@@ -188,17 +187,22 @@ class Bench:
 
     def warm_layers(self, which: str) -> float:
         from buildctl import engine, render
-        from buildctl.cli import common
 
         spec = self.spec()
-        ctx = render.write(render.render(spec, ca_texts=common.read_ca_certs(spec.site.ca_certs)),
-                           self.work / f"warm-{which}")
+        ctx = render.write(render.render(spec), self.work / f"warm-{which}")
         client = self.client(which)
         t0, started = time.perf_counter(), _utc_now()
         with contextlib.closing(client):
-            engine.build_image(client, ctx, f"buildctl/{self.name}:warm-{self.namespace}", target="builder",
-                               network_mode=None if self.args.network == "default" else self.args.network,
-                               labels=engine.buildctl_labels(recipe=spec.name, namespace=self.namespace))
+            engine.build_image(
+                client,
+                engine.ImageSpec(
+                    ctx,
+                    f"buildctl/{self.name}:warm-{self.namespace}",
+                    target="builder",
+                    network_mode=None if self.args.network == "default" else self.args.network,
+                    labels=engine.buildctl_labels(recipe=spec.name, namespace=self.namespace),
+                ),
+            )
         if which == "B":
             self.state.data["warm_window_b"] = [started, _utc_now()]
         self.state.data["warmed"].append(which)

@@ -4,7 +4,7 @@ Exit codes: 0 ok, 1 a run failed (engine, build, verification), 2 bad input (rec
 
 A failure carries what its callers need as fields set when it is raised (the step, the log): nothing
 is attached afterwards or read back from disk. The failures of a later stage live with it, on these
-bases: build.stages.failure.BuildFailed, build.rebuild_check.NotReproducible,
+bases: pipeline.stages.failure.BuildFailed, pipeline.rebuild_check.NotReproducible,
 verify.report.VerificationFailed. This module imports nothing of buildctl.
 """
 

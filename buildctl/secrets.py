@@ -115,9 +115,10 @@ def mask(text: str, secrets: Iterable[str] = ()) -> str:
     return Masker(secrets)(text)
 
 
-def secret_values_from_env(environ: Mapping[str, str] | None = None) -> set[str]:
-    """Secret values in an environment: variables named like secrets and credentials inside URLs."""
-    env = os.environ if environ is None else environ
+def secret_values_from_env(environ: Mapping[str, str]) -> set[str]:
+    """Secret values in an environment (settings.environ(), or a container's): variables named like secrets
+    and credentials inside URLs."""
+    env = environ
     out: set[str] = set()
     for name, value in env.items():
         if not value:
@@ -146,10 +147,9 @@ def secret_values_from_site(site: object | None) -> set[str]:
     return out
 
 
-def secret_values_from_env_and_site(
-    site: object | None = None, environ: Mapping[str, str] | None = None
-) -> set[str]:
-    """Every secret value buildctl knows of for one run: from the environment and from `spec.site`."""
+def secret_values_from_env_and_site(site: object | None, environ: Mapping[str, str]) -> set[str]:
+    """Every secret value buildctl knows of for one run: from the environment (settings.environ()) and from
+    `spec.site`."""
     return secret_values_from_env(environ) | secret_values_from_site(site)
 
 

@@ -225,6 +225,27 @@ def cache_dir() -> Path:
     return Path(os.environ.get("BUILDCTL_CACHE") or ".cache/buildctl")
 
 
+# The environment is read here, in the CLI and on the container side only (tests/unit/test_environment_reads.py):
+# library code takes a value from one of these, or is handed a mapping.
+
+
+def environ() -> dict[str, str]:
+    """A copy of this process's environment: what a child process (git, docker, pip, a child build) starts
+    from, and the default mapping of a library call given none (the engine's DOCKER_* variables, an index
+    server's credentials)."""
+    return dict(os.environ)
+
+
+def docker_host() -> str:
+    """DOCKER_HOST as set ("" when unset): the engine a build, a connection or a message means by default."""
+    return os.environ.get("DOCKER_HOST", "")
+
+
+def user_cache_home() -> Path:
+    """$XDG_CACHE_HOME, else ~/.cache."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"))
+
+
 def from_environment() -> Settings:
     """The settings the BUILDCTL_* variables give, read now (a bad variable: InputError): the defaults of
     library calls that are given no value (where the artifacts and recipes are, the namespace). A

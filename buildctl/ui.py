@@ -5,6 +5,7 @@ on a terminal, plain lines for CI logs, and silence (stderr stage lines only) un
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
@@ -244,6 +245,23 @@ def print_detail(console: Console, name: str, text: str, *, style: str = "bold")
     grid.add_column(overflow="fold")  # words wrap; only a word wider than the column is cut
     grid.add_row(Text(f"{name}: ", style), Text(text))
     console.print(grid)
+
+
+def report_console(json_out: bool = False) -> Console:
+    """Where a command's tables and progress go when its caller gives no console: stdout, or stderr when
+    stdout carries the JSON. The one place outside the CLI that makes a console (tests/unit/test_printing.py)."""
+    return Console(stderr=json_out)
+
+
+def print_json(data) -> None:
+    """`data` as the JSON a --json command prints on stdout (indented, anything else as its str)."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def warning_console() -> Console:
+    """Where a library call's warnings go when its caller gives no console: stderr."""
+    return Console(stderr=True, highlight=False)
 
 
 def make_view(as_json: bool) -> View:

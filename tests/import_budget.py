@@ -13,8 +13,8 @@ HEAVY = (
     "rich.live", "rich.progress",
     "buildctl.engine.build", "buildctl.engine.connection", "buildctl.engine.objects", "buildctl.engine.run",
     "buildctl.engine.kind", "buildctl.engine.failures", "buildctl.engine.transfer", "buildctl.engine.ssh",
-    "buildctl.build.stages.compile", "buildctl.build.stages.verify", "buildctl.build.stages.failure",
-    "buildctl.build.rebuild_check", "buildctl.build.until_report", "buildctl.build.eta",
+    "buildctl.pipeline.stages.compile", "buildctl.pipeline.stages.verify", "buildctl.pipeline.stages.failure",
+    "buildctl.pipeline.rebuild_check", "buildctl.pipeline.until_report", "buildctl.pipeline.eta",
     "buildctl.verify.", "buildctl.failure", "buildctl.store.wheel_facts", "buildctl.store.publish",
     "buildctl.host", "buildctl.scaleout",
 )

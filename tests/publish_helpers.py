@@ -22,7 +22,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from buildctl.build import stages
+from buildctl.pipeline import stages
 from buildctl.store.key import KeyInputs
 
 
@@ -94,7 +94,7 @@ def assembled_artifact(spec, tmp_path: Path, wheel: str, versions: str = "",
     file `wheel` (its bytes a stand-in), versions.txt and `outputs` (more files of the compile's out
     folder, by name); manifest.json written as publishing does."""
     from buildctl import render
-    from buildctl.build.stages import artifact
+    from buildctl.pipeline.stages import artifact
 
     run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
     prepared = stages.Prepared(render.render(spec), tmp_path / "context", KeyInputs({}, "source", "sha256:base"))

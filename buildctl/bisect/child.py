@@ -6,7 +6,6 @@ bundle's and the payload's texts are a build's output: read capped, shown withou
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ def child_env(chosen: settings.Settings, engine_url: str) -> dict[str, str]:
     passes as it is. The engines list never passes: a step builds on its one engine, never down the
     several-engines path again."""
     replaced = {settings.env_name(name).upper() for name in settings.Settings.model_fields}
-    env = {k: v for k, v in os.environ.items() if k.upper() not in replaced}
+    env = {k: v for k, v in settings.environ().items() if k.upper() not in replaced}
     for name in settings.Settings.model_fields:
         if name == "engines":
             continue

@@ -12,12 +12,12 @@ is kept in no file. A subject is a commit's text: shown without terminal control
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.secrets import git_mirror_env
 from buildctl.ui import strip_controls
@@ -46,7 +46,7 @@ class History:
         self.path = folder / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.git"
 
     def _git(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
-        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **git_mirror_env(self.site)}
+        env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0", **git_mirror_env(self.site)}
         try:
             done = subprocess.run(["git", "-C", str(self.path), *args], env=env, capture_output=True, text=True,
                                   timeout=timeout, stdin=subprocess.DEVNULL)

@@ -29,10 +29,10 @@ from buildctl.bisect import search
 from buildctl.bisect.axes import Axis
 from buildctl.bisect.child import Criterion, build_argv, build_record, child_env, clip_lines, failure_of
 from buildctl.bisect.log import NOT_REUSED_STEPS, BisectLog, reusable_build, test_digest
-from buildctl.build import pipeline
-from buildctl.build.published import test_artifact
-from buildctl.build.stages import BuildOptions
 from buildctl.errors import BuildctlError, InputError
+from buildctl.pipeline import pipeline
+from buildctl.pipeline.published import test_artifact
+from buildctl.pipeline.stages import BuildOptions
 from buildctl.recipe.schema import Spec
 from buildctl.ui import strip_controls
 
@@ -62,12 +62,23 @@ class Outcome:
     seconds: float
 
 
+@dataclass(frozen=True)
+class StepBuilds:
+    """What each step builds: the recipe with its base overrides (a step's change goes on top), the spec
+    of each position, and what the child build is given besides."""
+
+    recipe: str
+    sets: Sequence[str]
+    spec_for: Callable[[int], Spec]
+    extra_args: Sequence[str] = ()
+
+
 class Bisector:
     """One bisect: its axis, the spec of each position, the log, the engines; `run()` the search."""
 
-    def __init__(self, *, recipe: str, sets: Sequence[str], axis: Axis, spec_for: Callable[[int], Spec],
-                 criterion: Criterion, first_good: bool, chosen: settings.Settings, opts: BuildOptions,
-                 log: BisectLog, say: Callable[[str], None], extra_args: Sequence[str] = ()) -> None:
+    def __init__(self, *, builds: StepBuilds, axis: Axis, criterion: Criterion, first_good: bool,
+                 chosen: settings.Settings, opts: BuildOptions, log: BisectLog, say: Callable[[str], None]) -> None:
+        recipe, sets, spec_for, extra_args = builds.recipe, builds.sets, builds.spec_for, builds.extra_args
         self.recipe, self.sets, self.axis, self.spec_for = recipe, list(sets), axis, spec_for
         self.criterion, self.first_good, self.chosen, self.opts = criterion, first_good, chosen, opts
         self.log, self.say, self.extra_args = log, say, list(extra_args)

@@ -3,11 +3,12 @@ run over ordinary builds (bisect/steps.py), the report printed (plain, --json, -
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.markup import escape
 
-from buildctl.cli.common import command, console, load_spec, out, print_json, read_ca_certs, site_options
+from buildctl.cli.common import command, console, load_spec, out, print_json, site_options
 from buildctl.errors import InputError
 from buildctl.settings import Settings
 from buildctl.ui import strip_controls
@@ -15,7 +16,27 @@ from buildctl.ui import strip_controls
 UNTIL_STEPS = ("configure", "compile", "wheel", "extensions")
 
 
-def _axis(spec, kind: str, field: str | None, *, good, bad, values, extension, first_good, root: Path):
+@dataclass(frozen=True)
+class BisectRequest:
+    """What `invoke bisect` is asked (its options, as given): the recipe and its overrides, the axis and
+    its ends, what a step must do (--until, --test) and how the search reads a result."""
+
+    recipe: str
+    sets: tuple[str, ...] = ()
+    axis: str = "commits"
+    good: str | None = None
+    bad: str | None = None
+    values: tuple[str, ...] = ()
+    extension: str | None = None
+    until: str | None = None
+    test: str | None = None
+    test_timeout: float = 1800
+    first_good: bool = False
+    no_preflight: bool = False
+
+
+def _axis(spec, kind: str, field: str | None, request: BisectRequest, values, root: Path):
+    good, bad, extension, first_good = request.good, request.bad, request.extension, request.first_good
     from buildctl.bisect import axes
     from buildctl.bisect.gitrepo import History
 
@@ -47,9 +68,11 @@ def _masked(url: str) -> str:
 
 def _refuse_secrets_on_command_lines(spec, axis) -> None:
     """A step's --set overrides go on a child's command line: a credential of the recipe must not."""
+    from buildctl import settings
     from buildctl.secrets import secret_values_from_env_and_site, split_credentials
 
-    secrets = {s for s in (secret_values_from_env_and_site(spec.site) | set(split_credentials(spec)[1].values()))
+    secrets = {s for s in (secret_values_from_env_and_site(spec.site, settings.environ())
+                           | set(split_credentials(spec)[1].values()))
                if len(s) >= 4}
     for change in axis.changes:
         if any(secret in item for item in change.sets for secret in secrets):
@@ -59,17 +82,18 @@ def _refuse_secrets_on_command_lines(spec, axis) -> None:
 
 
 @command
-def bisect(recipe: str, sets, *, settings: Settings, good: str | None, bad: str | None, axis: str,
-           values: list[str], extension: str | None, until: str | None, test: str | None, first_good: bool,
-           as_json: bool, markdown: str | None, test_timeout: float, no_preflight: bool) -> None:
+def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdown: str | None) -> None:
     from buildctl import engine
     from buildctl.bisect import axes, report
     from buildctl.bisect.child import Criterion
     from buildctl.bisect.log import BisectLog
-    from buildctl.bisect.steps import Bisector
-    from buildctl.build.stages import BuildOptions
+    from buildctl.bisect.steps import Bisector, StepBuilds
+    from buildctl.pipeline.stages import BuildOptions
     from buildctl.recipe import loader
 
+    recipe, sets, axis, values, extension = request.recipe, request.sets, request.axis, request.values, request.extension
+    until, test, test_timeout, first_good = request.until, request.test, request.test_timeout, request.first_good
+    no_preflight = request.no_preflight
     if until and until not in UNTIL_STEPS:
         raise InputError(f"--until {until}: not a step a bisect stops after; fix: --until {'|'.join(UNTIL_STEPS)}")
     if test is not None and not test.strip():
@@ -89,8 +113,7 @@ def bisect(recipe: str, sets, *, settings: Settings, good: str | None, bad: str 
     base_sets = list(sets or [])
     spec, _ = load_spec(recipe, base_sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
     root = Path(settings.artifacts)
-    chosen_axis = _axis(spec, kind, field, good=good, bad=bad, values=axes.split_values(values),
-                        extension=extension, first_good=first_good, root=root)
+    chosen_axis = _axis(spec, kind, field, request, axes.split_values(list(values)), root)
     _refuse_secrets_on_command_lines(spec, chosen_axis)
     specs: dict[int, object] = {}
 
@@ -104,7 +127,7 @@ def bisect(recipe: str, sets, *, settings: Settings, good: str | None, bad: str 
         for position in range(len(chosen_axis.changes)):
             spec_for(position)
     criterion = Criterion(until=until, verify=not settings.no_verify, test=test, test_timeout=test_timeout)
-    opts = BuildOptions(artifacts_root=root, ca_texts=read_ca_certs(site.get("ca_certs", [])))
+    opts = BuildOptions(artifacts_root=root)
     request = {"recipe": str(loader.recipe_path(recipe).resolve()), "sets": base_sets, "axis": kind,
                "target": chosen_axis.target, "changes": [list(c.sets) for c in chosen_axis.changes],
                "first_good": first_good, "criterion": criterion.as_dict(), "test": test, "no_preflight": no_preflight}
@@ -118,9 +141,9 @@ def bisect(recipe: str, sets, *, settings: Settings, good: str | None, bad: str 
     with log.held(), engine.terminate_as_interrupt():
         for note in log.notes:
             say(note)
-        bisector = Bisector(recipe=recipe, sets=base_sets, axis=chosen_axis,
-                            spec_for=spec_for, criterion=criterion, first_good=first_good, chosen=settings, opts=opts,
-                            log=log, say=say, extra_args=["--no-preflight"] if no_preflight else [])
+        builds = StepBuilds(recipe, base_sets, spec_for, extra_args=["--no-preflight"] if no_preflight else [])
+        bisector = Bisector(builds=builds, axis=chosen_axis, criterion=criterion, first_good=first_good,
+                            chosen=settings, opts=opts, log=log, say=say)
         try:
             outcome = bisector.run()
         except KeyboardInterrupt:

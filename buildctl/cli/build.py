@@ -11,18 +11,17 @@ import re
 
 from rich.markup import escape
 
-from buildctl.build import resume, stages
 from buildctl.cli.common import (
     command,
     console,
     load_spec,
     out,
     print_json,
-    read_ca_certs,
     recipe_source,
     site_options,
 )
 from buildctl.errors import BuildctlError, InputError
+from buildctl.pipeline import resume, stages
 from buildctl.settings import Settings
 from buildctl.ui import strip_controls
 
@@ -104,7 +103,7 @@ def _print_partial(result, as_json: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from buildctl.build import until_report
+    from buildctl.pipeline import until_report
 
     facts = until_report.configure_facts(result.out_dir)
     ninja = until_report.ninja_steps(result.out_dir)
@@ -163,7 +162,7 @@ def gate_table(rows):
 def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=False, until=None, targets=None,
           check_reproducible=False) -> None:
     from buildctl import engine, ui
-    from buildctl.build import pipeline
+    from buildctl.pipeline import pipeline
     from buildctl.recipe import preflight
 
     site = site_options(settings)
@@ -197,14 +196,14 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
     opts = stages.BuildOptions(
         jobs=jobs, verify=not settings.no_verify, keep_container=settings.keep_container,
         memory=settings.memory, cpuset=settings.cpuset, dist_local_jobs=dist_local_jobs,
-        artifacts_root=settings.artifacts, ca_texts=read_ca_certs(site.get("ca_certs", [])),
+        artifacts_root=settings.artifacts,
         until=until or None, targets=targets, engine_url=settings.engines[0] if settings.engines else None,
     )
     result = error = reproducibility = None
     try:
         with engine.terminate_as_interrupt():
             if check_reproducible:
-                from buildctl.build import rebuild_check
+                from buildctl.pipeline import rebuild_check
 
                 result, reproducibility = rebuild_check.check(spec, opts, view, lambda: ui.make_view(as_json))
             else:
@@ -221,7 +220,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
     finally:
         view.close()
     if error is None and reproducibility is not None and not reproducibility.ok:
-        from buildctl.build.rebuild_check import NotReproducible
+        from buildctl.pipeline.rebuild_check import NotReproducible
 
         error = NotReproducible(reproducibility.comparison.reason())
     if as_json:
@@ -234,7 +233,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         if reproducibility is not None:
             payload["reproducible"] = reproducibility.to_dict()
         if error is not None:
-            from buildctl.build.stages.failure import BuildFailed
+            from buildctl.pipeline.stages.failure import BuildFailed
 
             payload["error"] = str(error).splitlines()[0]
             payload["bundle"] = str(error.bundle) if isinstance(error, BuildFailed) else None
@@ -250,7 +249,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         skipped = ["image", "compile", "wheel", *(["extensions"] if spec.extensions else []),
                    *(["verify"] if result.report is not None else [])]
         noop.remember(recipe, sets, settings=settings, no_preflight=no_preflight, spec=spec, reads=reads,
-                      warnings=warnings, result=result, rows=_summary_rows(result), skipped=skipped)
+                      result=result, shown=noop.Shown(warnings, _summary_rows(result), skipped))
     if result is not None and result.verify_error is not None and not as_json:
         where = (f"published at {escape(str(result.artifact))}" if result.published else
                  f"NOT published: the wheel, its manifest and the report are kept in {escape(str(result.artifact))}")
@@ -266,11 +265,11 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
 @command
 def dry_run(recipes: list[str], sets, *, settings: Settings, no_preflight=False, as_json=False,
             other_options=False) -> None:
-    """`invoke build --dry-run`: the key, whether it is up to date, and what changed (build.dry_run)."""
+    """`invoke build --dry-run`: the key, whether it is up to date, and what changed (pipeline.dry_run)."""
     from rich.table import Table
     from rich.text import Text
 
-    from buildctl.build.dry_run import dry_run as look
+    from buildctl.pipeline.dry_run import dry_run as look
     from buildctl.store import key as key_mod
 
     if len(recipes) > 1 or len(settings.engines) > 1 or other_options:
@@ -278,7 +277,7 @@ def dry_run(recipes: list[str], sets, *, settings: Settings, no_preflight=False,
                          "--until, --target and --check-reproducible")
     spec, _ = load_spec(recipes[0] if recipes else "", sets, base_image=settings.base_image, site=site_options(settings),
                         preflight=not no_preflight)
-    opts = stages.BuildOptions(artifacts_root=settings.artifacts, ca_texts=read_ca_certs(settings.ca_certs),
+    opts = stages.BuildOptions(artifacts_root=settings.artifacts,
                                engine_url=settings.engines[0] if settings.engines else None)
     found = look(spec, opts)
     if as_json:
@@ -302,18 +301,19 @@ def dry_run(recipes: list[str], sets, *, settings: Settings, no_preflight=False,
 def _run_failed(error: BuildctlError) -> bool:
     """Whether `error` is the run's own failure (a failed step, a verification that does not hold), which
     the build reports with its payload; any other error ends the command as it is."""
-    from buildctl.build.stages.failure import BuildFailed
+    from buildctl.pipeline.stages.failure import BuildFailed
     from buildctl.verify.report import VerificationFailed
 
     return isinstance(error, (BuildFailed, VerificationFailed))
 
 
 def build_several(recipes: list[str], labels: list[str], sets, *, settings: Settings, no_preflight: bool,
-                  as_json: bool, until: str, targets, check_reproducible: bool) -> None:
-    """`invoke build` with several --recipe, a --label or several --engine (scaleout.multibuild)."""
+                  as_json: bool, one_build_options: bool) -> None:
+    """`invoke build` with several --recipe, a --label or several --engine (scaleout.multibuild);
+    `one_build_options`: --until, --target or --check-reproducible was given (refused here)."""
     from buildctl.scaleout.multibuild import print_outcomes, run, select
 
-    if until or targets or check_reproducible:
+    if one_build_options:
         raise InputError("--until, --target and --check-reproducible take one recipe on one engine; "
                          "fix: build that recipe on its own")
     chosen = select(recipes, labels)

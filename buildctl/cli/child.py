@@ -27,9 +27,10 @@ def main() -> int:
     chosen = Settings.model_validate(job["settings"])  # as the multi-build chose them: not from the environment
     try:
         if job["task"] == "verify":
-            from buildctl.cli.verify import verify
+            from buildctl.cli.verify import VerifyRequest, verify
+            from buildctl.verify.options import VerifyOptions
 
-            verify(job["recipe"], None, job["sets"], host=False, as_json=True, sizes="8:256M", iters=20,
+            verify(VerifyRequest(recipe=job["recipe"], sets=tuple(job["sets"])), options=VerifyOptions(json_out=True),
                    settings=chosen, engine_url=job["engine"] or None)
         else:
             from buildctl.cli.build import build

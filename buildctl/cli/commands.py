@@ -24,7 +24,6 @@ from buildctl.cli.common import (
     load_spec,
     out,
     print_json,
-    read_ca_certs,
     site_options,
 )
 from buildctl.errors import BuildctlError, InputError
@@ -84,7 +83,7 @@ def render(recipe: str, sets, *, out_dir: str | None, as_json: bool, settings: S
     for field, problem, fix in preflight.placeholders(spec):
         console.print(f"[yellow]warning:[/] {escape(field)}: {escape(problem)}; `invoke build` refuses it until "
                       f"pinned; fix: {escape(fix)}", soft_wrap=True)
-    rendered = render_mod.render(spec, ca_texts=read_ca_certs(site.get("ca_certs", [])))
+    rendered = render_mod.render(spec)
     dest = Path(out_dir) if out_dir else Path("build") / spec.name
     render_mod.write(rendered, dest)
     files = sorted(rendered.files)
@@ -134,7 +133,7 @@ def doctor(recipe: str | None, *, as_json: bool, engines: tuple[str, ...] = ()) 
     for url in engines or (None,):
         facts, error = None, None
         try:
-            facts = engine.facts_at(url)
+            facts = engine.facts_at(url, base_images=doctor_mod.base_images_needed(specs))
         except BuildctlError as e:
             error = str(e)
         report = doctor_mod.doctor(specs, engine_facts=facts, engine_error=error)
@@ -174,10 +173,13 @@ def clean(*, older_than_days: float | None, keep_gb: float | None, images: bool,
 
     if (older_than_days is not None and older_than_days < 0) or (keep_gb is not None and keep_gb < 0):
         raise InputError("--older-than-days and --keep-gb take a number >= 0")
-    report = clean.clean(older_than_days=older_than_days,
-                                keep_bytes=int(keep_gb * 1e9) if keep_gb is not None else None, images=images,
-                                caches=caches, containers=containers, dry_run=dry_run,
-                                namespace=namespace)
+    report = clean.clean(
+        older_than_days=older_than_days,
+        keep_bytes=int(keep_gb * 1e9) if keep_gb is not None else None,
+        dry_run=dry_run,
+        namespace=namespace,
+        objects=[kind for kind, on in (("images", images), ("caches", caches), ("containers", containers)) if on],
+    )
     if as_json:
         return print_json(report)
     table = Table(title="Would free" if dry_run else "Freed", title_justify="left")
@@ -211,7 +213,7 @@ def repro(bundle: str, *, shell: bool, as_json: bool) -> None:
         for line in repro_mod.summary(b, shell=shell):
             console.print(strip_controls(line), markup=False, highlight=False, soft_wrap=True)
         if shell:
-            code = repro_mod.shell(b, client)
+            code = repro_mod.shell(b, client, on_line=lambda line: print(line, flush=True))
             if code:
                 raise Exit(code=code)
             return

@@ -8,7 +8,7 @@ from typing import Any
 
 from buildctl import recipe as recipe_mod
 from buildctl import settings, urls
-from buildctl.cli.base import command, console, out, print_json, read_ca_certs  # noqa: F401 - re-exported: what every command uses
+from buildctl.cli.base import command, console, out, print_json  # noqa: F401 - re-exported: what every command uses
 from buildctl.errors import InputError
 from buildctl.recipe import loader
 from buildctl.settings import Settings

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 from invoke.exceptions import Exit
 
+from buildctl import settings as settings_mod
 from buildctl.cli.common import command, console, load_spec, out, print_json, site_options
 from buildctl.errors import InputError
 from buildctl.settings import Settings
@@ -60,21 +60,42 @@ def debug_recipe_of(name: str) -> str | None:
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class DebugRequest:
+    """What `invoke debug` is asked: the recipe (and --set), which artifact, the program (--code or
+    --script), its time limit, or a shell."""
+
+    recipe: str | None = None
+    sets: tuple[str, ...] = ()
+    artifact: str | None = None
+    code: str | None = None
+    script: str | None = None
+    timeout: float = 600.0
+    shell: bool = False
+
+
 @command
-def debug(recipe: str | None, sets, *, artifact: str | None, code: str | None, script: str | None, as_json: bool,
-          timeout: float, settings: Settings, shell: bool = False) -> None:
-    from buildctl.build import published
+def debug(request: DebugRequest, *, settings: Settings, as_json: bool) -> None:
+    from buildctl.pipeline import published
     from buildctl.verify import debug_report
     from buildctl.verify.debug import Program, check_timeout
 
+    recipe, sets, artifact, code, script, shell = (
+        request.recipe,
+        list(request.sets),
+        request.artifact,
+        request.code,
+        request.script,
+        request.shell,
+    )
     if shell and as_json:
         raise InputError("--shell opens an interactive terminal, which has no JSON; fix: leave out --json")
     # bad input refused before the recipe, the artifact or the engine; a shell may start with no program
     program = None if shell and code is None and script is None else Program.of(code, script)
-    timeout = check_timeout(timeout)
+    timeout = check_timeout(request.timeout)
     spec, _ = load_spec(recipe or "", sets, site=site_options(settings), preflight=False)
     found = _artifact_of(spec, artifact)
-    cache_dir = Path(os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
+    cache_dir = settings_mod.cache_dir()
 
     def on_line(line: str) -> None:
         console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,8 @@ from buildctl import settings as settings_mod
 from buildctl.store import noop_memo
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from buildctl.settings import Settings
 
 
@@ -107,8 +110,18 @@ def _print(entry: dict, as_json: bool, t0: float) -> None:
         view.summary([tuple(row) for row in entry["rows"]])
 
 
+@dataclass(frozen=True)
+class Shown:
+    """What the full path showed, which the no-op shows again: preflight's warnings, the summary's rows,
+    the steps it skipped."""
+
+    warnings: Sequence[str] = ()
+    rows: Sequence[tuple[str, str]] = ()
+    skipped: Sequence[str] = ()
+
+
 def remember(recipe: str, sets, *, settings: Settings, no_preflight: bool, spec, reads: list[tuple[str, str]],
-             warnings: list[str], result, rows: list[tuple[str, str]], skipped: list[str]) -> None:
+             result, shown: Shown) -> None:
     """After the full path found its artifact: the entry the next identical request is answered from. It
     records what the full path read when it read it (`reads`: the recipe's files as the loader opened them,
     with their digests then; the patches as the render read them; the source digest the key was computed
@@ -137,7 +150,7 @@ def remember(recipe: str, sets, *, settings: Settings, no_preflight: bool, spec,
         "wheels": wheels, "fingerprints": artifacts.wheel_fingerprints(artifact, wheels),
         "manifest_sha256": noop_memo.file_sha256(artifact / "manifest.json"),
         "report_sha256": noop_memo.file_sha256(report) if result.report is not None else None,
-        "warnings": list(warnings), "skipped": list(skipped), "rows": [list(r) for r in rows],
+        "warnings": list(shown.warnings), "skipped": list(shown.skipped), "rows": [list(r) for r in shown.rows],
         "artifact": str(result.artifact), "manifest": result.manifest.to_json(),
         "verification": result.report.to_dict() if result.report is not None else None,
     })

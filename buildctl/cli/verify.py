@@ -3,12 +3,14 @@ existing image."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from buildctl.cli.common import command, console, load_spec, site_options
 from buildctl.errors import InputError
 from buildctl.settings import Settings
-from buildctl.ui import strip_controls
+from buildctl.ui import report_console, strip_controls
+from buildctl.verify.options import VerifyOptions
 
 
 def _latest_artifact(spec) -> Path:
@@ -32,32 +34,41 @@ def _artifact_wheel(artifact: Path) -> Path:
     return artifact / name
 
 
+@dataclass(frozen=True)
+class VerifyRequest:
+    """What `invoke verify` is asked to verify: a recipe's latest artifact, a wheel, or an image (with the
+    image's Python and expectations)."""
+
+    recipe: str | None = None
+    wheel: str | None = None
+    sets: tuple[str, ...] = ()
+    image: str | None = None
+    python: str | None = None
+    expect: tuple[str, ...] = ()
+
+
 @command
-def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: bool, sizes: str, iters: int,
-           settings: Settings, module: str | None = None, image: str | None = None, python: str | None = None,
-           expect=None, beside: tuple[str, ...] = (), compile_matrix: str = "smoke",
+def verify(request: VerifyRequest, *, options: VerifyOptions, settings: Settings,
            engine_url: str | None = None) -> None:
     """`engine_url`: the engine a recipe's artifact is verified on (a multi-recipe build's verification on
     another engine, cli/child.py); None: DOCKER_HOST's."""
     from buildctl import engine
-    from buildctl.build import published
-    from buildctl.build.stages.artifact import recorded_requirements
+    from buildctl.pipeline import published
+    from buildctl.pipeline.stages.artifact import recorded_requirements
     from buildctl.verify import runner
-    from buildctl.verify.options import VerifyOptions
 
-    if beside and (image is not None or wheel or host or not recipe):
+    recipe, wheel, sets, host = request.recipe, request.wheel, list(request.sets), options.host
+    if options.beside and (request.image is not None or wheel or host or not recipe):
         raise InputError("--beside installs packages beside a recipe's artifact (its torch and extensions); fix: "
                          "invoke verify --recipe R --beside NAME==VERSION")
-    runner.check_compile_matrix(compile_matrix)
-    if image is not None:
-        return _verify_image(image, recipe, wheel, sets, host=host, python=python, expect=expect, as_json=as_json,
-                             sizes=sizes, iters=iters, module=module, settings=settings, compile_matrix=compile_matrix)
-    if python or expect:
-        raise InputError(f"{'--python' if python else '--expect'} is for --image; fix: add --image IMAGE, or put "
-                         "a wheel's expectations in its recipe (--recipe R, --set verify.expect.cuda=12.4)")
+    runner.check_compile_matrix(options.compile_matrix)
+    if request.image is not None:
+        return _verify_image(request, options, settings)
+    if request.python or request.expect:
+        raise InputError(f"{'--python' if request.python else '--expect'} is for --image; fix: add --image IMAGE, or "
+                         "put a wheel's expectations in its recipe (--recipe R, --set verify.expect.cuda=12.4)")
     if not recipe and not wheel:
         raise InputError("give --recipe R (its latest artifact), --wheel PATH or --image IMAGE")
-    kwargs = dict(sizes=sizes, iters=iters, json_out=as_json, module=module or None, compile_matrix=compile_matrix)
     spec = None
     if recipe:
         spec, _ = load_spec(recipe, sets, site=site_options(settings), preflight=False)
@@ -66,36 +77,36 @@ def verify(recipe: str | None, wheel: str | None, sets, *, host: bool, as_json: 
         if wheel_path is None:
             wheel_path = _artifact_wheel(_latest_artifact(spec))
         network = spec.site.network if spec else settings.network
+        options = replace(options, network_mode=engine.network_mode_for(network))
         if host and spec is not None:  # as the recipe's runtime image has them, from what its build recorded
-            kwargs["runtime_requirements"] = recorded_requirements(wheel_path.resolve().parent, wheel_path)
-        runner.verify_wheel(wheel_path, spec=spec, host=host, network_mode=engine.network_mode_for(network), **kwargs)
+            requirements = recorded_requirements(wheel_path.resolve().parent, wheel_path)
+            options = replace(options, runtime_requirements=tuple(requirements))
+        runner.verify_wheel(wheel_path, spec=spec, options=options, console=report_console(options.json_out))
         return
     # The runtime image is built from the context the artifact records (the recipe is not rendered again).
     published.verify_artifact(spec, _latest_artifact(spec),
                              on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
                                                                 markup=False, highlight=False),
-                             options=VerifyOptions(**kwargs, beside=beside),
+                             options=options, console=report_console(options.json_out),
                              client=engine.connect(engine_url) if engine_url else None)
 
 
-def _verify_image(image: str, recipe: str | None, wheel: str | None, sets, *, host: bool, python: str | None,
-                  expect, as_json: bool, sizes: str, iters: int, module: str | None, settings: Settings,
-                  compile_matrix: str = "smoke") -> None:
+def _verify_image(request: VerifyRequest, options: VerifyOptions, settings: Settings) -> None:
     from buildctl import engine
     from buildctl.verify import image as image_verify
     from buildctl.verify.expectations import parse_expect
 
-    if wheel or host:
-        raise InputError(f"--image verifies what the image holds; {'--wheel' if wheel else '--host'} verifies a wheel; "
-                         "fix: give one of them")
-    module = module or "torch"
-    expectations = parse_expect(expect or (), module)  # bad input refused before the engine is asked
+    if request.wheel or options.host:
+        raise InputError(f"--image verifies what the image holds; {'--wheel' if request.wheel else '--host'} verifies "
+                         "a wheel; fix: give one of them")
+    module = options.module or "torch"
+    expectations = parse_expect(request.expect, module)  # bad input refused before the engine is asked
     spec = None
-    if recipe:
-        spec, _ = load_spec(recipe, sets, site=site_options(settings), preflight=False)
-    elif sets:
+    if request.recipe:
+        spec, _ = load_spec(request.recipe, list(request.sets), site=site_options(settings), preflight=False)
+    elif request.sets:
         raise InputError("--set changes a recipe; fix: add --recipe R, or use --expect key=value")
     network = spec.site.network if spec else settings.network
-    image_verify.verify_image(image, python=python or "python3", module=module, expect=expectations, spec=spec,
-                              sizes=sizes, iters=iters, json_out=as_json, network_mode=engine.network_mode_for(network),
-                              compile_matrix=compile_matrix)
+    options = replace(options, module=module, network_mode=engine.network_mode_for(network))
+    image_verify.verify_image(request.image, python=request.python or "python3", expect=expectations, spec=spec,
+                              options=options, console=report_console(options.json_out))

@@ -26,7 +26,7 @@ from buildctl.errors import StepFailed as StepFailed
 
 # Each module and the names of the API it holds.
 _MODULES = {
-    "build": ("build_image",),
+    "build": ("ImageSpec", "build_image"),
     "connection": ("API_TIMEOUT", "connect", "engine_facts", "engine_on_this_machine", "explain_connect_error",
                    "facts_at"),
     "dockerfile": ("base_image_refs",),
@@ -39,7 +39,7 @@ _MODULES = {
     "lines": ("LineSink",),
     "objects": ("image_exists", "inspect_image", "labelled", "list_buildctl_containers", "list_buildctl_volumes",
                 "remove_volume", "volume_exists"),
-    "run": ("ContainerResult", "container_state", "remove_container", "run_container"),
+    "run": ("ContainerResult", "ContainerSpec", "container_state", "remove_container", "run_container"),
     "signals": ("terminate_as_interrupt",),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}

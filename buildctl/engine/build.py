@@ -17,6 +17,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,30 +37,40 @@ from buildctl.errors import EngineError, StepFailed
 from buildctl.secrets import Credentials, Masker, SecretServer, url_secrets
 
 
+@dataclass(frozen=True)
+class ImageSpec:
+    """What one image build is: the context folder, the tag and how it is built (build_image's request).
+    allow_pull: let the engine pull a base image the Dockerfile names (else an absent one is refused)."""
+
+    context_dir: Path
+    tag: str
+    buildargs: Mapping[str, str] | None = None
+    network_mode: str | None = None
+    target: str | None = None
+    labels: Mapping[str, str] | None = None
+    nocache: bool = False
+    dockerfile: str = "Dockerfile"
+    allow_pull: bool = False
+
+
 def build_image(
     client: docker.DockerClient,
-    context_dir: Path,
-    tag: str,
+    spec: ImageSpec,
     *,
-    buildargs: Mapping[str, str] | None = None,
-    network_mode: str | None = None,
-    target: str | None = None,
-    labels: Mapping[str, str] | None = None,
-    nocache: bool = False,
     on_line: LineSink | None = None,
-    dockerfile: str = "Dockerfile",
     secrets: Iterable[str] = (),
-    allow_pull: bool = False,
     credentials: Credentials | None = None,
 ) -> str:
-    """Build `context_dir` (Docker's classic builder, Podman's buildah), streaming the log line by line;
-    the image id.
+    """Build `spec.context_dir` (Docker's classic builder, Podman's buildah), streaming the log line by
+    line; the image id.
 
     A failing step raises StepFailed(step="image") with the masked log; a full disk raises EngineError.
     Proxy build args (HTTP_PROXY & co.) are left out of the image history by Docker itself.
     `credentials` are served to the RUN steps for the duration of the build (`_credential_hosts`).
     """
-    context_dir = Path(context_dir)
+    context_dir, tag, buildargs, network_mode, target = (Path(spec.context_dir), spec.tag, spec.buildargs,
+                                                         spec.network_mode, spec.target)
+    labels, nocache, dockerfile, allow_pull = spec.labels, spec.nocache, spec.dockerfile, spec.allow_pull
     buildargs = {str(k): str(v) for k, v in (buildargs or {}).items()}
     masker = Masker([*secrets, *(s for v in buildargs.values() for s in url_secrets(v)),
                      *(credentials.values() if credentials else ())])

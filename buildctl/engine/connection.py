@@ -14,7 +14,7 @@ import docker
 import requests
 from docker import errors as derr
 
-from buildctl import urls
+from buildctl import settings, urls
 from buildctl.engine.failures import api_error, connection_lost, display_name, one_line
 from buildctl.engine.kind import kind_of
 from buildctl.engine.lazy import CONNECT_TIMEOUT
@@ -34,7 +34,7 @@ def connect(url: str | None = None, *, environ: Mapping[str, str] | None = None)
     ssh:// goes through the `ssh` binary and the remote's `docker system dial-stdio` (no paramiko).
     Failures are EngineError one-liners with the fix, the address's login masked (shown_engine).
     """
-    env = dict(os.environ if environ is None else environ)
+    env = settings.environ() if environ is None else dict(environ)
     if url:
         env["DOCKER_HOST"] = url
     host = env.get("DOCKER_HOST", "").strip()
@@ -156,7 +156,7 @@ def _explained(exc: BaseException, host: str, env: Mapping[str, str] | None, ssh
     text = " ".join(str(e) for e in chain)
     where = shown_engine(host) if host else "unix:///var/run/docker.sock"
     scheme = where.split("://", 1)[0].lower()
-    env = os.environ if env is None else env
+    env = settings.environ() if env is None else env
 
     def has(kind: type[BaseException], words: str) -> bool:
         return any(isinstance(e, kind) for e in chain) or words.lower() in text.lower()
@@ -238,11 +238,17 @@ def engine_on_this_machine(client: docker.DockerClient) -> bool:
     return host in ("localhost", "127.0.0.1", "::1")
 
 
-def facts_at(url: str | None) -> dict[str, Any]:
-    """engine_facts of the engine at `url` (None: DOCKER_HOST's), over a connection of its own."""
-    client = connect(environ={**os.environ, "DOCKER_HOST": url} if url else None)
+def facts_at(url: str | None, *, base_images: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    """engine_facts of the engine at `url` (None: DOCKER_HOST's), over a connection of its own; with
+    `base_images` ({ref: distro}), also whether each is present, pullable or missing (`base_images`)."""
+    client = connect(url or None)
     try:
-        return engine_facts(client)
+        facts = engine_facts(client)
+        if base_images:
+            from buildctl.engine.pull import base_image_states
+
+            facts["base_images"] = base_image_states(client, base_images)
+        return facts
     finally:
         client.close()
 

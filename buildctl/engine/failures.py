@@ -3,13 +3,12 @@ lost connection, an image buildctl will not pull. (A failed step is errors.StepF
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 
 from docker import errors as derr
 
-from buildctl import urls
+from buildctl import settings, urls
 from buildctl.errors import EngineError, one_line
 from buildctl.secrets import mask_url
 
@@ -42,7 +41,7 @@ def display_name(url: str | None = None) -> str:
     engine addresses): its URL (default DOCKER_HOST) with any login masked, or `local`. An address that
     tools read in different ways (a login holding '/', '?' or '#') is not shown at all: masking cannot
     tell its login from its host."""
-    url = os.environ.get("DOCKER_HOST", "") if url is None else url
+    url = settings.docker_host() if url is None else url
     if not url:
         return LOCAL
     if "://" in url and url.split("://", 1)[0].lower() != "unix" and urls.problem(url):

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
+
+from buildctl import settings
 
 CONNECT_TIMEOUT = 20  # seconds to reach the engine at all (and here, for its answer)
 DEFAULT_SOCKET = "/var/run/docker.sock"  # docker-py's engine when DOCKER_HOST is not set
@@ -25,7 +26,7 @@ DEFAULT_SOCKET = "/var/run/docker.sock"  # docker-py's engine when DOCKER_HOST i
 def local_socket(url: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:
     """The unix socket of the engine at `url` (else DOCKER_HOST's, else the default); None for an engine
     reached over the network (tcp://, ssh://, http[s]://)."""
-    host = (url or (os.environ if environ is None else environ).get("DOCKER_HOST", "")).strip()
+    host = (url or (settings.docker_host() if environ is None else environ.get("DOCKER_HOST", ""))).strip()
     if not host:
         return DEFAULT_SOCKET
     scheme, _, path = host.partition("://")

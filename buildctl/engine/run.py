@@ -12,7 +12,7 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,34 +134,9 @@ def remove_container(client: docker.DockerClient, ref: str) -> None:
         log.warning("could not remove container %s: %s", ref, one_line(str(last), 200))
 
 
-def run_container(
-    client: docker.DockerClient,
-    image: str,
-    command: list[str],
-    *,
-    env: Mapping[str, str] | None = None,
-    inputs: Mapping[str, Path | Tree] | None = None,
-    outputs: Mapping[str, Path] | None = None,
-    volumes: Mapping[str, str] | None = None,
-    network_mode: str | None = None,
-    mem_limit: str | int | None = None,
-    cpuset_cpus: str | None = None,
-    gpus: bool = False,
-    workdir: str | None = None,
-    user: str | None = None,
-    on_line: LineSink | None = None,
-    keep: bool = False,
-    name: str | None = None,
-    labels: Mapping[str, str] | None = None,
-    secrets: Iterable[str] = (),
-    shm_size: str | None = None,
-    ipc_mode: str | None = None,
-    credentials: Credentials | None = None,
-    timeout: float | None = None,
-    on_interrupt: Callable[[str], None] | None = None,
-    entrypoint: list[str] | None = None,
-) -> ContainerResult:
-    """Run `command` in a fresh container of `image`; its exit code, OOM flag and (masked) log.
+@dataclass(frozen=True)
+class ContainerSpec:
+    """What one container is: its image, command and how it runs (run_container's request).
 
     inputs {container path: host path}: copied in before start (a directory's contents land at the
     container path, a file at that path), owned by `user` when numeric, else root, mtimes kept.
@@ -169,19 +144,59 @@ def run_container(
     directory's contents (or a file) replace the host dir; only regular files and folders within
     OUTPUT_CAPS are accepted (else InputError, nothing written); absent ones are listed in missing_outputs.
     volumes {volume name: container path}: named volumes, created (labelled) when missing.
+    cpuset_cpus: the CPUs the container may run on (docker's --cpuset-cpus, e.g. "0" or "0-3").
+    keep: keeps the container, only after a normal finish.
+    timeout: seconds from start; then the container is killed and the result says timed_out.
+    entrypoint: replaces the image's ENTRYPOINT; [""] runs `command` as it is, whatever the image sets.
+    name: a fixed name makes the run exclusive: while a container of that name exists, run_container
+    raises EngineError (ContainerNameInUse) and leaves the other container alone.
+    """
+
+    image: str
+    command: Sequence[str]
+    env: Mapping[str, str] | None = None
+    inputs: Mapping[str, Path | Tree] | None = None
+    outputs: Mapping[str, Path] | None = None
+    volumes: Mapping[str, str] | None = None
+    network_mode: str | None = None
+    mem_limit: str | int | None = None
+    cpuset_cpus: str | None = None
+    gpus: bool = False
+    workdir: str | None = None
+    user: str | None = None
+    keep: bool = False
+    name: str | None = None
+    labels: Mapping[str, str] | None = None
+    shm_size: str | None = None
+    ipc_mode: str | None = None
+    timeout: float | None = None
+    entrypoint: list[str] | None = None
+
+
+def run_container(
+    client: docker.DockerClient,
+    spec: ContainerSpec,
+    *,
+    on_line: LineSink | None = None,
+    secrets: Iterable[str] = (),
+    credentials: Credentials | None = None,
+    on_interrupt: Callable[[str], None] | None = None,
+) -> ContainerResult:
+    """Run `spec.command` in a fresh container of `spec.image`; its exit code, OOM flag and (masked) log.
+
     credentials: copied in as /run/buildctl-secrets before start (never in the container's config);
     the command takes them with templates/secrets.sh, which removes the file.
-    The container is removed on every path (errors, Ctrl-C, SIGTERM); `keep` keeps it only after a
+    The container is removed on every path (errors, Ctrl-C, SIGTERM); `spec.keep` keeps it only after a
     normal finish. A non-zero exit is a result, not an exception; engine problems raise EngineError.
     oom_killed is the engine's OOMKilled, never guessed from exit code 137 (a `docker kill` gives 137).
-    cpuset_cpus: the CPUs the container may run on (docker's --cpuset-cpus, e.g. "0" or "0-3").
-    timeout: seconds from start; then the container is killed and the result says timed_out.
     on_interrupt(container id): called on Ctrl-C/SIGTERM while the container still runs, before it is
     removed (e.g. to record what was in flight); its own errors are ignored.
-    entrypoint: replaces the image's ENTRYPOINT; [""] runs `command` as it is, whatever the image sets.
-    name: a fixed name makes the run exclusive: while a container of that name exists, this raises
-    EngineError (ContainerNameInUse) and leaves the other container alone.
     """
+    image, command, env, inputs, outputs = spec.image, spec.command, spec.env, spec.inputs, spec.outputs
+    volumes, network_mode, mem_limit, cpuset_cpus, gpus = (spec.volumes, spec.network_mode, spec.mem_limit,
+                                                           spec.cpuset_cpus, spec.gpus)
+    workdir, user, keep, name, labels = spec.workdir, spec.user, spec.keep, spec.name, spec.labels
+    shm_size, ipc_mode, timeout, entrypoint = spec.shm_size, spec.ipc_mode, spec.timeout, spec.entrypoint
     if credentials:
         refuse_in_clear(client)
     env = {str(k): str(v) for k, v in (env or {}).items()}

@@ -27,7 +27,7 @@ import docker
 import requests
 from docker import errors as derr
 
-from buildctl import engine, urls
+from buildctl import engine, settings, urls
 from buildctl.errors import BuildctlError
 from buildctl.host.apt_mirrors import (
     UBUNTU_SUITES,
@@ -137,7 +137,7 @@ def _rootfs_dir(tmpdir: Path | None) -> Iterator[Path]:
 
 def _run_streamed(cmd: list[str], on_line: LineSink, what: str) -> None:
     tail: list[str] = []
-    env = {**os.environ, "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
+    env = {**settings.environ(), "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=env
     )

@@ -44,7 +44,7 @@ import socket
 import stat
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -316,12 +316,14 @@ def _used_since(item: dict, root: Path) -> str | None:
     return "used again while clean ran" if last is not None and last > seen else None
 
 
-def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None, images: bool = True,
-          caches: bool = True, containers: bool = True, dry_run: bool = False, root: Path | None = None,
+def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None,
+          objects: Collection[str] = ("images", "caches", "containers"), dry_run: bool = False, root: Path | None = None,
           namespace: str | None = None, labels: Mapping[str, str] | None = None, client: Any = None) -> dict:
     """Remove orphans always, and what was not used for `older_than_days`, then the least recently used
-    until at most `keep_bytes` remain. Engine objects: labelled buildctl=1, in `namespace` when given
+    until at most `keep_bytes` remain. Engine `objects`: of those kinds (--no-images, ... leave one out),
+    labelled buildctl=1, in `namespace` when given
     (None: every buildctl object), and carrying every one of `labels` (tests pass their own)."""
+    images, caches, containers = ("images" in objects), ("caches" in objects), ("containers" in objects)
     root = Path(root or artifacts.artifacts_root())
     now = time.time()
     items, links = _file_items(root, now)

@@ -6,8 +6,10 @@ engine error, and optionally the GPU report (default: `gpus.inventory()`, which 
 
 Engine facts: the dict of `engine.engine_facts()` (keys kind = Docker or Podman, server_version, os,
 storage_driver, docker_root_dir, cpus, memory_bytes, runtimes, nvidia_runtime, rootless, memory_limits,
-memory_limits_note, local, free_bytes = free bytes under the data root, known only for a local engine). The raw `docker info` keys (ServerVersion, OperatingSystem, Driver,
-DockerRootDir, NCPU, MemTotal, Runtimes) are read too. Missing keys show as unknown.
+memory_limits_note, local, free_bytes = free bytes under the data root, known only for a local engine;
+base_images = {ref: {state: present | pullable | missing, detail, fix}} for the recipes' base images,
+`engine.facts_at(url, base_images=...)`). The raw `docker info` keys (ServerVersion, OperatingSystem,
+Driver, DockerRootDir, NCPU, MemTotal, Runtimes) are read too. Missing keys show as unknown.
 """
 
 from __future__ import annotations
@@ -152,7 +154,14 @@ def _engine_section(engine_facts: dict | None, engine_error: str | None) -> dict
         "mem_bytes": _pick(engine_facts, "memory_bytes", "MemTotal"),
         "runtimes": sorted(runtimes),
         "local": engine_facts.get("local"),
+        # the recipes' base images: present, pullable (its registry answered) or missing, with the fix
+        "base_images": dict(engine_facts.get("base_images") or {}),
     }
+
+
+def base_images_needed(recipes: list[tuple[str, Spec]]) -> dict[str, str | None]:
+    """{base image: its distro} over the recipes, in order: what doctor asks the engine about."""
+    return {spec.base.image: spec.base.distro for _, spec in recipes}
 
 
 def _recipe_entry(source: str, spec: Spec, engine: dict, engine_facts: dict | None, gpu: GpuReport) -> dict:
@@ -176,6 +185,10 @@ def _recipe_entry(source: str, spec: Spec, engine: dict, engine_facts: dict | No
         build_ok = False
         reasons.append(f"no container engine: {engine['error']}")
     else:
+        base = (engine.get("base_images") or {}).get(spec.base.image)
+        if base is not None and base["state"] == "missing":
+            build_ok = False
+            reasons.append(f"base image {spec.base.image} missing; {base['fix']}")
         free = engine["data_root_free_bytes"]
         if free is None:
             where = "remote engine" if engine.get("local") is False else "engine"
@@ -248,13 +261,12 @@ def doctor(
 
 def print_doctor(report: dict, console=None) -> None:
     """Render a doctor report with rich tables."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from buildctl.ui import print_detail
+    from buildctl.ui import print_detail, report_console
 
-    console = console or Console()
+    console = console or report_console()
     eng = report["engine"]
     if not eng["ok"]:
         console.print(f"[bold red]engine:[/] {eng['error']}")
@@ -272,6 +284,18 @@ def print_doctor(report: dict, console=None) -> None:
         t.add_row("memory limits", "yes" if sup["memory_limits"] else f"no: {sup['memory_limits_note']}")
         t.add_row("GPUs (--gpus)", "yes" if sup["gpus"] else f"no: {sup['gpus_note']}")
         console.print(t)
+        if eng.get("base_images"):
+            t = Table(title="Base images")
+            for col in ("image", "state"):
+                t.add_column(col, overflow="fold")
+            for ref, b in eng["base_images"].items():
+                t.add_row(Text(ref), Text(b["state"], {"present": "green", "pullable": "yellow"}.get(b["state"], "red")))
+            console.print(t)
+            # Why and the fix, long: text after the table, as the recipes' reasons.
+            for ref, b in eng["base_images"].items():
+                if b["state"] != "present":
+                    print_detail(console, f"base image {ref}", f"{b['detail']}" + (f"; {b['fix']}" if b["fix"] else ""),
+                                 style="")
 
     g = report["gpus"]
     if not g["gpus"]:

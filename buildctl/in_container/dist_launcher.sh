@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# buildctl's distributed-compile launcher (buildctl/build/dist.py copies it into the compile container and
+# buildctl's distributed-compile launcher (buildctl/pipeline/dist.py copies it into the compile container and
 # names it in CCACHE_PREFIX): ccache runs `dist_launcher.sh COMPILER ARGS...` for each compile it did not
 # find cached, in the compile's own directory, and caches what it makes.
 #

@@ -52,7 +52,7 @@ def deep_merge(base: dict, child: dict) -> dict:
 
 
 def _resolve_relative_paths(data: dict, file: Path) -> None:
-    """A local source path or patch file is relative to the file that names it."""
+    """A local source path, patch file or CA certificate is relative to the file that names it."""
     for section in (data.get("framework"), (data.get("toolchain") or {}).get("ascend")):
         if not isinstance(section, dict):
             continue
@@ -64,6 +64,10 @@ def _resolve_relative_paths(data: dict, file: Path) -> None:
     for patch in patches if isinstance(patches, list) else ():
         if isinstance(patch, dict) and isinstance(patch.get("file"), str) and not os.path.isabs(patch["file"]):
             patch["file"] = os.path.normpath(str(file.parent / patch["file"]))
+    certs = data["site"].get("ca_certs") if isinstance(data.get("site"), dict) else None
+    if isinstance(certs, list):
+        data["site"]["ca_certs"] = [os.path.normpath(str(file.parent / c)) if isinstance(c, str) and not
+                                    os.path.isabs(os.path.expanduser(c)) else c for c in certs]
 
 
 def _load_file(path: Path, stack: tuple[Path, ...], reads: list[tuple[str, str]] | None = None) -> Located:
@@ -336,7 +340,11 @@ def load(recipe: str, overrides: list[str] | None = None, *, site: dict | None =
     name = loc.data.pop("name", None) or path.stem
     loc.data["name"] = name
     if site:
-        loc.data["site"] = deep_merge(loc.data.get("site") or {}, site)
+        recipe_site = loc.data.get("site") if isinstance(loc.data.get("site"), dict) else {}
+        loc.data["site"] = deep_merge(recipe_site, site)
+        certs = (recipe_site.get("ca_certs"), site.get("ca_certs"))
+        if all(isinstance(c, list) for c in certs):  # one list: the recipe's, then the command line's
+            loc.data["site"]["ca_certs"] = list(dict.fromkeys(c for cs in certs for c in cs if isinstance(c, str)))
     apply_overrides(loc, overrides or [])
     try:
         return Spec.model_validate(loc.data)

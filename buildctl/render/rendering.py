@@ -48,8 +48,7 @@ class _CompiledTemplateCache(jinja2.FileSystemBytecodeCache):
     cannot be written is only slower, never an error."""
 
     def __init__(self) -> None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        super().__init__(os.path.join(base, "buildctl", "templates"))
+        super().__init__(str(settings.user_cache_home() / "buildctl" / "templates"))
 
     def dump_bytecode(self, bucket) -> None:
         try:
@@ -98,10 +97,26 @@ def _render_stage(template: str, **ctx) -> str:
     return _env.get_template(f"providers/{template}").render(**ctx).rstrip() + "\n"
 
 
-def _site_files(spec: Spec, ca_texts: dict[str, str]) -> dict[str, str]:
-    files = {"certs/.keep": "", "apt/.keep": ""}
-    for name, text in ca_texts.items():
-        files[f"certs/{name}"] = text
+def _ca_files(spec: Spec) -> dict[str, str]:
+    """The site's CA certificates (the recipe's `site.ca_certs`, then --ca-cert's: recipe.load merges them), each
+    read once, as certs/ files: the Dockerfile adds them to the image's trust store. Not keyed (store/key.py)."""
+    files = {}
+    for i, p in enumerate(spec.site.ca_certs):
+        path = Path(p).expanduser()
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError):
+            raise InputError(f"CA certificate {p} (--ca-cert or site.ca_certs): file not found or unreadable; "
+                             "fix: give a PEM file (e.g. /etc/ssl/certs/ca-certificates.crt)") from None
+        if "-----BEGIN CERTIFICATE-----" not in text:
+            raise InputError(f"CA certificate {p} (--ca-cert or site.ca_certs): no PEM certificate in it; "
+                             "fix: give a PEM file")
+        files[f"certs/{i:02d}-{path.stem}.crt"] = text
+    return files
+
+
+def _site_files(spec: Spec) -> dict[str, str]:
+    files = {"certs/.keep": "", "apt/.keep": "", **_ca_files(spec)}
     site = spec.site
     if site.apt_mirror:
         suite = spec.base.distro
@@ -116,7 +131,7 @@ def _site_files(spec: Spec, ca_texts: dict[str, str]) -> dict[str, str]:
     return files
 
 
-def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
+def render(spec: Spec) -> Rendered:
     """Render the Dockerfile, the build script, the verify probe and the resolved recipe."""
     settings.checkout()  # the templates are the checkout's
     shown = resolved_yaml(spec)  # credentials masked as ***, so a reader sees where they were
@@ -209,7 +224,7 @@ def render(spec: Spec, *, ca_texts: dict[str, str] | None = None) -> Rendered:
         "recipe.resolved.yaml": shown,
         ".dockerignore": "downloads/**/.keep\n",
     }
-    files.update(_site_files(spec, ca_texts or {}))
+    files.update(_site_files(spec))
     patches = _patch_files(spec)
     files.update({name: text for name, (_, text) in patches.items()})
     for f in frags:

@@ -17,7 +17,6 @@ engine with the NVIDIA runtime, when the list has one.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -37,7 +36,7 @@ from buildctl.recipe.schema import Spec
 from buildctl.scaleout import plan
 from buildctl.store import artifacts
 from buildctl.store.manifest import Manifest
-from buildctl.ui import strip_controls
+from buildctl.ui import print_json, strip_controls, warning_console
 
 
 @dataclass
@@ -176,9 +175,9 @@ def table(outcomes: list[Outcome]) -> Table:
 def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Settings, *, as_json: bool,
         no_preflight: bool = False) -> list[Outcome]:
     """Build `specs` ((recipe argument, spec) pairs) over the chosen engines; the outcomes, in plan order."""
-    urls_given = list(chosen.engines) or [os.environ.get("DOCKER_HOST", "")]
+    urls_given = list(chosen.engines) or [settings.docker_host()]
     capacities, urls = [], {}
-    err = Console(stderr=True, highlight=False)
+    err = warning_console()
     for url in urls_given:
         cap, why = engine_capacity(url)
         if cap is None:
@@ -235,8 +234,7 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
 
 def print_outcomes(outcomes: list[Outcome], *, as_json: bool, out: Console) -> None:
     if as_json:
-        sys.stdout.write(json.dumps({"ok": all(o.ok for o in outcomes), "builds": [o.to_dict() for o in outcomes]},
-                                    indent=2) + "\n")
+        print_json({"ok": all(o.ok for o in outcomes), "builds": [o.to_dict() for o in outcomes]})
         return
     out.print(table(outcomes))
     for o in outcomes:

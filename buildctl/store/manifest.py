@@ -1,5 +1,5 @@
 """manifest.json: what a build records of itself, typed (the stages after it read this, never the recipe
-rendered again). Written once by the publish stage (build.stages.artifact.assemble), read everywhere
+rendered again). Written once by the publish stage (pipeline.stages.artifact.assemble), read everywhere
 through `Manifest.read`.
 
 The keys and their order are those buildctl has always written. Reading is lenient as to what older
@@ -115,7 +115,7 @@ class Portability(_Section):
 
 class Configure(_Section):
     """What CMake decided at configure, fact by fact, against what the recipe asks (the configure gate:
-    build/configure_gate.py). A row: fact, asked (None: not pinned), asked_by, decided (None: not
+    pipeline/configure_gate.py). A row: fact, asked (None: not pinned), asked_by, decided (None: not
     recorded), where CMake recorded it, status (ok | shown | not recorded | off with <switch>)."""
 
     ok: bool = True
@@ -143,7 +143,7 @@ class Manifest(_Section):
     max_jobs: int | None = None
     peak_memory_bytes: int | None = None
     compile_cache: dict[str, Any] = {}
-    dist: dict[str, Any] | None = None  # the build cluster (build/dist.py), when a scheduler was set
+    dist: dict[str, Any] | None = None  # the build cluster (pipeline/dist.py), when a scheduler was set
     resumed: dict[str, Any] | None = None
     wheels: list[WheelEntry]
     namespace: str | None = None

@@ -11,7 +11,8 @@ import os
 import re
 import struct
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -143,6 +144,27 @@ def requires_for_python(requires: Sequence[str], python: str) -> list[str]:
             req.marker = None
             out.append(str(req))
     return out
+
+
+@dataclass(frozen=True)
+class WheelFacts:
+    """What a wheel says of itself, read once (issue 37: verification read its zip again at every step):
+    the file, the tags of its name and the Requires-Dist of its METADATA (one bounded read of the zip)."""
+
+    path: Path
+    tags: Mapping[str, str | None]
+    requires: tuple[str, ...]
+
+    @classmethod
+    def read(cls, wheel: Path) -> WheelFacts:
+        return cls(Path(wheel), wheel_tags(Path(wheel)), tuple(wheel_requires(Path(wheel))))
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def is_cuda(self, spec: Spec | None) -> bool:
+        return is_cuda_wheel(self.path, spec, self.requires)
 
 
 def is_cuda_wheel(wheel: Path, spec: Spec | None, requires: Sequence[str] | None = None) -> bool:

@@ -15,8 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildctl.recipe.schema import Spec
-from buildctl.verify.targets import install_lines
+from buildctl.verify.targets import RuntimeImage, install_lines
 
 CANNOT_TEST = 125
 DEFAULT_TIMEOUT_S = 1800
@@ -47,14 +46,15 @@ def container_script(venv: str, python: str, wheel_name: str | None, reqs: list[
     ])
 
 
-def run_command(command: str, *, artifact: Path, wheel: Path | None, spec: Spec, image: str, namespace: str, client,
-                cache_dir: Path, on_line: Callable[[str], None], timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult:
-    """`command` in a fresh container of `image` (the artifact's runtime image) with the artifact's wheels."""
+def run_command(command: str, *, artifact: Path, wheel: Path | None, runtime: RuntimeImage, cache_dir: Path,
+                on_line: Callable[[str], None], timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult:
+    """`command` in a fresh container of the artifact's runtime image with the artifact's wheels."""
     from buildctl import engine
     from buildctl.store.manifest import Manifest
     from buildctl.verify import extensions
     from buildctl.verify.wheelhouse import DISTRO_GLIBC, manylinux_platforms, prepare_wheelhouse
 
+    spec, image, namespace, client = runtime.spec, runtime.image, runtime.namespace, runtime.client
     python = spec.python.version
     manifest = Manifest.read(artifact)
     ext_set = extensions.from_artifact(artifact, manifest, spec.framework.dist, {}, python)
@@ -67,11 +67,21 @@ def run_command(command: str, *, artifact: Path, wheel: Path | None, spec: Spec,
     inputs = {"/verify/wheelhouse": Path(wheelhouse), **({f"/verify/in/{wheel.name}": wheel} if wheel else {}),
               **{f"/verify/ext/{w.name}": w for w in ext_wheels}}
     res = engine.run_container(
-        client, image, ["/bin/sh", "-c", script], env={"BUILDCTL_TEST": command, "PYTHONUNBUFFERED": "1",
-                                                       "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-        inputs=inputs, network_mode=engine.network_mode_for(spec.site.network), on_line=on_line,
-        labels={"buildctl.role": "bisect-test", **engine.buildctl_labels(recipe=spec.name, namespace=namespace)},
-        timeout=timeout)
+        client,
+        engine.ContainerSpec(
+            image,
+            ["/bin/sh", "-c", script],
+            env={"BUILDCTL_TEST": command, "PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+            inputs=inputs,
+            network_mode=engine.network_mode_for(spec.site.network),
+            labels={
+                "buildctl.role": "bisect-test",
+                **engine.buildctl_labels(recipe=spec.name, namespace=namespace),
+            },
+            timeout=timeout,
+        ),
+        on_line=on_line,
+    )
     lines = [ln for ln in (res.log or "").splitlines() if ln.strip()]
     code = res.exit_code if res.exit_code is not None else CANNOT_TEST
     return CommandResult(code, tuple(lines[-LOG_TAIL:]), bool(res.timed_out))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import os
 import platform
 import shlex
 import shutil
@@ -23,13 +22,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.in_container import HERE as IN_CONTAINER
 from buildctl.recipe.schema import Spec
 from buildctl.secrets import proxy_env, split_credentials
 from buildctl.verify import debug_report
 from buildctl.verify.debug_report import DebugResult
-from buildctl.verify.targets import install_lines, last_lines
+from buildctl.verify.targets import RuntimeImage, install_lines, last_lines
 
 GDB_SCRIPT = IN_CONTAINER / "gdb_crash.py"
 MAIN = IN_CONTAINER / "debug_main.py"
@@ -111,10 +111,19 @@ def debug_image(client, runtime: str, *, spec: Spec, namespace: str, on_line: Ca
     credentials = split_credentials(spec)[1]
     with tempfile.TemporaryDirectory(prefix="buildctl-debug-image-") as ctx:
         Path(ctx, "Dockerfile").write_text(text)
-        engine.build_image(client, Path(ctx), tag, buildargs=proxy_env(spec),
-                           network_mode=engine.network_mode_for(spec.site.network), on_line=on_line,
-                           secrets=[*secrets, *credentials.values()], credentials=credentials,
-                           labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace))
+        engine.build_image(
+            client,
+            engine.ImageSpec(
+                Path(ctx),
+                tag,
+                buildargs=proxy_env(spec),
+                network_mode=engine.network_mode_for(spec.site.network),
+                labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace),
+            ),
+            on_line=on_line,
+            secrets=[*secrets, *credentials.values()],
+            credentials=credentials,
+        )
     return tag
 
 
@@ -152,13 +161,21 @@ def _prepared(wheel: Path, spec: Spec, runtime: str, namespace: str, client, cac
     return python, reqs, Path(wheelhouse), image
 
 
-def run_program(wheel: Path, program: Program, *, spec: Spec, image: str, namespace: str, client,
-                on_line: Callable[[str], None], timeout: float = DEFAULT_TIMEOUT_S, cache_dir: Path,
-                facts: dict | None = None) -> DebugResult:
-    """`program` under gdb in a fresh container of `image` (the recipe's runtime image) with `wheel`
-    installed; the container is removed on every path (run_container), Ctrl-C included."""
+def run_program(
+    wheel: Path,
+    program: Program,
+    *,
+    runtime: RuntimeImage,
+    on_line: Callable[[str], None],
+    timeout: float = DEFAULT_TIMEOUT_S,
+    cache_dir: Path,
+    facts: dict | None = None,
+) -> DebugResult:
+    """`program` under gdb in a fresh container of the recipe's runtime image with `wheel` installed; the
+    container is removed on every path (run_container), Ctrl-C included."""
     from buildctl import engine
 
+    spec, image, namespace, client = runtime.spec, runtime.image, runtime.namespace, runtime.client
     python, reqs, wheelhouse, image = _prepared(wheel, spec, image, namespace, client, cache_dir, on_line)
     with tempfile.TemporaryDirectory(prefix="buildctl-debug-") as tmp:
         source = Path(tmp, "program.py")
@@ -166,14 +183,34 @@ def run_program(wheel: Path, program: Program, *, spec: Spec, image: str, namesp
         out = Path(tmp, "out")
         out.mkdir()
         res = engine.run_container(
-            client, image, ["/bin/sh", "-c", container_script(spec.python.venv, python, wheel.name, reqs, program)],
-            env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", **NO_FOREIGN_CRASH_HANDLERS,
-                 "GDB_CRASH_TIMEOUT": f"{timeout:g}", "GDB_CRASH_JSON": f"{OUT}/{REPORT}"},
-            inputs={f"/verify/in/{wheel.name}": wheel, "/verify/wheelhouse": wheelhouse,
-                    f"{IN}/{GDB_SCRIPT.name}": GDB_SCRIPT, f"{IN}/{MAIN.name}": MAIN, program.container_path: source},
-            outputs={OUT: out}, network_mode=engine.network_mode_for(spec.site.network), on_line=on_line,
-            labels={"buildctl.role": "debug", **engine.buildctl_labels(recipe=spec.name, namespace=namespace)},
-            timeout=timeout + INSTALL_S)
+            client,
+            engine.ContainerSpec(
+                image,
+                ["/bin/sh", "-c", container_script(spec.python.venv, python, wheel.name, reqs, program)],
+                env={
+                    "PYTHONUNBUFFERED": "1",
+                    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                    **NO_FOREIGN_CRASH_HANDLERS,
+                    "GDB_CRASH_TIMEOUT": f"{timeout:g}",
+                    "GDB_CRASH_JSON": f"{OUT}/{REPORT}",
+                },
+                inputs={
+                    f"/verify/in/{wheel.name}": wheel,
+                    "/verify/wheelhouse": wheelhouse,
+                    f"{IN}/{GDB_SCRIPT.name}": GDB_SCRIPT,
+                    f"{IN}/{MAIN.name}": MAIN,
+                    program.container_path: source,
+                },
+                outputs={OUT: out},
+                network_mode=engine.network_mode_for(spec.site.network),
+                labels={
+                    "buildctl.role": "debug",
+                    **engine.buildctl_labels(recipe=spec.name, namespace=namespace),
+                },
+                timeout=timeout + INSTALL_S,
+            ),
+            on_line=on_line,
+        )
         result = debug_report.parse(_read_capped(out / REPORT, debug_report.MAX_REPORT_BYTES),
                                     _read_capped(out / STACK, debug_report.MAX_STACK_BYTES),
                                     hidden_files=(f"{IN}/{MAIN.name}",), facts=facts)
@@ -226,8 +263,8 @@ def _csv(fields: list[str]) -> str:
     return line.getvalue()
 
 
-def open_shell(wheel: Path, program: Program | None, *, spec: Spec, image: str, namespace: str, client,
-               volume: str | None, on_line: Callable[[str], None], cache_dir: Path) -> int:
+def open_shell(wheel: Path, program: Program | None, *, runtime: RuntimeImage, volume: str | None,
+               on_line: Callable[[str], None], cache_dir: Path) -> int:
     """`invoke debug --shell`: the container `run_program` would run, interactive, with gdb, the program
     and the build directory's sources (when its volume is still there) mounted; the shell's exit code."""
     from buildctl import engine
@@ -235,6 +272,7 @@ def open_shell(wheel: Path, program: Program | None, *, spec: Spec, image: str, 
     if shutil.which("docker") is None:
         raise InputError("--shell needs the docker command line (it opens the interactive terminal); fix: install "
                          "it (apt-get install docker.io or docker-ce-cli), or run without --shell")
+    spec, image, namespace, client = runtime.spec, runtime.image, runtime.namespace, runtime.client
     python, reqs, wheelhouse, image = _prepared(wheel, spec, image, namespace, client, cache_dir, on_line)
     sources = volume is not None and engine.volume_exists(client, volume)
     with tempfile.TemporaryDirectory(prefix="buildctl-debug-") as tmp:
@@ -249,4 +287,4 @@ def open_shell(wheel: Path, program: Program | None, *, spec: Spec, image: str, 
         cmd = shell_command(image, shell_script(spec.python.venv, python, wheel.name, reqs, program, sources),
                             mounts=mounts, env=env, network=engine.network_mode_for(spec.site.network),
                             labels={"buildctl.role": "debug", **engine.buildctl_labels(recipe=spec.name, namespace=namespace)})
-        return subprocess.run(cmd, env={**os.environ, **env}, check=False).returncode
+        return subprocess.run(cmd, env={**settings.environ(), **env}, check=False).returncode

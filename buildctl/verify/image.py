@@ -15,9 +15,10 @@ from buildctl.errors import InputError
 from buildctl.in_container import probe_inputs
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts
-from buildctl.ui import strip_controls
+from buildctl.ui import report_console, strip_controls
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import Expectations, evaluate, verdict
+from buildctl.verify.options import VerifyOptions
 from buildctl.verify.runner import (
     MODULES,
     check_compile_matrix,
@@ -50,20 +51,12 @@ def verify_image(
     image: str,
     *,
     python: str = "python3",
-    module: str = "torch",
     expect: Expectations | None = None,
     spec: Spec | None = None,
-    sizes: str = "8:256M",
-    iters: int = 20,
-    warmup: int = 5,
+    options: VerifyOptions | None = None,
     out_dir: Path | None = None,
-    json_out: bool = False,
-    network_mode: str | None = None,
-    sweep: bool | None = None,
     console: Console | None = None,
-    timeout: float = 3600,
     client=None,
-    compile_matrix: str = "smoke",
 ) -> rep.Report:
     """Verify the framework installed in `image`: the probe runs with the image's own `python` in a fresh
     container of it (root, removed on every path), nothing installed; the same report, checks and files
@@ -77,6 +70,15 @@ def verify_image(
     from buildctl.in_container.probe_sweep import parse_sizes
     from buildctl.verify.expectations import merge
 
+    options = options or VerifyOptions()
+    module = options.module or "torch"
+    sizes, iters, warmup, json_out, sweep = (
+        options.sizes,
+        options.iters,
+        options.warmup,
+        options.json_out,
+        options.sweep,
+    )
     if not IMAGE_REF.fullmatch(image or ""):
         raise InputError(f"--image {ascii(str(image)[:100])[1:-1]}: not an image reference; fix: give a local image as "
                          "docker images lists it, e.g. --image nvcr.io/nvidia/pytorch:25.01-py3")
@@ -91,11 +93,11 @@ def verify_image(
         raise InputError(f"--sizes: {e}") from None
     if iters < 1 or warmup < 0:
         raise InputError("--iters must be >= 1 and warm-up >= 0")
-    check_compile_matrix(compile_matrix)
+    check_compile_matrix(options.compile_matrix)
     client = client or engine.connect()
     info = inspect_image(client, image)
     ident = str(info["Id"])
-    console = console or Console(stderr=json_out)
+    console = console or report_console(json_out)
     out_dir = Path(out_dir) if out_dir else default_image_out_dir(image, ident)
     if sweep is None:
         sweep = spec.verify.allreduce if spec is not None else True
@@ -113,20 +115,45 @@ def verify_image(
             # By id, not by name: what runs is what is recorded, even if the tag moves meanwhile. As root, so
             # that the probe can write /verify/out whatever USER the image sets; no shell (distroless images)
             # and no ENTRYPOINT (an image's `python` or launcher script would take the command as arguments).
+            command = [
+                python,
+                "/verify/in/probe.py",
+                *probe_args(
+                    module,
+                    "/verify/out/probe.json",
+                    sweep=sweep,
+                    sizes=sizes,
+                    iters=iters,
+                    warmup=warmup,
+                    compile_matrix=options.compile_matrix,
+                ),
+            ]
+            container = engine.ContainerSpec(
+                ident,
+                command,
+                inputs={**probe_inputs("/verify/in"), "/verify/out": Path(empty)},
+                gpus=gpus,
+                network_mode=options.network_mode,
+                timeout=options.timeout,
+                user="0",
+                entrypoint=[""],
+            )
             probe, res = probe_in_container(
-                client, ident, [python, "/verify/in/probe.py",
-                                *probe_args(module, "/verify/out/probe.json", sweep=sweep, sizes=sizes,
-                                            iters=iters, warmup=warmup, compile_matrix=compile_matrix)],
-                {**probe_inputs("/verify/in"), "/verify/out": Path(empty)},
-                shown=image, what=f"probe.json of {image} (written by its own {python})", on_line=on_line,
-                gpus=gpus, network_mode=network_mode, timeout=timeout, user="0", entrypoint=[""])
+                client,
+                container,
+                shown=image,
+                on_line=on_line,
+                what=f"probe.json of {image} (written by its own {python})",
+            )
         except EngineError as e:
             if python in str(e) and _NO_EXECUTABLE.search(str(e)):
                 found = re.search(r'exec: "[^"]*": .*?(?=: unknown|$)', str(e))
-                raise InputError(f"image {image} has no Python at {python} "
-                                 f"({found.group(0)[:200] if found else last_lines(str(e), 1)[-200:]}); "
-                                 "fix: give the image's interpreter with --python: a command on its PATH "
-                                 "(python3.12) or an absolute path (/opt/conda/bin/python)") from None
+                raise InputError(
+                    f"image {image} has no Python at {python} "
+                    f"({found.group(0)[:200] if found else last_lines(str(e), 1)[-200:]}); "
+                    "fix: give the image's interpreter with --python: a command on its PATH "
+                    "(python3.12) or an absolute path (/opt/conda/bin/python)"
+                ) from None
             raise
     environment = {"image": image, "image_id": ident, "python": python, "exit_code": res.exit_code,
                    "seconds": round(time.monotonic() - t0, 1)}

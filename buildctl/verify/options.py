@@ -1,21 +1,27 @@
 """What a verification is asked to do beyond the wheel (invoke verify's options; a build verifies with
 the defaults). A module of its own: every build carries one in its options, and only a build that
-verifies loads the runner."""
+verifies loads the runner. Passed whole (issue 37): the runner resolves the defaults it can only know
+with the wheel in hand (module, cache folder, sweep) once, with `dataclasses.replace`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
 class VerifyOptions:
-    sizes: str = "8:256M"
+    sizes: str = "8:256M"  # all-reduce message sizes MIN:MAX
     iters: int = 20
+    warmup: int = 5
     json_out: bool = False
-    module: str | None = None
+    module: str | None = None  # None: from the recipe or the wheel's name
     beside: tuple[str, ...] = ()  # NAME==VERSION installed beside the set and checked against its torch
     compile_matrix: str = "smoke"  # torch.compile cells: the smoke set, or the whole cross (full)
-
-    def kwargs(self) -> dict:
-        return {"sizes": self.sizes, "iters": self.iters, "json_out": self.json_out, "module": self.module,
-                "beside": self.beside, "compile_matrix": self.compile_matrix}
+    host: bool = False  # a fresh venv on this host instead of a fresh container
+    sweep: bool | None = None  # the all-reduce sweep; None: the recipe's verify.allreduce (else on)
+    network_mode: str | None = None  # the verification containers' network
+    timeout: float = 3600  # seconds for one verification container (or host run)
+    extra_requirements: tuple[str, ...] = ()
+    runtime_requirements: tuple[str, ...] = ()  # with host: the pip packages the recipe's runtime image holds
+    cache_dir: Path | None = None  # the download cache (wheelhouse); None: the settings' cache folder

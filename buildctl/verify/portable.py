@@ -23,9 +23,11 @@ from pathlib import Path
 from buildctl.in_container import probe_inputs
 from buildctl.recipe.schema import Spec
 from buildctl.store.manifest import Manifest, Portability
+from buildctl.store.wheel_facts import WheelFacts
 from buildctl.verify.expectations import Check
 from buildctl.verify.expectations.evaluation import framework_check_results
 from buildctl.verify.expectations.expected import Expectations
+from buildctl.verify.options import VerifyOptions
 from buildctl.verify.report import VerificationFailed
 from buildctl.verify.targets import ensure_verify_image, last_lines, probe_in_container
 from buildctl.verify.wheelhouse import prepare_wheelhouse
@@ -94,19 +96,29 @@ def _provider(soname: str, section: Portability) -> str:
     return text + (f"; left out of the wheel: {left.reason}" if left is not None and left.reason else "")
 
 
-def checks(manifest: Manifest | None, wheel: Path, spec: Spec | None, *, client, module: str,
-           runtime_requirements: Sequence[str], plats: Sequence[str], cache_dir: Path,
-           network_mode: str | None, on_line: Callable[[str], None], timeout: float | None) -> list[Check]:
-    """[the portable check] for a wheel whose build recorded a repair; [] otherwise."""
+def checks(manifest: Manifest | None, facts: WheelFacts, spec: Spec | None, *, client, plats: Sequence[str],
+           on_line: Callable[[str], None], options: VerifyOptions) -> list[Check]:
+    """[the portable check] for a wheel whose build recorded a repair; [] otherwise. `options` resolved
+    (module, cache_dir): its network_mode (for the image) and timeout."""
+    from buildctl import engine
+
+    wheel = facts.path
     section = manifest.portability if manifest is not None else None
     if section is None or spec is None or section.wheel != wheel.name:
         return []
+    module, cache_dir, network_mode, timeout = (
+        options.module,
+        options.cache_dir,
+        options.network_mode,
+        options.timeout,
+    )
+    runtime_requirements = (manifest.runtime.requirements if manifest.runtime is not None else None) or []
     python = spec.python.version
     try:
         image = ensure_verify_image(client, spec.base.image, python, network_mode=network_mode, on_line=on_line)
         # NumPy as the main verification installs it for torch: the numerics compare against it
         reqs = [*(["numpy"] if module == "torch" else []), *runtime_requirements]
-        wheelhouse, _ = prepare_wheelhouse(wheel, reqs, (), python, plats, cache_dir, on_line)
+        wheelhouse, _ = prepare_wheelhouse(facts, reqs, (), python, plats, cache_dir, on_line)
         listing: dict[str, str] = {}
 
         def read_out(out: Path) -> None:
@@ -115,13 +127,35 @@ def checks(manifest: Manifest | None, wheel: Path, spec: Spec | None, *, client,
                 with open(path, "rb") as fh:
                     listing["missing"] = fh.read(64 << 10).decode("utf-8", "replace")
 
+        container = engine.ContainerSpec(
+            image,
+            ["/bin/sh", "-c", container_script(python, wheel.name, reqs, module)],
+            inputs={
+                f"/verify/in/{wheel.name}": wheel,
+                **probe_inputs("/verify/in"),
+                "/verify/wheelhouse": wheelhouse,
+            },
+            gpus=False,
+            network_mode="none",
+            timeout=timeout,
+        )
         probe, _ = probe_in_container(
-            client, image, ["/bin/sh", "-c", container_script(python, wheel.name, reqs, module)],
-            {f"/verify/in/{wheel.name}": wheel, **probe_inputs("/verify/in"), "/verify/wheelhouse": wheelhouse},
-            shown=image, what=f"probe.json of {wheel.name} (written in the bare image {image})", on_line=on_line,
-            gpus=False, network_mode="none", timeout=timeout, read_out=read_out)
+            client,
+            container,
+            shown=image,
+            on_line=on_line,
+            read_out=read_out,
+            what=f"probe.json of {wheel.name} (written in the bare image {image})",
+        )
     except VerificationFailed as e:
-        return [Check(NAME, f"installs and imports in a bare {spec.base.distro} image", "fails", False,
-                      last_lines(str(e), 1))]
+        return [
+            Check(
+                NAME,
+                f"installs and imports in a bare {spec.base.distro} image",
+                "fails",
+                False,
+                last_lines(str(e), 1),
+            )
+        ]
     missing = missing_libraries(str((probe.get("import") or {}).get("error") or ""), listing.get("missing", ""))
     return [judge(probe, missing, section, image), *framework_checks(probe)]

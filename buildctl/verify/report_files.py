@@ -3,9 +3,9 @@ GitHub's step summary."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from buildctl import settings
 from buildctl.verify.report import (
     JSON_NAME,
     MD_NAME,
@@ -71,7 +71,7 @@ def markdown(report: Report) -> str:
 
 def append_step_summary(report: Report, env: dict[str, str] | None = None) -> Path | None:
     """Append the Markdown to $GITHUB_STEP_SUMMARY when set (GitHub Actions); returns the path."""
-    target = (env if env is not None else os.environ).get("GITHUB_STEP_SUMMARY")
+    target = (env if env is not None else settings.environ()).get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
     with open(target, "a") as f:

@@ -9,29 +9,31 @@ in: the target needs no network and no index, and the exact wheel under test is 
 
 from __future__ import annotations
 
-import json
 import os
 import platform
-import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
+from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.recipe.compat import PYTHON_BY_DISTRO
 from buildctl.recipe.schema import Spec
 from buildctl.store.artifacts import sha256_of
-from buildctl.store.wheel_facts import is_cuda_wheel, wheel_requires, wheel_tags
-from buildctl.ui import strip_controls
+from buildctl.store.wheel_facts import WheelFacts, wheel_tags
+from buildctl.ui import print_json, report_console, strip_controls
 from buildctl.verify import report as rep
 from buildctl.verify import report_files
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
+from buildctl.verify.options import VerifyOptions
 from buildctl.verify.report import VerificationFailed
 from buildctl.verify.targets import (
     DEFAULT_BASE_IMAGE,
+    VenvContents,
     run_in_container,
     run_on_host,
 )
@@ -79,45 +81,35 @@ def verify_wheel(
     wheel: Path | None,
     *,
     spec: Spec | None = None,
-    host: bool = False,
-    module: str | None = None,
-    sizes: str = "8:256M",
-    iters: int = 20,
-    warmup: int = 5,
-    out_dir: Path | None = None,
-    json_out: bool = False,
+    options: VerifyOptions | None = None,
     image: str | None = None,
-    network_mode: str | None = None,
-    extra_requirements: Sequence[str] = (),
-    runtime_requirements: Sequence[str] = (),
-    sweep: bool | None = None,
-    cache_dir: Path | None = None,
-    console: Console | None = None,
-    timeout: float = 3600,
-    client=None,
+    out_dir: Path | None = None,
     artifact: Path | None = None,
-    beside: Sequence[str] = (),
-    compile_matrix: str = "smoke",
+    client=None,
+    console: Console | None = None,
 ) -> rep.Report:
-    """Verify `wheel`; write report.json/.md/.png to `out_dir`; print tables (or the JSON with json_out).
+    """Verify `wheel`; write report.json/.md/.png to `out_dir`; print tables (or the JSON with
+    options.json_out).
 
     `artifact`: the artifact folder whose manifest lists extensions built against `wheel`: they are
-    installed beside it and checked (verify/extensions.py), with the `beside` packages (NAME==VERSION).
+    installed beside it and checked (verify/extensions.py), with the `options.beside` packages (NAME==VERSION).
 
-    `runtime_requirements`: with host=True, the pip packages the recipe's runtime image holds (its
-    artifact's manifest records them: runtime.requirements).
+    `options.runtime_requirements`: with options.host, the pip packages the recipe's runtime image holds
+    (its artifact's manifest records them: runtime.requirements).
     Raises VerificationFailed (one line, with the report) when an expectation fails, InputError for
     bad arguments.
     """
+    options = options or VerifyOptions()
     if wheel is None:  # a prebuilt framework: its extension set only
-        return _verify_prebuilt(spec=spec, image=image, sizes=sizes, iters=iters, warmup=warmup, out_dir=out_dir,
-                                compile_matrix=compile_matrix,
-                                json_out=json_out, network_mode=network_mode, sweep=sweep, cache_dir=cache_dir,
-                                console=console, timeout=timeout, client=client, artifact=artifact, beside=beside)
+        return _verify_prebuilt(spec=spec, image=image, options=options, out_dir=out_dir, console=console,
+                                client=client, artifact=artifact)
+    host, sizes, iters, warmup = options.host, options.sizes, options.iters, options.warmup
+    json_out, timeout, compile_matrix = options.json_out, options.timeout, options.compile_matrix
     wheel = Path(wheel).resolve()
     if not wheel.is_file():
         raise InputError(f"{wheel}: no such wheel; fix: give the path of a .whl file")
     tags = wheel_tags(wheel)
+    module = options.module
     if module is None:
         module = MODULES.get(spec.framework.name if spec else tags["name"])
         if module is None:
@@ -141,32 +133,35 @@ def verify_wheel(
     if iters < 1 or warmup < 0:
         raise InputError("--iters must be >= 1 and warm-up >= 0")
     check_compile_matrix(compile_matrix)
-    requires = wheel_requires(wheel)  # a bounded read of an untrusted zip, before pip or anything else opens it
-    console = console or Console(stderr=json_out)
-    cache_dir = Path(cache_dir or os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
+    # Its facts read once (one bounded read of an untrusted zip, before pip or anything else opens it) and passed
+    facts = WheelFacts.read(wheel)
+    console = console or report_console(json_out)
+    cache_dir = Path(options.cache_dir or settings.cache_dir())
     out_dir = Path(out_dir) if out_dir else default_out_dir(wheel)
+    sweep = options.sweep
     if sweep is None:
         sweep = spec.verify.allreduce if spec is not None else True
+    options = replace(options, module=module, cache_dir=cache_dir, sweep=sweep)  # resolved, once
 
     def on_line(line: str) -> None:
         console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
 
-    cuda = is_cuda_wheel(wheel, spec, requires)
-    reqs = [*(["numpy"] if module == "torch" else []), *extra_requirements]
+    cuda = facts.is_cuda(spec)
+    reqs = [*(["numpy"] if module == "torch" else []), *options.extra_requirements]
     if host:  # the runtime pip packages of the recipe (in its image otherwise)
-        reqs += [p for p in runtime_requirements if p not in reqs]
+        reqs += [p for p in options.runtime_requirements if p not in reqs]
     optional = [*OPTIONAL_TOOLS, *(CUDA_TOOLS if cuda else ())]
     if host:
         glibc = host_glibc()
     else:
         glibc = DISTRO_GLIBC.get(spec.base.distro if spec else "bookworm", (2, 17))
     plats = manylinux_platforms(glibc, platform.machine())
-    ext_set = _extension_set(spec, artifact, python, plats, cache_dir, beside, module, host=host,
+    ext_set = _extension_set(spec, artifact, python, plats, options,
                              on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim", markup=False))
     if ext_set is not None:
         reqs += [r for r in ext_set.requirements if r not in reqs]
     console.print(f"[bold]verify[/] {escape(wheel.name)} ({'fresh venv on this host' if host else 'fresh container'})")
-    wheelhouse, have_optional = prepare_wheelhouse(wheel, reqs, optional, python, plats, cache_dir, on_line)
+    wheelhouse, have_optional = prepare_wheelhouse(facts, reqs, optional, python, plats, cache_dir, on_line)
     install = reqs + have_optional
 
     def args_for(out: str) -> list[str]:
@@ -180,17 +175,23 @@ def verify_wheel(
         from buildctl import engine
 
         client = client or engine.connect()
-        probe, environment = run_in_container(wheel, wheelhouse, install, python, image, spec, args_for,
-                                              on_line, gpus=cuda and engine_gives_gpus(client),
-                                              network_mode=network_mode, client=client, timeout=timeout,
-                                              ext_set=ext_set)
+        venv = VenvContents(wheel, wheelhouse, install, python, ext_set)
+        probe, environment = run_in_container(
+            venv,
+            image,
+            spec,
+            args_for,
+            on_line,
+            gpus=cuda and engine_gives_gpus(client),
+            options=options,
+            client=client,
+        )
     environment["seconds"] = round(time.monotonic() - t0, 1)
 
     exp = Expectations.from_spec(spec) if spec is not None else Expectations.from_wheel_name(wheel.name)
     checks = _checks(exp, probe, environment)
     if not host and artifact is not None:  # a repaired wheel, also where none of its build's packages are
-        checks += _portable_checks(artifact, wheel, spec, client=client, module=module, plats=plats,
-                                   cache_dir=cache_dir, network_mode=network_mode, on_line=on_line, timeout=timeout)
+        checks += _portable_checks(artifact, facts, spec, client=client, plats=plats, on_line=on_line, options=options)
     report = rep.Report(
         wheel={"path": str(wheel), "name": wheel.name, "size": wheel.stat().st_size, "sha256": sha256_of(wheel)},
         mode="host" if host else "container", module=module, environment=environment,
@@ -200,33 +201,33 @@ def verify_wheel(
     return publish_report(report, out_dir, json_out, console)
 
 
-def _extension_set(spec: Spec | None, artifact: Path | None, python: str, plats: Sequence[str], cache_dir: Path,
-                   beside: Sequence[str], module: str, *, host: bool, on_line):
-    """The artifact's extensions (and the --beside packages) to install beside the framework, or None."""
+def _extension_set(spec: Spec | None, artifact: Path | None, python: str, plats: Sequence[str],
+                   options: VerifyOptions, on_line):
+    """The artifact's extensions (and the --beside packages) to install beside the framework, or None.
+    `options` resolved (module, cache_dir)."""
     from buildctl.store.manifest import Manifest
     from buildctl.verify import extensions
 
     manifest = Manifest.read(artifact) if artifact is not None and (artifact / "manifest.json").is_file() else None
+    beside = options.beside
     if (manifest is None or manifest.extensions is None) and not beside:
         return None
-    if host:
+    if options.host:
         raise InputError("an extension set (or --beside) is verified in a container of the runtime image, where "
                          "binutils reads its symbols; fix: drop --host")
-    beside_wheels = extensions.fetch_beside(beside, python, plats, cache_dir, on_line)
+    beside_wheels = extensions.fetch_beside(beside, python, plats, options.cache_dir, on_line)
     smoke = {e.name: e.smoke for e in spec.extensions} if spec is not None else {}
-    return extensions.from_artifact(artifact, manifest, module, smoke, python, beside_wheels)
+    return extensions.from_artifact(artifact, manifest, options.module, smoke, python, beside_wheels)
 
 
-def _portable_checks(artifact: Path, wheel: Path, spec: Spec | None, **kwargs) -> list:
+def _portable_checks(artifact: Path, wheel: WheelFacts, spec: Spec | None, **kwargs) -> list:
     """verify/portable.py's check, when the artifact's manifest records a repair of this wheel."""
     from buildctl.store.manifest import Manifest
     from buildctl.verify import portable
 
     if not (artifact / "manifest.json").is_file():
         return []
-    manifest = Manifest.read(artifact)
-    requirements = (manifest.runtime.requirements if manifest.runtime is not None else None) or []
-    return portable.checks(manifest, wheel, spec, runtime_requirements=requirements, **kwargs)
+    return portable.checks(Manifest.read(artifact), wheel, spec, **kwargs)
 
 
 def _checks(exp: Expectations, probe: dict, environment: dict, subject: str = "wheel") -> list:
@@ -241,10 +242,8 @@ def _checks(exp: Expectations, probe: dict, environment: dict, subject: str = "w
     return checks
 
 
-def _verify_prebuilt(*, spec: Spec | None, image: str | None, sizes: str, iters: int, warmup: int, compile_matrix: str,
-                     out_dir: Path | None, json_out: bool, network_mode: str | None, sweep: bool | None,
-                     cache_dir: Path | None, console: Console | None, timeout: float, client,
-                     artifact: Path | None, beside: Sequence[str]) -> rep.Report:
+def _verify_prebuilt(*, spec: Spec | None, image: str | None, options: VerifyOptions, out_dir: Path | None,
+                     console: Console | None, client, artifact: Path | None) -> rep.Report:
     """A prebuilt framework's extension set, in a fresh container of the recipe's runtime image: the
     framework as the image has it (probed like a wheel), the set installed beside it and checked."""
     from buildctl import engine
@@ -253,11 +252,12 @@ def _verify_prebuilt(*, spec: Spec | None, image: str | None, sizes: str, iters:
         raise InputError("a prebuilt framework's extension set is verified from its artifact; fix: invoke verify "
                          "--recipe R")
     module, python = spec.framework.dist, spec.python.version
-    console = console or Console(stderr=json_out)
-    cache_dir = Path(cache_dir or os.environ.get("BUILDCTL_CACHE", ".cache/buildctl"))
+    sizes, iters, warmup, json_out = options.sizes, options.iters, options.warmup, options.json_out
+    console = console or report_console(json_out)
+    cache_dir = Path(options.cache_dir or settings.cache_dir())
     out_dir = Path(out_dir) if out_dir else artifact
-    if sweep is None:
-        sweep = spec.verify.allreduce
+    sweep = spec.verify.allreduce if options.sweep is None else options.sweep
+    options = replace(options, module=module, cache_dir=cache_dir, sweep=sweep, host=False)  # resolved, once
     from buildctl.in_container.probe_sweep import parse_sizes
 
     try:
@@ -269,7 +269,7 @@ def _verify_prebuilt(*, spec: Spec | None, image: str | None, sizes: str, iters:
         console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
 
     plats = manylinux_platforms(DISTRO_GLIBC.get(spec.base.distro, (2, 17)), platform.machine())
-    ext_set = _extension_set(spec, artifact, python, plats, cache_dir, beside, module, host=False, on_line=on_line)
+    ext_set = _extension_set(spec, artifact, python, plats, options, on_line)
     console.print(f"[bold]verify[/] the extension set of {escape(spec.name)} against {module} as {escape(image)} "
                   "has it (fresh container)")
     wheelhouse, have_optional = prepare_wheelhouse(None, list(ext_set.requirements), OPTIONAL_TOOLS, python, plats,
@@ -277,10 +277,10 @@ def _verify_prebuilt(*, spec: Spec | None, image: str | None, sizes: str, iters:
     client = client or engine.connect()
     t0 = time.monotonic()
     probe, environment = run_in_container(
-        None, wheelhouse, [*ext_set.requirements, *have_optional], python, image, spec,
+        VenvContents(None, wheelhouse, (*ext_set.requirements, *have_optional), python, ext_set), image, spec,
         lambda out: probe_args(module, out, sweep=sweep, sizes=sizes, iters=iters, warmup=warmup,
-                               compile_matrix=compile_matrix), on_line,
-        gpus=engine_gives_gpus(client), network_mode=network_mode, client=client, timeout=timeout, ext_set=ext_set)
+                               compile_matrix=options.compile_matrix), on_line,
+        gpus=engine_gives_gpus(client), options=options, client=client)
     environment["seconds"] = round(time.monotonic() - t0, 1)
     exp = Expectations.from_spec(spec)
     ident = image_id(client, image)
@@ -303,7 +303,7 @@ def engine_gives_gpus(client) -> bool:
 
 def spec_facts(spec: Spec | None) -> dict | None:
     """The recipe a report was made against, with what decides whether it still holds for a later build of
-    the same artifact (build.stages.verify.stored_report): the resolved recipe's digest (site settings aside:
+    the same artifact (pipeline.stages.verify.stored_report): the resolved recipe's digest (site settings aside:
     verify.expect included) and the verification files' digest."""
     if spec is None:
         return None
@@ -319,8 +319,7 @@ def publish_report(report: rep.Report, out_dir: Path, json_out: bool, console: C
     report_files.write_all(report, out_dir)
     report_files.append_step_summary(report)
     if json_out:
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
-        sys.stdout.flush()
+        print_json(report.to_dict())
         console.print(f"{'passed' if report.ok else 'FAILED'}: {summary_line(report.checks)}; "
                       f"{rep.headline_text(report)}", markup=False, highlight=False)
     else:

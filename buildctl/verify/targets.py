@@ -16,14 +16,21 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.in_container import PROBE, probe_inputs
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts
 from buildctl.verify import schema
 from buildctl.verify.report import VerificationFailed
+
+if TYPE_CHECKING:
+    from buildctl.engine.run import ContainerSpec
+    from buildctl.verify.options import VerifyOptions
 
 DEFAULT_BASE_IMAGE = "buildctl/base:bookworm"
 DEFAULT_VENV = "/opt/verify-venv"
@@ -73,7 +80,7 @@ def _stream(cmd: list[str], on_line: LineSink, env: dict[str, str], timeout: flo
 
 
 def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env = {k: v for k, v in settings.environ().items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env["PYTHONUNBUFFERED"] = "1"
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env
@@ -134,8 +141,13 @@ def ensure_verify_image(client, base_image: str, python: str, *, network_mode: s
     on_line(f"building the verification image {tag} from {base_image}")
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-image-") as ctx:
         Path(ctx, "Dockerfile").write_text(text)
-        engine.build_image(client, Path(ctx), tag, network_mode=network_mode, on_line=on_line,
-                           labels={"buildctl.role": "verify-runtime"})
+        engine.build_image(
+            client,
+            engine.ImageSpec(
+                Path(ctx), tag, network_mode=network_mode, labels={"buildctl.role": "verify-runtime"}
+            ),
+            on_line=on_line,
+        )
     return tag
 
 
@@ -171,23 +183,28 @@ def container_script(venv: str, python: str, wheel_name: str | None, reqs: Seque
     return "\n".join([*lines, probe, *extensions.container_lines(f"{venv}/bin/python", ext_set)])
 
 
-def probe_in_container(client, image: str, command: list[str], inputs: dict[str, Path], *, shown: str,
-                        what: str, on_line: LineSink, gpus: bool, network_mode: str | None,
-                        timeout: float | None, user: str | None = None, entrypoint: list[str] | None = None,
+def probe_in_container(client, container: ContainerSpec, *, shown: str, what: str, on_line: LineSink,
                         read_out: Callable[[Path], None] | None = None):
-    """Run `command` (which writes /verify/out/probe.json) in a fresh container of `image`, always removed;
-    (probe.json validated by schema.py, the container result). `shown` names the image in messages.
-    `read_out` is given the folder of /verify/out, to read the command's other files before it goes."""
+    """Run `container`'s command (which writes /verify/out/probe.json) in a fresh container of its image,
+    always removed; (probe.json validated by schema.py, the container result). `shown` names the image in
+    messages. `read_out` is given the folder of /verify/out, to read the command's other files before it goes.
+    The container gets the verification's environment, label and (with GPUs) shared memory here."""
     from buildctl import engine
 
+    timeout = container.timeout
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-out-") as out:
         res = engine.run_container(
-            client, image, command,
-            env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-            inputs=inputs, outputs={"/verify/out": Path(out)}, user=user, entrypoint=entrypoint,
-            network_mode=network_mode, gpus=gpus, on_line=on_line,
-            shm_size="4g" if gpus else None,  # NCCL's shared-memory transport outgrows Docker's 64 MiB
-            labels={"buildctl.role": "verify"}, timeout=timeout,
+            client,
+            replace(
+                container,
+                env={"PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+                outputs={"/verify/out": Path(out)},
+                shm_size="4g"
+                if container.gpus
+                else None,  # NCCL's shared-memory transport outgrows Docker's 64 MiB
+                labels={"buildctl.role": "verify"},
+            ),
+            on_line=on_line,
         )
         probe_json = Path(out) / "probe.json"
         if res.timed_out:
@@ -202,13 +219,52 @@ def probe_in_container(client, image: str, command: list[str], inputs: dict[str,
         return schema.load_probe(probe_json, what), res
 
 
-def run_in_container(wheel: Path | None, wheelhouse: Path, reqs: Sequence[str], python: str, image: str | None,
-                     spec: Spec | None, args_for: Callable[[str], list[str]], on_line: LineSink, *,
-                     gpus: bool, network_mode: str | None, client=None, timeout: float | None = None,
-                     ext_set=None) -> tuple[dict, dict]:
+@dataclass(frozen=True)
+class RuntimeImage:
+    """An artifact's runtime image on an engine, as verification builds it (`invoke debug`, `invoke bisect
+    --test` run there): the recipe, the image, the namespace of the engine objects, the engine's client."""
+
+    spec: Spec
+    image: str
+    namespace: str | None
+    client: Any
+
+
+@dataclass(frozen=True)
+class VenvContents:
+    """What the verification's fresh venv gets: the wheel (None: the framework the image has), the
+    wheelhouse it installs from offline, the requirements, the Python version, an extension set."""
+
+    wheel: Path | None
+    wheelhouse: Path
+    requirements: Sequence[str]
+    python: str
+    ext_set: Any = None  # verify/extensions.py's ExtensionSet, or None
+
+
+def run_in_container(
+    venv: VenvContents,
+    image: str | None,
+    spec: Spec | None,
+    args_for: Callable[[str], list[str]],
+    on_line: LineSink,
+    *,
+    gpus: bool,
+    options: VerifyOptions,
+    client=None,
+) -> tuple[dict, dict]:
     """The probe (and, with an extension set, its check) in a fresh container; (probe JSON, environment
-    facts, with the set's results under "extensions")."""
+    facts, with the set's results under "extensions"). `options`: its network_mode and timeout."""
     from buildctl import engine
+
+    wheel, wheelhouse, reqs, python, ext_set = (
+        venv.wheel,
+        venv.wheelhouse,
+        venv.requirements,
+        venv.python,
+        venv.ext_set,
+    )
+    network_mode, timeout = options.network_mode, options.timeout
 
     client = client or engine.connect()
     if image is None:
@@ -216,9 +272,10 @@ def run_in_container(wheel: Path | None, wheelhouse: Path, reqs: Sequence[str], 
         artifacts.record_images(client, [base])  # for invoke clean: in use (the image may be built from it now)
         image = ensure_verify_image(client, base, python, network_mode=network_mode, on_line=on_line)
     artifacts.record_images(client, [image])  # for invoke clean: this image is in use
-    venv = spec.python.venv if spec else DEFAULT_VENV
-    script = container_script(venv, python, wheel.name if wheel else None, reqs, args_for("/verify/out/probe.json"),
-                              ext_set)
+    venv_dir = spec.python.venv if spec else DEFAULT_VENV
+    script = container_script(
+        venv_dir, python, wheel.name if wheel else None, reqs, args_for("/verify/out/probe.json"), ext_set
+    )
     subject = wheel.name if wheel else "the extension set"
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-set-") as set_dir:
         inputs = {**({f"/verify/in/{wheel.name}": wheel} if wheel else {}), **probe_inputs("/verify/in"),
@@ -235,8 +292,8 @@ def run_in_container(wheel: Path | None, wheelhouse: Path, reqs: Sequence[str], 
 
                 results["extensions"] = extensions.load_result(out / extensions.RESULT_FILE, f"{subject} in {image}")
 
-        probe, res = probe_in_container(
-            client, image, ["/bin/sh", "-c", script], inputs,
-            shown=image, what=f"probe.json of {subject} (written in a container of {image})", on_line=on_line,
-            gpus=gpus, network_mode=network_mode, timeout=timeout, read_out=read_out)
-    return probe, {"image": image, "venv": venv, "exit_code": res.exit_code, **results}
+        container = engine.ContainerSpec(image, ["/bin/sh", "-c", script], inputs=inputs, gpus=gpus,
+                                         network_mode=network_mode, timeout=timeout)
+        probe, res = probe_in_container(client, container, shown=image, on_line=on_line, read_out=read_out,
+                                        what=f"probe.json of {subject} (written in a container of {image})")
+    return probe, {"image": image, "venv": venv_dir, "exit_code": res.exit_code, **results}

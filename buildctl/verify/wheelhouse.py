@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from buildctl.store.wheel_facts import requires_for_python, wheel_requires
+from buildctl.store.wheel_facts import WheelFacts, requires_for_python
 from buildctl.verify.report import VerificationFailed
 from buildctl.verify.targets import LineSink
 
@@ -56,8 +56,8 @@ def _pip_download(dest: Path, reqs: Sequence[str], python: str, plats: Sequence[
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def prepare_wheelhouse(wheel: Path | None, requirements: Sequence[str], optional: Sequence[str], python: str,
-                       plats: Sequence[str], cache_dir: Path, on_line: LineSink) -> tuple[Path, list[str]]:
+def prepare_wheelhouse(wheel: Path | WheelFacts | None, requirements: Sequence[str], optional: Sequence[str],
+                       python: str, plats: Sequence[str], cache_dir: Path, on_line: LineSink) -> tuple[Path, list[str]]:
     """A directory with every wheel that installing `wheel` + `requirements` needs, except `wheel`
     itself (two different builds can share a file name); and the optional requirements it holds.
     No wheel: a prebuilt framework's extension set, only its requirements.
@@ -66,7 +66,9 @@ def prepare_wheelhouse(wheel: Path | None, requirements: Sequence[str], optional
     (two builds, two `invoke verify`) never reads a wheelhouse still being filled, nor writes into one."""
     # pip download judges markers by the interpreter it runs on, not --python-version: name the
     # wheel's own requirements that hold for the target Python (torch: setuptools on >= 3.12).
-    requires = wheel_requires(wheel) if wheel is not None else []
+    facts = WheelFacts.read(wheel) if isinstance(wheel, Path) else wheel  # read once: the caller's, when it has them
+    requires = list(facts.requires) if facts is not None else []
+    wheel = facts.path if facts is not None else None
     own = requires_for_python(requires, python)
     key_src = json.dumps({"requires": requires, "reqs": sorted([*own, *requirements]),
                           "optional": sorted(optional), "python": python, "platforms": list(plats),

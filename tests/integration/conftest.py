@@ -116,9 +116,13 @@ def debian_torch(docker_client: docker.DockerClient, trixie_base_image: str) -> 
     label (reruns reuse it), labelled buildctl.role=test-image so that it can be found."""
     with tempfile.TemporaryDirectory(prefix="buildctl-test-debian-torch-") as ctx:
         Path(ctx, "Dockerfile").write_text(DEBIAN_TORCH_DOCKERFILE)
-        return engine.build_image(docker_client, Path(ctx), DEBIAN_TORCH, network_mode="host",
-                                  labels={"buildctl.role": "test-image"},
-                                  on_line=lambda line: print(line, file=sys.stderr, flush=True))
+        return engine.build_image(
+            docker_client,
+            engine.ImageSpec(
+                Path(ctx), DEBIAN_TORCH, network_mode="host", labels={"buildctl.role": "test-image"}
+            ),
+            on_line=lambda line: print(line, file=sys.stderr, flush=True),
+        )
 
 
 @pytest.fixture(scope="session")

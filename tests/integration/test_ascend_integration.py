@@ -36,7 +36,7 @@ import pytest
 from docker import errors as derr
 
 from buildctl import engine, recipe, render
-from buildctl.build import engine_names
+from buildctl.pipeline import engine_names
 from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration
@@ -184,8 +184,12 @@ def test_torch_npu_build_environment_in_the_builder_image(image_build, docker_cl
         'case ":$PYTHONPATH:" in *":$ASCEND_TOOLKIT_HOME/python/site-packages:"*) echo "site-packages on PYTHONPATH";; esac',
         'sed -n "s/^version=/installed version=/p" "$ASCEND_TOOLKIT_HOME"/*-linux/ascend_toolkit_install.info',
     ])
-    res = engine.run_container(docker_client, builder_image(image_build), ["/bin/bash", "-c", script],
-                               network_mode="none", labels=test_labels)
+    res = engine.run_container(
+        docker_client,
+        engine.ContainerSpec(
+            builder_image(image_build), ["/bin/bash", "-c", script], network_mode="none", labels=test_labels
+        ),
+    )
     assert res.exit_code == 0, res.log[-3000:]
     out = res.log
     assert "PY_VERSION=3.11 python=/opt/venv/bin/python3.11" in out

@@ -20,16 +20,11 @@ integration = pytest.mark.integration
 @integration
 def test_session_base_image_is_usable(docker_client, base_image, test_labels):
     assert engine.image_exists(docker_client, base_image)
-    res = engine.run_container(
-        docker_client,
-        base_image,
-        [
+    res = engine.run_container(docker_client, engine.ContainerSpec(base_image, [
             "bash",
             "-c",
             "cat /etc/apt/sources.list; . /etc/os-release; echo codename=$VERSION_CODENAME; apt-get --version | head -1",
-        ],
-        labels=test_labels,
-    )
+        ], labels=test_labels))
     assert res.exit_code == 0, res.log
     assert "codename=bookworm" in res.log
     assert any(ln.startswith("deb http") and " bookworm " in ln for ln in res.log.splitlines())

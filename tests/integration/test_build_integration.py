@@ -62,9 +62,8 @@ from conftest import TEST_NAMESPACE, default_sigint, remove_namespace_objects
 from docker import errors as derr
 
 from buildctl import engine, recipe, urls
-from buildctl.build import engine_names, resume, stages
-from buildctl.build.stages import prepare
-from buildctl.cli import common
+from buildctl.pipeline import engine_names, resume, stages
+from buildctl.pipeline.stages import prepare
 from buildctl.store import artifacts
 from buildctl.verify import report as rep
 
@@ -252,8 +251,12 @@ def containers_of_key(client, recipe_name: str, key: str, run: BuildRun) -> tupl
 
 
 def run_in(client, image: str, script: str, labels: dict, *, inputs=None, network: str = "none") -> engine.ContainerResult:
-    res = engine.run_container(client, image, ["/bin/sh", "-c", script], inputs=inputs, network_mode=network,
-                               labels=labels)
+    res = engine.run_container(
+        client,
+        engine.ContainerSpec(
+            image, ["/bin/sh", "-c", script], inputs=inputs, network_mode=network, labels=labels
+        ),
+    )
     assert res.exit_code == 0, f"in {image}:\n{res.log[-4000:]}"
     return res
 
@@ -607,8 +610,17 @@ def test_wheel_works_in_a_fresh_container(request, build: BuildRun, docker_clien
     )
     script = ("set -e; python -m pip install -q --no-index --no-deps --no-compile /in/" + build.wheel.name +
               "; cd /tmp; python -c \"$PROBE\"")
-    res = engine.run_container(docker_client, runtime, ["/bin/sh", "-c", script], env={"PROBE": probe},
-                               inputs={f"/in/{build.wheel.name}": build.wheel}, network_mode="none", labels=test_labels)
+    res = engine.run_container(
+        docker_client,
+        engine.ContainerSpec(
+            runtime,
+            ["/bin/sh", "-c", script],
+            env={"PROBE": probe},
+            inputs={f"/in/{build.wheel.name}": build.wheel},
+            network_mode="none",
+            labels=test_labels,
+        ),
+    )
     assert res.exit_code == 0, res.log[-4000:]
     got = result_json(res.log)
     assert got["version"] == exp["version"] and got["add"] == 5 and got["add_list"] == [4, 6]
@@ -854,12 +866,9 @@ def test_changed_source_file_rebuilds_with_compile_cache_hits(ws, demo_cpu, tmp_
 
 def test_key_covers_what_changes_the_output_and_nothing_else(ws, tmp_path, base_image):
     """Keys as `invoke build` computes them (fetch stage only: no image, no container)."""
-    ca = common.read_ca_certs([CA_BUNDLE])
-
-    def key(sets=(), site=None, ca_texts=None) -> str:
+    def key(sets=(), site=None) -> str:
         spec = recipe.load("demo-cpu", [f"framework.source.path={ws.src}", *sets], site=site)
-        opts = stages.BuildOptions(render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts",
-                                     ca_texts=ca_texts or {})
+        opts = stages.BuildOptions(render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts")
         run = stages.Run.of(spec, opts, client=engine.connect())
         prepared = prepare.prepare(run, prepare.render_files(run))
         shutil.rmtree(prepared.context_dir)
@@ -868,7 +877,7 @@ def test_key_covers_what_changes_the_output_and_nothing_else(ws, tmp_path, base_
     plain = key()
     assert key() == plain  # stable
     # site settings do not change the output
-    assert key(site={"network": "host", "http_proxy": "http://proxy.invalid:3128/"}, ca_texts=ca) == plain
+    assert key(site={"network": "host", "http_proxy": "http://proxy.invalid:3128/", "ca_certs": [CA_BUNDLE]}) == plain
     # recipe changes do
     changed = {key(["build.type=Debug"]), key(["build.features.USE_HEAVY_UNIT=false"]),
                key(["python.packages=[numpy, cmake, ninja, six]"])}

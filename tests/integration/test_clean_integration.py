@@ -98,8 +98,13 @@ def test_clean_volumes_by_last_use(docker_client, own, tmp_path):
     fresh = _volume(docker_client, own, f"buildctl-cleantest-norecord-{tag}")
     _stamp(root, "volume", daily, 1)
     _stamp(root, "volume", stale, 10)
-    report = clean.clean(older_than_days=7, root=root, labels=own, images=False,
-                                containers=False, client=docker_client)
+    report = clean.clean(
+        older_than_days=7,
+        root=root,
+        labels=own,
+        client=docker_client,
+        objects=("caches",),
+    )
     assert {r["name"] for r in report["removed"]} == {stale}
     assert report["freed"]["volume"]["count"] == 1
     assert not _exists_volume(docker_client, stale)
@@ -120,12 +125,23 @@ def test_clean_touches_only_its_namespace_and_labels(docker_client, own, tmp_pat
     try:
         for v in (mine, theirs_ns, someone):
             _stamp(root, "volume", v, 30)
-        report = clean.clean(older_than_days=0, root=root, namespace="mine", labels=own,
-                                    images=False, containers=False, client=docker_client)
+        report = clean.clean(
+            older_than_days=0,
+            root=root,
+            namespace="mine",
+            labels=own,
+            client=docker_client,
+            objects=("caches",),
+        )
         assert {r["name"] for r in report["removed"]} == {mine}
         assert _exists_volume(docker_client, theirs_ns) and _exists_volume(docker_client, someone)
-        report = clean.clean(older_than_days=0, root=root, labels=own, images=False,
-                                    containers=False, client=docker_client)
+        report = clean.clean(
+            older_than_days=0,
+            root=root,
+            labels=own,
+            client=docker_client,
+            objects=("caches",),
+        )
         assert {r["name"] for r in report["removed"]} == {theirs_ns}
         assert _exists_volume(docker_client, someone)
     finally:
@@ -147,7 +163,9 @@ def test_orphan_containers_go_and_live_ones_stay(docker_client, base_image, own,
                                  owner=f"{engine.process_owner().split(':')[0]}:4026599999:1:1")
     live = _container(docker_client, base_image, own, owner=engine.process_owner(), start=True)
     kept = _container(docker_client, base_image, own, owner=_dead_owner(), start=False, keep=True)
-    report = clean.clean(root=root, labels=own, images=False, caches=False, client=docker_client)
+    report = clean.clean(
+        root=root, labels=own, client=docker_client, objects=("containers",)
+    )
     removed = {r["name"]: r["reason"] for r in report["removed"]}
     names = {cid: docker_client.api.inspect_container(cid)["Name"].lstrip("/") for cid in (live, kept)}
     assert len(removed) == 2 and all(r.startswith("orphan: ") for r in removed.values()), removed
@@ -158,8 +176,13 @@ def test_orphan_containers_go_and_live_ones_stay(docker_client, base_image, own,
     assert names[live] not in removed and names[kept] not in removed
     # the kept one is aged like anything else: unused (first seen just now) is not old enough yet
     _stamp(root, "container", kept, 3)
-    report = clean.clean(older_than_days=2, root=root, labels=own, images=False, caches=False,
-                                client=docker_client)
+    report = clean.clean(
+        older_than_days=2,
+        root=root,
+        labels=own,
+        client=docker_client,
+        objects=("containers",),
+    )
     assert [r["name"] for r in report["removed"]] == [names[kept]]
     assert _exists_container(docker_client, live)
 
@@ -175,7 +198,7 @@ def test_images_by_last_use_untagged_are_orphans_and_in_use_ones_stay(docker_cli
 
     def build(name: str, marker: str) -> str:
         (ctx / "Dockerfile").write_text(f"FROM {base_image}\nLABEL buildctl.cleantest.marker={marker}\n")
-        return engine.build_image(docker_client, ctx, name, labels=own)
+        return engine.build_image(docker_client, engine.ImageSpec(ctx, name, labels=own))
 
     old = build(f"{tag}:stale", "1")
     replaced = build(f"{tag}:rebuilt", "2")
@@ -186,8 +209,13 @@ def test_images_by_last_use_untagged_are_orphans_and_in_use_ones_stay(docker_cli
     _stamp(root, "image", old, 10)
     _stamp(root, "image", f"{tag}:rebuilt", 1)
     _stamp(root, "image", f"{tag}:busy", 10)
-    report = clean.clean(older_than_days=7, root=root, labels=own, caches=False,
-                                containers=False, client=docker_client)
+    report = clean.clean(
+        older_than_days=7,
+        root=root,
+        labels=own,
+        client=docker_client,
+        objects=("images",),
+    )
     removed = {r["name"]: r["reason"] for r in report["removed"]}
     assert removed.keys() == {f"{tag}:stale", replaced[:19]}, removed
     assert removed[replaced[:19]].startswith("orphan: untagged")
@@ -236,10 +264,22 @@ def test_images_and_containers_made_from_buildctls_are_the_users_own(docker_clie
         container = docker_client.api.create_container(mine, command=["true"], name=f"user-{uid}")["Id"]
         assert docker_client.api.inspect_container(container)["Config"]["Labels"][engine.LABEL] == "1"  # inherited
 
-        report = clean.clean(older_than_days=0, dry_run=True, root=root, labels=own, caches=False,
-                                    client=docker_client)
+        report = clean.clean(
+            older_than_days=0,
+            dry_run=True,
+            root=root,
+            labels=own,
+            client=docker_client,
+            objects=("images", "containers"),
+        )
         assert [(r["kind"], r["name"]) for r in report["removed"]] == [("image", base)], report["removed"]
-        report = clean.clean(older_than_days=0, root=root, labels=own, caches=False, client=docker_client)
+        report = clean.clean(
+            older_than_days=0,
+            root=root,
+            labels=own,
+            client=docker_client,
+            objects=("images", "containers"),
+        )
         # Docker refuses to remove an image another is FROM; Podman removes the name, the layers stay
         # the child's: either way only the base image was touched, and every image of the user's stays
         outcome = [r["name"] for r in report["removed"]] + [f["name"] for f in report["failed"]]
@@ -268,18 +308,30 @@ def test_the_volumes_and_images_of_a_running_build_stay_between_its_containers(d
     ctx.mkdir()
     (ctx / "Dockerfile").write_text(f"FROM {base_image}\nLABEL buildctl.cleantest.marker={key}\n")
     tag = f"buildctl/{recipe}:ns1-{key}"
-    image = engine.build_image(docker_client, ctx, tag, labels=own)
+    image = engine.build_image(docker_client, engine.ImageSpec(ctx, tag, labels=own))
     for kind, name in (("volume", work), ("image", image)):
         _stamp(root, kind, name, 1)
     try:
         with artifacts.key_lock(recipe, key, root):  # the build, between its containers
-            report = clean.clean(keep_bytes=0, root=root, labels=own, containers=False, client=docker_client)
+            report = clean.clean(
+                keep_bytes=0,
+                root=root,
+                labels=own,
+                client=docker_client,
+                objects=("images", "caches"),
+            )
         assert report["removed"] == [], report["removed"]
         assert {f["name"]: f["error"] for f in report["failed"]} == {
             work: "a build of this key is running (its lock is held)",
             tag: "a build of this key is running (its lock is held)"}
         assert _exists_volume(docker_client, work) and engine.image_exists(docker_client, image)
-        report = clean.clean(keep_bytes=0, root=root, labels=own, containers=False, client=docker_client)
+        report = clean.clean(
+            keep_bytes=0,
+            root=root,
+            labels=own,
+            client=docker_client,
+            objects=("images", "caches"),
+        )
         assert {r["name"] for r in report["removed"]} == {work, tag}  # the build is done: they go
     finally:
         engine.remove_volume(docker_client, work)

@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 
 from buildctl import engine, recipe, ui
-from buildctl.build import pipeline, stages
-from buildctl.cli import common
+from buildctl.pipeline import pipeline, stages
 
 pytestmark = pytest.mark.integration
 
@@ -38,9 +37,7 @@ def test_release_and_debug_of_one_recipe_at_once_publish_their_own_files(tmp_pat
                                                                           test_labels):
     src = tmp_path / "demofw"
     shutil.copytree(DEMOFW, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.so"))
-    ca = common.read_ca_certs([CA_BUNDLE])
-    opts = stages.BuildOptions(verify=False, render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts",
-                                 ca_texts=ca)
+    opts = stages.BuildOptions(verify=False, render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts")
     specs = {t: recipe.load("demo-cpu", [f"framework.source.path={src}", f"build.type={t}"],
                             site={"network": NETWORK, "ca_certs": [CA_BUNDLE]}) for t in BUILD_TYPES}
     start = threading.Barrier(len(specs))
@@ -68,8 +65,15 @@ def test_release_and_debug_of_one_recipe_at_once_publish_their_own_files(tmp_pat
         assert result.cached is False and m.key == result.key and m.build_type == build_type
         assert (result.artifact / "recipe.resolved.yaml").read_text().count(f"type: {build_type}") == 1
         # the build script baked into the builder image is this build's own
-        script = engine.run_container(docker_client, m.images.builder, ["cat", "/usr/local/bin/buildctl-build"],
-                                      network_mode="none", labels=test_labels)
+        script = engine.run_container(
+            docker_client,
+            engine.ContainerSpec(
+                m.images.builder,
+                ["cat", "/usr/local/bin/buildctl-build"],
+                network_mode="none",
+                labels=test_labels,
+            ),
+        )
         assert script.exit_code == 0, script.log
         assert ("export DEBUG=1" in script.log) is (build_type == "Debug"), (build_type, result.key)
         # and so is the rendered copy left under its key

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from docker import errors as derr
 
-from buildctl.build import engine_names
+from buildctl.pipeline import engine_names
 from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration

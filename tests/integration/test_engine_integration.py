@@ -69,12 +69,14 @@ def test_connect_over_ssh_without_paramiko(monkeypatch, tmp_path, base_image, te
         (tmp_path / "in.txt").write_text("over-ssh\n")
         res = engine.run_container(
             client,
-            base_image,
-            ["bash", "-c", "cat /in.txt; cp /in.txt /out/copy.txt; exit 4"],
-            inputs={"/in.txt": tmp_path / "in.txt"},
-            outputs={"/out": tmp_path / "out"},
-            volumes={f"buildctl-test-ssh-{test_labels['buildctl.test']}": "/out"},
-            labels=test_labels,
+            engine.ContainerSpec(
+                base_image,
+                ["bash", "-c", "cat /in.txt; cp /in.txt /out/copy.txt; exit 4"],
+                inputs={"/in.txt": tmp_path / "in.txt"},
+                outputs={"/out": tmp_path / "out"},
+                volumes={f"buildctl-test-ssh-{test_labels['buildctl.test']}": "/out"},
+                labels=test_labels,
+            ),
         )
         assert (res.exit_code, res.log) == (4, "over-ssh")
         assert (tmp_path / "out" / "copy.txt").read_text() == "over-ssh\n"
@@ -116,10 +118,12 @@ def test_build_streams_lines_and_labels_the_image(docker_client, base_image, tes
     tag = tag_for("build", test_labels)
     image_id = engine.build_image(
         docker_client,
-        ctx,
-        tag,
-        buildargs={"GREETING": "hello-visible", "HTTP_PROXY": proxy, "https_proxy": proxy},
-        labels=test_labels,
+        engine.ImageSpec(
+            ctx,
+            tag,
+            buildargs={"GREETING": "hello-visible", "HTTP_PROXY": proxy, "https_proxy": proxy},
+            labels=test_labels,
+        ),
         on_line=lines.append,
     )
     assert image_id.startswith("sha256:")
@@ -157,7 +161,9 @@ def test_failing_run_step_raises_step_failed_with_the_log(docker_client, base_im
     lines: list[str] = []
     with pytest.raises(engine.StepFailed) as info:
         engine.build_image(
-            docker_client, ctx, tag_for("fail", test_labels), labels=test_labels, on_line=lines.append
+            docker_client,
+            engine.ImageSpec(ctx, tag_for("fail", test_labels), labels=test_labels),
+            on_line=lines.append,
         )
     err = info.value
     assert err.step == "image" and err.returncode == 3 and not err.oom_killed
@@ -172,7 +178,9 @@ def test_failing_run_step_raises_step_failed_with_the_log(docker_client, base_im
 def test_build_refuses_to_pull_a_missing_base(docker_client, test_labels, tmp_path):
     ctx = write_context(tmp_path / "ctx", "FROM buildctl-test/absent-image:never\nRUN true\n")
     with pytest.raises(EngineError, match="never pulls"):
-        engine.build_image(docker_client, ctx, tag_for("nopull", test_labels), labels=test_labels)
+        engine.build_image(
+            docker_client, engine.ImageSpec(ctx, tag_for("nopull", test_labels), labels=test_labels)
+        )
 
 
 # ---------------------------------------------------------------------------------------------- run
@@ -210,7 +218,7 @@ def test_run_container_inputs_outputs_volumes_round_trip(docker_client, base_ima
         volumes={volume: "/cache"},
         labels=test_labels,
     )
-    first = engine.run_container(docker_client, base_image, ["bash", "-c", script], **run)
+    first = engine.run_container(docker_client, engine.ContainerSpec(base_image, ["bash", "-c", script], **run))
     assert first.exit_code == 0, first.log
     assert first.ok and not first.oom_killed
     log = first.log.splitlines()
@@ -225,7 +233,10 @@ def test_run_container_inputs_outputs_volumes_round_trip(docker_client, base_ima
     assert not (tmp_path / "absent").exists()
     # The named volume persists between runs and carries our labels; the container is gone.
     second = engine.run_container(
-        docker_client, base_image, ["cat", "/cache/count"], volumes={volume: "/cache"}, labels=test_labels
+        docker_client,
+        engine.ContainerSpec(
+            base_image, ["cat", "/cache/count"], volumes={volume: "/cache"}, labels=test_labels
+        ),
     )
     assert second.log.strip() == "1"
     vol = docker_client.api.inspect_volume(volume)
@@ -242,11 +253,13 @@ def test_inputs_belong_to_a_numeric_user(docker_client, base_image, test_labels,
     (tmp_path / "src" / "sub" / "f").write_text("x")
     res = engine.run_container(
         docker_client,
-        base_image,
-        ["bash", "-c", "stat -c '%u:%g' /src /src/sub/f && touch /src/sub/new && echo wrote"],
-        inputs={"/src": tmp_path / "src"},
-        user="1234:1234",
-        labels=test_labels,
+        engine.ContainerSpec(
+            base_image,
+            ["bash", "-c", "stat -c '%u:%g' /src /src/sub/f && touch /src/sub/new && echo wrote"],
+            inputs={"/src": tmp_path / "src"},
+            user="1234:1234",
+            labels=test_labels,
+        ),
     )
     assert res.log.splitlines() == ["1234:1234", "1234:1234", "wrote"], res.log
 
@@ -255,17 +268,11 @@ def test_inputs_belong_to_a_numeric_user(docker_client, base_image, test_labels,
 @engines
 def test_exit_code_propagates_and_log_is_streamed(docker_client, base_image, test_labels):
     lines: list[str] = []
-    res = engine.run_container(
-        docker_client,
-        base_image,
-        [
+    res = engine.run_container(docker_client, engine.ContainerSpec(base_image, [
             "bash",
             "-c",
             "echo out; printf 'half-'; echo err >&2; sleep 0.2; echo line; printf 'no-newline'; exit 7",
-        ],
-        on_line=lines.append,
-        labels=test_labels,
-    )
+        ], labels=test_labels), on_line=lines.append)
     assert res.exit_code == 7 and not res.oom_killed and not res.ok
     # stdout and stderr are separate streams: their relative order is not guaranteed, but a partial
     # line of one is never glued to the other.
@@ -277,7 +284,9 @@ def test_exit_code_propagates_and_log_is_streamed(docker_client, base_image, tes
 @integration
 @engines
 def test_keep_keeps_a_finished_container(docker_client, base_image, test_labels):
-    res = engine.run_container(docker_client, base_image, ["true"], keep=True, labels=test_labels)
+    res = engine.run_container(
+        docker_client, engine.ContainerSpec(base_image, ["true"], keep=True, labels=test_labels)
+    )
     kept = engine.list_buildctl_containers(docker_client, test_labels)
     assert [c.id for c in kept] == [res.container_id]
     kept[0].remove(force=True)
@@ -290,10 +299,14 @@ def test_oom_is_detected(docker_client, base_image, test_labels):
     cmd = ["bash", "-c", "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived ${#x}"]
     if not engine.kind_of(docker_client).memory_limits:  # rootless Podman on cgroup v1: refused, not ignored
         with pytest.raises(InputError, match=r"^--memory 64m: this \w+ engine cannot limit a container's memory"):
-            engine.run_container(docker_client, base_image, cmd, mem_limit="64m", labels=test_labels)
+            engine.run_container(
+                docker_client, engine.ContainerSpec(base_image, cmd, mem_limit="64m", labels=test_labels)
+            )
         assert engine.list_buildctl_containers(docker_client, test_labels) == []
         return
-    res = engine.run_container(docker_client, base_image, cmd, mem_limit="64m", labels=test_labels)
+    res = engine.run_container(
+        docker_client, engine.ContainerSpec(base_image, cmd, mem_limit="64m", labels=test_labels)
+    )
     assert res.oom_killed, res
     assert res.exit_code != 0 and "survived" not in res.log
 
@@ -305,12 +318,14 @@ def test_secrets_in_env_are_masked_in_the_log(docker_client, base_image, test_la
     lines: list[str] = []
     res = engine.run_container(
         docker_client,
-        base_image,
-        ["bash", "-c", 'echo "token=$HF_TOKEN index=$PIP_INDEX_URL other=extra-secret-9"'],
-        env=env,
+        engine.ContainerSpec(
+            base_image,
+            ["bash", "-c", 'echo "token=$HF_TOKEN index=$PIP_INDEX_URL other=extra-secret-9"'],
+            env=env,
+            labels=test_labels,
+        ),
         secrets=["extra-secret-9"],
         on_line=lines.append,
-        labels=test_labels,
     )
     assert lines == ["token=*** index=https://***@pypi.corp/simple other=***"]
     assert "hf_abc" not in res.log and "pypi-pass" not in res.log
@@ -324,7 +339,9 @@ def test_container_removed_when_the_caller_raises(docker_client, base_image, tes
 
     with pytest.raises(RuntimeError, match="consumer failed"):
         engine.run_container(
-            docker_client, base_image, ["bash", "-c", "echo hi; sleep 60"], on_line=boom, labels=test_labels
+            docker_client,
+            engine.ContainerSpec(base_image, ["bash", "-c", "echo hi; sleep 60"], labels=test_labels),
+            on_line=boom,
         )
     assert engine.list_buildctl_containers(docker_client, test_labels) == []
 
@@ -333,7 +350,10 @@ def test_container_removed_when_the_caller_raises(docker_client, base_image, tes
 @engines
 def test_missing_image_is_an_engine_error(docker_client, test_labels):
     with pytest.raises(EngineError, match="never pulls"):
-        engine.run_container(docker_client, "buildctl-test/absent-image:never", ["true"], labels=test_labels)
+        engine.run_container(
+            docker_client,
+            engine.ContainerSpec("buildctl-test/absent-image:never", ["true"], labels=test_labels),
+        )
     assert engine.list_buildctl_containers(docker_client, test_labels) == []
 
 
@@ -402,7 +422,8 @@ import sys
 from pathlib import Path
 from buildctl import engine
 client = engine.connect()
-engine.build_image(client, Path(sys.argv[1]), sys.argv[2], nocache=True, on_line=lambda line: print(line, flush=True))
+engine.build_image(client, engine.ImageSpec(Path(sys.argv[1]), sys.argv[2], nocache=True),
+                   on_line=lambda line: print(line, flush=True))
 """
 
 

@@ -57,7 +57,7 @@ from packaging.utils import parse_wheel_filename
 from publish_helpers import serve_folder
 
 from buildctl import engine
-from buildctl.build import engine_names
+from buildctl.pipeline import engine_names
 from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration
@@ -214,8 +214,15 @@ print("RESULT " + json.dumps({{"torch": torch.__version__, "torch_file": torch._
 
 def _pip_in_fresh_container(client, image: str, index: str, *, extra: str = "", system_torch: bool = True):
     venv = "python3 -m venv --system-site-packages" if system_torch else "python3 -m venv"
-    return engine.run_container(client, image, ["/bin/sh", "-c", PIP_SCRIPT.format(venv=venv)], network_mode="host",
-                                env={"INDEX": index, "EXTRA": extra, **LOCAL})
+    return engine.run_container(
+        client,
+        engine.ContainerSpec(
+            image,
+            ["/bin/sh", "-c", PIP_SCRIPT.format(venv=venv)],
+            network_mode="host",
+            env={"INDEX": index, "EXTRA": extra, **LOCAL},
+        ),
+    )
 
 
 def _result(log: str) -> dict:
@@ -403,8 +410,15 @@ def test_the_stack_publishes_as_one_set_and_pip_brings_ours_from_the_index(stack
     runtime = engine_names.image_tag(STACK, stack_build["payload"]["key"], artifacts.namespace(), "runtime")
     script = STACK_PIP.format(a=EXT_A, b=EXT_B)
     with serve_folder(folder) as url:
-        res = engine.run_container(docker_client, runtime, ["/bin/sh", "-c", script], network_mode="host",
-                                   env={"INDEX": f"{url}simple/", **LOCAL})
+        res = engine.run_container(
+            docker_client,
+            engine.ContainerSpec(
+                runtime,
+                ["/bin/sh", "-c", script],
+                network_mode="host",
+                env={"INDEX": f"{url}simple/", **LOCAL},
+            ),
+        )
     assert res.exit_code == 0, res.log[-4000:]
     got = _result(res.log)
     demofw_file, demofw = _framework_wheel(manifest)

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from buildctl import recipe, render
-from buildctl.build import stages
-from buildctl.build.stages import artifact
 from buildctl.errors import BuildctlError
+from buildctl.pipeline import stages
+from buildctl.pipeline.stages import artifact
 from buildctl.store import artifacts, key
 
 pytestmark = pytest.mark.integration

@@ -39,8 +39,12 @@ def test_hostile_output_of_a_real_container_is_refused(script, problem, docker_c
     out = tmp_path / "out"
     out.mkdir()
     with pytest.raises(InputError) as info:
-        engine.run_container(docker_client, base_image, ["sh", "-c", script], outputs={"/work/out": out},
-                             labels=test_labels)
+        engine.run_container(
+            docker_client,
+            engine.ContainerSpec(
+                base_image, ["sh", "-c", script], outputs={"/work/out": out}, labels=test_labels
+            ),
+        )
     msg = str(info.value)
     assert "\n" not in msg and msg.startswith("the output /work/out of container ") and problem in msg, msg
     assert list(out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["out"]

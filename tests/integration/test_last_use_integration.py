@@ -37,9 +37,9 @@ import pytest
 from docker import errors as derr
 
 from buildctl import ui
-from buildctl.build import engine_names, pipeline
-from buildctl.build.stages import BuildOptions
 from buildctl.cli.common import load_spec
+from buildctl.pipeline import engine_names, pipeline
+from buildctl.pipeline.stages import BuildOptions
 from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration

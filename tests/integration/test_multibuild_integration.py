@@ -119,4 +119,5 @@ def test_doctor_reports_per_engine_and_fails_for_one_that_does_not_answer(servic
         assert reports[url]["engine"]["supports"]["memory_limits"] is kind.memory_limits
         [demo] = reports[url]["recipes"]
         assert demo["name"] == "demo-cpu" and demo["build"]["ok"], demo
+        assert reports[url]["engine"]["base_images"]["buildctl/base:bookworm"]["state"] == "present"
     assert reports[dead]["engine"]["ok"] is False and "unreachable" in reports[dead]["engine"]["error"]

@@ -28,7 +28,7 @@ from packaging.utils import parse_wheel_filename
 from publish_helpers import make_artifact, make_wheel, serve_folder
 
 from buildctl import engine
-from buildctl.build import engine_names
+from buildctl.pipeline import engine_names
 from buildctl.store import artifacts, publish
 
 pytestmark = pytest.mark.integration
@@ -86,9 +86,22 @@ def pip_install_in_fresh_container(client, image: str, index_url: str, requireme
              "                              'file': demofw.__file__, 'installed': got}))\n")
     script = ('set -e; python -m pip install --no-cache-dir --disable-pip-version-check --index-url "$INDEX" '
               '--report /tmp/report.json "$REQUIREMENT"; cd /tmp; python -c "$PROBE"')
-    res = engine.run_container(client, image, ["/bin/sh", "-c", script], network_mode="host", labels=labels,
-                               env={"INDEX": index_url, "REQUIREMENT": requirement, "PROBE": probe,
-                                    "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
+    res = engine.run_container(
+        client,
+        engine.ContainerSpec(
+            image,
+            ["/bin/sh", "-c", script],
+            network_mode="host",
+            labels=labels,
+            env={
+                "INDEX": index_url,
+                "REQUIREMENT": requirement,
+                "PROBE": probe,
+                "NO_PROXY": "127.0.0.1,localhost",
+                "no_proxy": "127.0.0.1,localhost",
+            },
+        ),
+    )
     assert res.exit_code == 0, res.log[-4000:]
     line = next(ln for ln in reversed(res.log.splitlines()) if ln.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])

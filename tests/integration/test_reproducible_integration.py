@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from buildctl import engine
-from buildctl.build import engine_names
+from buildctl.pipeline import engine_names
 from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration

@@ -38,7 +38,7 @@ import pytest
 from docker import errors as derr
 
 from buildctl import engine
-from buildctl.build import engine_names
+from buildctl.pipeline import engine_names
 from buildctl.store import artifacts
 from buildctl.verify import report as rep
 
@@ -188,8 +188,16 @@ def test_llvms_bundler_reads_the_same_code_objects(demo_rocm, docker_client, tes
         "for id in $(grep ^hip ids.txt); do clang-offload-bundler-17 --unbundle --type=o --input=fatbin.o "
         "--targets=$id --output=co.o && echo \"size $id $(stat -c %s co.o)\"; done\n"
     )
-    res = engine.run_container(docker_client, demo_rocm.manifest["images"]["builder"], ["/bin/bash", "-c", script],
-                               inputs={f"/in/{wheel.name}": wheel}, network_mode="none", labels=test_labels)
+    res = engine.run_container(
+        docker_client,
+        engine.ContainerSpec(
+            demo_rocm.manifest["images"]["builder"],
+            ["/bin/bash", "-c", script],
+            inputs={f"/in/{wheel.name}": wheel},
+            network_mode="none",
+            labels=test_labels,
+        ),
+    )
     assert res.exit_code == 0, res.log[-3000:]
     ids = [ln for ln in res.log.splitlines() if ln.startswith(("hipv4-", "host-"))]
     assert ids == ["hipv4-amdgcn-amd-amdhsa--gfx90a", "hipv4-amdgcn-amd-amdhsa--gfx942", "host-x86_64-unknown-linux--"]
@@ -208,9 +216,17 @@ def test_the_wheel_works_in_a_fresh_runtime_container(demo_rocm, docker_client, 
              "    'config': demofw.__config__.show()}))\n")
     script = f"set -e; python -m pip install -q --no-index --no-deps --no-compile /in/{wheel.name}; cd /tmp; python -c \"$PROBE\""
     runtime = engine_names.image_tag("demo-rocm", demo_rocm.payload["key"], artifacts.namespace(), "runtime")
-    res = engine.run_container(docker_client, runtime,
-                               ["/bin/sh", "-c", script], env={"PROBE": probe},
-                               inputs={f"/in/{wheel.name}": wheel}, network_mode="none", labels=test_labels)
+    res = engine.run_container(
+        docker_client,
+        engine.ContainerSpec(
+            runtime,
+            ["/bin/sh", "-c", script],
+            env={"PROBE": probe},
+            inputs={f"/in/{wheel.name}": wheel},
+            network_mode="none",
+            labels=test_labels,
+        ),
+    )
     assert res.exit_code == 0, res.log[-3000:]
     got = json.loads(next(ln for ln in reversed(res.log.splitlines()) if ln.startswith("RESULT "))[len("RESULT "):])
     assert got["add"] == [4, 6] and got["cuda"] is None and got["hip"].startswith("5.7.31921")

@@ -40,8 +40,13 @@ def test_docker_kill_gives_137_and_is_not_oom(docker_client, base_image, test_la
         if line == "ready":  # the command runs: kill it from outside, as `docker kill` does
             docker_client.api.kill(name)
 
-    res = engine.run_container(docker_client, base_image, ["bash", "-c", "echo ready; exec sleep 300"],
-                               name=name, on_line=on_line, labels=test_labels)
+    res = engine.run_container(
+        docker_client,
+        engine.ContainerSpec(
+            base_image, ["bash", "-c", "echo ready; exec sleep 300"], name=name, labels=test_labels
+        ),
+        on_line=on_line,
+    )
     assert res.exit_code == 137
     assert res.oom_killed is False and res.timed_out is False and not res.ok
     assert engine.container_state(docker_client, name) is None  # removed
@@ -51,11 +56,16 @@ def test_oom_of_a_child_is_reported_even_when_the_command_exits_0(docker_client,
     script = "bash -c 'x=$(head -c 200000000 /dev/zero | tr \"\\0\" a)'; echo child exit $?; exit 0"
     if not engine.kind_of(docker_client).memory_limits:
         with pytest.raises(InputError, match="cannot limit a container's memory"):
-            engine.run_container(docker_client, base_image, ["bash", "-c", script], mem_limit="64m", labels=test_labels)
+            engine.run_container(
+                docker_client,
+                engine.ContainerSpec(base_image, ["bash", "-c", script], mem_limit="64m", labels=test_labels),
+            )
         assert engine.list_buildctl_containers(docker_client, test_labels) == []
         return
-    res = engine.run_container(docker_client, base_image, ["bash", "-c", script], mem_limit="64m",
-                               labels=test_labels)
+    res = engine.run_container(
+        docker_client,
+        engine.ContainerSpec(base_image, ["bash", "-c", script], mem_limit="64m", labels=test_labels),
+    )
     assert res.exit_code == 0 and "child exit 137" in res.log
     assert res.oom_killed is True and not res.ok
 
@@ -63,8 +73,12 @@ def test_oom_of_a_child_is_reported_even_when_the_command_exits_0(docker_client,
 def test_timeout_kills_the_container_and_says_so(docker_client, base_image, test_labels):
     name = _name("timeout")
     t0 = time.monotonic()
-    res = engine.run_container(docker_client, base_image, ["bash", "-c", "echo ready; exec sleep 300"],
-                               name=name, timeout=3, labels=test_labels)
+    res = engine.run_container(
+        docker_client,
+        engine.ContainerSpec(
+            base_image, ["bash", "-c", "echo ready; exec sleep 300"], name=name, timeout=3, labels=test_labels
+        ),
+    )
     assert res.timed_out is True and res.oom_killed is False and not res.ok
     assert res.exit_code == 137 and "ready" in res.log
     assert time.monotonic() - t0 < 120  # stopped at the timeout, long before the command would end
@@ -72,7 +86,9 @@ def test_timeout_kills_the_container_and_says_so(docker_client, base_image, test
 
 
 def test_a_command_that_ends_in_time_is_not_timed_out(docker_client, base_image, test_labels):
-    res = engine.run_container(docker_client, base_image, ["true"], timeout=300, labels=test_labels)
+    res = engine.run_container(
+        docker_client, engine.ContainerSpec(base_image, ["true"], timeout=300, labels=test_labels)
+    )
     assert res.ok and res.timed_out is False
 
 
@@ -88,15 +104,22 @@ def test_a_taken_name_is_refused_and_the_other_container_kept(docker_client, bas
             release.wait(timeout=600)  # hold the first run in its stream until the second has tried
 
     def run_first() -> None:
-        first["result"] = engine.run_container(docker_client, base_image, ["bash", "-c", "echo ready; sleep 1; echo done"],
-                                               name=name, on_line=on_line, labels=test_labels)
+        first["result"] = engine.run_container(
+            docker_client,
+            engine.ContainerSpec(
+                base_image, ["bash", "-c", "echo ready; sleep 1; echo done"], name=name, labels=test_labels
+            ),
+            on_line=on_line,
+        )
 
     t = threading.Thread(target=run_first)
     t.start()
     try:
         assert ready.wait(timeout=600)
         with pytest.raises(engine.ContainerNameInUse) as info:
-            engine.run_container(docker_client, base_image, ["true"], name=name, labels=test_labels)
+            engine.run_container(
+                docker_client, engine.ContainerSpec(base_image, ["true"], name=name, labels=test_labels)
+            )
         assert "\n" not in str(info.value) and f"docker rm -f {name}" in str(info.value)
         assert (engine.container_state(docker_client, name) or {}).get("Running") is True  # untouched
     finally:

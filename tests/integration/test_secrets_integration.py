@@ -56,8 +56,8 @@ import yaml
 from docker import errors as derr
 
 from buildctl import engine, recipe, secrets
-from buildctl.build import engine_names
 from buildctl.errors import EngineError
+from buildctl.pipeline import engine_names
 
 pytestmark = pytest.mark.integration
 
@@ -506,13 +506,20 @@ def test_credentials_are_used_and_found_nowhere(tmp_path, docker_client, base_im
                  next(v for v, path in failed_volumes.items() if path == "/work")]
         for work in works:
             grep = engine.run_container(
-                docker_client, base_image, ["bash", "-c", 'grep -rlaF -f /dev/stdin /work <<<"$NEEDLES" || true'],
-                env={"NEEDLES": "\n".join(n.decode() for n in scan.needles)}, volumes={work: "/work"},
-                network_mode="none", labels={"buildctl.recipe": name})
+                docker_client,
+                engine.ContainerSpec(
+                    base_image,
+                    ["bash", "-c", 'grep -rlaF -f /dev/stdin /work <<<"$NEEDLES" || true'],
+                    env={"NEEDLES": "\n".join(n.decode() for n in scan.needles)},
+                    volumes={work: "/work"},
+                    network_mode="none",
+                    labels={"buildctl.recipe": name},
+                ),
+            )
             assert grep.exit_code == 0 and grep.log.strip() == "", f"{work}: {grep.log}"
             assert "/work/src/.git" in engine.run_container(  # the volume was scanned: it holds the clone
-                docker_client, base_image, ["ls", "-d", "/work/src/.git"], volumes={work: "/work"},
-                network_mode="none", labels={"buildctl.recipe": name}).log
+                docker_client, engine.ContainerSpec(base_image, ["ls", "-d", "/work/src/.git"], volumes={work: "/work"},
+                                                    network_mode="none", labels={"buildctl.recipe": name})).log
         assert scan.found == []
     finally:
         for c in engine.list_buildctl_containers(docker_client, {"buildctl.recipe": name}):
@@ -569,13 +576,19 @@ def test_predefined_proxy_args_stay_out_of_history_config_and_cache_key(docker_c
     def build(password: str) -> tuple[str, list[str]]:
         lines: list[str] = []
         args = {n: f"http://u:{password}@proxy.invalid:3128" for n in names}
-        image = engine.build_image(docker_client, ctx, f"buildctl-test/proxy-args:{SESSION}", buildargs=args,
-                                   labels=test_labels, on_line=lines.append)
+        image = engine.build_image(
+            docker_client,
+            engine.ImageSpec(ctx, f"buildctl-test/proxy-args:{SESSION}", buildargs=args, labels=test_labels),
+            on_line=lines.append,
+        )
         return image, lines
 
     first_pw, second_pw = f"pw1{uuid.uuid4().hex}", f"pw2{uuid.uuid4().hex}"
     image, lines = build(first_pw)
-    out = engine.run_container(docker_client, image, ["cat", "/proxies"], network_mode="none", labels=test_labels)
+    out = engine.run_container(
+        docker_client,
+        engine.ContainerSpec(image, ["cat", "/proxies"], network_mode="none", labels=test_labels),
+    )
     assert out.log.strip() == "8", "the RUN step saw all eight"
     again, lines2 = build(second_pw)
     assert again == image and any(re.match(r" ?--?-> Using cache", ln) for ln in lines2), \
@@ -614,15 +627,34 @@ def test_image_build_gets_credentials_only_while_it_runs(docker_client, base_ima
     kind = engine.kind_of(docker_client)
     if network == "default" and kind.podman and kind.rootless:
         with pytest.raises(EngineError, match=r"rootless Podman's default network .*; fix: build with --network host$"):
-            engine.build_image(docker_client, ctx, f"buildctl-test/channel:{SESSION}-{network}", credentials=creds,
-                               network_mode=network, labels=test_labels, on_line=lines.append)
+            engine.build_image(
+                docker_client,
+                engine.ImageSpec(
+                    ctx,
+                    f"buildctl-test/channel:{SESSION}-{network}",
+                    network_mode=network,
+                    labels=test_labels,
+                ),
+                credentials=creds,
+                on_line=lines.append,
+            )
         assert lines == [] and not engine.image_exists(docker_client, f"buildctl-test/channel:{SESSION}-{network}")
         return
-    image = engine.build_image(docker_client, ctx, f"buildctl-test/channel:{SESSION}-{network}", credentials=creds,
-                               network_mode=network, labels=test_labels, on_line=lines.append)
+    image = engine.build_image(
+        docker_client,
+        engine.ImageSpec(
+            ctx, f"buildctl-test/channel:{SESSION}-{network}", network_mode=network, labels=test_labels
+        ),
+        credentials=creds,
+        on_line=lines.append,
+    )
     assert "saw it: ***" in lines  # used in the RUN step, masked in the log
-    listing = engine.run_container(docker_client, image, ["ls", "-A", "/etc/apt/auth.conf.d"], network_mode="none",
-                                   labels=test_labels)
+    listing = engine.run_container(
+        docker_client,
+        engine.ContainerSpec(
+            image, ["ls", "-A", "/etc/apt/auth.conf.d"], network_mode="none", labels=test_labels
+        ),
+    )
     assert listing.log.strip() == ""
     scan = Scan([token.encode()])
     scan.text("log", "\n".join(lines))
@@ -633,7 +665,10 @@ def test_image_build_gets_credentials_only_while_it_runs(docker_client, base_ima
     assert scan.found == []
     # Without credentials the same Dockerfile builds the same image (the script finds no server).
     plain = channel_context(tmp_path / "plain", base_image, "true")
-    engine.build_image(docker_client, plain, f"buildctl-test/channel:{SESSION}-{network}-plain", labels=test_labels)
+    engine.build_image(
+        docker_client,
+        engine.ImageSpec(plain, f"buildctl-test/channel:{SESSION}-{network}-plain", labels=test_labels),
+    )
 
 
 @pytest.mark.engines
@@ -643,11 +678,18 @@ def test_container_gets_credentials_by_file_not_config(docker_client, base_image
     token = f"tok{uuid.uuid4().hex}"
     creds = secrets.Credentials(env=(("HTTP_PROXY", f"http://u:{token}@proxy.invalid:1"),))
     ctx = channel_context(tmp_path / "ctx", base_image, "true")
-    image = engine.build_image(docker_client, ctx, f"buildctl-test/channel:{SESSION}-run", labels=test_labels)
+    image = engine.build_image(
+        docker_client, engine.ImageSpec(ctx, f"buildctl-test/channel:{SESSION}-run", labels=test_labels)
+    )
     script = ('. /usr/local/lib/buildctl/secrets.sh; echo "proxy=$HTTP_PROXY"; '
               'test ! -e /run/buildctl-secrets && echo file-gone')
-    res = engine.run_container(docker_client, image, ["bash", "-c", script], credentials=creds, keep=True,
-                               network_mode="none", labels=test_labels)
+    res = engine.run_container(
+        docker_client,
+        engine.ContainerSpec(
+            image, ["bash", "-c", script], keep=True, network_mode="none", labels=test_labels
+        ),
+        credentials=creds,
+    )
     try:
         assert res.exit_code == 0, res.log
         assert res.log.splitlines() == ["proxy=http://***@proxy.invalid:1", "file-gone"]

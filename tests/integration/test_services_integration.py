@@ -75,7 +75,10 @@ def test_registry_carries_an_image_from_engine_a_to_engine_b(services, docker_cl
             engine_b.images.get(ref)
         engine_b_ssh.images.pull(repo, tag=tag)
         assert engine_b.images.get(ref).id == engine_b_ssh.images.get(ref).id
-        res = engine.run_container(engine_b_ssh, ref, ["cat", "/marker"], network_mode="none", labels=test_labels)
+        res = engine.run_container(
+            engine_b_ssh,
+            engine.ContainerSpec(ref, ["cat", "/marker"], network_mode="none", labels=test_labels),
+        )
         assert res.exit_code == 0 and res.log.strip() == marker, res.log
     finally:
         for client in (docker_client, engine_b):

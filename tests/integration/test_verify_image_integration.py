@@ -25,6 +25,7 @@ from verify_fixtures import cpu_probe, make_report
 
 from buildctl import engine
 from buildctl.verify import report as rep
+from buildctl.verify.options import VerifyOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ("--sizes", "8:64K", "--iters", "5")
@@ -134,8 +135,10 @@ def test_missing_image_and_missing_python_are_one_line_exit_2(debian_torch, dock
     # ("verification ... failed (exit 1)"); now the command runs as given, and the missing Python is named.
     with tempfile.TemporaryDirectory(prefix="buildctl-test-entrypoint-") as ctx:
         Path(ctx, "Dockerfile").write_text(f'FROM {DEBIAN_TORCH}\nENTRYPOINT ["/bin/false"]\n')
-        with_entrypoint = engine.build_image(docker_client, Path(ctx), "buildctl-test/debian-torch:entrypoint-false",
-                                             labels=test_labels)
+        with_entrypoint = engine.build_image(
+            docker_client,
+            engine.ImageSpec(Path(ctx), "buildctl-test/debian-torch:entrypoint-false", labels=test_labels),
+        )
     for image, image_id in ((DEBIAN_TORCH, debian_torch), ("buildctl-test/debian-torch:entrypoint-false",
                                                             with_entrypoint)):
         proc = invoke(tmp_path, "verify", "--image", image, "--python", "/opt/venv/bin/python", timeout=120)
@@ -185,6 +188,7 @@ def test_gpus_are_the_engines_fact_not_this_hosts(docker_client, base_image, tmp
     monkeypatch.setattr(gpus, "inventory", lambda: gpus.GpuReport(
         "550.54.15", "12.4", [gpus.GpuInfo(0, "NVIDIA H100 80GB HBM3", "9.0", 80 << 30)]))
     with pytest.raises(InputError, match=f"image {base_image} has no Python at python3 "):
-        image_verify.verify_image(base_image, out_dir=tmp_path / "report", sweep=False, client=docker_client)
+        image_verify.verify_image(base_image, out_dir=tmp_path / "report", options=VerifyOptions(sweep=False),
+                                  client=docker_client)
     assert docker_client.containers.list(all=True, filters={  # the engine is shared: only verify containers
         "ancestor": docker_client.images.get(base_image).id, "label": "buildctl.role=verify"}) == []

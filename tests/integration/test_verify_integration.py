@@ -16,6 +16,7 @@ from rich.console import Console
 from verify_fixtures import make_spec
 
 from buildctl.verify import report as rep
+from buildctl.verify.options import VerifyOptions
 from buildctl.verify.report import VerificationFailed
 from buildctl.verify.runner import verify_wheel
 
@@ -77,8 +78,8 @@ def test_host_mode_cpu_wheel(torch_wheel, tmp_path, monkeypatch):
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     console = Console(record=True, width=200)
     out = tmp_path / "out"
-    report = verify_wheel(torch_wheel, spec=make_spec(), host=True, out_dir=out, console=console,
-                          cache_dir=CACHE, **SMALL)
+    report = verify_wheel(torch_wheel, spec=make_spec(), out_dir=out, console=console,
+                          options=VerifyOptions(host=True, cache_dir=CACHE, **SMALL))
     assert report.mode == "host" and report.module == "torch"
     assert_cpu_verdict_and_checks(report)
     assert_sane_gloo_sweep(report)
@@ -95,8 +96,8 @@ def test_host_mode_failing_expectation_exits_nonzero_with_json(torch_wheel, tmp_
     out = tmp_path / "out"
     spec = make_spec(expect={"nccl": "2.28.9"})
     with pytest.raises(VerificationFailed) as e:
-        verify_wheel(torch_wheel, spec=spec, host=True, out_dir=out, sweep=False, json_out=True,
-                     cache_dir=CACHE, **SMALL)
+        verify_wheel(torch_wheel, spec=spec, out_dir=out,
+                     options=VerifyOptions(host=True, sweep=False, json_out=True, cache_dir=CACHE, **SMALL))
     assert e.value.exit_code == 1
     msg = str(e.value)
     assert "\n" not in msg and "NCCL absent in the wheel, verify.expect says 2.28.9" in msg
@@ -111,8 +112,8 @@ def test_container_mode_cpu_wheel(torch_wheel, tmp_path, docker_client, base_ima
     console = Console(record=True, width=200)
     out = tmp_path / "out"
     spec = make_spec(base_image=base_image)
-    report = verify_wheel(torch_wheel, spec=spec, host=False, out_dir=out, console=console, cache_dir=CACHE,
-                          client=docker_client, **SMALL)
+    report = verify_wheel(torch_wheel, spec=spec, out_dir=out, console=console, client=docker_client,
+                          options=VerifyOptions(host=False, cache_dir=CACHE, **SMALL))
     assert report.mode == "container"
     assert report.environment["image"].startswith("buildctl/verify-runtime:py3.11-")
     assert report.probe["python"]["executable"] == f"{spec.python.venv}/bin/python"  # inside the container

@@ -85,13 +85,14 @@ def test_a_file_the_render_starts_writing_is_keyed_until_it_is_declared():
         != key_mod.artifact_key(r.files, "s", "b")
 
 
-def test_site_settings_never_change_the_key():
+def test_site_settings_never_change_the_key(tmp_path):
     plain = rendered("demo-cpu")
     site = rendered("demo-cpu", site={"pip_index_url": "https://pypi.corp.example/simple",
                                       "apt_mirror": "http://apt.corp.example/debian"})
-    ca = render_mod.render(plain.spec, ca_texts={"corp.crt": "-----BEGIN CERTIFICATE-----\n"})
+    (tmp_path / "corp.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    ca = rendered("demo-cpu", site={"ca_certs": [str(tmp_path / "corp.pem")]})
     assert key_of(plain) == key_of(site) == key_of(ca)
-    assert plain.files["pip.conf"] != site.files["pip.conf"] and "certs/corp.crt" in ca.files
+    assert plain.files["pip.conf"] != site.files["pip.conf"] and "certs/00-corp.crt" in ca.files
 
 
 # --- what changed, named --------------------------------------------------------------------------------------
@@ -142,9 +143,9 @@ def test_a_stored_report_is_not_reused_after_the_expectations_changed(tmp_path, 
     from verify_fixtures import make_report, make_spec
 
     from buildctl import ui
-    from buildctl.build import pipeline, stages
-    from buildctl.build.stages import Published, Verified
-    from buildctl.build.stages import verify as verify_stage
+    from buildctl.pipeline import pipeline, stages
+    from buildctl.pipeline.stages import Published, Verified
+    from buildctl.pipeline.stages import verify as verify_stage
     from buildctl.store.manifest import Manifest
     from buildctl.verify import report as rep
     from buildctl.verify import runner
@@ -227,8 +228,8 @@ class OnlyTheBaseImage:
 def test_the_dry_run_says_the_key_of_every_shipped_recipe_asking_the_engine_only_for_the_base_image(
         name, tmp_path, monkeypatch):
     from buildctl import engine
-    from buildctl.build.dry_run import dry_run
-    from buildctl.build.stages import BuildOptions
+    from buildctl.pipeline.dry_run import dry_run
+    from buildctl.pipeline.stages import BuildOptions
 
     fake = OnlyTheBaseImage()
     monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None: fake))
@@ -248,8 +249,8 @@ def test_the_dry_run_names_what_changed_since_the_latest_artifact(tmp_path, monk
     import json
 
     from buildctl import engine
-    from buildctl.build.dry_run import dry_run
-    from buildctl.build.stages import BuildOptions
+    from buildctl.pipeline.dry_run import dry_run
+    from buildctl.pipeline.stages import BuildOptions
 
     monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None: OnlyTheBaseImage()))
     spec = recipe.load("demo-cpu")
@@ -284,8 +285,8 @@ def _artifact_with_altered_wheel(tmp_path) -> Path:
 
 
 def test_verify_and_debug_refuse_an_artifact_whose_wheel_was_altered(tmp_path):
-    from buildctl.build import published
     from buildctl.errors import InputError
+    from buildctl.pipeline import published
 
     folder = _artifact_with_altered_wheel(tmp_path)
     with pytest.raises(InputError) as info, published.published_artifact(recipe.load("demo-cpu"), folder):

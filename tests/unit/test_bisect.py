@@ -458,14 +458,14 @@ def test_a_credential_of_the_recipe_never_goes_on_a_childs_command_line():
 
 def test_a_step_that_ends_without_a_result_stops_the_bisect_instead_of_being_skipped(tmp_path):
     """An engine lost mid-step says nothing of the change: the bisect stops (exit 1), the log kept."""
-    from buildctl.bisect.steps import Bisector
-    from buildctl.build.stages import BuildOptions
+    from buildctl.bisect.steps import Bisector, StepBuilds
     from buildctl.errors import BuildctlError
+    from buildctl.pipeline.stages import BuildOptions
     from buildctl.settings import Settings
 
     axis = axes.Axis("set", "f", tuple(axes.Change(v, (f"f={v}",)) for v in "abc"))
     with log.BisectLog(tmp_path, {"r": 1}).held() as held:
-        bisector = Bisector(recipe="r", sets=[], axis=axis, spec_for=lambda i: None, criterion=child.Criterion(),
+        bisector = Bisector(builds=StepBuilds("r", [], lambda i: None), axis=axis, criterion=child.Criterion(),
                             first_good=False, chosen=Settings(), opts=BuildOptions(), log=held, say=lambda line: None)
         record = child.build_record(None, 1, ["error: the Docker engine is not running"], 3.0)
         bisector.done.put((1, {**entry(1, "k"), "build": record, "source": "built"}))

@@ -18,9 +18,9 @@ import pytest
 from invoke_here import invoke_here
 
 from buildctl import engine, recipe, render
-from buildctl.build import engine_names
-from buildctl.build.stages import compile as compile_stage
 from buildctl.errors import InputError, RecipeError
+from buildctl.pipeline import engine_names
+from buildctl.pipeline.stages import compile as compile_stage
 from buildctl.recipe.fields import RESERVED_BUILD_ENV
 from buildctl.store import artifacts
 

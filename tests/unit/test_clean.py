@@ -22,7 +22,7 @@ from buildctl.store import artifacts
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = 86400
-FILES_ONLY = {"images": False, "caches": False, "containers": False}
+FILES_ONLY = {"objects": ()}
 
 
 def make_artifact(root: Path, recipe: str, key: str, size: int = 1000, age_days: float = 0) -> Path:
@@ -334,9 +334,15 @@ def test_a_replayed_bundle_is_in_use(tmp_path):
 
     root = tmp_path / "artifacts"
     spec, _ = load_spec("demo-cpu", [], preflight=False)
-    bundle = repro.write_bundle(spec=spec, rendered=render(spec), context_dir=None, step="fetch", exit_code=1,
-                                log="sha256 mismatch", diagnosis=None, image_id=None, command=None, env={},
-                                volumes={}, network=None, memory=None, secrets=[], root=root)
+    bundle = repro.write_bundle(
+        spec=spec,
+        rendered=render(spec),
+        context_dir=None,
+        secrets=[],
+        root=root,
+        failure=repro.FailedStep(step="fetch", exit_code=1, log="sha256 mismatch", diagnosis=None),
+        replay=repro.ReplayFacts(image_id=None, command=None, env={}, volumes={}, network=None, memory=None),
+    )
     name = f"failures/{bundle.name}"
     used(root, "bundle", name, 40)
     proc = invoke_here("repro", str(bundle), "--json", cwd=ROOT,
@@ -415,6 +421,6 @@ def test_a_container_whose_owner_cannot_be_told_is_left_alone_whatever_its_state
         _listed("g", "exited", gone_here),  # provably gone: an orphan
         _listed("h", "running", gone_here),  # a SIGKILLed build's container, still compiling: an orphan
     ])
-    report = clean.clean(root=tmp_path / "artifacts", images=False, caches=False, client=fake)
+    report = clean.clean(root=tmp_path / "artifacts", client=fake, objects=("containers",))
     assert fake.removed == ["g" * 8, "h" * 8], report
     assert all(r["reason"] == "orphan: the buildctl process that started it is gone" for r in report["removed"])

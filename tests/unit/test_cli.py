@@ -158,7 +158,7 @@ def test_set_invalid_value_names_the_field(tmp_path):
     (("show", "--recipe", "demo-cpu", "--set", "build.type"), ("--set: build.type: expected KEY=VALUE",)),
     (("show", "--recipe", "demo-cpu", "--base-image", "UBUNTU;reboot"), ("base.image: malformed value",)),
     (("matrix", "--label", "no-such-label"), ("--label no-such-label: no recipe has it",)),
-    (("render", "--recipe", "demo-cpu", "--ca-cert", "/nonexistent/ca.pem"), ("--ca-cert /nonexistent/ca.pem",)),
+    (("render", "--recipe", "demo-cpu", "--ca-cert", "/nonexistent/ca.pem"), ("CA certificate /nonexistent/ca.pem (--ca-cert",)),
     (("build", "--recipe", "demo-cpu", "--jobs", "many"), ("--jobs many: not a positive integer",)),
 ])
 def test_bad_input_is_one_line_exit_2(args, parts):

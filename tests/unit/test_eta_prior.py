@@ -1,4 +1,4 @@
-"""Which earlier build weights the compile's ETA (buildctl/build/eta_prior.py), on a fake artifacts folder,
+"""Which earlier build weights the compile's ETA (buildctl/pipeline/eta_prior.py), on a fake artifacts folder,
 and what the pipeline and the live view make of it: the prior's name on the ETA line, the step rate
 without one. The logs are untrusted: a bad one is passed over in one line, never a traceback."""
 
@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from buildctl import recipe, ui
-from buildctl.build import eta_prior, pipeline
+from buildctl.pipeline import eta_prior, pipeline
 
 RELEASE, DEBUG = "pytorch2.6-cpu-trixie", "pytorch2.6-cpu-trixie-debug"
 LOG = "# ninja log v6\n0\t30000\t0\tx.o\tx1\n0\t90000\t0\ty.o\ty1\n"

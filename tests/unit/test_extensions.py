@@ -17,9 +17,9 @@ import pytest
 
 from buildctl import recipe
 from buildctl import render as render_mod
-from buildctl.build.stages import artifact as artifact_stage
 from buildctl.errors import RecipeError, StepFailed
 from buildctl.in_container import pin_requires
+from buildctl.pipeline.stages import artifact as artifact_stage
 from buildctl.recipe.schema import Spec
 from buildctl.store import key as key_mod
 from buildctl.verify import extensions

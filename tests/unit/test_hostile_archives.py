@@ -390,11 +390,24 @@ def _valid_bundle(root: Path) -> Path:
     spec, _ = load_spec("demo-cpu", [], preflight=False)
     rendered = render(spec)
     return repro.write_bundle(
-        spec=spec, rendered=rendered, context_dir=None, step="compile", exit_code=2, log="boom", diagnosis=None,
-        image_id="sha256:" + "0" * 64, command=["/usr/local/bin/buildctl-build"],
-        env={"MAX_JOBS": "2", "HTTPS_PROXY": "http://user:tok3n@proxy:3128"},
-        volumes={"buildctl-work-demo-cpu-0123456789abcdef": "/work", "buildctl-cache-ccache-0123456789ab": "/cache"},
-        network="host", memory="2g", secrets=[], root=root)
+        spec=spec,
+        rendered=rendered,
+        context_dir=None,
+        secrets=[],
+        root=root,
+        failure=repro.FailedStep(step="compile", exit_code=2, log="boom", diagnosis=None),
+        replay=repro.ReplayFacts(
+            image_id="sha256:" + "0" * 64,
+            command=["/usr/local/bin/buildctl-build"],
+            env={"MAX_JOBS": "2", "HTTPS_PROXY": "http://user:tok3n@proxy:3128"},
+            volumes={
+                "buildctl-work-demo-cpu-0123456789abcdef": "/work",
+                "buildctl-cache-ccache-0123456789ab": "/cache",
+            },
+            network="host",
+            memory="2g",
+        ),
+    )
 
 
 @pytest.fixture(scope="module")

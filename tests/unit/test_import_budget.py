@@ -20,7 +20,7 @@ INVOKE_LIST = (f"import runpy, sys; sys.argv = ['invoke', '-r', {str(REPO)!r}, '
 # when one of its names is first used).
 NO_OP_PATH = """
 from buildctl import cli, engine, ui
-from buildctl.build import pipeline
+from buildctl.pipeline import pipeline
 from buildctl.recipe import preflight
 engine.terminate_as_interrupt, engine.EngineConnection, engine.DISTRO_LABEL, engine.is_buildctl_image
 """
@@ -32,7 +32,7 @@ from buildctl import ui
 from buildctl.engine import lazy, pull
 from buildctl.store import artifacts, noop_memo
 """
-MEMO_PATH_SKIPS = ("buildctl.recipe", "buildctl.render", "buildctl.store.manifest", "buildctl.build", "jinja2",
+MEMO_PATH_SKIPS = ("buildctl.recipe", "buildctl.render", "buildctl.store.manifest", "buildctl.pipeline", "jinja2",
                    "buildctl.cli.build", "buildctl.cli.common")
 # Without cached bytecode (a first run, PYTHONDONTWRITEBYTECODE) the path's import time reaches about 2x
 # --list's, with it about 1.4x (2 cores, busy); importing the whole build graph again makes it 3-4x.

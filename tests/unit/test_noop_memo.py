@@ -155,8 +155,8 @@ def _remember(tmp_path: Path, recipe_arg: str, reads, spec) -> tuple[Path, str]:
                              key="0123456789abcdef", manifest=SimpleNamespace(to_json=lambda: manifest),
                              inputs=KeyInputs({}, source_digest(spec), "sha256:1"), reads=())
     settings = Settings(artifacts=root)
-    noop.remember(recipe_arg, [], settings=settings, no_preflight=False, spec=spec, reads=reads, warnings=[],
-                  result=result, rows=[("recipe", spec.name)], skipped=["image"])
+    noop.remember(recipe_arg, [], settings=settings, no_preflight=False, spec=spec, reads=reads, result=result,
+                  shown=noop.Shown([], [("recipe", spec.name)], ["image"]))
     return root, noop._request(recipe_arg, [], settings, False)
 
 

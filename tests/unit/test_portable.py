@@ -12,14 +12,16 @@ import zipfile
 import pytest
 
 from buildctl import recipe, render
-from buildctl.build import stages
-from buildctl.build.stages import artifact
 from buildctl.in_container import wheelrepair
+from buildctl.pipeline import stages
+from buildctl.pipeline.stages import artifact
 from buildctl.render import portable as repair_rules
 from buildctl.store import portability
 from buildctl.store.key import KeyInputs
 from buildctl.store.manifest import Manifest, Portability
+from buildctl.store.wheel_facts import WheelFacts
 from buildctl.verify import portable
+from buildctl.verify.options import VerifyOptions
 
 WHEEL = "demofw-0.1.0+cpu-cp311-cp311-manylinux_2_17_x86_64.whl"
 
@@ -241,9 +243,10 @@ def test_a_wheel_that_imports_in_the_bare_image_passes():
 
 def test_no_recorded_repair_no_portable_check(tmp_path):
     manifest = Manifest.model_validate({"recipe": "r", "key": "k", "wheels": [{"file": WHEEL, "sha256": "0" * 64}]})
-    assert portable.checks(manifest, tmp_path / WHEEL, recipe.load("demo-cpu"), client=None, module="demofw",
-                           runtime_requirements=(), plats=(), cache_dir=tmp_path, network_mode=None,
-                           on_line=print, timeout=1) == []
+    options = VerifyOptions(module="demofw", cache_dir=tmp_path, timeout=1)
+    facts = WheelFacts(tmp_path / WHEEL, {}, ())  # no repair recorded: nothing of the wheel is read
+    assert portable.checks(manifest, facts, recipe.load("demo-cpu"), client=None, plats=(),
+                           on_line=print, options=options) == []
 
 
 def test_a_torch_wheel_runs_the_framework_checks_in_the_bare_image():

@@ -457,7 +457,7 @@ def test_publish_holds_the_artifacts_it_reads_against_clean(tmp_path, store, whe
     cleaned = []
 
     def clean_comes_meanwhile(wheels, index):
-        cleaned.append(clean.clean(older_than_days=1, root=store, images=False, caches=False, containers=False))
+        cleaned.append(clean.clean(older_than_days=1, root=store, objects=()))
         return real(wheels, index)
 
     monkeypatch.setattr(publish, "publish_to_folder", clean_comes_meanwhile)

@@ -10,10 +10,10 @@ import pytest
 from invoke_here import invoke_here
 
 from buildctl import recipe, render, secrets, urls
-from buildctl.build import compile_cache, stages
-from buildctl.build.stages import artifact
-from buildctl.build.stages.compile import compile_credentials, container_env
 from buildctl.errors import InputError, RecipeError
+from buildctl.pipeline import compile_cache, stages
+from buildctl.pipeline.stages import artifact
+from buildctl.pipeline.stages.compile import compile_credentials, container_env
 from buildctl.store import key as key_mod
 
 REPO = Path(__file__).resolve().parents[2]

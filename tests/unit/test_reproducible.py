@@ -70,7 +70,7 @@ def test_nvcc_names_its_temporary_files_after_the_object_from_cuda_12_4():
 
 
 def _outcome(differences=()):
-    from buildctl.build import rebuild_check
+    from buildctl.pipeline import rebuild_check
     from buildctl.store import wheel_diff
 
     sha_b = "a" * 64 if not differences else "b" * 64
@@ -83,7 +83,7 @@ def _outcome(differences=()):
 def test_what_people_and_the_manifest_see():
     from rich.console import Console
 
-    from buildctl.build import rebuild_check
+    from buildctl.pipeline import rebuild_check
     from buildctl.store import wheel_diff
 
     same = _outcome()

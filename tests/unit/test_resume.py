@@ -1,4 +1,4 @@
-"""The records of a stopped and resumed build (buildctl/build/resume.py): pure, no engine."""
+"""The records of a stopped and resumed build (buildctl/pipeline/resume.py): pure, no engine."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from buildctl.build import resume
+from buildctl.pipeline import resume
 
 TOP = {"Titles": ["PID", "ELAPSED", "COMMAND"],
        "Processes": [["894", "17", "cc1plus"], ["918", "15", "cc1plus"], ["880", "40", "ninja"],

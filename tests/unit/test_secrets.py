@@ -25,11 +25,11 @@ import pytest
 from publish_helpers import assembled_artifact
 
 from buildctl import recipe, render, secrets
-from buildctl.build import stages
-from buildctl.build.stages.compile import container_env
 from buildctl.engine import build as engine_build
 from buildctl.errors import EngineError
 from buildctl.failure import repro
+from buildctl.pipeline import stages
+from buildctl.pipeline.stages.compile import container_env
 from buildctl.recipe.schema import Spec
 from buildctl.store import key as key_mod
 
@@ -161,9 +161,21 @@ def test_repro_bundle_carries_no_credentials(tmp_path, hostile):
     run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
     log = f"fatal: unable to access '{spec.framework.source.git or spec.toolchain.ascend.torch_npu.git}'"
     bundle = repro.write_bundle(
-        spec=spec, rendered=rendered, context_dir=context, step="compile", exit_code=128, log=log, diagnosis=None,
-        image_id="sha256:img", command=list(render.BUILD_COMMAND), env=container_env(run, 2), volumes={"w": "/work"},
-        network="host", memory=None, secrets=run.secrets, root=tmp_path / "artifacts")
+        spec=spec,
+        rendered=rendered,
+        context_dir=context,
+        secrets=run.secrets,
+        root=tmp_path / "artifacts",
+        failure=repro.FailedStep(step="compile", exit_code=128, log=log, diagnosis=None),
+        replay=repro.ReplayFacts(
+            image_id="sha256:img",
+            command=list(render.BUILD_COMMAND),
+            env=container_env(run, 2),
+            volumes={"w": "/work"},
+            network="host",
+            memory=None,
+        ),
+    )
     found = {str(p.relative_to(bundle)): leaks(p.read_text(errors="replace"), t)
              for p in bundle.rglob("*") if p.is_file()}
     assert {k: v for k, v in found.items() if v} == {}

@@ -12,10 +12,10 @@ import pytest
 from publish_helpers import assembled_artifact
 
 from buildctl import recipe, render
-from buildctl.build import pipeline, stages
-from buildctl.build.stages import artifact
 from buildctl.errors import InputError
 from buildctl.failure import repro
+from buildctl.pipeline import pipeline, stages
+from buildctl.pipeline.stages import artifact
 from buildctl.store.key import KeyInputs
 from buildctl.store.manifest import Manifest
 
@@ -26,9 +26,15 @@ def fetch_bundle(tmp_path: Path) -> Path:
     spec = recipe.load(str(FAILURES / "checksum-runfile.yaml"))
     rendered = render.render(spec)
     assert rendered.downloads, "the fixture recipe downloads a runfile"
-    return repro.write_bundle(spec=spec, rendered=rendered, context_dir=None, step="fetch", exit_code=1, log="x",
-                              diagnosis=None, image_id=None, command=None, env={}, volumes={}, network=None,
-                              memory=None, secrets=(), root=tmp_path / "artifacts")
+    return repro.write_bundle(
+        spec=spec,
+        rendered=rendered,
+        context_dir=None,
+        secrets=(),
+        root=tmp_path / "artifacts",
+        failure=repro.FailedStep(step="fetch", exit_code=1, log="x", diagnosis=None),
+        replay=repro.ReplayFacts(image_id=None, command=None, env={}, volumes={}, network=None, memory=None),
+    )
 
 
 def test_a_fetch_replay_checks_the_bundles_download_list_not_the_recipe(tmp_path):

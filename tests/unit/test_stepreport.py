@@ -3,7 +3,7 @@ The fixtures are the real output of `invoke build --recipe pytorch2.6-cpu-trixie
 
 from pathlib import Path
 
-from buildctl.build import until_report
+from buildctl.pipeline import until_report
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "cmake"
 

@@ -15,9 +15,9 @@ import pytest
 from rich.console import Console
 
 from buildctl import cli, ui
-from buildctl.build import stages
-from buildctl.build.stages.failure import BuildFailed
 from buildctl.failure import diagnose
+from buildctl.pipeline import stages
+from buildctl.pipeline.stages.failure import BuildFailed
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = ("make \x1b]0;owned\x07title \x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\ "

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from verify_fixtures import cpu_probe, make_report
 
-from buildctl.build.pipeline import BuildResult
 from buildctl.cli.build import _summary_rows
+from buildctl.pipeline.pipeline import BuildResult
 from buildctl.store.manifest import Manifest
 from buildctl.verify import report_files
 

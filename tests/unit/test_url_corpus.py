@@ -29,10 +29,10 @@ from invoke_here import invoke_here
 from publish_helpers import assembled_artifact
 
 from buildctl import recipe, render, secrets, urls
-from buildctl.build import stages
-from buildctl.build.stages.compile import container_env
 from buildctl.errors import InputError, RecipeError
 from buildctl.failure import repro
+from buildctl.pipeline import stages
+from buildctl.pipeline.stages.compile import container_env
 from buildctl.store.publish.server import Server, masker_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -145,10 +145,26 @@ def test_a_manifest_and_a_bundle_of_encoded_logins_carry_none(tmp_path):
     context = render.write(rendered, tmp_path / "build" / spec.name)
     run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
     bundle = repro.write_bundle(
-        spec=spec, rendered=rendered, context_dir=context, step="source", exit_code=128,
-        log=f"fatal: unable to access '{data['framework']['source']['git']}'", diagnosis=None,
-        image_id="sha256:img", command=list(render.BUILD_COMMAND), env=container_env(run, 2),
-        volumes={"w": "/work"}, network="host", memory=None, secrets=run.secrets, root=tmp_path / "artifacts")
+        spec=spec,
+        rendered=rendered,
+        context_dir=context,
+        secrets=run.secrets,
+        root=tmp_path / "artifacts",
+        failure=repro.FailedStep(
+            step="source",
+            exit_code=128,
+            log=f"fatal: unable to access '{data['framework']['source']['git']}'",
+            diagnosis=None,
+        ),
+        replay=repro.ReplayFacts(
+            image_id="sha256:img",
+            command=list(render.BUILD_COMMAND),
+            env=container_env(run, 2),
+            volumes={"w": "/work"},
+            network="host",
+            memory=None,
+        ),
+    )
     texts |= {f"bundle/{p.relative_to(bundle)}": p.read_text(errors="replace") for p in bundle.rglob("*")
               if p.is_file()}
     found = {name: [n for s in shapes for n in leaks(text, s)] for name, text in texts.items()}
@@ -210,7 +226,7 @@ def test_build_env_values_holding_misread_urls_are_stripped_and_handed_over():
 
 @pytest.mark.parametrize(("form", "shape"), [(f, s) for f in LOGINS for s in SHAPES])
 def test_redis_cache_url(form, shape):
-    from buildctl.build import compile_cache
+    from buildctl.pipeline import compile_cache
 
     raw = url("redis", form, "cache.example:6379", shape, encoded=False, path="/0")
     if refused_as_written(form, shape):

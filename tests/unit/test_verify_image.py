@@ -18,6 +18,7 @@ from buildctl.verify import compare, report_files
 from buildctl.verify import image as image_verify
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import ABSENT, Expectations, evaluate, merge, parse_expect, verdict
+from buildctl.verify.options import VerifyOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "buildctl-test/debian-torch:trixie"
@@ -207,7 +208,9 @@ def test_missing_image_is_one_line_with_the_fix(tmp_path):
 def test_bad_arguments_are_refused_before_the_engine(kwargs, words):
     args = {"image": IMAGE, **kwargs}
     with pytest.raises(InputError) as e:
-        image_verify.verify_image(args.pop("image"), client=object(), **args)  # object(): any engine call would fail
+        image = args.pop("image")
+        options = VerifyOptions(**{k: args.pop(k) for k in ("module", "sizes") if k in args})
+        image_verify.verify_image(image, client=object(), options=options, **args)  # object(): any engine call would fail
     assert words in str(e.value) and "\n" not in str(e.value)
 
 

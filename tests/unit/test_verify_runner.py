@@ -11,6 +11,7 @@ from verify_fixtures import make_spec
 from buildctl.errors import InputError
 from buildctl.store import wheel_facts
 from buildctl.verify import runner, targets, wheelhouse
+from buildctl.verify.options import VerifyOptions
 
 
 def test_wheel_tags():
@@ -59,21 +60,21 @@ def test_default_out_dir(tmp_path):
 
 def test_bad_arguments_are_input_errors(tmp_path):
     with pytest.raises(InputError, match="no such wheel"):
-        runner.verify_wheel(tmp_path / "missing.whl", host=True)
+        runner.verify_wheel(tmp_path / "missing.whl", options=VerifyOptions(host=True))
     wheel = tmp_path / "torch-2.13.0+cpu-cp312-cp312-manylinux_2_28_x86_64.whl"
     wheel.write_bytes(b"")
     with pytest.raises(InputError, match="recipe's Python is 3.11"):
-        runner.verify_wheel(wheel, spec=make_spec(), host=True)
+        runner.verify_wheel(wheel, spec=make_spec(), options=VerifyOptions(host=True))
     with pytest.raises(InputError, match="default verification image"):
-        runner.verify_wheel(wheel, host=False)
+        runner.verify_wheel(wheel, options=VerifyOptions(host=False))
     ok = tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
     ok.write_bytes(b"")
     with pytest.raises(InputError, match="--sizes"):
-        runner.verify_wheel(ok, host=True, sizes="8:1")
+        runner.verify_wheel(ok, options=VerifyOptions(host=True, sizes="8:1"))
     other = tmp_path / "other-1.0-cp311-cp311-linux_x86_64.whl"
     other.write_bytes(b"")
     with pytest.raises(InputError, match="cannot tell the module"):
-        runner.verify_wheel(other, host=True)
+        runner.verify_wheel(other, options=VerifyOptions(host=True))
 
 
 def test_wheel_requirements_are_judged_for_the_target_python():
@@ -117,3 +118,30 @@ def test_two_verifications_filling_one_wheelhouse_at_once(tmp_path):
         with zipfile.ZipFile(wh / tool.name) as z:
             assert z.testzip() is None
     assert [p.name for p in cache.joinpath("wheelhouse").iterdir()] == [first[0].name]  # no staging left
+
+
+def test_verifying_a_wheel_opens_its_zip_once(tmp_path, monkeypatch):
+    """Issue 37: a wheel's facts are read once into a record and passed (the runner read its METADATA, then
+    the wheelhouse read it again). A real wheel and real pip (local files, no index); only the probe's run
+    on the host is stood in for. Counted: the zips this process opens (pip's are its own)."""
+    import zipfile
+
+    from publish_helpers import make_wheel
+
+    from buildctl.verify.report import VerificationFailed
+
+    wheel = make_wheel(tmp_path / "build", "demofw", "0.1.0")
+    opened: list[str] = []
+    real_init = zipfile.ZipFile.__init__
+
+    def counting_init(self, file, *args, **kwargs):
+        opened.append(str(getattr(file, "name", file)))
+        real_init(self, file, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "__init__", counting_init)
+    monkeypatch.setattr(runner, "OPTIONAL_TOOLS", ())  # nvidia-ml-py would need an index
+    monkeypatch.setattr(runner, "run_on_host", lambda *a, **k: ({"ok": False, "fatal": "stood in"}, {}))
+    options = VerifyOptions(host=True, sweep=False, cache_dir=tmp_path / "cache")
+    with pytest.raises(VerificationFailed):
+        runner.verify_wheel(wheel, spec=make_spec(framework="demofw"), options=options, out_dir=tmp_path / "out")
+    assert [name for name in opened if name.endswith(".whl")] == [str(wheel)]

@@ -4,8 +4,8 @@ The pipeline owns the steps (pipeline.Steps); the view only shows what it is tol
 from __future__ import annotations
 
 from buildctl import ui
-from buildctl.build import pipeline
 from buildctl.errors import StepFailed
+from buildctl.pipeline import pipeline
 
 
 def stage_lines(out: str) -> list[str]:

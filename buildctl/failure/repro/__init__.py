@@ -15,7 +15,30 @@ A bundle is one folder, artifacts/failures/<recipe>-<time>/ (or the same packed 
 
 from buildctl.failure.repro.reader import BUNDLE_CAPS, SOURCE_CAPS, STEPS, Bundle, BundleData, open_bundle
 from buildctl.failure.repro.replayer import preflight, replay, shell, summary
-from buildctl.failure.repro.writer import CARRY_LIMIT, failures_dir, pack, write_bundle
+from buildctl.failure.repro.writer import (
+    CARRY_LIMIT,
+    FailedStep,
+    ReplayFacts,
+    failures_dir,
+    pack,
+    write_bundle,
+)
 
-__all__ = ["BUNDLE_CAPS", "CARRY_LIMIT", "SOURCE_CAPS", "STEPS", "Bundle", "BundleData", "failures_dir",
-           "open_bundle", "pack", "preflight", "replay", "shell", "summary", "write_bundle"]
+__all__ = [
+    "BUNDLE_CAPS",
+    "CARRY_LIMIT",
+    "SOURCE_CAPS",
+    "STEPS",
+    "Bundle",
+    "BundleData",
+    "FailedStep",
+    "ReplayFacts",
+    "failures_dir",
+    "open_bundle",
+    "pack",
+    "preflight",
+    "replay",
+    "shell",
+    "summary",
+    "write_bundle",
+]

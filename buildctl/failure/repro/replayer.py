@@ -4,16 +4,15 @@ say whether the failure reproduced. Only fresh copies of the bundle's own volume
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from buildctl import archive, engine
+from buildctl import archive, engine, settings
 from buildctl.errors import InputError, StepFailed
 from buildctl.failure import diagnose
 from buildctl.failure.repro.reader import FIX_BUNDLE, SOURCE_CAPS, Bundle
@@ -89,10 +88,21 @@ def replay(b: Bundle, client=None, *, on_line=None) -> dict:
     assert command is not None  # validated: the script's steps name one, wheel reruns the build
     with _volumes_and_source(b, client) as (volumes, inputs), \
             tempfile.TemporaryDirectory(prefix="buildctl-repro-out-") as out:
-        result = engine.run_container(client, built["image_id"], command, env=b.data.env, inputs=inputs or None,
-                                      volumes=volumes, network_mode=b.data.network, mem_limit=b.data.memory,
-                                      outputs={"/work/out": Path(out)} if step == "wheel" else None,
-                                      on_line=sink, labels={"buildctl.step": "repro"})
+        result = engine.run_container(
+            client,
+            engine.ContainerSpec(
+                built["image_id"],
+                command,
+                env=b.data.env,
+                inputs=inputs or None,
+                volumes=volumes,
+                network_mode=b.data.network,
+                mem_limit=b.data.memory,
+                outputs={"/work/out": Path(out)} if step == "wheel" else None,
+                labels={"buildctl.step": "repro"},
+            ),
+            on_line=sink,
+        )
         exit_code = result.exit_code
         if step == "wheel" and result.ok and not list(Path(out).glob("*.whl")):
             sink("buildctl: the build produced no wheel")  # the wheel step's failure, as the build reports it
@@ -117,9 +127,17 @@ def _build(b: Bundle, client, sink) -> dict | StepFailed:
     artifacts.record_images(client, b.bases, _root(b))  # invoke clean: in use (first: the image is built FROM them)
     try:
         # The build's labels too: with them a cached rebuild is the bundle's very image id.
-        image = engine.build_image(client, b.folder / "context", tag, target=b.data.target,
-                                   network_mode=b.data.network, on_line=sink,
-                                   labels=engine.buildctl_labels(recipe=b.data.recipe, namespace=b.data.namespace))
+        image = engine.build_image(
+            client,
+            engine.ImageSpec(
+                b.folder / "context",
+                tag,
+                target=b.data.target,
+                network_mode=b.data.network,
+                labels=engine.buildctl_labels(recipe=b.data.recipe, namespace=b.data.namespace),
+            ),
+            on_line=sink,
+        )
     except StepFailed as exc:
         return exc
     artifacts.record_images(client, [image], _root(b))  # the build's own image when cached (same_image)
@@ -172,17 +190,20 @@ def _outcome(data: dict, step: str, exit_code: int, log: str, oom: bool = False)
             "expected": data.get("diagnosis"), "first_error": diagnose.first_error(log)}
 
 
-def shell(b: Bundle, client=None) -> int:
+def shell(b: Bundle, client=None, *, on_line: Callable[[str], None]) -> int:
     """An interactive shell at the failing step: same image, (fresh copies of the) volumes and environment.
-    Returns the shell's exit code; the volumes are removed afterwards."""
+    Returns the shell's exit code; the volumes are removed afterwards. `on_line`: the image build's lines,
+    then the step's command, before the shell starts."""
     client = client or preflight(b, shell=True)
     _bundle_used(b)
-    built = _build(b, client, lambda line: print(line, flush=True))
+    built = _build(b, client, on_line)
     if isinstance(built, StepFailed):
         raise built
     with _volumes_and_source(b, client) as (volumes, inputs):
         if inputs:  # seed the work volume with the source first, as the build did
-            engine.run_container(client, built["image_id"], ["true"], inputs=inputs, volumes=volumes)
+            engine.run_container(
+                client, engine.ContainerSpec(built["image_id"], ["true"], inputs=inputs, volumes=volumes)
+            )
         cmd = ["docker", "run", "--rm", "-it"]
         for vol, path in volumes.items():
             cmd += ["-v", f"{vol}:{path}"]
@@ -193,5 +214,5 @@ def shell(b: Bundle, client=None) -> int:
         if b.data.memory:
             cmd += ["--memory", str(b.data.memory), "--memory-swap", str(b.data.memory)]
         cmd += [built["image_id"], "bash"]
-        print(f"buildctl: rerun the step with: {shlex.join(b.command or [])}", flush=True)
-        return subprocess.run(cmd, env={**os.environ, **b.data.env}, check=False).returncode
+        on_line(f"buildctl: rerun the step with: {shlex.join(b.command or [])}")
+        return subprocess.run(cmd, env={**settings.environ(), **b.data.env}, check=False).returncode

@@ -9,8 +9,11 @@ import shutil
 import tarfile
 import tempfile
 import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from buildctl.failure import diagnose
 from buildctl.secrets import Masker, mask_data
@@ -24,9 +27,34 @@ def failures_dir(root: Path | None = None) -> Path:
     return (root or artifacts.artifacts_root()) / "failures"
 
 
-def write_bundle(*, spec, rendered, context_dir, step, exit_code, log, diagnosis, image_id, command, env,
-                 volumes, network, memory, secrets, namespace: str | None = None, root: Path | None = None,
-                 engine_name: str | None = None) -> Path:
+@dataclass(frozen=True)
+class FailedStep:
+    """The step that failed: its name, exit code, log (masked when written) and diagnosis."""
+
+    step: str
+    exit_code: int | None
+    log: str
+    diagnosis: Any = None  # diagnose.Diagnosis
+
+
+@dataclass(frozen=True)
+class ReplayFacts:
+    """What `invoke repro` reruns: the builder image, the command, its environment (masked when written),
+    volumes, network and memory limit, and the engine and namespace it ran on."""
+
+    image_id: str | None
+    command: Sequence[str] | None
+    env: Mapping[str, str] | None
+    volumes: Mapping[str, str]
+    network: str | None
+    memory: str | None
+    namespace: str | None = None
+    engine_name: str | None = None
+
+
+def write_bundle(*, spec, rendered, context_dir, failure: FailedStep, replay: ReplayFacts, secrets,
+                 root: Path | None = None) -> Path:
+    step, exit_code, log, diagnosis = failure.step, failure.exit_code, failure.log, failure.diagnosis
     mask = Masker(secrets)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     base = failures_dir(root)
@@ -58,15 +86,15 @@ def write_bundle(*, spec, rendered, context_dir, step, exit_code, log, diagnosis
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "step": step,
             "exit_code": exit_code,
-            "image_id": image_id,
-            "namespace": namespace,
-            "engine": engine_name,
+            "image_id": replay.image_id,
+            "namespace": replay.namespace,
+            "engine": replay.engine_name,
             "target": "builder",
-            "command": command,
-            "env": {k: mask(v) for k, v in (env or {}).items()},
-            "volumes": volumes,
-            "network": network,
-            "memory": memory,
+            "command": replay.command,
+            "env": {k: mask(v) for k, v in (replay.env or {}).items()},
+            "volumes": replay.volumes,
+            "network": replay.network,
+            "memory": replay.memory,
             "source": {"kind": src.kind, "git": src.git, "ref": src.ref,
                        "carried": (tmp / "source.tar.gz").exists()},
             "diagnosis": diagnosis.to_dict() if diagnosis else None,

@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
-from buildctl import urls
+from buildctl import settings, urls
 from buildctl.errors import InputError
 from buildctl.secrets import Masker, mask_url, secret_values_from_env, url_secrets
 from buildctl.store.publish.wheels import PublishError, Wheel, conflict
@@ -95,7 +95,7 @@ def publish_to_server(wheels: list[Wheel], url: str, environ: Mapping[str, str] 
     and the simple index URL pip should use (without credentials)."""
     import requests
 
-    env = os.environ if environ is None else environ
+    env = settings.environ() if environ is None else environ
     server = Server.from_url(url, env)
     masker = masker_for(url, server, env)
     shown = mask_url(server.url)
@@ -211,10 +211,10 @@ def _twine_upload(server: Server, paths: list[Path], masker: Masker, shown: str)
     from twine import settings as twine_settings
     from twine.commands import upload as twine_upload
 
-    settings = twine_settings.Settings(
+    upload_settings = twine_settings.Settings(
         repository_url=server.url, username=server.username or "", password=server.password or "",
         non_interactive=True, disable_progress_bar=True, config_file=os.devnull,
-        cacert=os.environ.get("REQUESTS_CA_BUNDLE") or None)
+        cacert=settings.environ().get("REQUESTS_CA_BUNDLE") or None)
     captured = io.StringIO()
     handler = logging.StreamHandler(captured)
     twine_log = logging.getLogger("twine")
@@ -222,7 +222,7 @@ def _twine_upload(server: Server, paths: list[Path], masker: Masker, shown: str)
     propagate, twine_log.propagate = twine_log.propagate, False
     try:
         with contextlib.redirect_stdout(captured):
-            twine_upload.upload(settings, [str(p) for p in paths])
+            twine_upload.upload(upload_settings, [str(p) for p in paths])
     except requests.HTTPError as e:
         resp = e.response
         status = f"{resp.status_code} {resp.reason}" if resp is not None else _first_line(e)

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from buildctl.build import eta
 from buildctl.errors import InputError
+from buildctl.pipeline import eta
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts
 from buildctl.store.manifest import Manifest

@@ -6,17 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from buildctl.store import artifacts
-from buildctl.failure import diagnose, repro
 from buildctl import engine
 from buildctl.errors import BuildctlError, StepFailed
+from buildctl.failure import diagnose, repro
 from buildctl.failure.diagnose import Diagnosis
-from buildctl.verify.report import VerificationFailed
-from buildctl.render.rendering import Rendered
-from buildctl.build.stages import ImageBuilt, Planned, Prepared, Published, Run
-from buildctl.build.configure_gate import ConfigureRefused, Gate
-from buildctl.render.rendering import BUILD_COMMAND
+from buildctl.pipeline.configure_gate import ConfigureRefused, Gate
+from buildctl.pipeline.stages import ImageBuilt, Planned, Prepared, Published, Run
+from buildctl.render.rendering import BUILD_COMMAND, Rendered
 from buildctl.secrets import proxy_env
+from buildctl.store import artifacts
+from buildctl.verify.report import VerificationFailed
 
 
 def _context(run: Run, max_jobs: int | None) -> dict:
@@ -50,12 +49,22 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
         diag = diagnose.diagnose(log, step=step, exit_code=exc.returncode, oom_killed=exc.oom_killed,
                                  context=_context(run, max_jobs))
     bundle = repro.write_bundle(
-        spec=run.spec, rendered=rendered, context_dir=prepared.context_dir if prepared else None, step=step,
-        exit_code=exc.returncode, log=log, diagnosis=diag, image_id=built.image_id if built else None,
-        command=list(BUILD_COMMAND) if exc.step in ("compile", "configure") else None, env=env,
-        volumes=dict(planned.mounts) if planned else {}, network=engine.network_mode_for(run.spec.site.network),
-        memory=run.opts.memory, secrets=run.secrets, namespace=run.namespace, root=run.opts.artifacts_root,
-        engine_name=engine.display_name(run.opts.engine_url),
+        spec=run.spec,
+        rendered=rendered,
+        context_dir=prepared.context_dir if prepared else None,
+        secrets=run.secrets,
+        root=run.opts.artifacts_root,
+        failure=repro.FailedStep(step=step, exit_code=exc.returncode, log=log, diagnosis=diag),
+        replay=repro.ReplayFacts(
+            image_id=built.image_id if built else None,
+            command=list(BUILD_COMMAND) if exc.step in ("compile", "configure") else None,
+            env=env,
+            volumes=dict(planned.mounts) if planned else {},
+            network=engine.network_mode_for(run.spec.site.network),
+            memory=run.opts.memory,
+            namespace=run.namespace,
+            engine_name=engine.display_name(run.opts.engine_url),
+        ),
     )
     if refused is not None:  # the whole table beside the bundle's diagnosis: what was judged, shown, not recorded
         artifacts.write_json(bundle / "configure-gate.json", refused.to_dict())

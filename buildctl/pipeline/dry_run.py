@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildctl import engine
-from buildctl.build.stages import BuildOptions, Run, prepare
 from buildctl.errors import InputError
+from buildctl.pipeline.stages import BuildOptions, Run, prepare
 from buildctl.recipe.loader import masked_dump
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from buildctl.build import eta
+from buildctl.pipeline import eta
 
 _SUMMARY_LINE = re.compile(r"^--\s+(?P<key>[A-Za-z][\w .+/()-]*?)\s*:\s*(?P<value>.*?)\s*$")
 # Summary keys worth a row, in this order; USE_* rows follow.

@@ -8,10 +8,10 @@ import contextlib
 from pathlib import Path
 
 from buildctl import engine
-from buildctl.build.engine_names import work_volume_name
-from buildctl.build.pipeline import LOCK_SLACK_S
-from buildctl.build.stages import artifact
 from buildctl.errors import InputError
+from buildctl.pipeline.engine_names import work_volume_name
+from buildctl.pipeline.pipeline import LOCK_SLACK_S
+from buildctl.pipeline.stages import artifact
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts
 from buildctl.verify.options import VerifyOptions
@@ -36,7 +36,7 @@ def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, options: Ve
                     console=None, client=None):
     """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
     records (the runtime image's context); on the engine of `client` (None: DOCKER_HOST's)."""
-    from buildctl.build.stages import verify as verify_stage
+    from buildctl.pipeline.stages import verify as verify_stage
 
     with published_artifact(spec, artifact_dir, on_line) as published:
         return verify_stage.verify(spec, published, on_line=on_line, options=options or VerifyOptions(), console=console,
@@ -48,8 +48,9 @@ def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout:
     """`invoke debug`: `program` (verify.debug.Program) under gdb against a published artifact's wheel, in
     a fresh container of its runtime image (as verification builds it); the DebugResult. `shell`: that
     container interactive instead, with the build directory's sources; the shell's exit code."""
-    from buildctl.build.stages import verify as verify_stage
+    from buildctl.pipeline.stages import verify as verify_stage
     from buildctl.verify import debug
+    from buildctl.verify.targets import RuntimeImage
 
     with published_artifact(spec, artifact_dir, on_line) as published:
         manifest = published.manifest
@@ -58,25 +59,26 @@ def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout:
         facts = {"recipe": manifest.recipe, "key": published.key, "build_type": manifest.build_type,
                  "artifact": str(artifact_dir), "image": image}
         wheel = artifact_dir / manifest.framework_wheel.file
+        runtime = RuntimeImage(spec, image, namespace, client)
         if shell:
-            return debug.open_shell(wheel, program, spec=spec, image=image, namespace=namespace, client=client,
-                                    volume=work_volume_name(spec.name, published.key, namespace), on_line=on_line,
-                                    cache_dir=cache_dir)
-        return debug.run_program(wheel, program, spec=spec, image=image, namespace=namespace, client=client,
-                                 on_line=on_line, timeout=timeout, cache_dir=cache_dir, facts=facts)
+            return debug.open_shell(wheel, program, runtime=runtime, on_line=on_line, cache_dir=cache_dir,
+                                    volume=work_volume_name(spec.name, published.key, namespace))
+        return debug.run_program(wheel, program, runtime=runtime, on_line=on_line, timeout=timeout,
+                                 cache_dir=cache_dir, facts=facts)
 
 
 def test_artifact(spec: Spec, artifact_dir: Path, command: str, *, on_line, cache_dir: Path, timeout: float,
                   engine_url: str | None = None):
     """`invoke bisect --test`: a shell command against a published artifact's wheels in a fresh container of
     its runtime image (as verification builds it); its CommandResult (the exit code decides)."""
-    from buildctl.build.stages import verify as verify_stage
+    from buildctl.pipeline.stages import verify as verify_stage
     from buildctl.verify.command import run_command
+    from buildctl.verify.targets import RuntimeImage
 
     with published_artifact(spec, artifact_dir, on_line) as published:
         client = engine.connect(engine_url)
         image, namespace = verify_stage.artifact_runtime_image(spec, published, client=client, on_line=on_line)
         own = published.manifest.framework_wheel
-        return run_command(command, artifact=artifact_dir, wheel=artifact_dir / own.file if own else None, spec=spec,
-                           image=image, namespace=namespace, client=client, cache_dir=cache_dir, on_line=on_line,
-                           timeout=timeout)
+        return run_command(command, artifact=artifact_dir, wheel=artifact_dir / own.file if own else None,
+                           runtime=RuntimeImage(spec, image, namespace, client), cache_dir=cache_dir,
+                           on_line=on_line, timeout=timeout)

@@ -21,9 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from buildctl import __version__, render
-from buildctl.build import compile_cache, resume
-from buildctl.build.stages import Compiled, Published, Run
 from buildctl.errors import BuildctlError, InputError, StepFailed
+from buildctl.pipeline import compile_cache, resume
+from buildctl.pipeline.stages import Compiled, Published, Run
 from buildctl.recipe.fields import size_bytes
 from buildctl.recipe.loader import masked_dump, spec_hash
 from buildctl.recipe.schema import Spec

@@ -17,16 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from buildctl.store import artifacts, wheel_diff
 from buildctl import engine
-from buildctl.build import pipeline
-from buildctl.build.stages.failure import BuildFailed
 from buildctl.errors import BuildctlError
+from buildctl.pipeline import engine_names, pipeline, stages
+from buildctl.pipeline.stages import compile as compile_stage
+from buildctl.pipeline.stages.failure import BuildFailed
 from buildctl.recipe.schema import Spec
+from buildctl.store import artifacts, wheel_diff
 from buildctl.ui import View, strip_controls
-from buildctl.build.stages import compile as compile_stage
-from buildctl.build import stages
-from buildctl.build import engine_names
 
 REBUILD_DIR = "/rebuild/work"  # not /work: another path, and of another length
 

@@ -29,8 +29,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from buildctl.build.cmake_record import Recorded, arch_set, on_off, version_parts
 from buildctl.errors import StepFailed, one_line
+from buildctl.pipeline.cmake_record import Recorded, arch_set, on_off, version_parts
 from buildctl.recipe.schema import Spec
 from buildctl.render.rendering import Requested
 

@@ -12,17 +12,17 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from buildctl.store import artifacts, downloads, key
 from buildctl import engine, render
-from buildctl.recipe import parallel_jobs
 from buildctl.engine import pull, registry
-from buildctl.build.stages import Planned, Prepared, Run
 from buildctl.errors import InputError
+from buildctl.pipeline.stages import Planned, Prepared, Run
+from buildctl.recipe import parallel_jobs
+from buildctl.store import artifacts, downloads, key
 
 
 def render_files(run: Run) -> render.Rendered:
     """The build's files (pure: no engine, no network)."""
-    return render.render(run.spec, ca_texts=dict(run.opts.ca_texts))
+    return render.render(run.spec)
 
 
 def prepare(run: Run, rendered: render.Rendered) -> Prepared:
@@ -54,7 +54,7 @@ def write_context(run: Run, rendered: render.Rendered) -> Path:
 def plan(run: Run, prepared: Prepared) -> Planned:
     """Before anything is built: the engine's facts (for the manifest), MAX_JOBS within them, and the
     compile container's environment and mounts."""
-    from buildctl.build.stages.compile import container_env, mounts
+    from buildctl.pipeline.stages.compile import container_env, mounts
 
     facts = engine.engine_facts(run.client)
     if run.opts.memory:  # before the image build, not at the compile

@@ -1,6 +1,6 @@
 """`invoke build`: recipe → rendered folder → image → compile in a container → wheel → artifact → verify.
 
-The stages (buildctl/build/stages/) are functions that take the record before them and return the next:
+The stages (buildctl/pipeline/stages/) are functions that take the record before them and return the next:
 
     fetch → Prepared → image → ImageBuilt → compile → Compiled → publish → Published → verify → Verified
 
@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildctl import engine
-from buildctl.build.engine_names import image_tag, volume_names
-from buildctl.build.stages import (
+from buildctl.errors import StepFailed
+from buildctl.pipeline.engine_names import image_tag, volume_names
+from buildctl.pipeline.stages import (
     BuildLog,
     BuildOptions,
     ImageBuilt,
@@ -47,7 +48,6 @@ from buildctl.build.stages import (
     artifact,
     prepare,
 )
-from buildctl.errors import StepFailed
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts
 from buildctl.store import key as key_mod
@@ -55,11 +55,11 @@ from buildctl.store.manifest import Manifest
 from buildctl.ui import TimeLeft, View
 
 if TYPE_CHECKING:
-    from buildctl.build import eta, eta_prior
-    from buildctl.build.configure_gate import Gate
+    from buildctl.pipeline import eta, eta_prior
+    from buildctl.pipeline.configure_gate import Gate
     from buildctl.verify.report import Report, VerificationFailed
 
-__all__ = ["BuildOptions", "BuildResult", "PartialResult", "run", "verify_artifact"]
+__all__ = ["BuildOptions", "BuildResult", "PartialResult", "run"]
 
 # A build waits for another build of its key at most this much longer than that build may compile.
 LOCK_SLACK_S = 2 * 3600
@@ -122,7 +122,7 @@ class Steps:
         self.current, self._since = name, time.monotonic()
         self._eta = None
         if name == "compile" and self.prior:
-            from buildctl.build.eta import STATUS, Eta  # a no-op never compiles: loaded when one does
+            from buildctl.pipeline.eta import STATUS, Eta  # a no-op never compiles: loaded when one does
 
             self._eta, self._ninja_status = Eta(self.prior.costs, start=self._since), STATUS
         self.view.step_started(name)
@@ -180,7 +180,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                 reached = prepared = prepare.prepare(ctx, rendered)
                 steps.finish()
                 if opts.until:
-                    from buildctl.build.stages import compile as compile_stage
+                    from buildctl.pipeline.stages import compile as compile_stage
 
                     held.enter_context(_key_lock(ctx, prepared.key))
                     reached = planned = prepare.plan(ctx, prepared)
@@ -198,7 +198,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                     published = _found(ctx, prepared.key, say_why=True)  # built while we waited?
                     if published is None:
                         _say_why_it_builds(ctx, prepared)
-                        from buildctl.build.stages import compile as compile_stage
+                        from buildctl.pipeline.stages import compile as compile_stage
 
                         reached = planned = prepare.plan(ctx, prepared)
                         steps.start("image")
@@ -206,7 +206,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                         steps.finish()
                         published, verification = _compile_and_publish(ctx, steps, reached, prepared.context_dir)
             except StepFailed as exc:
-                from buildctl.build.stages import (
+                from buildctl.pipeline.stages import (
                     failure,  # the repro bundle and diagnosis: loaded only when a step failed
                 )
 
@@ -268,7 +268,7 @@ def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
 def _say_why_it_builds(ctx: Run, prepared) -> None:
     """The line a build prints when the recipe had an artifact and this request does not find it: what changed
     since the latest one (`invoke build --dry-run` names the same)."""
-    from buildctl.build.dry_run import changes_since_latest
+    from buildctl.pipeline.dry_run import changes_since_latest
 
     latest, changes = changes_since_latest(ctx.spec, prepared.inputs, ctx.opts.artifacts_root)
     if latest is not None and latest.name != prepared.key:
@@ -280,7 +280,7 @@ def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt,
     """Compile, assemble the artifact in a staging folder, verify it there, and only then publish it (a
     rename into the store): what the store holds passed verification, or was built with --no-verify. A
     failed verification keeps the folder in failures/ instead, to look at, and publishes nothing."""
-    from buildctl.build.stages import compile as compile_stage
+    from buildctl.pipeline.stages import compile as compile_stage
 
     spec, opts, key = ctx.spec, ctx.opts, built.prepared.key
     with artifacts.staging(spec.name, key, opts.artifacts_root) as staging:
@@ -299,7 +299,7 @@ def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt,
         verified, verify_error = (_verify(ctx, steps, Published(spec.name, key, staging, manifest, cached=False),
                                           context_dir) if opts.verify else (None, None))
         if verify_error is not None:
-            from buildctl.build.stages import failure
+            from buildctl.pipeline.stages import failure
 
             kept, verify_error = failure.keep_unverified(ctx, staging, verify_error)
             return Published(spec.name, key, kept, manifest, cached=False, stored=False), (None, verify_error)
@@ -313,7 +313,7 @@ def _compile_and_publish(ctx: Run, steps: Steps, built: ImageBuilt,
 
 def _eta_prior(ctx: Run) -> eta_prior.Prior:
     """The earlier build whose step costs weight the compile's ETA, named in the build log."""
-    from buildctl.build import eta_prior
+    from buildctl.pipeline import eta_prior
 
     prior = eta_prior.find(ctx.spec, ctx.opts.artifacts_root, log=ctx.log)
     ctx.log(prior.note())
@@ -335,7 +335,7 @@ def _image_only(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
 
 def _build_until(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
     """Run the build script up to opts.until in the key's build directory; keep what it produced."""
-    from buildctl.build.stages import compile as compile_stage
+    from buildctl.pipeline.stages import compile as compile_stage
 
     spec, opts, key = ctx.spec, ctx.opts, built.prepared.key
     # outside the render folder, and per key: two --until builds of one recipe never share it
@@ -357,7 +357,7 @@ def _verify(ctx: Run, steps: Steps, published: Published,
             context_dir: Path) -> tuple[Verified | None, VerificationFailed | None]:
     """The stored report of an unchanged artifact, else a verification in a fresh container; a
     failed one is diagnosed (the wheel is published all the same)."""
-    from buildctl.build.stages import verify as verify_stage
+    from buildctl.pipeline.stages import verify as verify_stage
     from buildctl.verify.report import VerificationFailed
 
     stored = verify_stage.stored_report(published, ctx.spec) if published.cached else None
@@ -366,12 +366,12 @@ def _verify(ctx: Run, steps: Steps, published: Published,
         return Verified(stored, cached=True), None
     steps.start("verify")
     try:
-        verified = verify_stage.verify(ctx.spec, published, client=ctx.client, context_dir=context_dir,
-                                       on_line=ctx.log, secrets=ctx.secrets, namespace=ctx.namespace,
+        own = verify_stage.OwnBuild(context_dir, secrets=ctx.secrets, namespace=ctx.namespace)
+        verified = verify_stage.verify(ctx.spec, published, client=ctx.client, on_line=ctx.log, own=own,
                                        options=ctx.opts.verify_options, console=steps.view.console)
     except VerificationFailed as e:  # built and published, but not what the recipe asks for
         steps.finish("failed")
-        from buildctl.build.stages import failure
+        from buildctl.pipeline.stages import failure
 
         return None, failure.verification_failed(published, e)
     except BaseException:

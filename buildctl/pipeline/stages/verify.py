@@ -7,19 +7,19 @@ the recipe rendered again: what is verified is what was built.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from buildctl.store import artifacts
-from buildctl.verify.options import VerifyOptions
 from buildctl import engine
 from buildctl.engine import registry
 from buildctl.errors import BuildctlError
-from buildctl.secrets import split_credentials
+from buildctl.pipeline.engine_names import image_tag
+from buildctl.pipeline.stages import Published, Verified
+from buildctl.pipeline.stages.artifact import recorded_runtime
 from buildctl.recipe.schema import Spec
-from buildctl.build.stages import Published, Verified
-from buildctl.build.stages.artifact import recorded_runtime
-from buildctl.build.engine_names import image_tag
-from buildctl.secrets import proxy_env
+from buildctl.secrets import proxy_env, split_credentials
+from buildctl.store import artifacts
+from buildctl.verify.options import VerifyOptions
 
 
 def stored_report(published: Published, spec: Spec):
@@ -64,10 +64,20 @@ def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace:
     if shared and shared.fetch("runtime", tag):
         return tag
     credentials = split_credentials(spec)[1]
-    engine.build_image(client, context_dir, tag, target="runtime", buildargs=proxy_env(spec),
-                       network_mode=engine.network_mode_for(spec.site.network), on_line=on_line,
-                       secrets=[*secrets, *credentials.values()], credentials=credentials,
-                       labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace))
+    engine.build_image(
+        client,
+        engine.ImageSpec(
+            context_dir,
+            tag,
+            target="runtime",
+            buildargs=proxy_env(spec),
+            network_mode=engine.network_mode_for(spec.site.network),
+            labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace),
+        ),
+        on_line=on_line,
+        secrets=[*secrets, *credentials.values()],
+        credentials=credentials,
+    )
     if shared:
         shared.share("runtime", tag)
     return tag
@@ -91,16 +101,29 @@ def artifact_runtime_image(spec: Spec, published: Published, *, client, context_
     return image, namespace
 
 
-def verify(spec: Spec, published: Published, *, client=None, context_dir: Path | None = None,
-           on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (),
-           namespace: str | None = None, options: VerifyOptions = VerifyOptions(), console=None) -> Verified:
+@dataclass(frozen=True)
+class OwnBuild:
+    """A build verifying what it has just built: its own rendered folder (the same files the artifact
+    records), its secrets (masked in the log) and the namespace of its engine objects."""
+
+    context_dir: Path | None
+    secrets: Iterable[str] = ()
+    namespace: str | None = None
+
+
+def verify(spec: Spec, published: Published, *, client=None, on_line: Callable[[str], None] | None = None,
+           options: VerifyOptions | None = None, console=None, own: OwnBuild | None = None) -> Verified:
     """Verify a published artifact's wheel; the report is stored beside it. Raises VerificationFailed
     (with the report) when an expectation does not hold.
 
-    `context_dir`: the build's own rendered folder (the same files the artifact records); a verify
-    run on its own builds the runtime image from the artifact's recorded context."""
+    `own`: the build that made it; a verify run on its own (None) builds the runtime image from the
+    artifact's recorded context."""
     from buildctl.verify import runner
 
+    own = own or OwnBuild(None)
+    context_dir, secrets, namespace = own.context_dir, own.secrets, own.namespace
+
+    options = options or VerifyOptions()
     artifact, manifest = published.artifact, published.manifest
     # A package tried beside the set is a question about the set, not its verification: its own folder
     if options.beside:
@@ -114,7 +137,7 @@ def verify(spec: Spec, published: Published, *, client=None, context_dir: Path |
                                               on_line=on_line, secrets=secrets, namespace=namespace)
     own = manifest.framework_wheel  # None: a prebuilt framework, verified as the image has it, with its set
     wheel = artifact / own.file if own is not None else None
-    report = runner.verify_wheel(wheel, spec=spec, image=image, out_dir=out_dir, artifact=artifact,
-                                 network_mode=engine.network_mode_for(spec.site.network), client=client, console=console,
-                                 **options.kwargs())
+    options = replace(options, network_mode=engine.network_mode_for(spec.site.network))
+    report = runner.verify_wheel(wheel, spec=spec, options=options, image=image, out_dir=out_dir, artifact=artifact,
+                                 client=client, console=console)
     return Verified(report, cached=False)

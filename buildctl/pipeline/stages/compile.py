@@ -1,7 +1,7 @@
 """image, configure and compile: the builder image, then the build script in a container of it.
 
 The script runs twice: up to its configure step (BUILDCTL_UNTIL=configure), for the configure gate to
-compare what CMake decided with what the recipe asks (build/configure_gate.py), then, in a new container
+compare what CMake decided with what the recipe asks (pipeline/configure_gate.py), then, in a new container
 on the same build directory, from there to the wheel (the script skips a configured build directory).
 The script announces its steps (source, configure, compile, wheel); the pipeline follows them in the
 log. A compile killed for memory is retried once with half the jobs, in the same build directory.
@@ -15,13 +15,18 @@ import time
 from pathlib import Path
 
 from buildctl import engine
-from buildctl.build import compile_cache, dist, resume
-from buildctl.build.engine_names import compile_container_name, image_tag, rebuild_volume_name, volume_names
-from buildctl.build.stages import Compiled, Configured, ImageBuilt, Planned, Run
 from buildctl.engine import registry
 from buildctl.engine.transfer import Tree
 from buildctl.errors import EngineError, StepFailed
 from buildctl.failure import diagnose
+from buildctl.pipeline import compile_cache, dist, resume
+from buildctl.pipeline.engine_names import (
+    compile_container_name,
+    image_tag,
+    rebuild_volume_name,
+    volume_names,
+)
+from buildctl.pipeline.stages import Compiled, Configured, ImageBuilt, Planned, Run
 from buildctl.render.rendering import BUILD_COMMAND
 from buildctl.secrets import mask_url, proxy_env
 from buildctl.store import artifacts
@@ -39,10 +44,20 @@ def build_image(run: Run, planned: Planned) -> ImageBuilt:
     pull = shared and (shared.pull == "always" or not engine.image_exists(run.client, tag))
     image_id = shared.fetch("builder", tag) if pull else None
     if image_id is None:
-        image_id = engine.build_image(run.client, prepared.context_dir, tag, target="builder",
-                                      buildargs=proxy_env(spec), network_mode=engine.network_mode_for(spec.site.network),
-                                      on_line=run.log, secrets=run.secrets, credentials=run.credentials,
-                                      labels=engine.buildctl_labels(recipe=spec.name, namespace=run.namespace))
+        image_id = engine.build_image(
+            run.client,
+            engine.ImageSpec(
+                prepared.context_dir,
+                tag,
+                target="builder",
+                buildargs=proxy_env(spec),
+                network_mode=engine.network_mode_for(spec.site.network),
+                labels=engine.buildctl_labels(recipe=spec.name, namespace=run.namespace),
+            ),
+            on_line=run.log,
+            secrets=run.secrets,
+            credentials=run.credentials,
+        )
         if shared:
             shared.share("builder", tag)
     return ImageBuilt(planned, image_id)
@@ -98,8 +113,8 @@ def configure(run: Run, built: ImageBuilt, out_dir: Path) -> Configured:
     resumes the configured build directory. A framework that is not built here configures nothing."""
     if run.spec.framework.source.kind == "prebuilt":
         return Configured(built, None)
-    from buildctl.build import cmake_record
-    from buildctl.build import configure_gate as gate
+    from buildctl.pipeline import cmake_record
+    from buildctl.pipeline import configure_gate as gate
 
     started = time.monotonic()
     first_line = len(run.log.lines)
@@ -199,13 +214,27 @@ def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, until_configur
     artifacts.record_use({"volume": list(planned.mounts)}, run.opts.artifacts_root)
     _clear_compile_container(run, name, key)
     return engine.run_container(
-        run.client, built.image_id, list(BUILD_COMMAND), env={**planned.env_with_jobs(max_jobs), **env},
-        inputs=inputs or None, outputs={f"{work}/out": out_dir, **(extra_outputs or {})},
-        volumes=dict(planned.mounts), network_mode=engine.network_mode_for(spec.site.network),
-        mem_limit=run.opts.memory, cpuset_cpus=run.opts.cpuset, on_line=run.log, keep=run.opts.keep_container,
-        secrets=run.secrets, credentials=compile_credentials(run, dist_plan, shared_cache=not until_configure),
-        labels=engine.buildctl_labels({"buildctl.step": "compile"}, recipe=spec.name, namespace=run.namespace),
-        name=name, timeout=max(1.0, deadline - time.monotonic()),
+        run.client,
+        engine.ContainerSpec(
+            built.image_id,
+            list(BUILD_COMMAND),
+            env={**planned.env_with_jobs(max_jobs), **env},
+            inputs=inputs or None,
+            outputs={f"{work}/out": out_dir, **(extra_outputs or {})},
+            volumes=dict(planned.mounts),
+            network_mode=engine.network_mode_for(spec.site.network),
+            mem_limit=run.opts.memory,
+            cpuset_cpus=run.opts.cpuset,
+            keep=run.opts.keep_container,
+            labels=engine.buildctl_labels(
+                {"buildctl.step": "compile"}, recipe=spec.name, namespace=run.namespace
+            ),
+            name=name,
+            timeout=max(1.0, deadline - time.monotonic()),
+        ),
+        on_line=run.log,
+        secrets=run.secrets,
+        credentials=compile_credentials(run, dist_plan, shared_cache=not until_configure),
         on_interrupt=lambda container_id: _record_interrupt(run, key, container_id),
     )
 

@@ -11,10 +11,11 @@ fails raises errors.StepFailed; the pipeline turns that into BuildFailed (stages
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from buildctl import settings
 from buildctl.engine.lazy import EngineConnection
 from buildctl.recipe.schema import Spec
 from buildctl.render.rendering import Rendered
@@ -24,7 +25,7 @@ from buildctl.store.key import KeyInputs
 from buildctl.verify.options import VerifyOptions
 
 if TYPE_CHECKING:
-    from buildctl.build.configure_gate import Gate
+    from buildctl.pipeline.configure_gate import Gate
     from buildctl.store.manifest import Manifest
     from buildctl.verify.report import Report
 
@@ -37,10 +38,9 @@ class BuildOptions:
     keep_container: bool = False
     memory: str | None = None  # container memory limit, e.g. "2g" (shared CI hosts; OOM repro)
     cpuset: str | None = None  # the CPUs the compile container may use (docker's --cpuset-cpus): bench/dist.py
-    dist_local_jobs: str | int = "auto"  # with a dist scheduler: compiles run here at once (build/dist.py)
+    dist_local_jobs: str | int = "auto"  # with a dist scheduler: compiles run here at once (pipeline/dist.py)
     render_root: Path = Path("build")
     artifacts_root: Path | None = None
-    ca_texts: Mapping[str, str] = field(default_factory=dict)
     verify_options: VerifyOptions = VerifyOptions()
     engine_url: str | None = None  # the engine to build on (--engine); None: DOCKER_HOST's, else the local one
     until: str | None = None  # configure | compile | wheel: stop after that step, publish nothing
@@ -82,7 +82,7 @@ class Run:
            client: EngineConnection | Any = None) -> Run:
         """`client`: the engine's connection, or a docker client already connected."""
         credentials = split_credentials(spec)[1]
-        secrets = frozenset(secret_values_from_env_and_site(spec.site) | credentials.values())
+        secrets = frozenset(secret_values_from_env_and_site(spec.site, settings.environ()) | credentials.values())
         engine = client if client is None or isinstance(client, EngineConnection) else EngineConnection(client=client)
         return cls(spec, opts, log or BuildLog(), engine, credentials, secrets, artifacts.namespace(opts.artifacts_root))
 
@@ -158,7 +158,7 @@ class Compiled:
     out_dir: Path
     max_jobs: int  # as the compile finished: halved once when memory killed the first attempt
     configure: Gate | None = None  # the configure gate's table (the manifest records it)
-    dist: Mapping[str, Any] | None = None  # the build cluster's part (build/dist.py), when a scheduler was set
+    dist: Mapping[str, Any] | None = None  # the build cluster's part (pipeline/dist.py), when a scheduler was set
 
 
 @dataclass(frozen=True)

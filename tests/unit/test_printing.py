@@ -1,0 +1,51 @@
+"""Printing only through the view and the CLI (issue 37): no module outside buildctl/cli/ and buildctl/ui.py
+makes a rich Console, calls print() or writes to sys.stdout/sys.stderr itself; a library call reports
+through the callbacks (on_line) and the console its caller gives, else ui.py's (report_console,
+warning_console, print_json)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "buildctl"
+MAY_PRINT = ("cli/", "ui.py")
+# Justified: each is a program's own output, not a library's.
+EXCEPTIONS = {
+    "in_container/": "runs inside the containers as its own program; its stdout is what the build or the probe reads",
+    "host/base_images.py": "its main() is `python -m buildctl.host.base_images`, .ci/bootstrap's command line",
+}
+
+
+def printing(path: Path) -> list[int]:
+    """The lines of `path` that print: Console(...), print(...), sys.stdout/sys.stderr .write()."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+        if name in ("print", "Console") and (isinstance(f, ast.Name) or name == "Console"):
+            lines.append(node.lineno)
+        elif name == "write" and isinstance(f.value, ast.Attribute) and f.value.attr in ("stdout", "stderr") \
+                and isinstance(f.value.value, ast.Name) and f.value.value.id == "sys":
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_check_sees_each_way_of_printing(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("import sys, rich.console\nprint(1)\nrich.console.Console()\nsys.stderr.write('x')\n"
+                 "console.print('fine: a console given')\n")
+    assert printing(f) == [2, 3, 4]
+
+
+def test_only_the_cli_and_the_view_print():
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel.startswith(MAY_PRINT) or rel.startswith(tuple(EXCEPTIONS)):
+            continue
+        if lines := printing(path):
+            found[rel] = lines
+    assert found == {}, "fix: report through on_line or the console the caller gives (ui.py's by default)"
