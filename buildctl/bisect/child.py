@@ -1,5 +1,5 @@
-"""One step of `invoke bisect` as a child build (`invoke build --recipe R --set ... --json`, as scale-out runs
-its builds: its own signal handling, key lock, clean-up, artifact or repro bundle): its command line, and
+"""One step of `invoke bisect` as a child build (`python -m buildctl.cli.child`, its job on stdin, as scale-out
+runs its builds: its own signal handling, key lock, clean-up, artifact or repro bundle): its job, and
 what its JSON, its exit code and its repro bundle say, as the `build` part of a bisect log entry. The
 bundle's and the payload's texts are a build's output: read capped, shown without terminal controls."""
 
@@ -41,39 +41,19 @@ class Criterion:
         return "the build and its verification" if self.verify else "the build"
 
 
-def child_env(chosen: settings.Settings, engine_url: str) -> dict[str, str]:
-    """This command's settings as the step build's BUILDCTL_* variables, and its engine. The settings'
-    variables (in any case: the environment's names are read case-insensitively) are replaced by what
-    this command chose, its flags over them; every other variable (BUILDCTL_CACHE, BUILDCTL_DEBUG, ...)
-    passes as it is. The engines list never passes: a step builds on its one engine, never down the
-    several-engines path again."""
-    replaced = {settings.env_name(name).upper() for name in settings.Settings.model_fields}
-    env = {k: v for k, v in settings.environ().items() if k.upper() not in replaced}
-    for name in settings.Settings.model_fields:
-        if name == "engines":
-            continue
-        value = getattr(chosen, name)
-        if value in (None, "", (), False):
-            continue
-        env[settings.env_name(name)] = ",".join(value) if isinstance(value, tuple) else (
-            "1" if value is True else str(value))
-    if engine_url:
-        env["DOCKER_HOST"] = engine_url
-    return env
+CHILD = [sys.executable, "-m", "buildctl.cli.child"]  # the whole command line of a step: its job is on stdin
 
 
-def _invoke(*args: str) -> list[str]:
-    return [sys.executable, "-m", "invoke", "-r", str(settings.checkout()), *args]
-
-
-def build_argv(recipe: str, sets: Sequence[str], criterion: Criterion, extra: Sequence[str] = ()) -> list[str]:
-    """The child build of one step: the command's --set overrides, then the step's own."""
-    args = ["build", "--recipe", recipe, *(a for s in sets for a in ("--set", s)), "--json", *extra]
-    if criterion.until:
-        args += ["--until", criterion.until]
-    elif criterion.test or not criterion.verify:
-        args.append("--no-verify")  # a test decides, or the command said so
-    return _invoke(*args)
+def build_job(recipe: str, sets: Sequence[str], criterion: Criterion, chosen: settings.Settings, engine_url: str,
+              *, no_preflight: bool = False) -> dict:
+    """The child build of one step (buildctl.cli.child's job, written to its stdin): the command's --set
+    overrides, then the step's own; this command's settings with the one engine the step builds on
+    (never the several-engines path again), --no-verify when a test decides or the command said so. On
+    stdin, no --set value or password stands on a command line."""
+    no_verify = chosen.no_verify or (not criterion.until and (bool(criterion.test) or not criterion.verify))
+    own = chosen.model_copy(update={"engines": (engine_url,) if engine_url else (), "no_verify": no_verify})
+    return {"task": "build", "recipe": recipe, "sets": list(sets), "engine": engine_url, "no_preflight": no_preflight,
+            "until": criterion.until or None, "settings": own.model_dump(mode="json")}
 
 
 def _read_bundle(bundle: str | None) -> dict:

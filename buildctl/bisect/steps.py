@@ -27,7 +27,7 @@ from pathlib import Path
 from buildctl import engine, settings
 from buildctl.bisect import search
 from buildctl.bisect.axes import Axis
-from buildctl.bisect.child import Criterion, build_argv, build_record, child_env, clip_lines, failure_of
+from buildctl.bisect.child import CHILD, Criterion, build_job, build_record, clip_lines, failure_of
 from buildctl.bisect.log import NOT_REUSED_STEPS, BisectLog, reusable_build, test_digest
 from buildctl.errors import BuildctlError, InputError
 from buildctl.pipeline import pipeline
@@ -70,7 +70,7 @@ class StepBuilds:
     recipe: str
     sets: Sequence[str]
     spec_for: Callable[[int], Spec]
-    extra_args: Sequence[str] = ()
+    no_preflight: bool = False
 
 
 class Bisector:
@@ -78,10 +78,10 @@ class Bisector:
 
     def __init__(self, *, builds: StepBuilds, axis: Axis, criterion: Criterion, first_good: bool,
                  chosen: settings.Settings, opts: BuildOptions, log: BisectLog, say: Callable[[str], None]) -> None:
-        recipe, sets, spec_for, extra_args = builds.recipe, builds.sets, builds.spec_for, builds.extra_args
+        recipe, sets, spec_for, no_preflight = builds.recipe, builds.sets, builds.spec_for, builds.no_preflight
         self.recipe, self.sets, self.axis, self.spec_for = recipe, list(sets), axis, spec_for
         self.criterion, self.first_good, self.chosen, self.opts = criterion, first_good, chosen, opts
-        self.log, self.say, self.extra_args = log, say, list(extra_args)
+        self.log, self.say, self.no_preflight = log, say, no_preflight
         self.engines = list(chosen.engines) or [""]  # "": DOCKER_HOST's engine, as a build takes it
         self.entries: dict[int, dict] = {}
         self.states: dict[int, str] = {}
@@ -127,10 +127,15 @@ class Bisector:
             self.say(f"{self._where(position)}: {reused['source']} (key {key}), not built again")
             self.done.put((position, reused))
             return
-        argv = build_argv(self.recipe, [*self.sets, *self.axis.changes[position].sets], self.criterion,
-                          self.extra_args)
-        proc = subprocess.Popen(argv, env=child_env(self.chosen, engine_url), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, start_new_session=True)
+        job = build_job(self.recipe, [*self.sets, *self.axis.changes[position].sets], self.criterion, self.chosen,
+                        engine_url, no_preflight=self.no_preflight)
+        proc = subprocess.Popen(CHILD, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            proc.stdin.write(json.dumps(job))
+            proc.stdin.close()
+        except OSError:  # a child that ended at once: its stderr says why
+            pass
         run = Running(position, key, engine_url, proc, time.monotonic())
         self.running[position] = run
         self.say(f"{self._where(position)}: building (key {key}{self._on(engine_url)})")

@@ -66,8 +66,9 @@ def _masked(url: str) -> str:
     return mask(url)
 
 
-def _refuse_secrets_on_command_lines(spec, axis) -> None:
-    """A step's --set overrides go on a child's command line: a credential of the recipe must not."""
+def _refuse_secrets_in_the_steps(spec, axis) -> None:
+    """A step's --set overrides are written to the bisect log and the report (its "build it again"
+    command): a credential of the recipe must not be."""
     from buildctl import settings
     from buildctl.secrets import secret_values_from_env_and_site, split_credentials
 
@@ -77,8 +78,8 @@ def _refuse_secrets_on_command_lines(spec, axis) -> None:
     for change in axis.changes:
         if any(secret in item for item in change.sets for secret in secrets):
             raise InputError(f"{_masked(change.label)[:80]}: a step's overrides would carry a credential of the recipe "
-                             "on a command line; fix: take the login out of the URL (a --git-mirror, a netrc) and bisect "
-                             "again")
+                             "into the bisect log and its report; fix: take the login out of the URL (a --git-mirror, "
+                             "a netrc) and bisect again")
 
 
 @command
@@ -114,7 +115,7 @@ def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdow
     spec, _ = load_spec(recipe, base_sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
     root = Path(settings.artifacts)
     chosen_axis = _axis(spec, kind, field, request, axes.split_values(list(values)), root)
-    _refuse_secrets_on_command_lines(spec, chosen_axis)
+    _refuse_secrets_in_the_steps(spec, chosen_axis)
     specs: dict[int, object] = {}
 
     def spec_for(position: int):
@@ -141,7 +142,7 @@ def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdow
     with log.held(), engine.terminate_as_interrupt():
         for note in log.notes:
             say(note)
-        builds = StepBuilds(recipe, base_sets, spec_for, extra_args=["--no-preflight"] if no_preflight else [])
+        builds = StepBuilds(recipe, base_sets, spec_for, no_preflight=no_preflight)
         bisector = Bisector(builds=builds, axis=chosen_axis, criterion=criterion, first_good=first_good,
                             chosen=settings, opts=opts, log=log, say=say)
         try:

@@ -6,7 +6,8 @@ its steps and errors on stderr, the same exit code.
     python -m buildctl.cli.child < JOB.json
 
 JOB: {"task": "build" | "verify", "recipe": R, "sets": [...], "engine": URL, "no_preflight": bool,
-"settings": the multi-build's Settings, with its one engine}. It comes on stdin, so no --set value or
+"until": a step or null (`invoke bisect --until`), "settings": the multi-build's (or the bisect's)
+Settings, with its one engine}. It comes on stdin, so no --set value or
 secret stands on a command line; the Settings are taken as they are, never read again from the
 environment (which the child inherits as the multi-build was given it)."""
 
@@ -35,7 +36,8 @@ def main() -> int:
         else:
             from buildctl.cli.build import build
 
-            build(job["recipe"], job["sets"], settings=chosen, no_preflight=job["no_preflight"], as_json=True)
+            build(job["recipe"], job["sets"], settings=chosen, no_preflight=job["no_preflight"], as_json=True,
+                  until=job.get("until"))
     except Exit as e:
         return e.code or 0
     return 0

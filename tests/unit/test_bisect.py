@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from buildctl import recipe
+from buildctl import recipe, settings
 from buildctl.bisect import axes, child, log, report, search
 from buildctl.bisect.gitrepo import History, parse_log
 from buildctl.bisect.steps import Outcome
@@ -384,12 +385,22 @@ def test_a_published_or_partial_build_brings_its_cache_figures(tmp_path):
     assert child.build_record({"ok": True, "out_dir": str(tmp_path)}, 0, [], 1.0)["cache"] == {"hits": 21, "misses": 3}
 
 
-def test_a_step_build_command():
-    argv = child.build_argv("demo-cpu", ["a=1", "framework.source.ref=abc"], child.Criterion(until="compile"))
-    assert argv[argv.index("build"):] == ["build", "--recipe", "demo-cpu", "--set", "a=1", "--set",
-                                          "framework.source.ref=abc", "--json", "--until", "compile"]
-    assert child.build_argv("r", [], child.Criterion(test="true"))[-1] == "--no-verify"
-    assert "--no-verify" not in child.build_argv("r", [], child.Criterion())
+def test_a_step_build_is_a_child_whose_job_comes_on_stdin():
+    """A step's build: the same child process a multi-recipe build starts (python -m buildctl.cli.child),
+    its --set values and settings (a cache URL's password among them) in the job on its stdin, never on
+    its command line (readable in /proc) nor in its environment."""
+    secret = "redis://:s3cret-pw@cache.example:6379/0"
+    chosen = settings.Settings(cache_url=secret, engines=("unix:///a.sock", "unix:///b.sock"))
+    job = child.build_job("demo-cpu", ["a=1", "framework.source.ref=abc"], child.Criterion(until="compile"),
+                          chosen, "unix:///b.sock", no_preflight=True)
+    assert child.CHILD == [sys.executable, "-m", "buildctl.cli.child"]
+    assert job["task"] == "build" and job["recipe"] == "demo-cpu" and job["until"] == "compile"
+    assert job["sets"] == ["a=1", "framework.source.ref=abc"] and job["no_preflight"] is True
+    assert job["settings"]["engines"] == ["unix:///b.sock"]  # its one engine: never the several-engines path
+    assert job["settings"]["cache_url"] == secret and not job["settings"]["no_verify"]
+    assert child.build_job("r", [], child.Criterion(test="true"), chosen, "")["settings"]["no_verify"] is True
+    assert child.build_job("r", [], child.Criterion(), chosen, "")["settings"]["no_verify"] is False
+    assert child.build_job("r", [], child.Criterion(), chosen, "")["settings"]["engines"] == []
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -443,16 +454,16 @@ def test_the_report_of_a_range_says_which_steps_were_skipped():
 
 
 def test_a_credential_of_the_recipe_never_goes_on_a_childs_command_line():
-    from buildctl.cli.bisect import _refuse_secrets_on_command_lines
+    from buildctl.cli.bisect import _refuse_secrets_in_the_steps
 
     spec = recipe.load("demo-cpu", ["framework.source={git: 'https://u:s3cr3t-token@git.example/x.git', ref: main}"])
     fine = axes.Axis("commits", "framework.source", (axes.Change("a", ("framework.source.ref=" + "a" * 40,)),))
-    _refuse_secrets_on_command_lines(spec, fine)
+    _refuse_secrets_in_the_steps(spec, fine)
     leaking = axes.Axis("set", "framework.source.git",
                         (axes.Change("https://u:s3cr3t-token@git.example/y.git",
                                      ("framework.source.git=https://u:s3cr3t-token@git.example/y.git",)),))
-    with pytest.raises(InputError, match="would carry a credential of the recipe on a command line") as info:
-        _refuse_secrets_on_command_lines(spec, leaking)
+    with pytest.raises(InputError, match="would carry a credential of the recipe into the bisect log and its report") as info:
+        _refuse_secrets_in_the_steps(spec, leaking)
     assert "s3cr3t" not in str(info.value)
 
 
