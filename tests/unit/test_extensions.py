@@ -241,6 +241,25 @@ def test_the_manifest_says_what_each_extension_was_built_against(tmp_path):
     assert row["requires"] == ["torch==2.6.0+debian"] and row["build_seconds"] == 9 and row["version"] == "2.1.2"
 
 
+def test_the_manifest_lists_an_extensions_pins_on_the_set_beside_the_framework(tmp_path):
+    """torch-sparse's row (its `requires: [torch-scatter]`) names both pins its wheel carries: torch's and
+    the set's torch-scatter, as pip will read them; the unrelated scipy stays out. Seen on the real stack:
+    the row listed torch only."""
+    sparse = {"name": "torch-scatter", "source": {"pypi": "torch-scatter==2.1.2", "sha256": "69b3" + "0" * 60},
+              "requires": []}
+    other = {"name": "torch-sparse", "source": {"pypi": "torch-sparse==0.6.18", "sha256": "2f14" + "0" * 60},
+             "requires": ["torch-scatter"]}
+    spec = spec_with(extensions=[sparse, other])
+    (tmp_path / "extensions").mkdir()
+    first = Path(pin_requires.pin(str(_wheel(tmp_path, ["scipy"])), "torch", "2.6.0", str(tmp_path / "extensions")))
+    second_dir = tmp_path / "second"
+    second_dir.mkdir()
+    second = _wheel(second_dir, ["scipy", "torch-scatter==2.1.2", "torch==2.6.0"])
+    section = artifact_stage._extensions_section(spec, tmp_path, [], [(first, {}), (second, {})])
+    assert [row["requires"] for row in section["extensions"]] == [["torch==2.6.0"],
+                                                                   ["torch-scatter==2.1.2", "torch==2.6.0"]]
+
+
 # --- a verification's findings ---------------------------------------------------------------------
 
 

@@ -240,17 +240,18 @@ def _extensions_section(spec: Spec, out_dir: Path, framework_wheels: list[Path],
         rows.append({"name": ext.name, "source": mask_url(ext.source_label), "module": ext.import_name,
                      "file": wheel.name, "version": wheel_facts.wheel_tags(wheel).get("version"),
                      "requires": [r for r in wheel_facts.wheel_requires(wheel)
-                                  if _names(r, spec.framework.dist)],
+                                  if _names(r, spec.framework.dist, *ext.requires)],
                      "frontend": facts.get("frontend"), "build_seconds": count(seconds)})
     return {"built_against": against, "extensions": rows}
 
 
-def _names(requirement: str, dist: str) -> bool:
+def _names(requirement: str, *dists: str) -> bool:
+    """Whether `requirement` is on one of `dists` (the framework, the set's members an extension requires)."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
     try:
-        return canonicalize_name(Requirement(requirement).name) == canonicalize_name(dist)
+        return canonicalize_name(Requirement(requirement).name) in {canonicalize_name(d) for d in dists}
     except InvalidRequirement:
         return False
 
