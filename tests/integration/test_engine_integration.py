@@ -362,8 +362,9 @@ import sys
 from buildctl import engine
 client = engine.connect()
 engine.run_container(
-    client, sys.argv[1], ["bash", "-c", "echo ready; exec sleep 300"],
-    labels={"buildctl.test": sys.argv[2]}, on_line=lambda line: print(line, flush=True),
+    client, engine.ContainerSpec(sys.argv[1], ["bash", "-c", "echo ready; exec sleep 300"],
+                                 labels={"buildctl.test": sys.argv[2]}),
+    on_line=lambda line: print(line, flush=True),
 )
 print("finished", flush=True)
 """

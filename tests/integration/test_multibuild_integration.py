@@ -104,7 +104,10 @@ def test_a_build_on_this_engine_and_a_failure_on_engine_b_in_one_command(tmp_pat
 
 
 @pytest.mark.engines
-def test_doctor_reports_per_engine_and_fails_for_one_that_does_not_answer(services, docker_client, engine_b):
+def test_doctor_reports_per_engine_and_fails_for_one_that_does_not_answer(services, docker_client, engine_b,
+                                                                          base_on_b):
+    """Each engine its own report; both hold the base image (engine B by base_on_b: doctor says "build: no"
+    on an engine without it, as a build there would stop at it)."""
     dead = "tcp://127.0.0.1:1"
     cmd = [str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT), "doctor", "--recipe", "demo-cpu", "--json",
            "--engine", services.engine_a, "--engine", services.engine_b, "--engine", dead]
