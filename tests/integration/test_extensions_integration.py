@@ -347,7 +347,8 @@ def test_the_stack_records_both_extensions_against_the_demofw_it_built_and_pins_
     rows = manifest["extensions"]["extensions"]
     assert [(r["name"], r["module"], r["version"], r["frontend"]) for r in rows] == [
         (EXT_A, "demoext_a", "0.1.0", "setuptools"), (EXT_B, "demoext_b", "0.1.0", "setuptools")]
-    assert [r["requires"] for r in rows] == [[f"demofw=={demofw}"], [f"demofw=={demofw}"]]
+    # each row's pins on the framework and on the set (b's on the demoext-a built here), as its wheel has them
+    assert [r["requires"] for r in rows] == [[f"demofw=={demofw}"], [f"demofw=={demofw}", f"{EXT_A}==0.1.0"]]
     assert sorted(sha) == sorted([demofw_file, *(r["file"] for r in rows)])
     # Requires-Dist as pip reads it: a's `demofw` (its setup.py) pinned to this demofw; b (whose setup.py names
     # nothing) given the pin and, from the recipe's `requires:`, the demoext-a built here
