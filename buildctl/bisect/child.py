@@ -6,7 +6,6 @@ bundle's and the payload's texts are a build's output: read capped, shown withou
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,8 @@ from typing import Any
 
 from buildctl import settings
 from buildctl.bisect import search
+from buildctl.scaleout.multibuild import CHILD as CHILD  # the command line of a step: its job goes on stdin
+from buildctl.scaleout.multibuild import child_job
 from buildctl.ui import strip_controls
 
 MAX_BUNDLE_JSON = 4 << 20
@@ -41,19 +42,14 @@ class Criterion:
         return "the build and its verification" if self.verify else "the build"
 
 
-CHILD = [sys.executable, "-m", "buildctl.cli.child"]  # the whole command line of a step: its job is on stdin
-
-
 def build_job(recipe: str, sets: Sequence[str], criterion: Criterion, chosen: settings.Settings, engine_url: str,
               *, no_preflight: bool = False) -> dict:
-    """The child build of one step (buildctl.cli.child's job, written to its stdin): the command's --set
-    overrides, then the step's own; this command's settings with the one engine the step builds on
-    (never the several-engines path again), --no-verify when a test decides or the command said so. On
-    stdin, no --set value or password stands on a command line."""
+    """The child build of one step (scale-out's child job, written to its stdin): the command's --set
+    overrides, then the step's own; --no-verify when a test decides or the command said so. On stdin, no
+    --set value or password stands on a command line."""
     no_verify = chosen.no_verify or (not criterion.until and (bool(criterion.test) or not criterion.verify))
-    own = chosen.model_copy(update={"engines": (engine_url,) if engine_url else (), "no_verify": no_verify})
-    return {"task": "build", "recipe": recipe, "sets": list(sets), "engine": engine_url, "no_preflight": no_preflight,
-            "until": criterion.until or None, "settings": own.model_dump(mode="json")}
+    job = child_job("build", recipe, sets, chosen, engine_url, no_preflight=no_preflight, no_verify=no_verify)
+    return {**job, "until": criterion.until or None}
 
 
 def _read_bundle(bundle: str | None) -> dict:

@@ -99,14 +99,19 @@ def child_jobs(placement: plan.Placement, recipe: str, sets: list[str], urls: di
     the engine it runs on (its only one), as JSON."""
     where = verification_engine(placement, chosen)
     elsewhere = where not in (None, placement.engine)
+    build = child_job("build", recipe, sets, chosen, urls[placement.engine], no_preflight=no_preflight,
+                      **({"no_verify": True} if elsewhere else {}))
+    return build, (child_job("verify", recipe, sets, chosen, urls[where], no_preflight=no_preflight)
+                   if elsewhere else None)
 
-    def job(task: str, url: str, **changes) -> dict:
-        own = chosen.model_copy(update={"engines": (url,) if url else (), **changes})
-        return {"task": task, "recipe": recipe, "sets": list(sets), "engine": url, "no_preflight": no_preflight,
-                "settings": own.model_dump(mode="json")}
 
-    build = job("build", urls[placement.engine], **({"no_verify": True} if elsewhere else {}))
-    return build, (job("verify", urls[where]) if elsewhere else None)
+def child_job(task: str, recipe: str, sets, chosen: settings.Settings, engine_url: str, *, no_preflight: bool = False,
+              **changes) -> dict:
+    """One child's job (buildctl.cli.child reads it on stdin): the recipe, --set values, this command's
+    Settings with `changes` and the one engine the child runs on (never the several-engines path again)."""
+    own = chosen.model_copy(update={"engines": (engine_url,) if engine_url else (), **changes})
+    return {"task": task, "recipe": recipe, "sets": list(sets), "engine": engine_url, "no_preflight": no_preflight,
+            "settings": own.model_dump(mode="json")}
 
 
 def run_one(placement: plan.Placement, recipe: str, sets: list[str], urls: dict[str, str],
