@@ -25,6 +25,10 @@ from buildctl.secrets import Credentials
 
 # Outputs copied out of a container: a wheel is GBs (PyTorch with CUDA: 1-3 GB), the rest is small.
 OUTPUT_CAPS = archive.Caps(total_bytes=32 << 30, members=10_000, file_bytes=16 << 30)
+# What closes a tar: two zero blocks. tarfile pads on to a 10 KiB record after them, and nothing past them
+# is sent: Podman's copier stops reading there, and a body still being written breaks its pipe, a 500
+# "passing bulk input to subprocess: write |1: broken pipe" (buildah#6573).
+_END_OF_ARCHIVE = 2 * tarfile.BLOCKSIZE
 
 
 def put_credentials(client: docker.DockerClient, cid: str, credentials: Credentials, owner: tuple[int, int]) -> None:
@@ -36,7 +40,8 @@ def put_credentials(client: docker.DockerClient, cid: str, credentials: Credenti
         info.size, info.mode = len(data), 0o600
         info.uid, info.gid = owner
         tf.addfile(info, io.BytesIO(data))
-    client.api.put_archive(cid, "/", buf.getvalue())
+        end = tf.offset + _END_OF_ARCHIVE
+    client.api.put_archive(cid, "/", buf.getvalue()[:end])
 
 
 def owner_of(user: str | None) -> tuple[int, int]:
@@ -81,8 +86,14 @@ def _tar_chunks(src: Path, arcname: str, owner: tuple[int, int],
         raise _Aborted
 
     class Writer:
+        written = 0
+        end: int | None = None  # set once the last member is in: the record padding after it is dropped
+
         def write(self, b: bytes) -> int:
-            put(bytes(b))
+            kept = b if self.end is None else b[: max(0, self.end - self.written)]
+            self.written += len(kept)
+            if kept:
+                put(bytes(kept))
             return len(b)
 
     def set_owner(ti: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -100,8 +111,10 @@ def _tar_chunks(src: Path, arcname: str, owner: tuple[int, int],
 
     def produce() -> None:
         try:
-            with tarfile.open(fileobj=Writer(), mode="w|", format=tarfile.PAX_FORMAT, bufsize=1 << 20) as tf:
+            writer = Writer()
+            with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT, bufsize=1 << 20) as tf:
                 tf.add(str(src), arcname=arcname, recursive=True, filter=set_owner)
+                writer.end = tf.offset + _END_OF_ARCHIVE
             put(done)
         except _Aborted:
             pass

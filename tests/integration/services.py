@@ -111,27 +111,20 @@ def engine_b_ssh(services: Services) -> Iterator[docker.DockerClient]:
 
 @pytest.fixture
 def base_on_b(base_image: str, docker_client: docker.DockerClient, engine_b: docker.DockerClient,
-              services: Services) -> Iterator[str]:
+              services: Services) -> str:
     """Engine B with the very base image of engine A (docker save | docker load, from the engine that
-    made it: Podman would save it as localhost/buildctl/base:…); removed again at the end when it was
-    loaded here (and no other image still uses it)."""
+    made it: Podman would save it as localhost/buildctl/base:…), left there: engine B serves the two
+    engine-matrix sessions that run at once, and when one removed the image it had loaded, the other's
+    build on B, in progress, failed "base image … is not in the engine" (CI of e53f267)."""
     try:
         engine_b.images.get(base_image)
-        loaded = False
     except docker.errors.ImageNotFound:
         save = subprocess.Popen(["docker", "-H", services.base_engine, "save", base_image], stdout=subprocess.PIPE)
         subprocess.run(["docker", "-H", services.engine_b, "load", "-q"], stdin=save.stdout, check=True,
                        capture_output=True, timeout=600)
         assert save.wait() == 0
-        loaded = True
     assert engine_b.images.get(base_image).id == docker_client.images.get(base_image).id
-    yield base_image
-    if loaded:
-        try:
-            engine_b.images.remove(base_image)
-        except docker.errors.APIError:
-            pass
-
+    return base_image
 
 
 # ---------------------------------------------------------------------------------------------- a private cluster

@@ -107,8 +107,9 @@ def test_a_build_on_this_engine_and_a_failure_on_engine_b_in_one_command(tmp_pat
 def test_doctor_reports_per_engine_and_fails_for_one_that_does_not_answer(services, docker_client):
     """Each engine its own report: this one (its kind, what it supports, the base image present, the recipe
     buildable) and one that does not answer. Engine B is left out: run against it, a registry test that
-    came later in the session found the base image it had just loaded missing there (not understood yet;
-    doctor's base-image states on an engine without the image are unit-tested in test_doctor.py)."""
+    came later in the session found B's base image missing (base_on_b then removed at its end the image it
+    had loaded, which took it from the other engine-matrix session too; doctor's base-image states on an
+    engine without the image are unit-tested in test_doctor.py)."""
     dead = "tcp://127.0.0.1:1"
     cmd = [str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT), "doctor", "--recipe", "demo-cpu", "--json",
            "--engine", services.engine_a, "--engine", dead]

@@ -403,3 +403,36 @@ def test_a_source_folder_given_as_a_symlink_is_sent_as_the_folder(tmp_path):
     assert members["work/src"].isdir(), members["work/src"].type
     assert {n for n, m in members.items() if m.isfile()} == {"work/src/setup.py", "work/src/pkg/__init__.py"}
     assert key.tree_digest(link) == key.tree_digest(real)
+
+
+def _archive_end(data: bytes) -> int:
+    """Where a tar's content ends: after its last member and the two zero blocks that close it."""
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+        tf.getmembers()
+        return tf.offset + 2 * tarfile.BLOCKSIZE
+
+
+def test_every_archive_put_into_a_container_ends_at_its_end_of_archive_blocks(tmp_path):
+    """CI of e53f267: Podman answered the verification's copy of the wheel with a 500, "passing bulk input
+    to subprocess: write |1: broken pipe" (buildah#6573): its copier stops reading at the two zero blocks
+    that end a tar, and tarfile pads the archive on to a 10 KiB record after them; whatever is still
+    being written then breaks the pipe. So nothing follows those two blocks, for a file, a folder and the
+    credentials alike (Docker reads such an archive as before)."""
+    from buildctl.engine.transfer import put_input
+
+    (tmp_path / "tree" / "pkg").mkdir(parents=True)
+    (tmp_path / "tree" / "pkg" / "mod.py").write_text("x = 1\n")
+    (tmp_path / "demo-0.1-py3-none-any.whl").write_bytes(b"PK" + b"w" * 3000)
+    client = _RecordingEngine("http+docker://localhost")
+    for host_path in (tmp_path / "demo-0.1-py3-none-any.whl", tmp_path / "tree"):
+        with pytest.raises(RuntimeError, match="sent"):
+            put_input(client, "c" * 64, "/work/in", host_path, (0, 0))
+    creds = secrets.Credentials(env=(("PIP_INDEX_URL", "https://ci:token@pypi.corp.example/simple"),))
+    with pytest.raises(RuntimeError, match="sent"):
+        engine.run_container(client, engine.ContainerSpec("img", ["true"]), credentials=creds)
+    assert len(client.sent) == 3
+    for data in client.sent:
+        assert len(data) == _archive_end(data) and data.endswith(bytes(1024)), len(data)
