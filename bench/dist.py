@@ -178,7 +178,7 @@ class Bench:
         """The objects to compile: every object of the demo; every k-th of ATen's units of PyTorch."""
         listing = self.in_build_dir("ninja -C /work/src/build -t targets all")
         objects = sorted({line.split(":")[0] for line in listing.splitlines() if line.split(":")[0].endswith(".o")})
-        if self.spec.framework.name != "torch":
+        if self.spec.framework.name != "pytorch":
             return objects
         aten = [o for o in objects if "/aten/src/ATen/native/" in o and o.endswith(".cpp.o") and "torch_cpu.dir" in o]
         step = max(1, len(aten) // self.args.sample)
