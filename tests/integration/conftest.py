@@ -152,3 +152,13 @@ def default_sigint() -> None:
     background by a shell without job control (`pytest ... &` in a script, many CI wrappers) inherits
     SIGINT ignored, and Python then never turns it into KeyboardInterrupt: the child runs on."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def containers_made_since(client: docker.DockerClient, since: float, *, image: str | None = None,
+                          labels: tuple[str, ...] = ()) -> list[str]:
+    """Ids of the containers created from `since` on (of `image` or an image made FROM it, and with every
+    one of `labels`, where given): the test's own. The engine is shared with other runs, and one that was
+    killed can leave such a container behind; a user checks that what they ran went away, not that the
+    engine is empty."""
+    filters = {**({"ancestor": image} if image else {}), **({"label": list(labels)} if labels else {})}
+    return [c["Id"] for c in client.api.containers(all=True, filters=filters) if c["Created"] >= int(since)]

@@ -48,11 +48,12 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from conftest import DEBIAN_TORCH
+from conftest import DEBIAN_TORCH, containers_made_since
 from packaging.utils import parse_wheel_filename
 from publish_helpers import serve_folder
 
@@ -182,6 +183,7 @@ def test_the_build_verified_the_extension_in_a_fresh_container(ext_build):
 
 
 def test_pypi_torchvision_beside_this_torch_is_refused_in_one_line(ext_build, docker_client):
+    started = time.time()
     proc = invoke("verify", "--recipe", str(ext_build["recipe"]), "--beside", "torchvision==0.21.0", "--json",
                   env=ext_build["env"], cwd=ext_build["work"], timeout=900)
     assert proc.returncode == 1, proc.stderr[-3000:]
@@ -193,7 +195,7 @@ def test_pypi_torchvision_beside_this_torch_is_refused_in_one_line(ext_build, do
     # why, in the user's terms: the old C++ ABI, CUDA that this torch lacks, the torch it was built for
     for why in ("C++11 ABI 0", "1 in torch", "CUDA", TORCH):
         assert why in beside["detail"], beside["detail"]
-    assert docker_client.containers.list(all=True, filters={"label": f"{engine.RECIPE_LABEL}={RECIPE}"}) == []
+    assert containers_made_since(docker_client, started, labels=(f"{engine.RECIPE_LABEL}={RECIPE}",)) == []
     # a question about the set, answered beside it: the artifact's own verification stands
     artifact = ext_build["artifact"]
     assert json.loads((artifact / "report.json").read_text())["ok"] is True

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
 import pytest
+from conftest import containers_made_since
 from repro_helpers import INVOKE, REPO, one_line_exit_2, run_repro
 
 from buildctl import archive, engine
@@ -86,6 +88,7 @@ def test_wheel_step_bundle_replays_and_shell_shows_its_summary_first(tmp_path, d
     """Before: a bundle of the `wheel` step ("the build produced no wheel") crashed the replay with a
     TypeError (its command is None). Now it reruns the build command and looks for the wheel again;
     and --shell shows what it will run before it runs it (here with no terminal, so docker run -it fails)."""
+    started = time.time()
     name = f"hostile-wheel-{uuid.uuid4().hex[:8]}"
     bundle = _image_bundle(tmp_path, name, WHEELLESS_BUILDER)
     try:
@@ -108,5 +111,4 @@ def test_wheel_step_bundle_replays_and_shell_shows_its_summary_first(tmp_path, d
             docker_client.images.remove(img.id, force=True)
     left = [v.name for v in docker_client.volumes.list() if v.name.startswith(f"buildctl-work-{name}")]
     assert left == []
-    assert docker_client.containers.list(all=True, filters={"label": "buildctl.step=repro",
-                                                             "ancestor": base_image}) == []
+    assert containers_made_since(docker_client, started, image=base_image, labels=("buildctl.step=repro",)) == []

@@ -17,10 +17,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
-from conftest import DEBIAN_TORCH, default_sigint
+from conftest import DEBIAN_TORCH, containers_made_since, default_sigint
 from verify_fixtures import cpu_probe, make_report
 
 from buildctl import engine
@@ -33,10 +34,6 @@ SMALL = ("--sizes", "8:64K", "--iters", "5")
 pytestmark = pytest.mark.integration
 
 
-def containers_of(client, image_id: str) -> list:
-    return client.containers.list(all=True, filters={"ancestor": image_id})
-
-
 def invoke_env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "BUILDCTL_DEBUG": "", "COLUMNS": "200", "BUILDCTL_ARTIFACTS": str(tmp_path / "artifacts")}
 
@@ -47,6 +44,7 @@ def invoke(tmp_path: Path, *args: str, timeout: int = 900) -> subprocess.Complet
 
 
 def test_verify_debian_torch_image_and_diff_it_against_a_pypi_wheel(debian_torch, docker_client, tmp_path):
+    started = time.time()
     proc = invoke(tmp_path, "verify", "--image", DEBIAN_TORCH, "--json", *SMALL,
                   "--expect", "torch=2.6.0", "--expect", "cuda=none", "--expect", "USE_MPI=on")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -109,7 +107,7 @@ def test_verify_debian_torch_image_and_diff_it_against_a_pypi_wheel(debian_torch
     out = tmp_path / "artifacts" / "verify" / "images" / f"buildctl-test_debian-torch_trixie-{debian_torch[7:19]}"
     assert report["files"]["json"] == str(out / "report.json")
     assert (out / "report.png").read_bytes()[:4] == b"\x89PNG"
-    assert containers_of(docker_client, debian_torch) == []  # the verify container is gone
+    assert containers_made_since(docker_client, started, image=debian_torch) == []  # the verify container is gone
 
     # Against the PyPI torch 2.13.0 CPU wheel's report (a real probe, tests/verify_fixtures.py).
     pypi = tmp_path / "pypi" / "report.json"
@@ -125,6 +123,7 @@ def test_verify_debian_torch_image_and_diff_it_against_a_pypi_wheel(debian_torch
 
 
 def test_missing_image_and_missing_python_are_one_line_exit_2(debian_torch, docker_client, test_labels, tmp_path):
+    started = time.time()
     proc = invoke(tmp_path, "verify", "--image", "buildctl-test/no-such-image:never", timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("error:") == 1, proc.stderr
     assert ("image buildctl-test/no-such-image:never is not in the Docker engine, and buildctl never pulls; "
@@ -147,12 +146,13 @@ def test_missing_image_and_missing_python_are_one_line_exit_2(debian_torch, dock
         assert len(error) == 1 and "Traceback" not in proc.stderr, proc.stderr
         assert error[0].startswith(f"error: image {image} has no Python at /opt/venv/bin/python (exec: "), error
         assert "fix: give the image's interpreter with --python" in error[0]
-        assert containers_of(docker_client, image_id) == []
+        assert containers_made_since(docker_client, started, image=image_id) == []
     assert not (tmp_path / "artifacts").exists()  # nothing written
 
 
 def test_ctrl_c_removes_the_verify_container(debian_torch, docker_client, tmp_path):
     """Interrupted while the probe runs in the container: exit 130, and the container is gone."""
+    started = time.time()
     p = subprocess.Popen([sys.executable, "-m", "invoke", "verify", "--image", DEBIAN_TORCH, "--json", *SMALL],
                          cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          env=invoke_env(tmp_path), preexec_fn=default_sigint)
@@ -163,7 +163,7 @@ def test_ctrl_c_removes_the_verify_container(debian_torch, docker_client, tmp_pa
             seen.append(line)
             if "[probe] importing torch" in line:
                 break
-        assert containers_of(docker_client, debian_torch), "".join(seen)[-2000:]  # it runs now
+        assert containers_made_since(docker_client, started, image=debian_torch), "".join(seen)[-2000:]  # it runs now
         p.send_signal(signal.SIGINT)
         rest = p.stderr.read()
         assert p.wait(timeout=120) == 130, rest[-2000:]
@@ -171,7 +171,7 @@ def test_ctrl_c_removes_the_verify_container(debian_torch, docker_client, tmp_pa
         if p.poll() is None:
             p.kill()
     assert "interrupted" in rest
-    assert containers_of(docker_client, debian_torch) == []
+    assert containers_made_since(docker_client, started, image=debian_torch) == []
     assert not (tmp_path / "artifacts").exists()
 
 
@@ -184,11 +184,12 @@ def test_gpus_are_the_engines_fact_not_this_hosts(docker_client, base_image, tmp
     from buildctl.host import gpus
     from buildctl.verify import image as image_verify
 
+    started = time.time()
     assert "nvidia" not in (docker_client.info().get("Runtimes") or {})
     monkeypatch.setattr(gpus, "inventory", lambda: gpus.GpuReport(
         "550.54.15", "12.4", [gpus.GpuInfo(0, "NVIDIA H100 80GB HBM3", "9.0", 80 << 30)]))
     with pytest.raises(InputError, match=f"image {base_image} has no Python at python3 "):
         image_verify.verify_image(base_image, out_dir=tmp_path / "report", options=VerifyOptions(sweep=False),
                                   client=docker_client)
-    assert docker_client.containers.list(all=True, filters={  # the engine is shared: only verify containers
-        "ancestor": docker_client.images.get(base_image).id, "label": "buildctl.role=verify"}) == []
+    assert containers_made_since(docker_client, started, image=docker_client.images.get(base_image).id,
+                                 labels=("buildctl.role=verify",)) == []

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from conftest import containers_made_since
 from rich.console import Console
 from verify_fixtures import make_spec
 
@@ -109,6 +111,7 @@ def test_host_mode_failing_expectation_exits_nonzero_with_json(torch_wheel, tmp_
 
 @pytest.mark.integration
 def test_container_mode_cpu_wheel(torch_wheel, tmp_path, docker_client, base_image):
+    started = time.time()
     console = Console(record=True, width=200)
     out = tmp_path / "out"
     spec = make_spec(base_image=base_image)
@@ -122,6 +125,5 @@ def test_container_mode_cpu_wheel(torch_wheel, tmp_path, docker_client, base_ima
     assert_files(report, out)
     text = console.export_text()
     assert "PyTorch built with:" in text and "installing torch-2.13.0+cpu" in text
-    # The container is gone: nothing labelled as a verify container is left behind.
-    left = docker_client.containers.list(all=True, filters={"label": ["buildctl.role=verify"]})
-    assert left == []
+    # The container is gone: nothing labelled as a verify container was left behind.
+    assert containers_made_since(docker_client, started, labels=("buildctl.role=verify",)) == []
