@@ -13,7 +13,6 @@ from typing import Any
 
 from buildctl import settings
 from buildctl.bisect import search
-from buildctl.scaleout.multibuild import CHILD as CHILD  # the command line of a step: its job goes on stdin
 from buildctl.scaleout.multibuild import child_job
 from buildctl.ui import strip_controls
 

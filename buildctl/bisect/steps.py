@@ -14,7 +14,6 @@ finished step; the same command resumes.
 
 from __future__ import annotations
 
-import json
 import queue
 import signal
 import subprocess
@@ -27,13 +26,14 @@ from pathlib import Path
 from buildctl import engine, settings
 from buildctl.bisect import search
 from buildctl.bisect.axes import Axis
-from buildctl.bisect.child import CHILD, Criterion, build_job, build_record, clip_lines, failure_of
+from buildctl.bisect.child import Criterion, build_job, build_record, clip_lines, failure_of
 from buildctl.bisect.log import NOT_REUSED_STEPS, BisectLog, reusable_build, test_digest
 from buildctl.errors import BuildctlError, InputError
 from buildctl.pipeline import pipeline
 from buildctl.pipeline.published import test_artifact
 from buildctl.pipeline.stages import BuildOptions
 from buildctl.recipe.schema import Spec
+from buildctl.scaleout.multibuild import follow_child, start_child
 from buildctl.ui import strip_controls
 
 WORD = {search.PASS: "good", search.FAIL: "bad", search.SKIP: "skip"}
@@ -129,14 +129,7 @@ class Bisector:
             return
         job = build_job(self.recipe, [*self.sets, *self.axis.changes[position].sets], self.criterion, self.chosen,
                         engine_url, no_preflight=self.no_preflight)
-        proc = subprocess.Popen(CHILD, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
-                                start_new_session=True)
-        try:
-            proc.stdin.write(json.dumps(job))
-            proc.stdin.close()
-        except OSError:  # a child that ended at once: its stderr says why
-            pass
-        run = Running(position, key, engine_url, proc, time.monotonic())
+        run = Running(position, key, engine_url, start_child(job, own_session=True), time.monotonic())
         self.running[position] = run
         self.say(f"{self._where(position)}: building (key {key}{self._on(engine_url)})")
         threading.Thread(target=self._follow, args=(run,), daemon=True).start()
@@ -149,27 +142,20 @@ class Bisector:
 
     def _follow(self, run: Running) -> None:
         """The child's stderr (its steps) as it runs, then its JSON; the step's entry goes to the queue."""
-        chunks: list[str] = []
-        reader = threading.Thread(target=lambda: chunks.append(run.proc.stdout.read()), daemon=True)
-        reader.start()
-        for line in run.proc.stderr:
-            line = strip_controls(line.rstrip("\n"))
-            if line.startswith("[") and line.endswith("] ..."):
-                run.stage = line[1:-5]
-                self.say(f"{self._where(run.position)}: {run.stage}")
-            elif line.strip():
-                run.tail = [*run.tail[-19:], line[:300]]
-        run.proc.wait()
-        reader.join()
-        try:
-            payload = json.loads("".join(chunks) or "null")
-        except ValueError:
-            payload = None
+
+        def step(name: str) -> None:
+            run.stage = name
+            self.say(f"{self._where(run.position)}: {name}")
+
+        def line(text: str) -> None:
+            run.tail = [*run.tail[-19:], text[:300]]
+
+        payload = follow_child(run.proc, step, line)
         seconds = round(time.monotonic() - run.started, 1)
         if run.proc.returncode == 130 or (payload is None and run.proc.returncode < 0):
             self.done.put((run.position, None))  # interrupted: nothing to record
             return
-        build = build_record(payload if isinstance(payload, dict) else None, run.proc.returncode, run.tail, seconds)
+        build = build_record(payload, run.proc.returncode, run.tail, seconds)
         entry = {"position": run.position, "label": self.axis.changes[run.position].label, "key": run.key,
                  "engine": engine.display_name(run.engine_url or None), "criterion": self.criterion.as_dict(),
                  "sets": list(self.axis.changes[run.position].sets), "build": build, "test": None,

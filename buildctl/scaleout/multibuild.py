@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +87,43 @@ def last_manifest(root: Path, recipe: str) -> Manifest | None:
 CHILD = [sys.executable, "-m", "buildctl.cli.child"]  # the whole command line of a child: its job is on stdin
 
 
+def start_child(job: dict, *, own_session: bool = False) -> subprocess.Popen:
+    """A child build with `job` on its stdin (own_session: in a session of its own, so that a terminal's
+    Ctrl-C reaches only the parent, which stops it)."""
+    proc = subprocess.Popen(CHILD, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
+                            start_new_session=own_session)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(json.dumps(job))
+        proc.stdin.close()
+    except OSError:  # a child that ended at once: its stderr says why
+        pass
+    return proc
+
+
+def follow_child(proc: subprocess.Popen, on_step: Callable[[str], None], on_line: Callable[[str], None]) -> dict | None:
+    """A running child's stderr, without terminal controls, as it comes: the name of each step it starts
+    ("[configure] ...") to on_step, every other non-blank line to on_line; then, once it ended, its JSON
+    (stdout) when that is an object, else None."""
+    assert proc.stdout is not None and proc.stderr is not None
+    stdout_chunks: list[str] = []
+    reader = threading.Thread(target=lambda: stdout_chunks.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    for line in proc.stderr:
+        line = strip_controls(line.rstrip("\n"))
+        if line.startswith("[") and line.endswith("] ..."):
+            on_step(line[1:-5])
+        elif line.strip():
+            on_line(line)
+    proc.wait()
+    reader.join()
+    try:
+        payload = json.loads("".join(stdout_chunks) or "null")
+    except ValueError:
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
 def verification_engine(placement: plan.Placement, chosen: settings.Settings) -> str | None:
     """The engine the placement's wheel is verified on; None with --no-verify (nowhere)."""
     return None if chosen.no_verify else placement.verify_on
@@ -105,7 +142,7 @@ def child_jobs(placement: plan.Placement, recipe: str, sets: list[str], urls: di
                    if elsewhere else None)
 
 
-def child_job(task: str, recipe: str, sets, chosen: settings.Settings, engine_url: str, *, no_preflight: bool = False,
+def child_job(task: str, recipe: str, sets: Sequence[str], chosen: settings.Settings, engine_url: str, *, no_preflight: bool = False,
               **changes) -> dict:
     """One child's job (buildctl.cli.child reads it on stdin): the recipe, --set values, this command's
     Settings with `changes` and the one engine the child runs on (never the several-engines path again)."""
@@ -139,31 +176,17 @@ def run_one(placement: plan.Placement, recipe: str, sets: list[str], urls: dict[
 
 
 def _child(job: dict, outcome: Outcome, changed: Callable[[], None]) -> dict | None:
-    """Run one child with `job` on its stdin; its stderr lines move the step; its JSON (stdout) is the result."""
-    proc = subprocess.Popen(CHILD, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
-    assert proc.stdin is not None
-    try:
-        proc.stdin.write(json.dumps(job))
-        proc.stdin.close()
-    except OSError:  # a child that ended at once: its stderr says why
-        pass
-    stdout_chunks: list[str] = []
-    reader = threading.Thread(target=lambda: stdout_chunks.append(proc.stdout.read()), daemon=True)
-    reader.start()
-    for line in proc.stderr:
-        line = strip_controls(line.rstrip("\n"))
-        if line.startswith("[") and line.endswith("] ..."):
-            outcome.step = line[1:-5]
-        elif line.strip():
-            outcome.log_tail = [*outcome.log_tail[-4:], line[:300]]
+    """Run one child with `job`; its steps and last lines move `outcome`; its JSON is the result."""
+
+    def step(name: str) -> None:
+        outcome.step = name
         changed()
-    proc.wait()
-    reader.join()
-    try:
-        payload = json.loads("".join(stdout_chunks) or "null")
-    except ValueError:
-        payload = None
-    return payload if isinstance(payload, dict) else None
+
+    def line(text: str) -> None:
+        outcome.log_tail = [*outcome.log_tail[-4:], text[:300]]
+        changed()
+
+    return follow_child(start_child(job), step, line)
 
 
 def table(outcomes: list[Outcome]) -> Table:

@@ -5,8 +5,9 @@ ssh://B` (engine B through the local sshd, as a team reaches a build machine): t
 plan spreads them over both engines, the two good builds publish and verify into the one local
 artifacts folder, the broken one fails on its engine with a repro bundle that names that engine, and
 its failure stops neither other build. The command exits 1 and its JSON says which build ran where.
-The two lighter tests below, a build on A beside a failure on B and the doctor per engine, are part of the
-engine matrix (docs/engines.md): engine A is this session's engine, Docker 26 or rootless Podman there.
+The two lighter tests below, a build on A beside a failure on B and the doctor per engine (A, B and a
+dead one), are part of the engine matrix (docs/engines.md): engine A is this session's engine, Docker 26
+or rootless Podman there.
 """
 
 from __future__ import annotations
@@ -104,25 +105,23 @@ def test_a_build_on_this_engine_and_a_failure_on_engine_b_in_one_command(tmp_pat
 
 
 @pytest.mark.engines
-def test_doctor_reports_per_engine_and_fails_for_one_that_does_not_answer(services, docker_client):
-    """Each engine its own report: this one (its kind, what it supports, the base image present, the recipe
-    buildable) and one that does not answer. Engine B is left out: run against it, a registry test that
-    came later in the session found B's base image missing (base_on_b then removed at its end the image it
-    had loaded, which took it from the other engine-matrix session too; doctor's base-image states on an
-    engine without the image are unit-tested in test_doctor.py)."""
+def test_doctor_reports_per_engine_and_fails_for_one_that_does_not_answer(services, docker_client, engine_b,
+                                                                          base_on_b):
+    """Each engine its own report; both hold the base image (engine B by base_on_b: doctor says "build: no"
+    on an engine without it, as a build there would stop at it), and one that does not answer."""
     dead = "tcp://127.0.0.1:1"
     cmd = [str(Path(sys.executable).with_name("invoke")), "-r", str(ROOT), "doctor", "--recipe", "demo-cpu", "--json",
-           "--engine", services.engine_a, "--engine", dead]
+           "--engine", services.engine_a, "--engine", services.engine_b, "--engine", dead]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == 1, proc.stderr[-2000:]
     reports = {r["engine_url"]: r for r in json.loads(proc.stdout)["engines"]}
-    assert list(reports) == [services.engine_a, dead]
-    url, client = services.engine_a, docker_client
-    assert reports[url]["engine"]["ok"] and reports[url]["engine"]["cpus"] >= 1
-    kind = engine.kind_of(client)  # the engine named as it is, with what it supports
-    assert (reports[url]["engine"]["kind"], reports[url]["engine"]["version"]) == (kind.name, kind.version)
-    assert reports[url]["engine"]["supports"]["memory_limits"] is kind.memory_limits
-    [demo] = reports[url]["recipes"]
-    assert demo["name"] == "demo-cpu" and demo["build"]["ok"], demo
-    assert reports[url]["engine"]["base_images"]["buildctl/base:bookworm"]["state"] == "present"
+    assert list(reports) == [services.engine_a, services.engine_b, dead]
+    for url, client in ((services.engine_a, docker_client), (services.engine_b, engine_b)):  # each its own
+        assert reports[url]["engine"]["ok"] and reports[url]["engine"]["cpus"] >= 1
+        kind = engine.kind_of(client)  # the engine named as it is, with what it supports
+        assert (reports[url]["engine"]["kind"], reports[url]["engine"]["version"]) == (kind.name, kind.version)
+        assert reports[url]["engine"]["supports"]["memory_limits"] is kind.memory_limits
+        [demo] = reports[url]["recipes"]
+        assert demo["name"] == "demo-cpu" and demo["build"]["ok"], demo
+        assert reports[url]["engine"]["base_images"]["buildctl/base:bookworm"]["state"] == "present"
     assert reports[dead]["engine"]["ok"] is False and "unreachable" in reports[dead]["engine"]["error"]

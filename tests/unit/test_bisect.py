@@ -19,6 +19,7 @@ from buildctl.bisect import axes, child, log, report, search
 from buildctl.bisect.gitrepo import History, parse_log
 from buildctl.bisect.steps import Outcome
 from buildctl.errors import InputError
+from buildctl.scaleout import multibuild
 
 # --- the search ----------------------------------------------------------------------------------
 
@@ -393,7 +394,7 @@ def test_a_step_build_is_a_child_whose_job_comes_on_stdin():
     chosen = settings.Settings(cache_url=secret, engines=("unix:///a.sock", "unix:///b.sock"))
     job = child.build_job("demo-cpu", ["a=1", "framework.source.ref=abc"], child.Criterion(until="compile"),
                           chosen, "unix:///b.sock", no_preflight=True)
-    assert child.CHILD == [sys.executable, "-m", "buildctl.cli.child"]
+    assert multibuild.CHILD == [sys.executable, "-m", "buildctl.cli.child"]
     assert job["task"] == "build" and job["recipe"] == "demo-cpu" and job["until"] == "compile"
     assert job["sets"] == ["a=1", "framework.source.ref=abc"] and job["no_preflight"] is True
     assert job["settings"]["engines"] == ["unix:///b.sock"]  # its one engine: never the several-engines path

@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,27 @@ def test_the_child_builds_on_its_one_engine_whatever_its_environment_says(tmp_pa
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.splitlines()[-1].startswith("error: the Docker engine is not running: /nonexistent/c.sock"), \
         proc.stderr
+
+
+FAKE_CHILD = r"""
+import json, sys
+job = json.loads(sys.stdin.read())
+print("[fetch] ...", file=sys.stderr)
+print("", file=sys.stderr)
+print("\x1b[31mcloning\x1b[0m " + job["recipe"], file=sys.stderr)
+print("[compile] ...", file=sys.stderr)
+print(sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize(("stdout", "payload"), [('{"ok": true, "key": "k"}', {"ok": True, "key": "k"}),
+                                                 ("[1, 2]", None), ("Traceback (most recent", None), ("", None)])
+def test_a_childs_steps_lines_and_json_are_read_as_it_runs(monkeypatch, stdout, payload):
+    """One reader for every child build (a multi-recipe build's, a bisect step's): its job on stdin, each step
+    it starts and each other non-blank line as they come, without terminal controls; its JSON object, or None."""
+    monkeypatch.setattr(multibuild, "CHILD", [sys.executable, "-c", FAKE_CHILD, stdout])
+    seen: list[tuple[str, str]] = []
+    proc = multibuild.start_child({"recipe": "demo-cpu"}, own_session=True)
+    got = multibuild.follow_child(proc, lambda s: seen.append(("step", s)), lambda ln: seen.append(("line", ln)))
+    assert got == payload and proc.returncode == 0
+    assert seen == [("step", "fetch"), ("line", "cloning demo-cpu"), ("step", "compile")]
