@@ -175,14 +175,13 @@ class Bench:
         return res.log
 
     def sample(self) -> list[str]:
-        """The objects to compile: every object of the demo; every k-th of ATen's units of PyTorch."""
+        """The objects to compile: every object of the demo; ATen's units of PyTorch, spread evenly."""
         listing = self.in_build_dir("ninja -C /work/src/build -t targets all")
         objects = sorted({line.split(":")[0] for line in listing.splitlines() if line.split(":")[0].endswith(".o")})
         if self.spec.framework.name != "pytorch":
             return objects
         aten = [o for o in objects if "/aten/src/ATen/native/" in o and o.endswith(".cpp.o") and "torch_cpu.dir" in o]
-        step = max(1, len(aten) // self.args.sample)
-        return aten[::step][: self.args.sample]
+        return spread(aten, self.args.sample)
 
     def reset(self, targets: list[str], cache: bool = True) -> None:
         """The sample's objects deleted from the build directory; with `cache`, the compile cache emptied."""
@@ -270,6 +269,16 @@ def ninja_span(log: Path, targets: set[str]) -> tuple[float, int]:
 
 
 # ---------------------------------------------------------------------------------------------- the projection
+
+def spread(items: list[str], n: int) -> list[str]:
+    """n of `items` spread evenly over the whole list, its last included. Every k-th cut at n (the rule of
+    the first measurements) stopped a third of the way into ATen's units: none of the AVX2/AVX512 copies."""
+    if n >= len(items):
+        return list(items)
+    if n <= 1:
+        return items[:n]
+    return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)]
+
 
 def read_log(path: Path) -> list[tuple[str, float]]:
     """(output, seconds) per step of a ninja log, in start order (the last entry of each output)."""

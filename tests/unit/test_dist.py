@@ -387,3 +387,16 @@ def test_the_span_of_a_sample_is_read_from_the_last_run_in_ninjas_log(tmp_path):
     log = tmp_path / "ninja_log.txt"
     log.write_text("# ninja log v6\n0\t9000\t0\ta.o\tx\n100\t200\t0\tgen.h\tx\n1000\t4000\t0\ta.o\tx\n1500\t6500\t0\tb.o\tx\n")
     assert bench.ninja_span(log, {"a.o", "b.o"}) == (5.5, 2)
+
+
+def test_the_sample_spreads_over_all_of_atens_units():
+    """Every k-th cut at N took the first third of ATen's units in path order (the 120-unit sample held no
+    AVX2/AVX512 kernel copy); the sample reaches the end of the list, each unit once."""
+    spread = _bench().spread
+    units = [f"u{i:03d}" for i in range(455)]
+    picked = spread(units, 120)
+    assert len(picked) == len(set(picked)) == 120 and picked[0] == "u000" and picked[-1] == "u454"
+    assert picked == sorted(picked)
+    gaps = {int(b[1:]) - int(a[1:]) for a, b in zip(picked, picked[1:], strict=False)}
+    assert gaps <= {3, 4}, gaps
+    assert spread(units, 500) == units and spread(units, 1) == ["u000"] and spread(units, 0) == []
