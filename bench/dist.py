@@ -90,7 +90,7 @@ def start_cluster(folder: Path, cpu: int) -> tuple[str, list[subprocess.Popen]]:
         (folder / sub).mkdir(parents=True, exist_ok=True)
     (folder / "scheduler.toml").write_text(f'public_addr = "127.0.0.1:{port}"\n[client_auth]\ntype = "token"\ntoken = '
                                            f'"{token}"\n[server_auth]\ntype = "jwt_hs256"\nsecret_key = "{key}"\n')
-    server_token = subprocess.run([exe, "auth", "generate-jwt-hs256-server-token", "--secret-key", key, "--server",
+    server_token = subprocess.run([exe, "auth", "generate-jwt-hs256-server-token", f"--secret-key={key}", "--server",
                                    f"127.0.0.1:{server_port}"], capture_output=True, text=True, check=True).stdout.strip()
     (folder / "server.toml").write_text(
         f'cache_dir = "{folder}/toolchains"\npublic_addr = "127.0.0.1:{server_port}"\nscheduler_url = '

@@ -157,6 +157,13 @@ def _registered(port: int) -> int:
         return struct.unpack("<QQQ", reply.read())[0]
 
 
+def server_token(exe: str, key: str, address: str) -> str:
+    """The JWT a build server at `address` shows the scheduler. `--secret-key=KEY`: the key is base64url,
+    and one in 64 starts with "-", which the option parser takes for an option when it stands apart."""
+    return subprocess.run([exe, "auth", "generate-jwt-hs256-server-token", f"--secret-key={key}", "--server", address],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 def start_private_cluster(folder: Path, servers: int = 1, wait_s: float = 60) -> PrivateCluster:
     import secrets
     import sys
@@ -171,20 +178,20 @@ def start_private_cluster(folder: Path, servers: int = 1, wait_s: float = 60) ->
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "scheduler.toml").write_text(f'public_addr = "127.0.0.1:{port}"\n[client_auth]\ntype = "token"\ntoken = '
                                            f'"{token}"\n[server_auth]\ntype = "jwt_hs256"\nsecret_key = "{key}"\n')
+    # every server's port and token first: nothing is started when one of them cannot be made
+    server_ports = [_free_port() for _ in range(servers)]
+    server_tokens = [server_token(exe, key, f"127.0.0.1:{server_port}") for server_port in server_ports]
     log = (folder / "scheduler.log").open("ab")
     scheduler = subprocess.Popen([exe, "scheduler", "--config", str(folder / "scheduler.toml")], env=env, stdout=log,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     procs = []
-    for i in range(servers):
-        server_port = _free_port()
+    for i, (server_port, token_of_server) in enumerate(zip(server_ports, server_tokens, strict=True)):
         for sub in ("toolchains", "build"):
             (folder / f"server-{i}" / sub).mkdir(parents=True, exist_ok=True)
-        server_token = subprocess.run([exe, "auth", "generate-jwt-hs256-server-token", "--secret-key", key, "--server",
-                                       f"127.0.0.1:{server_port}"], capture_output=True, text=True, check=True).stdout.strip()
         (folder / f"server-{i}.toml").write_text(
             f'cache_dir = "{folder}/server-{i}/toolchains"\npublic_addr = "127.0.0.1:{server_port}"\n'
             f'scheduler_url = "http://127.0.0.1:{port}"\n[builder]\ntype = "overlay"\nbuild_dir = "{folder}/server-{i}/build"\n'
-            f'bwrap_path = "/usr/bin/bwrap"\n[scheduler_auth]\ntype = "jwt_token"\ntoken = "{server_token}"\n')
+            f'bwrap_path = "/usr/bin/bwrap"\n[scheduler_auth]\ntype = "jwt_token"\ntoken = "{token_of_server}"\n')
         with (folder / f"server-{i}.log").open("ab") as server_log:
             procs.append(subprocess.Popen([*sudo, "env", "SCCACHE_NO_DAEMON=1", "SCCACHE_LOG=info", exe, "server", "--config",
                                            str(folder / f"server-{i}.toml")], stdout=server_log, stderr=subprocess.STDOUT,
@@ -197,6 +204,7 @@ def start_private_cluster(folder: Path, servers: int = 1, wait_s: float = 60) ->
         except OSError:
             pass
         if time.monotonic() > deadline or scheduler.poll() is not None or any(p.poll() is not None for p in procs):
+            stop_private_cluster(PrivateCluster("", scheduler, procs))  # nothing of it is left running
             raise RuntimeError(f"the private sccache-dist cluster did not come up; logs in {folder}")
         time.sleep(0.2)
     return PrivateCluster(f"http://:{token}@127.0.0.1:{port}", scheduler, procs)

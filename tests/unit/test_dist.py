@@ -400,3 +400,22 @@ def test_the_sample_spreads_over_all_of_atens_units():
     gaps = {int(b[1:]) - int(a[1:]) for a, b in zip(picked, picked[1:], strict=False)}
     assert gaps <= {3, 4}, gaps
     assert spread(units, 500) == units and spread(units, 1) == ["u000"] and spread(units, 0) == []
+
+
+def test_a_server_token_is_made_for_any_key_even_one_that_starts_with_a_dash(monkeypatch):
+    """`sccache-dist auth generate-jwt-hs256-key` gives base64url: one key in 64 starts with "-", and
+    `--secret-key -_AH...` is then read as an unknown option (exit 2: "unexpected argument '-_'"), which
+    failed a CI run's cluster fixture. The key goes as `--secret-key=KEY`, as the docs' recipe shows."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("integration_services", REPO / "tests" / "integration" / "services.py")
+    services = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, services)  # its dataclasses look their module up there
+    spec.loader.exec_module(services)
+    exe = str(Path(sys.executable).with_name("sccache-dist"))
+    fresh = subprocess.run([exe, "auth", "generate-jwt-hs256-key"], capture_output=True, text=True, check=True).stdout.strip()
+    for key in ("-_AH__w1NrmIlbeJT_-1mRnPDnk0Q6JMtTGs4tuFKcI", fresh):  # the first: the one that failed, the form it had
+        token = services.server_token(exe, key, "127.0.0.1:10501")
+        assert token.count(".") == 2 and token.startswith("eyJ"), token  # a JWT
+    assert "--secret-key=" in (REPO / ".ci" / "services.sh").read_text()
+    assert "--secret-key \"$(cat" not in (REPO / "docs" / "scale-out.md").read_text()
