@@ -58,6 +58,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 from build import invoke_cmd  # noqa: E402  (bench/build.py: the venv's invoke, as a user runs it)
+
 from buildctl.pipeline import engine_names  # noqa: E402
 
 TARGET = 0.3

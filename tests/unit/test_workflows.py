@@ -81,6 +81,20 @@ def test_ci_lint_and_test_jobs():
     assert "bash .ci/run" in _runs(test)
 
 
+def test_ruff_is_pinned_to_the_version_installed():
+    # ruff's rules change between releases (0.5.0 found 26 issues where 0.17.6 found 1): CI lints with the
+    # one version the test extras name, and that is the one this checkout runs.
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pins = [r for r in extras["test"] if re.match(r"ruff\b", r)]
+    assert len(pins) == 1 and re.fullmatch(r"ruff==[0-9.]+", pins[0]), pins
+    ruff = Path(sys.executable).parent / "ruff"
+    if ruff.exists():
+        installed = subprocess.run([str(ruff), "--version"], capture_output=True, text=True, check=True)
+        assert installed.stdout.split()[-1] == pins[0].split("==")[1]
+
+
 def test_build_dispatch_inputs():
     inputs = _load(BUILD)["on"]["workflow_dispatch"]["inputs"]
     assert inputs["recipe"]["type"] == "string" and inputs["recipe"]["required"] is False
