@@ -17,6 +17,8 @@ MAX_REPORT_BYTES = 4 << 20  # gdb_crash.py's JSON: 64 frames of long C++ names f
 MAX_STACK_BYTES = 256 << 10  # faulthandler's text: at most 100 frames of one thread
 MAX_TEXT = 1000  # one function name, file or object (C++ template names run long)
 MAX_FRAMES = 64  # what gdb_crash.py reads
+MAX_NUMBER = 1 << 63  # an integer of the report past a machine word is hostile, read as absent
+MAX_SECONDS = 1e9  # a timeout of more than 31 years is hostile, read as absent
 SHOWN_FRAMES = 16  # the top of the backtrace in the text output (--json has every frame)
 OUTCOMES = ("crashed", "exited", "killed", "timed_out")
 # faulthandler: `  File "x.py", line 3 in f`; the interpreter's gdb helpers: `  File "x.py", line 3, in f`
@@ -86,7 +88,18 @@ def _text(value, cap: int = MAX_TEXT) -> str | None:
 
 
 def _int(value) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """An integer of the untrusted report in a machine word's range; None otherwise (a 400-digit number)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and abs(value) < MAX_NUMBER else None
+
+
+def _seconds(value) -> float | None:
+    """A duration of the untrusted report: a finite number of seconds from 0 to MAX_SECONDS; None otherwise
+    (float() of a 400-digit integer raises OverflowError; JSON's NaN and Infinity parse)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int) and abs(value) >= MAX_NUMBER:
+        return None
+    return float(value) if 0 <= value <= MAX_SECONDS else None  # NaN compares false
 
 
 def source_path(name: str | None) -> str | None:
@@ -145,12 +158,11 @@ def parse(report_text: str | None, stack_text: str | None, *, hidden_files: tupl
     signal = data.get("signal")
     address = None if _int(data.get("si_code")) == SI_KERNEL else _text(data.get("address"), 40)
     python = parse_python_stack(stack_text, hidden_files) or parse_python_stack(_text(data.get("python"), 1 << 20))
-    timeout = data.get("timeout_s")
     return DebugResult(
         outcome, signal=_text(signal, 40) if isinstance(signal, str) else (str(signal) if _int(signal) else None),
         thread=_int(data.get("thread")), address=address, si_code=_int(data.get("si_code")),
         exit_code=_int(data.get("status")), frames=parse_frames(data.get("frames")), python_stack=python,
-        timeout_s=float(timeout) if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) else None,
+        timeout_s=_seconds(data.get("timeout_s")),
         facts=facts)
 
 

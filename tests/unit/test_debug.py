@@ -263,3 +263,20 @@ def test_bad_input_is_refused_in_one_line_without_the_engine(artifacts_root, arg
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr and proc.stdout == ""
+
+
+@pytest.mark.parametrize("number", ["9" * 400, "-" + "9" * 400, "1e400", "-1e400", "NaN", "Infinity", "-Infinity",
+                                    "1e308", "-5", "123456789012345678901234567890"])
+def test_hostile_numbers_in_the_report_are_passed_over_never_raised(number):
+    """issue 43, item 8: parse promises never to raise; a 400-digit timeout_s raised OverflowError in float().
+    Every number of the report may be hostile: out of range or not finite, it is read as absent."""
+    report = ('{"outcome": "timed_out", "timeout_s": N, "status": N, "thread": N, "si_code": N, "signal": N, '
+              '"frames": [{"function": "f", "file": "./a.cpp", "line": N}]}').replace("N", number)
+    result = debug_report.parse(report, None)
+    assert result.outcome == "timed_out"
+    for value in (result.timeout_s, result.exit_code, result.thread, result.si_code, result.frames[0].line):
+        assert value is None or (abs(value) < 2 ** 63 and value == value)
+    assert result.timeout_s is None or 0 <= result.timeout_s < float("inf")
+    json.dumps(result.to_dict(), allow_nan=False)  # what --json prints is JSON
+    assert debug_report.not_crashed_line(result).startswith("the code did not crash within")
+    assert all(isinstance(line, str) for line in debug_report.text_lines(result))
