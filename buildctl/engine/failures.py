@@ -46,6 +46,8 @@ def display_name(url: str | None = None) -> str:
         return LOCAL
     if "://" in url and url.split("://", 1)[0].lower() != "unix" and urls.problem(url):
         return f"{url.split('://', 1)[0]}://(address not shown)"
+    if "://" not in url and "@" in url:  # `alice:PASSWORD@host`: no scheme, so no parse tells the login apart
+        return "(address not shown)"
     return mask_url(url)
 
 

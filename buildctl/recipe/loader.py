@@ -117,10 +117,14 @@ def list_recipes() -> list[Path]:
     return sorted(recipes_dir().glob("*.yaml"))
 
 
+# What a --set key can be: dotted field names, dict keys (environment names, features) and list positions.
+_SET_KEY = re.compile(r"\s*[A-Za-z0-9_.-]*\s*")
+
+
 def _parse_override(item: str) -> tuple[list[str], Any]:
-    if "=" not in item:
-        # A ':' or a space typed for '=' leaves the value in the item, and a value may be a credential: only
-        # the fields the item starts with are named.
+    if not _SET_KEY.fullmatch(item.partition("=")[0]) or "=" not in item:
+        # A ':' or a space typed for '=' leaves the value in the item (up to a later '=', a query's), and a value
+        # may be a credential: only the fields the item starts with are named.
         key = _declared_prefix(item)
         raise RecipeError("--set", key, "expected KEY=VALUE (the item is not shown: it may hold a credential)",
                           "e.g. --set build.type=Debug")

@@ -330,6 +330,21 @@ def test_a_set_typo_on_the_command_line_shows_no_token():
         assert "expected KEY=VALUE" in proc.stderr and leaks(proc.stdout + proc.stderr, "mixed") == [], proc.stderr
 
 
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("separator", [":", " "])
+def test_a_set_typo_whose_value_holds_a_later_equals_sign_shows_no_login(shape, separator):
+    """Issue 43, item 4: `--set 'framework.source.tarball.url:https://ci:TOKEN@host/get?path=x'` split at the
+    query's `=` and quoted everything before it, the login included."""
+    for value in (url("https", "user:password", HOSTS[0], shape, encoded=True, path="/get?path=x"),
+                  url("https", "token", HOSTS[1], shape, encoded=True, path="/get?path=x&y=z")):
+        item = f"framework.source.tarball.url{separator}{value}"
+        with pytest.raises(RecipeError) as e:
+            recipe.load("demo-cpu", [item])
+        message = str(e.value)
+        assert "expected KEY=VALUE" in message and "fix: " in message and "\n" not in message, message
+        assert leaks(message, shape) == [] and "framework.source.tarball.url" in message, message
+
+
 # ---------------------------------------------------------------------------------------- engines
 # Issue 35, item 2: an engine URL's login was quoted as given in every connection error (`invoke doctor
 # --engine URL --json`, `invoke build --engine URL`), and an ssh:// engine with user:password ran
@@ -412,6 +427,25 @@ def test_the_cli_shows_no_engine_login(shape, tmp_path, monkeypatch):
                                env={"BUILDCTL_ARTIFACTS": str(tmp_path / "artifacts"), **env})
             assert proc.returncode == 2 and proc.stderr.splitlines()[-1].startswith("error: "), proc.stderr
             assert leaks(proc.stdout + proc.stderr, shape) == [], proc.stderr
+
+
+@pytest.mark.parametrize("shape", ["colon", "mixed"])
+def test_an_engine_address_without_a_scheme_is_quoted_nowhere(shape):
+    """Issue 43, item 5: `--engine 'alice:PASSWORD@127.0.0.1:9'` (no scheme) was quoted as given in the error,
+    and `invoke doctor --json` printed the password 22 times."""
+    from buildctl import engine
+    from buildctl.errors import BuildctlError
+
+    for value in (f"alice:{password(shape)}@127.0.0.1:9", f"{quote(password(shape), safe='')}@127.0.0.1:9",
+                  f"alice:{quote(password(shape), safe='')}@[::1]:9/x"):
+        with pytest.raises(BuildctlError) as e:
+            engine.connect(value)
+        message = str(e.value)
+        assert "\n" not in message and "fix: " in message, message
+        assert leaks(message, shape) == [] and leaks(engine.display_name(value), shape) == [], message
+        proc = invoke_here("doctor", "--recipe", "demo-cpu", "--engine", value, "--json", cwd=REPO)
+        assert proc.returncode in (1, 2) and proc.stdout, proc.stderr
+        assert leaks(proc.stdout + proc.stderr, shape) == [], proc.stdout
 
 
 # ---------------------------------------------------------------------------------------- registries
