@@ -42,7 +42,7 @@ def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
     inputs = key_mod.key_inputs(rendered.files, key_mod.source_digest(rendered.spec), base_id)
     root = opts.artifacts_root
     here = artifacts.artifact_dir(spec.name, inputs.key, root)
-    problem = _why_not_served(here) if (here / "manifest.json").is_file() else None
+    problem = _why_not_served(here, spec) if (here / "manifest.json").is_file() else None
     up_to_date = (here / "manifest.json").is_file() and problem is None
     latest, since = changes_since_latest(spec, inputs, root)
     changed: list[dict[str, str]] = []
@@ -69,9 +69,10 @@ def changes_since_latest(spec: Spec, inputs: key_mod.KeyInputs, root: Path | Non
                                    was.resolved_recipe)
 
 
-def _why_not_served(artifact: Path) -> str | None:
+def _why_not_served(artifact: Path, spec: Spec) -> str | None:
     """What the build would find wrong with the artifact of this key (pipeline._found): a wheel that is not
-    the one published, or a manifest of an older buildctl without the runtime image's context."""
+    the one published, a manifest of an older buildctl without the runtime image's context, or a policy of the
+    recipe it fails (the size guard: the build refuses it at the wheel step)."""
     problem = artifacts.unvouched(artifact)
     if problem is not None:
         return problem
@@ -79,4 +80,9 @@ def _why_not_served(artifact: Path) -> str | None:
         manifest = Manifest.read(artifact)
     except InputError as e:
         return str(e)
-    return None if manifest.runtime is not None else "records no runtime image context (an older buildctl built it)"
+    if manifest.runtime is None:
+        return "records no runtime image context (an older buildctl built it)"
+    from buildctl.pipeline.stages import artifact as artifact_stage
+
+    section = manifest.portability
+    return artifact_stage.refusal(spec, section.model_dump(mode="json") if section is not None else None)

@@ -249,7 +249,8 @@ def _key_lock(ctx: Run, key: str, *, shared: bool = False):
 def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
     """The artifact of this key, published before; None also for one whose wheels are not those its manifest
     records (deleted, corrupted) or that records no runtime image context (an older buildctl's): it is built
-    again (publishing replaces the folder), so later stages find what they read."""
+    again (publishing replaces the folder), so later stages find what they read. One that fails a policy a
+    fresh build applies (build.wheel.max_vendored) is StepFailed at the wheel step, as a fresh build's."""
     refused: list[str] = []
     found = artifacts.lookup(ctx.spec.name, key, ctx.opts.artifacts_root, on_refused=refused.append)
     if found is None:
@@ -262,6 +263,7 @@ def _found(ctx: Run, key: str, *, say_why: bool = False) -> Published | None:
             ctx.log(f"buildctl: {found} records no runtime image context (an older buildctl built it); "
                     "building it again")
         return None
+    artifact.refuse_found(ctx, published)  # the policies a fresh build applies (the size guard)
     return published
 
 

@@ -138,3 +138,39 @@ def test_the_publish_reads_the_compiles_outputs_as_untrusted(tmp_path, number):
     _, manifest = assembled_artifact(spec, tmp_path / "b", "demofw-0.1-cp311-cp311-linux_x86_64.whl",
                                      outputs={**outputs, **nested})
     assert manifest["compile_cache"] == {"tool": "ccache"}
+
+
+def test_a_no_op_applies_the_size_guard_a_fresh_build_applies(tmp_path):
+    """Issue 41: `build.wheel.max_vendored` added to a recipe leaves its key as it was (the guard is the
+    publish's, on the host), so the fat wheel published before was "up to date" and went on to publish. A
+    found artifact now meets the same checks as a fresh one: it is refused at the wheel step, in the words a
+    fresh build uses."""
+    from buildctl.errors import StepFailed
+
+    wheel = "demofw-0.1-cp311-cp311-linux_x86_64.whl"
+    fat = {"repaired": True, "wheel": wheel, "original": wheel, "vendored": [
+        {"soname": "libcuda.so.1", "file": "demofw.libs/libcuda.so.1", "bytes": 71_000_000, "package": "libcuda1"}]}
+    folder, manifest = assembled_artifact(recipe.load("demo-cpu"), tmp_path, wheel,
+                                          outputs={"portability.json": json.dumps(fat).encode()})
+    root = tmp_path / "artifacts"
+    (root / "demo-cpu").mkdir(parents=True)
+    folder = folder.rename(root / "demo-cpu" / manifest["key"])
+    plain = stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(artifacts_root=root), stages.BuildLog())
+    assert pipeline._found(plain, manifest["key"]).artifact == folder
+    guarded = stages.Run.of(recipe.load("demo-cpu", overrides=["build.wheel.max_vendored=10MB"]),
+                            stages.BuildOptions(artifacts_root=root), stages.BuildLog())
+    with pytest.raises(StepFailed) as e:
+        pipeline._found(guarded, manifest["key"])
+    assert e.value.step == "wheel"
+    assert "the repair vendored 1 libraries, 71.0 MB unpacked, past build.wheel.max_vendored 10MB" in str(e.value)
+    assert str(folder) in str(e.value) and "\n" not in str(e.value)
+    from buildctl.pipeline.stages import failure
+
+    message = str(failure.build_failed(guarded, e.value, "wheel", stages.Prepared(
+        render.render(guarded.spec), tmp_path / "context", KeyInputs({}, "source", "sha256:base")), {}))
+    assert message.splitlines()[0] == "build of demo-cpu failed in step wheel (exit 1)"
+    assert "past build.wheel.max_vendored 10MB" in message.splitlines()[1]  # the why, as a fresh build's
+    from buildctl.pipeline import dry_run
+
+    assert dry_run._why_not_served(folder, plain.spec) is None
+    assert "past build.wheel.max_vendored 10MB" in dry_run._why_not_served(folder, guarded.spec)

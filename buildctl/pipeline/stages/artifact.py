@@ -22,7 +22,7 @@ from pathlib import Path
 
 from buildctl import __version__, render
 from buildctl.errors import BuildctlError, InputError, StepFailed
-from buildctl.pipeline import compile_cache, resume
+from buildctl.pipeline import compile_cache, memory_budget, resume
 from buildctl.pipeline.stages import Compiled, Published, Run
 from buildctl.recipe.fields import size_bytes
 from buildctl.recipe.loader import masked_dump, spec_hash
@@ -87,7 +87,8 @@ def assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, f
     """The wheel, build.log, the runtime context and the manifest (written) in `staging`; the manifest. A
     full disk is NoSpace."""
     wheels = [*compiled.out_dir.glob("*.whl"), *(compiled.out_dir / "extensions").glob("*.whl")]
-    needed = (_bytes([*wheels, compiled.out_dir / "ninja_log.txt"]) + len(run.log.text().encode())
+    needed = (_bytes([*wheels, compiled.out_dir / "ninja_log.txt",
+                      compiled.out_dir / memory_budget.UNITS_FILE]) + len(run.log.text().encode())
               + sum(len(t.encode()) for t in compiled.image.prepared.rendered.files.values()) + MANIFEST_ROOM)
     with _room(run, staging, needed):
         return _assemble(run, compiled, staging, durations)
@@ -107,8 +108,7 @@ def _assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, 
     source_date_epoch = versions.pop("source_date_epoch", "")
     frontend = versions.pop("frontend", "")
     section = portability.read(out_dir, [w.name for w in wheels])
-    limit = spec.build.wheel.max_vendored if spec.build.wheel is not None else None
-    too_big = portability.growth_refusal(section, size_bytes(limit) if limit else None, limit or "")
+    too_big = refusal(spec, section)
     if too_big:
         raise StepFailed("wheel", 1, run.log.text(), detail=too_big)
     interrupt, warning = resume.read(run.spec.name, prepared.key, run.opts.artifacts_root)
@@ -121,6 +121,9 @@ def _assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, 
     (staging / "build.log").write_text(run.log.text() + "\n")
     if (out_dir / "ninja_log.txt").is_file():  # per-step compile times, for bench/realbuild.py
         shutil.copy2(out_dir / "ninja_log.txt", staging / "ninja_log.txt")
+    units = out_dir / memory_budget.UNITS_FILE  # each unit's peak memory (pipeline/memory_budget.py)
+    if units.is_file() and not units.is_symlink():
+        shutil.copy2(out_dir / memory_budget.UNITS_FILE, staging / memory_budget.UNITS_FILE)
     (staging / "recipe.resolved.yaml").write_text(prepared.rendered.files["recipe.resolved.yaml"])
     render.write(prepared.rendered, staging / CONTEXT_DIR)  # the files only: no downloads, no credentials
     src = spec.framework.source
@@ -147,6 +150,7 @@ def _assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, 
         "peak_memory_bytes": count(peak),
         "compile_cache": {"tool": spec.build.cache, **cache},
         "dist": dict(compiled.dist) if compiled.dist else None,
+        "memory": dict(compiled.memory) if compiled.memory else None,
         "resumed": resume.resumed_section(counts, interrupt),
         "wheels": entries,
         "namespace": run.namespace,
@@ -283,6 +287,23 @@ def publish(run: Run, staging: Path, manifest: Manifest) -> Published:
     final = artifacts.publish(staging, run.spec.name, key, run.opts.artifacts_root)
     resume.discard(run.spec.name, key, run.opts.artifacts_root)  # the manifest holds it now
     return Published(run.spec.name, key, final, manifest, cached=False)
+
+
+def refusal(spec: Spec, portability_section: dict | None) -> str | None:
+    """Why the publish refuses a wheel the recipe's policies do not allow (the size guard), or None. These
+    policies are the publish's, on the host, and no part of the key: a found artifact meets them too
+    (`refuse_found`), or a policy added to a recipe would let the artifact it forbids be "up to date"."""
+    limit = spec.build.wheel.max_vendored if spec.build.wheel is not None else None
+    return portability.growth_refusal(portability_section, size_bytes(limit) if limit else None, limit or "")
+
+
+def refuse_found(run: Run, published: Published) -> None:
+    """StepFailed at the wheel step, as a fresh build's, when the found artifact fails a check a fresh build
+    applies: building it again would make the same wheel (the key is the same) and refuse it there."""
+    section = published.manifest.portability
+    why = refusal(run.spec, section.model_dump(mode="json") if section is not None else None)
+    if why:
+        raise StepFailed("wheel", 1, run.log.text(), detail=f"{published.artifact}, published before under this key: {why}")
 
 
 def found(recipe: str, key: str, artifact: Path) -> Published:

@@ -29,6 +29,11 @@ def _context(run: Run, max_jobs: int | None) -> dict:
     return context
 
 
+# Steps buildctl judges on the host, after the build container (stages.artifact): their StepFailed carries the
+# reason, which the build log does not hold.
+HOST_STEPS = ("wheel", "extensions")
+
+
 def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepared | Planned | ImageBuilt,
                  durations: Mapping[str, float]) -> BuildFailed:
     """The repro bundle and diagnosis of a step that failed after the pipeline `reached` that record
@@ -72,7 +77,7 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
     lines = [f"build of {run.spec.name} failed in step {step} (exit {exc.returncode})"]
     if refused is not None:
         lines.append(refused.message())
-    elif exc.timed_out:
+    elif exc.timed_out or exc.step in HOST_STEPS:  # the step's own reason, never in the build log
         lines.append(str(exc))
     elif diag:
         lines.append(diagnose.render_diagnosis(diag))
