@@ -17,6 +17,9 @@ STATE="${TMPDIR:-/tmp}/buildctl-dist"
 OUT_DIR="${BUILDCTL_DIST_OUT:-/work/out}"
 LOCAL_JOBS="${BUILDCTL_DIST_LOCAL_JOBS:-1}"
 LOCAL_MAX="${BUILDCTL_DIST_LOCAL_MAX:-1}"
+# buildctl's memory launcher (pipeline/memory_budget.py), when the build has one: a compile here waits in it for
+# the memory it needs; one on the cluster takes none here.
+MEM="${BUILDCTL_MEM_LAUNCHER:-}"
 mkdir -p "$STATE"
 # the client's config holds the token: kept in this shell only, never in a compiler's environment
 config="${BUILDCTL_DIST_CONFIG:-}"
@@ -48,7 +51,7 @@ take_slot() {
 
 here() {  # the compile on this machine, within the local memory rule
   take_slot "$(( LOCAL_MAX > 0 ? LOCAL_MAX : 1 ))" 1
-  "$@"
+  $MEM "$@"
 }
 
 # sccache ARGS...: the client with no descriptor but 0-2 open. Its daemon (started by the first client,
@@ -92,7 +95,7 @@ case " $* " in
 esac
 
 if [ -e "$STATE/left" ]; then unit local; here "$@"; exit $?; fi
-if take_slot "$LOCAL_JOBS" 0; then unit local; "$@"; exit $?; fi
+if take_slot "$LOCAL_JOBS" 0; then unit local; $MEM "$@"; exit $?; fi
 if ! start_client; then
   exec 8>&-
   leave "the sccache client did not start ($(tail -n 1 "$STATE/start.log" 2>/dev/null | cut -c1-200))"

@@ -144,6 +144,8 @@ class Manifest(_Section):
     peak_memory_bytes: int | None = None
     compile_cache: dict[str, Any] = {}
     dist: dict[str, Any] | None = None  # the build cluster (pipeline/dist.py), when a scheduler was set
+    # the memory budget (pipeline/memory_budget.py): seconds units waited, the largest units, OOM kills
+    memory: dict[str, Any] | None = None
     resumed: dict[str, Any] | None = None
     wheels: list[WheelEntry]
     namespace: str | None = None
@@ -182,7 +184,8 @@ class Manifest(_Section):
         """The manifest as it is written: every field (None included) in order, then unknown keys;
         `reproducible` only once a check recorded it (as before it was typed)."""
         data = self.model_dump(mode="json")
-        for optional in ("reproducible", "frontend", "extensions", "portability", "key_inputs", "configure", "dist"):  # as manifests without them were written
+        for optional in ("reproducible", "frontend", "extensions", "portability", "key_inputs", "configure", "dist",
+                         "memory"):  # as manifests without them were written
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

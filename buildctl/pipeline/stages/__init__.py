@@ -159,6 +159,7 @@ class Compiled:
     max_jobs: int  # as the compile finished: halved once when memory killed the first attempt
     configure: Gate | None = None  # the configure gate's table (the manifest records it)
     dist: Mapping[str, Any] | None = None  # the build cluster's part (pipeline/dist.py), when a scheduler was set
+    memory: Mapping[str, Any] | None = None  # the memory budget's record (pipeline/memory_budget.py), when it ran
 
 
 @dataclass(frozen=True)

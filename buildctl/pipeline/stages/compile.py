@@ -19,7 +19,7 @@ from buildctl.engine import registry
 from buildctl.engine.transfer import Tree
 from buildctl.errors import EngineError, StepFailed
 from buildctl.failure import diagnose
-from buildctl.pipeline import compile_cache, dist, resume
+from buildctl.pipeline import compile_cache, dist, memory_budget, resume
 from buildctl.pipeline.engine_names import (
     compile_container_name,
     image_tag,
@@ -161,16 +161,21 @@ def compile(run: Run, configured: Configured, out_dir: Path) -> Compiled:
         run.log(f"buildctl: distributed compile: {cluster.servers} server(s), {cluster.cpus} CPUs at "
                 f"{cluster.scheduler}; MAX_JOBS={dist_plan.max_jobs} ({dist_plan.local_jobs} here at once)")
     halved, retried_locally = 0, False
+    measured: list[dict] = []  # every attempt's units (the out folder holds the last attempt's only)
     while True:
         first_line = len(run.log.lines)
-        result = _run_build_script(run, built, out_dir, False, dist_plan.max_jobs if dist_plan else max_jobs,
-                                   deadline, dist_plan=dist_plan)
+        try:
+            result = _run_build_script(run, built, out_dir, False, dist_plan.max_jobs if dist_plan else max_jobs,
+                                       deadline, dist_plan=dist_plan)
+        finally:
+            measured += _learn(run, out_dir)
         if result.ok:
             section = dist.stats(out_dir, cluster, dist_plan, retried_locally) if cluster else None
-            line = dist.summary_line(section) if section else None
-            if line:
-                run.log(line)
-            return Compiled(built, out_dir, max_jobs, configured.gate, section)
+            for line in (dist.summary_line(section) if section else None,
+                         memory_budget.summary_line(memory_budget.section(measured))):
+                if line:
+                    run.log(line)
+            return Compiled(built, out_dir, max_jobs, configured.gate, section, memory_budget.section(measured))
         if result.timed_out:
             raise StepFailed(
                 "compile", result.exit_code, result.log, timed_out=True, max_jobs=max_jobs,
@@ -193,6 +198,36 @@ def _work(run: Run) -> str:
     return run.opts.rebuild_dir or WORK_DIR
 
 
+def _memory_who(run: Run) -> dict:
+    """What the store files a build's measurements under: framework, version, build type."""
+    fw = run.spec.framework
+    return {"framework": fw.name, "version": str(fw.version or fw.source.ref or ""), "build_type": run.spec.build.type}
+
+
+def _memory_table(out_dir: Path) -> Path:
+    return out_dir.parent / f".{out_dir.name}.memory-table.json"
+
+
+def _memory_plan(run: Run, out_dir: Path) -> memory_budget.Plan | None:
+    """The memory launcher's part of a run (pipeline/memory_budget.py); None where no launcher can sit in
+    front of the compilers."""
+    spec = run.spec
+    if not memory_budget.applies(spec.build.cache, bool(run.opts.rebuild_dir)):
+        return None
+    return memory_budget.plan(_memory_table(out_dir), _memory_who(run), accelerator=spec.accelerator,
+                              cuda=bool(spec.toolchain.cuda), cache=spec.build.cache, work=_work(run),
+                              root=run.opts.artifacts_root)
+
+
+def _learn(run: Run, out_dir: Path) -> list[dict]:
+    """The units an attempt measured, merged into the host's store (failed attempts too: an OOM kill
+    teaches the most)."""
+    units = memory_budget.read_units(out_dir)
+    if units and memory_budget.applies(run.spec.build.cache, bool(run.opts.rebuild_dir)):
+        memory_budget.merge(units, _memory_who(run), run.opts.artifacts_root)
+    return units
+
+
 def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, until_configure: bool, max_jobs: int | None,
                       deadline: float, extra_outputs: dict[str, Path] | None = None,
                       dist_plan: dist.Plan | None = None) -> engine.ContainerResult:
@@ -205,7 +240,10 @@ def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, until_configur
     work = _work(run)
     # a local source: exactly the members its key was computed from (store.key.source_member)
     inputs = {f"{work}/src": Tree(Path(src.path), key_mod.source_member)} if src.kind == "path" else {}
-    if dist_plan:
+    memory_plan = _memory_plan(run, out_dir)  # the store as it is now: an OOM retry sees the killed unit larger
+    if memory_plan:
+        inputs, env = {**inputs, **memory_plan.inputs}, {**env, **memory_plan.env}
+    if dist_plan:  # its CCACHE_PREFIX (the dist launcher) wins; that one calls the memory launcher for local compiles
         inputs, env = {**inputs, **dist_plan.inputs}, {**env, **dist_plan.env}
     name = compile_container_name(spec.name, key, run.namespace)
     planned = built.planned
@@ -213,30 +251,33 @@ def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, until_configur
     artifacts.record_images(run.client, [built.image_id], run.opts.artifacts_root)
     artifacts.record_use({"volume": list(planned.mounts)}, run.opts.artifacts_root)
     _clear_compile_container(run, name, key)
-    return engine.run_container(
-        run.client,
-        engine.ContainerSpec(
-            built.image_id,
-            list(BUILD_COMMAND),
-            env={**planned.env_with_jobs(max_jobs), **env},
-            inputs=inputs or None,
-            outputs={f"{work}/out": out_dir, **(extra_outputs or {})},
-            volumes=dict(planned.mounts),
-            network_mode=engine.network_mode_for(spec.site.network),
-            mem_limit=run.opts.memory,
-            cpuset_cpus=run.opts.cpuset,
-            keep=run.opts.keep_container,
-            labels=engine.buildctl_labels(
-                {"buildctl.step": "compile"}, recipe=spec.name, namespace=run.namespace
+    try:
+        return engine.run_container(
+            run.client,
+            engine.ContainerSpec(
+                built.image_id,
+                list(BUILD_COMMAND),
+                env={**planned.env_with_jobs(max_jobs), **env},
+                inputs=inputs or None,
+                outputs={f"{work}/out": out_dir, **(extra_outputs or {})},
+                volumes=dict(planned.mounts),
+                network_mode=engine.network_mode_for(spec.site.network),
+                mem_limit=run.opts.memory,
+                cpuset_cpus=run.opts.cpuset,
+                keep=run.opts.keep_container,
+                labels=engine.buildctl_labels(
+                    {"buildctl.step": "compile"}, recipe=spec.name, namespace=run.namespace
+                ),
+                name=name,
+                timeout=max(1.0, deadline - time.monotonic()),
             ),
-            name=name,
-            timeout=max(1.0, deadline - time.monotonic()),
-        ),
-        on_line=run.log,
-        secrets=run.secrets,
-        credentials=compile_credentials(run, dist_plan, shared_cache=not until_configure),
-        on_interrupt=lambda container_id: _record_interrupt(run, key, container_id),
-    )
+            on_line=run.log,
+            secrets=run.secrets,
+            credentials=compile_credentials(run, dist_plan, shared_cache=not until_configure),
+            on_interrupt=lambda container_id: _record_interrupt(run, key, container_id),
+        )
+    finally:
+        _memory_table(out_dir).unlink(missing_ok=True)
 
 
 def _cluster(run: Run) -> tuple[dist.Cluster | None, Path | None]:

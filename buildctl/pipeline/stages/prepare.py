@@ -15,6 +15,7 @@ from pathlib import Path
 from buildctl import engine, render
 from buildctl.engine import pull, registry
 from buildctl.errors import InputError
+from buildctl.pipeline import memory_budget
 from buildctl.pipeline.stages import Planned, Prepared, Run
 from buildctl.recipe import parallel_jobs
 from buildctl.store import artifacts, downloads, key
@@ -67,9 +68,14 @@ def plan_jobs(run: Run, facts) -> int:
     """MAX_JOBS from the recipe (or --jobs) within what the engine's CPUs and memory allow."""
     spec = run.spec
     res = parallel_jobs.engine_resources(facts)
-    max_jobs, why = parallel_jobs.max_jobs(run.opts.jobs if run.opts.jobs != "auto" else spec.build.max_jobs,
-                                  cpus=res.cpus, mem_bytes=res.mem_bytes, accelerator=spec.accelerator,
-                                  build_type=spec.build.type)
+    setting = run.opts.jobs if run.opts.jobs != "auto" else spec.build.max_jobs
+    if memory_budget.applies(spec.build.cache, bool(run.opts.rebuild_dir)):  # each unit waits for its memory
+        cpus = memory_budget.cpuset_size(run.opts.cpuset) or res.cpus
+        max_jobs, why = memory_budget.jobs(setting, cpus=cpus, mem_bytes=res.mem_bytes,
+                                           accelerator=spec.accelerator, build_type=spec.build.type)
+    else:
+        max_jobs, why = parallel_jobs.max_jobs(setting, cpus=res.cpus, mem_bytes=res.mem_bytes,
+                                               accelerator=spec.accelerator, build_type=spec.build.type)
     run.log(f"buildctl: MAX_JOBS={max_jobs} ({why})")
     return max_jobs
 
