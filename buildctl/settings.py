@@ -246,6 +246,13 @@ def user_cache_home() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"))
 
 
+def key_salt_file() -> Path:
+    """This host's salt for the keyed digests of credential values (store.key.host_salt): $XDG_CONFIG_HOME
+    (else ~/.config)/buildctl/key-salt, outside any artifacts root."""
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(config) / "buildctl" / "key-salt"
+
+
 def from_environment() -> Settings:
     """The settings the BUILDCTL_* variables give, read now (a bad variable: InputError): the defaults of
     library calls that are given no value (where the artifacts and recipes are, the namespace). A

@@ -39,7 +39,7 @@ def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
     rendered = prepare.render_files(run)
     base = engine.EngineConnection.open(opts.engine_url).inspect_image(spec.base.image)  # never pulled here
     base_id = prepare.base_image_id(run, base)
-    inputs = key_mod.key_inputs(rendered.files, key_mod.source_digest(rendered.spec), base_id)
+    inputs = prepare.request_inputs(run, rendered, base_id)
     root = opts.artifacts_root
     here = artifacts.artifact_dir(spec.name, inputs.key, root)
     problem = _why_not_served(here, spec) if (here / "manifest.json").is_file() else None

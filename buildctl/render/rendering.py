@@ -152,7 +152,7 @@ def render(spec: Spec) -> Rendered:
         version_probes.update(f.version_probes)
     for key, (value, by) in _contract_env(spec).items():
         build_env[key], asked_by[key] = value, by
-    for key, on in spec.build.features.items():
+    for key, on in sorted(spec.build.features.items()):  # a canonical order: the order written cannot matter
         build_env[key], asked_by[key] = "1" if on else "0", f"build.features.{key}"
     requested = {key: Requested(value, asked_by[key]) for key, value in build_env.items()}
     requested.update({key: Requested(value, f"build.env.{key}") for key, value in spec.build.env.items()})
@@ -181,7 +181,7 @@ def render(spec: Spec) -> Rendered:
         image_env=image_env,
         checks_run=_join_run(c for f in frags for c in f.image_checks),
         build_env=build_env,
-        user_env=dict(spec.build.env),
+        user_env=dict(sorted(spec.build.env.items())),  # values quoted: the order written cannot matter
         version_probes=version_probes,
         patch_lines=_patch_lines(spec),
         build_packages=sorted({*spec.packages.build, *spec.packages.runtime}),
@@ -193,7 +193,6 @@ def render(spec: Spec) -> Rendered:
         pre_build=[line for f in frags for line in f.pre_build],
         post_build=[line for f in frags for line in f.post_build],
         cache=spec.build.cache,
-        max_jobs=spec.build.max_jobs,
         placeholders=preflight.placeholders(spec),
         per_job_mib=per_job,
         reserve_mib=reserve,

@@ -11,15 +11,18 @@ earlier artifact's and names what differs, as `ninja -d explain` names what is o
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from buildctl.recipe.schema import Spec
+    from buildctl.render import Rendered
 
 # Every file the render writes is keyed but for those declared here, each with why. A file the render starts
 # writing is keyed until it is declared (tests/unit/test_artifact_key.py renders
@@ -108,13 +111,19 @@ class KeyInputs:
     files: Mapping[str, str]
     source: str
     base_image: str
+    # build.env's credential query values ({'build.env.NAME sig': salted digest}): they reach the build and
+    # may name other content; recorded only when there are some, so other keys stay what they were
+    credentials: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
         return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
 
     def to_json(self) -> dict:
-        return {"files": dict(sorted(self.files.items())), "source": self.source, "base_image": self.base_image}
+        out = {"files": dict(sorted(self.files.items())), "source": self.source, "base_image": self.base_image}
+        if self.credentials:
+            out["credentials"] = dict(sorted(self.credentials.items()))
+        return out
 
     @classmethod
     def from_json(cls, data) -> KeyInputs | None:
@@ -126,13 +135,62 @@ class KeyInputs:
             return None
         if not isinstance(source, str) or not isinstance(base, str):
             return None
-        return cls(files, source, base)
+        creds = data.get("credentials") or {}
+        if not isinstance(creds, dict) or not all(isinstance(v, str) for v in creds.values()):
+            return None
+        return cls(files, source, base, creds)
 
 
-def key_inputs(files: Mapping[str, str], source: str, base_image_id: str) -> KeyInputs:
+def key_inputs(files: Mapping[str, str], source: str, base_image_id: str,
+               credentials: Mapping[str, str] | None = None) -> KeyInputs:
     keyed = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in files.items()
              if not_keyed_because(name) is None}
-    return KeyInputs(keyed, source, base_image_id)
+    return KeyInputs(keyed, source, base_image_id, dict(credentials or {}))
+
+
+def request_inputs(rendered: Rendered, base_image_id: str, salt: bytes, env: Mapping[str, str]) -> KeyInputs:
+    """The key's inputs of a rendered request: its keyed files, its source's digest, the base image's id and
+    the salted digests of the credential query values in `env` (build.env as the recipe gives it, credentials
+    in: the rendered files have them stripped)."""
+    return key_inputs(rendered.files, source_digest(rendered.spec), base_image_id, credential_digests(env, salt))
+
+
+# --- credential query values: keyed salted -----------------------------------------------------------------
+
+SALT_BYTES = 32
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"`<>]+")
+
+
+def host_salt(path: Path) -> bytes:
+    """This host's salt for credential digests (made once, mode 0600, kept outside the artifacts root, so a
+    copied artifact's record cannot be tried against guesses elsewhere)."""
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except (OSError, ValueError):
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(os.urandom(SALT_BYTES).hex() + "\n")
+    return bytes.fromhex(path.read_text().strip())
+
+
+def credential_digests(env: Mapping[str, str], salt: bytes) -> dict[str, str]:
+    """{'build.env.NAME PARAM': HMAC-SHA256(salt, value)} for each credential-named query parameter
+    (urls.TOKEN_PARAMS) of each URL in a build.env value: never the value, never an unsalted digest."""
+    from urllib.parse import parse_qsl
+
+    from buildctl.urls import TOKEN_PARAMS
+
+    out: dict[str, str] = {}
+    for name, value in sorted(env.items()):
+        for i, url in enumerate(_URL.findall(value)):
+            query = url.partition("?")[2].partition("#")[0]
+            for param, secret in parse_qsl(query, keep_blank_values=True, separator="&"):
+                if param.lower() in TOKEN_PARAMS:
+                    label = f"build.env.{name} {param}" + (f" #{i}" if i else "")
+                    out[label] = hmac.new(salt, secret.encode(), hashlib.sha256).hexdigest()
+    return out
 
 
 def artifact_key(files: Mapping[str, str], source: str, base_image_id: str) -> str:
@@ -160,6 +218,9 @@ def changed(now: KeyInputs, was: KeyInputs | None, recipe_now: dict, recipe_was:
     out += [{"kind": "field", "name": path, "change": "edited"} for path in fields[:MAX_FIELDS]]
     if now.source != was.source:
         out.append({"kind": "source", "name": "source", "change": f"{was.source[:12]} -> {now.source[:12]}"})
+    for name in sorted(set(now.credentials) | set(was.credentials)):
+        if now.credentials.get(name) != was.credentials.get(name):
+            out.append({"kind": "credential", "name": name, "change": "another value (keyed salted)"})
     if now.base_image != was.base_image:
         out.append({"kind": "base_image", "name": "base image",
                     "change": f"{_short(was.base_image)} -> {_short(now.base_image)}"})
@@ -180,6 +241,8 @@ def describe(changes: list[dict[str, str]]) -> str:
             parts.append(f"the source ({c['change']})")
         elif c["kind"] == "base_image":
             parts.append(f"the base image ({c['change']})")
+        elif c["kind"] == "credential":
+            parts.append(f"{c['name']}: {c['change']}")
         elif c["kind"] in ("record", "artifact"):
             parts.append(f"{c['name']}: {c['change']}")
     return "; ".join(parts) or "nothing it records (another buildctl's key)"

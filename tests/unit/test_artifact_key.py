@@ -331,3 +331,42 @@ def test_a_local_source_is_keyed_over_exactly_what_is_sent_to_the_build(tmp_path
     (src / "alias.cpp").unlink()
     (src / "alias.cpp").symlink_to("csrc/../csrc/a.cpp")
     assert key_mod.tree_digest(src) != before  # another link is another tree in the container
+
+
+# --- keys that do not move for nothing, and move for what reaches the build (issue 41) ------------------------
+
+
+def test_the_order_of_build_env_and_features_does_not_change_the_key():
+    """Values are quoted: the order they are written in cannot matter to the build."""
+    one = rendered("demo-cpu", ["build.env={A: '1', B: '2'}", "build.features={USE_A: true, USE_B: false}"])
+    two = rendered("demo-cpu", ["build.env={B: '2', A: '1'}", "build.features={USE_B: false, USE_A: true}"])
+    assert key_of(one) == key_of(two)
+
+
+def test_build_max_jobs_is_not_keyed_like_jobs():
+    """build.max_jobs is the knob --jobs is: how many compiles run at once, never what is compiled."""
+    assert key_of(rendered("demo-cpu", ["build.max_jobs=3"])) == key_of(rendered("demo-cpu"))
+
+
+def test_a_credential_query_value_in_build_env_is_keyed_salted(tmp_path):
+    """A build.env URL's ?sig= reaches the build (the content it names may differ): two values, two keys;
+    the record holds neither the value nor its plain sha256."""
+    import hashlib
+    import json
+
+    salt = key_mod.host_salt(tmp_path / "salt")
+    assert (tmp_path / "salt").stat().st_mode & 0o777 == 0o600
+    assert key_mod.host_salt(tmp_path / "salt") == salt
+
+    def inputs(value: str) -> key_mod.KeyInputs:
+        spec = recipe.load("demo-cpu", [f"build.env.DATA=https://files.example/d.tar?sig={value}&v=1"])
+        return key_mod.request_inputs(render_mod.render(spec), "sha256:b", salt, spec.build.env)
+
+    a, b, a_again = inputs("s3cr3t-aaaa"), inputs("s3cr3t-bbbb"), inputs("s3cr3t-aaaa")
+    assert a.key != b.key and a.key == a_again.key
+    record = json.dumps(a.to_json())
+    assert "s3cr3t-aaaa" not in record and hashlib.sha256(b"s3cr3t-aaaa").hexdigest() not in record
+    assert key_mod.changed(b, a, {}, {})[0]["kind"] == "credential"
+    plain = rendered("demo-cpu")
+    assert key_mod.request_inputs(plain, "sha256:b", salt, plain.spec.build.env).key == key_of(plain, key_mod.source_digest(plain.spec),
+                                                                          "sha256:b")

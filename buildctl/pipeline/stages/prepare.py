@@ -12,7 +12,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from buildctl import engine, render
+from buildctl import engine, render, settings
 from buildctl.engine import pull, registry
 from buildctl.errors import InputError
 from buildctl.pipeline import memory_budget
@@ -34,13 +34,21 @@ def prepare(run: Run, rendered: render.Rendered) -> Prepared:
         base_id = base_image_id(run, base)
         if base is not None:  # invoke clean: in use, cached or not
             artifacts.record_inspected([base], run.opts.artifacts_root)
-        inputs = key.key_inputs(rendered.files, key.source_digest(rendered.spec), base_id)
+        inputs = request_inputs(run, rendered, base_id)
         place_render(context_dir, run.opts.render_root / run.spec.name / inputs.key)
         # MAX_JOBS and the engine's facts wait for `plan`: an unchanged artifact needs neither
         return Prepared(rendered, context_dir, inputs, registry.image_key(rendered.files, base_id))
     except BaseException:  # no record to hand on: the pipeline would never remove the folder
         shutil.rmtree(context_dir, ignore_errors=True)
         raise
+
+
+def request_inputs(run: Run, rendered: render.Rendered, base_id: str) -> key.KeyInputs:
+    """What the key is made of (store.key.request_inputs); a credential value in build.env is keyed by its
+    digest salted with this host's salt, read only when there is one."""
+    env = run.spec.build.env
+    salt = key.host_salt(settings.key_salt_file()) if key.credential_digests(env, b"") else b""
+    return key.request_inputs(rendered, base_id, salt, env)
 
 
 def write_context(run: Run, rendered: render.Rendered) -> Path:

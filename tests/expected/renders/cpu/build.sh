@@ -31,8 +31,9 @@ export CMAKE_CXX_COMPILER_LAUNCHER=ccache
 export CCACHE_DIR=/cache/ccache CCACHE_COMPILERCHECK=content CCACHE_NOHASHDIR=1
 fi
 
-# MAX_JOBS: given by buildctl from the engine's cores and memory; this fallback applies the same
-# rule when the script runs alone: min(cores, (memory - 2048 MiB) / 2560 MiB per job).
+# MAX_JOBS: given by buildctl from the engine's cores and memory (and build.max_jobs or --jobs, neither keyed);
+# this fallback applies the same rule when the script runs alone: min(cores, (memory - 2048 MiB)
+# / 2560 MiB per job).
 if [ -z "${MAX_JOBS:-}" ]; then
   cores=$(nproc)
   mem_kib=$(awk '/^MemTotal:/{print $2}' /proc/meminfo)

@@ -28,8 +28,9 @@ export CMAKE_CXX_COMPILER_LAUNCHER=ccache
 export CCACHE_DIR=/cache/ccache CCACHE_COMPILERCHECK=content CCACHE_NOHASHDIR=1
 fi
 
-# MAX_JOBS: given by buildctl from the engine's cores and memory; this fallback applies the same
-# rule when the script runs alone: min(cores, (memory - 2048 MiB) / 2560 MiB per job).
+# MAX_JOBS: given by buildctl from the engine's cores and memory (and build.max_jobs or --jobs, neither keyed);
+# this fallback applies the same rule when the script runs alone: min(cores, (memory - 2048 MiB)
+# / 2560 MiB per job).
 if [ -z "${MAX_JOBS:-}" ]; then
   cores=$(nproc)
   mem_kib=$(awk '/^MemTotal:/{print $2}' /proc/meminfo)
@@ -168,7 +169,9 @@ unset CFLAGS CXXFLAGS
 printf -- '-ffile-prefix-map=%s=ext\n' "$EXT" > /tmp/buildctl-ext-prefix-map.rsp
 export CPPFLAGS="${CPPFLAGS:+$CPPFLAGS }@/tmp/buildctl-ext-prefix-map.rsp"
 # The compile cache through PATH: setuptools and torch's ninja call the compilers by name.
-if [ "${BUILDCTL_COMPILE_CACHE:-on}" = on ]; then export PATH="/usr/lib/ccache:$PATH"; fi
+if [ "${BUILDCTL_COMPILE_CACHE:-on}" = on ]; then
+  export PATH="/usr/lib/ccache:$PATH"
+fi
 # setuptools' build_ext compiles an extension's modules MAX_JOBS at a time (PyG's setup.py turns ninja off).
 printf '[build_ext]\nparallel = %s\n' "$MAX_JOBS" > /tmp/buildctl-build-ext.cfg
 export DIST_EXTRA_CONFIG=/tmp/buildctl-build-ext.cfg

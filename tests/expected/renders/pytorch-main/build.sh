@@ -44,8 +44,9 @@ fi
 export PYTORCH_EXTRA_INSTALL_REQUIREMENTS='cuda-toolkit[cublas,cudart,cufft,cufile,cupti,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.2.2; platform_system == "Linux" | cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15" | nvidia-cudnn-cu13==9.26.0.51; platform_system == "Linux" | nvidia-cusparselt-cu13==0.8.1; platform_system == "Linux" | nvidia-nccl-cu13==2.30.7; platform_system == "Linux" | nvidia-nvshmem-cu13==3.7.2; platform_system == "Linux" | triton~=3.9.0; platform_system == "Linux" and python_version < "3.16"'
 export TORCH_NVCC_FLAGS='-Xfatbin -compress-all --threads 2 -compress-mode=size'
 
-# MAX_JOBS: given by buildctl from the engine's cores and memory; this fallback applies the same
-# rule when the script runs alone: min(cores, (memory - 2048 MiB) / 5120 MiB per job).
+# MAX_JOBS: given by buildctl from the engine's cores and memory (and build.max_jobs or --jobs, neither keyed);
+# this fallback applies the same rule when the script runs alone: min(cores, (memory - 2048 MiB)
+# / 5120 MiB per job).
 if [ -z "${MAX_JOBS:-}" ]; then
   cores=$(nproc)
   mem_kib=$(awk '/^MemTotal:/{print $2}' /proc/meminfo)

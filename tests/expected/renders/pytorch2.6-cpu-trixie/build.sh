@@ -18,20 +18,20 @@ export USE_ROCM=0
 export PYTORCH_BUILD_VERSION=2.6.0
 export PYTORCH_BUILD_NUMBER=1
 export BUILD_TEST=0
-export USE_SYSTEM_LIBS=1
 export USE_DISTRIBUTED=1
-export USE_GLOO=1
-export USE_MPI=0
-export USE_TENSORPIPE=0
-export USE_MKLDNN=0
 export USE_FBGEMM=0
-export USE_XNNPACK=0
-export USE_NNPACK=0
-export USE_PYTORCH_QNNPACK=0
-export USE_KINETO=0
+export USE_GLOO=1
 export USE_ITT=0
-export USE_VULKAN=0
+export USE_KINETO=0
+export USE_MKLDNN=0
+export USE_MPI=0
+export USE_NNPACK=0
 export USE_NUMA=0
+export USE_PYTORCH_QNNPACK=0
+export USE_SYSTEM_LIBS=1
+export USE_TENSORPIPE=0
+export USE_VULKAN=0
+export USE_XNNPACK=0
 # The venv's Python for CMake: PYTHON_EXECUTABLE (PyTorch <= 2.3), Python_EXECUTABLE (>= 2.4), and
 # CMAKE_PROGRAM_PATH (forwarded by the CMAKE_ prefix rule) so find_program() sees the venv first.
 export PYTHON_EXECUTABLE="$VENV/bin/python"
@@ -44,12 +44,13 @@ export CMAKE_CXX_COMPILER_LAUNCHER=ccache
 export CCACHE_DIR=/cache/ccache CCACHE_COMPILERCHECK=content CCACHE_NOHASHDIR=1
 fi
 # Recipe's extra environment (wins over the above).
-export ONNX_NAMESPACE=onnx
 export BLAS=OpenBLAS
 export CXXFLAGS=-Wno-dangling-reference
+export ONNX_NAMESPACE=onnx
 
-# MAX_JOBS: given by buildctl from the engine's cores and memory; this fallback applies the same
-# rule when the script runs alone: min(cores, (memory - 2048 MiB) / 2560 MiB per job).
+# MAX_JOBS: given by buildctl from the engine's cores and memory (and build.max_jobs or --jobs, neither keyed);
+# this fallback applies the same rule when the script runs alone: min(cores, (memory - 2048 MiB)
+# / 2560 MiB per job).
 if [ -z "${MAX_JOBS:-}" ]; then
   cores=$(nproc)
   mem_kib=$(awk '/^MemTotal:/{print $2}' /proc/meminfo)
