@@ -34,6 +34,7 @@ from typing import Any
 VERSION = 2  # 2: the files' digests as read, paths as opened, the wheels checked (issue 31)
 FOLDER = ".noop"
 _MAX_ENTRY_BYTES = 4 * 1024 * 1024  # a manifest and a report, as JSON: far below this
+_MAX_DEPTH = 32  # a manifest and a report nest a few levels; deeper is not what `record` wrote
 
 
 def code_fingerprint(roots: list[Path]) -> str:
@@ -107,9 +108,22 @@ def read(root: Path, digest: str) -> dict[str, Any] | None:
         with open(path, "rb") as fh:
             raw = fh.read(_MAX_ENTRY_BYTES + 1)
         entry = json.loads(raw) if len(raw) <= _MAX_ENTRY_BYTES else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # nested past the parser's depth: untrusted input
         return None
-    return entry if _well_formed(entry) else None
+    return entry if _shallow(entry) and _well_formed(entry) else None
+
+
+def _shallow(value: Any) -> bool:
+    """Whether JSON data nests at most _MAX_DEPTH levels (walked without recursion: printing or dumping a
+    deeper entry would raise RecursionError)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth >= _MAX_DEPTH:
+                return False
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return True
 
 
 def still_holds(entry: dict[str, Any]) -> bool:

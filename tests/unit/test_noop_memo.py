@@ -220,3 +220,43 @@ def test_the_memo_never_answers_for_a_wheel_that_is_not_the_one_published(branch
         with wheel.open("r+b") as fh:
             fh.write(b"XX")
     assert not noop_memo.still_holds(noop_memo.read(root, digest))
+
+
+# --- the memo is untrusted input (issue 43, item 7) ----------------------------------------------------------
+
+_NESTED = {"past the parser's depth": "[" * 100_000 + "]" * 100_000,
+           "within the parser's depth": '{"a": ' * 900 + "{}" + "}" * 900}
+
+
+def _nested_entry(entry, depth: str) -> tuple[Path, str, dict]:
+    """The entry with its manifest replaced by deeply nested JSON (a file anyone who can write the root can make)."""
+    root, digest, paths = entry
+    path = noop_memo.entry_path(root, digest)
+    path.write_text(path.read_text().replace('"manifest": {"recipe": "r"}', f'"manifest": {_NESTED[depth]}'))
+    assert _NESTED[depth] in path.read_text()
+    return root, digest, paths
+
+
+@pytest.mark.parametrize("depth", list(_NESTED))
+def test_a_deeply_nested_entry_is_a_miss_and_clean_removes_it(entry, depth):
+    """`invoke build` and `invoke clean` ended in `internal error: RecursionError` on such an entry."""
+    from buildctl.host.clean import clean
+
+    root, digest, _ = _nested_entry(entry, depth)
+    assert noop_memo.read(root, digest) is None
+    result = clean(objects=(), root=root)
+    assert result["failed"] == [] and not noop_memo.entry_path(root, digest).exists()
+
+
+def test_the_no_op_passes_over_a_deeply_nested_entry(tmp_path, monkeypatch):
+    """The no-op answers False (the full path runs and writes the entry again), never raises."""
+    from buildctl.cli import noop
+    from buildctl.settings import Settings
+
+    monkeypatch.chdir(tmp_path)
+    settings = Settings(artifacts=tmp_path / "artifacts")
+    path = noop_memo.entry_path(settings.artifacts, noop._request("demo-cpu", [], settings, False))
+    path.parent.mkdir(parents=True)
+    for nested in _NESTED.values():
+        path.write_text('{"version": %d, "manifest": %s}' % (noop_memo.VERSION, nested))
+        assert noop.build("demo-cpu", [], settings=settings, no_preflight=False, as_json=True) is False
