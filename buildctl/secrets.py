@@ -123,12 +123,39 @@ def secret_values_from_env(environ: Mapping[str, str]) -> set[str]:
     for name, value in env.items():
         if not value:
             continue
-        if _SECRET_ENV_NAME.search(name) and not name.upper().endswith(("_FILE", "_PATH", "_DIR")):
+        if secret_name(name):
             out.add(value)
         if name.upper() in _URL_ENV_NAMES or "://" in value:
             for part in re.split(r"[\s,]+", value):
                 out |= url_secrets(part)
     return {s for s in out if len(s) >= MIN_SECRET_LEN}
+
+
+def secret_name(name: str) -> bool:
+    """Whether a variable or field of this name holds a secret by its name (GH_TOKEN, DB_PASSWORD)."""
+    return bool(_SECRET_ENV_NAME.search(name)) and not name.upper().endswith(("_FILE", "_PATH", "_DIR"))
+
+
+def secret_values_from_sets(items: Iterable[str]) -> set[str]:
+    """Secret values in `--set KEY=VALUE` items: a value under a key named like a secret
+    (build.env.GH_TOKEN=...), and the credentials of every URL in them."""
+    out: set[str] = set()
+    for item in items:
+        key, eq, value = item.partition("=")
+        if eq and secret_name(key.rsplit(".", 1)[-1].strip()):
+            out.add(value.strip())
+        for url in _URL_IN_TEXT.findall(item):
+            out |= url_secrets(url)
+    return {s for s in out if len(s) >= MIN_SECRET_LEN}
+
+
+def mask_set(item: str, masker: Masker | None = None) -> str:
+    """A `--set KEY=VALUE` item to show or store: the whole value under a key named like a secret, else
+    every secret in it, masked."""
+    key, eq, _ = item.partition("=")
+    if eq and secret_name(key.rsplit(".", 1)[-1].strip()):
+        return f"{key}={MASK}"
+    return (masker or Masker())(item)
 
 
 def secret_values_from_site(site: object | None) -> set[str]:
@@ -202,18 +229,47 @@ class Credentials:
 S = TypeVar("S")
 
 
-def git_mirror_env(site) -> dict[str, str]:
-    """git's url.<MIRROR>.insteadOf PREFIX for each site git mirror, as the environment git reads its
-    configuration from (GIT_CONFIG_COUNT/KEY_n/VALUE_n, git >= 2.31): every git of the build, its
-    submodules' too, fetches from the mirror, and nothing is written to a config file or a layer."""
-    pairs = [m.partition("=") for m in (getattr(site, "git_mirrors", None) or ())]
+def git_config_env(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """git configuration as the environment git reads it from (GIT_CONFIG_COUNT/KEY_n/VALUE_n, git >= 2.31):
+    nothing in a config file, a layer or a command line."""
+    pairs = list(pairs)
     if not pairs:
         return {}
     env = {"GIT_CONFIG_COUNT": str(len(pairs))}
-    for i, (prefix, _, mirror) in enumerate(pairs):
-        env[f"GIT_CONFIG_KEY_{i}"] = f"url.{mirror}.insteadOf"
-        env[f"GIT_CONFIG_VALUE_{i}"] = prefix
+    for i, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
     return env
+
+
+def git_mirror_config(site) -> list[tuple[str, str]]:
+    """git's url.<MIRROR>.insteadOf PREFIX for each site git mirror: every git of the build, its submodules'
+    too, fetches from the mirror."""
+    pairs = [m.partition("=") for m in (getattr(site, "git_mirrors", None) or ())]
+    return [(f"url.{mirror}.insteadOf", prefix) for prefix, _, mirror in pairs]
+
+
+def git_mirror_env(site) -> dict[str, str]:
+    """The site's git mirrors as git's environment (git_config_env)."""
+    return git_config_env(git_mirror_config(site))
+
+
+# A credential helper of git's configuration: it answers with two variables of its environment, so the login
+# stands in no file and no command line (the helper's text names the variables, never their values).
+_GIT_HELPER = ("!f() { test \"$1\" = get && printf 'username=%s\\npassword=%s\\n' \"$BUILDCTL_GIT_USERNAME\" "
+               "\"$BUILDCTL_GIT_PASSWORD\"; }; f")
+
+
+def git_login(url: str) -> tuple[str, list[tuple[str, str]], dict[str, str]]:
+    """A git URL's login handed to git the way it stays off the command line: (the URL without
+    credentials, the configuration of a credential helper for that URL's scheme and host only, the variables
+    it answers from). A URL without a login: itself, nothing, nothing."""
+    parsed = urls.split(url) if "://" in url else None
+    if parsed is None or not parsed.has_login:
+        return url, [], {}
+    scope = f"{parsed.scheme}://{parsed.host}"
+    return (strip_credentials(url), [(f"credential.{scope}.helper", _GIT_HELPER)],
+            {"BUILDCTL_GIT_USERNAME": parsed.user, "BUILDCTL_GIT_PASSWORD": parsed.password or ""})
 
 
 def mirror_for(url: str | None, site) -> str | None:

@@ -27,6 +27,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from buildctl.errors import InputError
 from buildctl.recipe.schema import Spec
+from buildctl.secrets import mask_set
 from buildctl.ui import strip_controls
 from buildctl.urls import mask
 
@@ -113,16 +114,17 @@ def _ends(labels: Sequence[str], good: str | None, bad: str | None, *, first_goo
             continue
         found = find(given)
         if found is None:
-            raise InputError(f"{flag} {ascii(given)[1:-1][:80]}: not one of {what} ({', '.join(labels[:6])}"
+            raise InputError(f"{flag} {ascii(mask(given))[1:-1][:80]}: not one of {what} "
+                             f"({', '.join(mask(label) for label in labels[:6])}"
                              f"{', …' if len(labels) > 6 else ''}); fix: name one of them")
         positions[flag] = found
     old, new = (positions["--bad"], positions["--good"]) if first_good else (positions["--good"], positions["--bad"])
     if old == new:
-        raise InputError(f"--good and --bad are the same value ({labels[old]}): nothing to bisect; fix: give two "
+        raise InputError(f"--good and --bad are the same value ({mask(labels[old])}): nothing to bisect; fix: give two "
                          "different ends")
     if old > new:
-        raise InputError(f"{'--bad' if first_good else '--good'} {labels[old]} comes after {'--good' if first_good else '--bad'} "
-                         f"{labels[new]} in {what}; fix: swap them, or "
+        raise InputError(f"{'--bad' if first_good else '--good'} {mask(labels[old])} comes after "
+                         f"{'--good' if first_good else '--bad'} {mask(labels[new])} in {what}; fix: swap them, or "
                          f"{'drop --first-good' if first_good else 'add --first-good to find the first change that fixes it'}")
     return old, new
 
@@ -192,7 +194,7 @@ def versions(spec: Spec, values: Sequence[str], good: str | None, bad: str | Non
             if not sep or not re.fullmatch(r"[0-9a-f]{64}", digest):
                 raise InputError(f"--values {mask(value)[:100]}: a tarball is URL#sha256=HEX; fix: e.g. "
                                  "https://host/x-1.0.tar.gz#sha256=$(sha256sum x-1.0.tar.gz | cut -c1-64)")
-            changes.append(Change(url.rstrip("/").rsplit("/", 1)[-1],
+            changes.append(Change(mask(url.split("?", 1)[0].split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]),
                                   (f"{prefix}.tarball.url={url}", f"{prefix}.tarball.sha256={digest}",
                                    f"{prefix}.tarball.filename=null")))
     else:
@@ -228,7 +230,12 @@ def field_values(field: str, values: Sequence[str], good: str | None, bad: str |
         raise InputError(f"--axis set:{field} needs the values in order; fix: --values A,B,C")
     old, new = _ends(values, good, bad, first_good=first_good, find=lambda v: values.index(v) if v in values else None,
                      what="--values")
-    return Axis("set", field, tuple(Change(v, (f"{field}={v}",)) for v in values[old:new + 1]))
+    # A label is shown and logged: a value holding a credential is shown masked (the step gets it whole).
+    return Axis("set", field, tuple(Change(_shown(field, v), (f"{field}={v}",)) for v in values[old:new + 1]))
+
+
+def _shown(field: str, value: str) -> str:
+    return mask_set(f"{field}={value}").split("=", 1)[1]
 
 
 # --- a release's sdist digest, from the index (PEP 503) -------------------------------------------

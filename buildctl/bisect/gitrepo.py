@@ -2,11 +2,13 @@
 the two ends, their subjects, and whether one end is an ancestor of the other.
 
 The history is fetched into a bare repository of the bisect folder (`<artifacts>/.bisect/git/`), named by
-a digest of the URL, through the site's git mirrors (`--git-mirror`: git's url.<MIRROR>.insteadOf from the
-environment, as the build's own fetch reads them). Only commits are fetched where the server can filter
-(`--filter=tree:0`): a bisect needs their parents and subjects, never their files; the build fetches the
-tree of each commit it builds. No remote is configured and no FETCH_HEAD written, so a login in the URL
-is kept in no file. A subject is a commit's text: shown without terminal controls, cut at 100 characters.
+a digest of the URL without its credentials (a rotated token reuses the copy), through the site's git mirrors
+(`--git-mirror`: git's url.<MIRROR>.insteadOf from the environment, as the build's own fetch reads them).
+Only commits are fetched where the server can filter (`--filter=tree:0`): a bisect needs their parents and
+subjects, never their files; the build fetches the tree of each commit it builds. git is given the URL
+without its login (the copy's remote, and every command line, hold only that); the login reaches git
+through a credential helper of its environment, for that URL's host alone (secrets.git_login), and no
+FETCH_HEAD is written. A subject is a commit's text: shown without terminal controls, cut at 100 characters.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from buildctl import settings
 from buildctl.errors import InputError
-from buildctl.secrets import git_mirror_env
+from buildctl.secrets import git_config_env, git_login, git_mirror_config
 from buildctl.ui import strip_controls
 from buildctl.urls import mask
 
@@ -43,10 +45,12 @@ class History:
 
     def __init__(self, url: str, folder: Path, site=None) -> None:
         self.url, self.site = url, site
-        self.path = folder / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.git"
+        self.clean_url, self._login_config, self._login_env = git_login(url)
+        self.path = folder / f"{hashlib.sha256(self.clean_url.encode()).hexdigest()[:16]}.git"
 
     def _git(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
-        env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0", **git_mirror_env(self.site)}
+        env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0", **self._login_env,
+               **git_config_env([*git_mirror_config(self.site), *self._login_config])}
         try:
             done = subprocess.run(["git", "-C", str(self.path), *args], env=env, capture_output=True, text=True,
                                   timeout=timeout, stdin=subprocess.DEVNULL)
@@ -70,8 +74,11 @@ class History:
         if not had_copy:
             self.path.mkdir(parents=True, exist_ok=True)
             self._git("init", "--quiet", "--bare")
+        # A named remote: a partial fetch records its promisor remote in the copy's config, by URL when it has no
+        # name. Set each time: an older copy may have none.
+        self._git("config", "remote.origin.url", self.clean_url)
         try:
-            self._git("fetch", "--quiet", "--prune", "--no-write-fetch-head", "--filter=tree:0", self.url,
+            self._git("fetch", "--quiet", "--prune", "--no-write-fetch-head", "--filter=tree:0", "origin",
                       "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", timeout=FETCH_TIMEOUT_S)
         except InputError as e:
             if not had_copy or on_note is None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from buildctl.errors import InputError
+from buildctl.secrets import Masker, mask_data
 
 FOLDER = ".bisect"
 VERSION = 1
@@ -104,8 +105,9 @@ class BisectLog:
     """One request's log; held (a file lock) while its bisect runs: the same bisect started twice waits
     for nothing, it is refused."""
 
-    def __init__(self, root: Path, request: dict[str, Any]) -> None:
+    def __init__(self, root: Path, request: dict[str, Any], masker: Masker | None = None) -> None:
         self.root = Path(root)
+        self.masker = masker or Masker()  # every credential the bisect knows of: none is written
         self.request = request
         self.digest = digest(request)
         self.path = folder(root) / f"{self.digest}.json"
@@ -156,7 +158,7 @@ class BisectLog:
 
     def save(self, **fields: Any) -> None:
         self.data.update(fields)
-        write_atomically(self.path, self.data)
+        write_atomically(self.path, mask_data(self.data, self.masker))
 
     def from_other_logs(self, key: str, criterion: dict, test: str | None) -> dict | None:
         """A step of `key` recorded by another bisect, under the same criterion (and test, if any)."""

@@ -20,6 +20,7 @@ from rich.text import Text
 from buildctl.bisect.axes import Axis
 from buildctl.bisect.child import Criterion
 from buildctl.bisect.steps import Outcome
+from buildctl.secrets import mask_set
 from buildctl.ui import strip_controls
 
 NOUN = {"commits": "commit", "versions": "version", "patches": "patch", "set": "value"}
@@ -28,11 +29,13 @@ RESULT = {"pass": "good", "fail": "bad", "skip": "skip"}
 
 def _change(axis: Axis, position: int) -> dict:
     c = axis.changes[position]
-    return {"position": position, "label": c.label, "subject": c.subject, "sets": list(c.sets)}
+    return {"position": position, "label": c.label, "subject": c.subject, "sets": [mask_set(s) for s in c.sets]}
 
 
 def _build_command(recipe: str, sets: list[str], change_sets: list[str], criterion: Criterion) -> str:
-    args = ["invoke", "build", "--recipe", recipe, *(a for s in [*sets, *change_sets] for a in ("--set", s))]
+    # Shown, printed to CI summaries: every --set masked (whoever runs it again gives the credentials again).
+    args = ["invoke", "build", "--recipe", recipe,
+            *(a for s in [*sets, *change_sets] for a in ("--set", mask_set(s)))]
     if criterion.until:
         args += ["--until", criterion.until]
     return " ".join(shlex.quote(a) for a in args)

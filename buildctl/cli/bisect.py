@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from buildctl.cli.common import command, console, load_spec, out, print_json, site_options
-from buildctl.errors import InputError
+from buildctl.errors import BuildctlError, InputError
 from buildctl.settings import Settings
 from buildctl.ui import strip_controls
 
@@ -66,20 +66,15 @@ def _masked(url: str) -> str:
     return mask(url)
 
 
-def _refuse_secrets_in_the_steps(spec, axis) -> None:
-    """A step's --set overrides are written to the bisect log and the report (its "build it again"
-    command): a credential of the recipe must not be."""
-    from buildctl import settings
-    from buildctl.secrets import secret_values_from_env_and_site, split_credentials
+def _secrets_masker(spec, sets: list[str], axis):
+    """What the bisect writes (its log) and shows (each step, its errors, the report) is masked with every
+    credential it knows of: the recipe's, the environment's and those of every --set and --values item (a
+    step's build gets them whole, on its stdin)."""
+    from buildctl import secrets, settings
 
-    secrets = {s for s in (secret_values_from_env_and_site(spec.site, settings.environ())
-                           | set(split_credentials(spec)[1].values()))
-               if len(s) >= 4}
-    for change in axis.changes:
-        if any(secret in item for item in change.sets for secret in secrets):
-            raise InputError(f"{_masked(change.label)[:80]}: a step's overrides would carry a credential of the recipe "
-                             "into the bisect log and its report; fix: take the login out of the URL (a --git-mirror, "
-                             "a netrc) and bisect again")
+    items = [*sets, *(item for change in axis.changes for item in change.sets)]
+    return secrets.Masker(secrets.secret_values_from_env_and_site(spec.site, settings.environ())
+                          | secrets.split_credentials(spec)[1].values() | secrets.secret_values_from_sets(items))
 
 
 @command
@@ -91,6 +86,7 @@ def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdow
     from buildctl.bisect.steps import Bisector, StepBuilds
     from buildctl.pipeline.stages import BuildOptions
     from buildctl.recipe import loader
+    from buildctl.secrets import mask_data, mask_set
 
     recipe, sets, axis, values, extension = request.recipe, request.sets, request.axis, request.values, request.extension
     until, test, test_timeout, first_good = request.until, request.test, request.test_timeout, request.first_good
@@ -115,7 +111,7 @@ def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdow
     spec, _ = load_spec(recipe, base_sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
     root = Path(settings.artifacts)
     chosen_axis = _axis(spec, kind, field, request, axes.split_values(list(values)), root)
-    _refuse_secrets_in_the_steps(spec, chosen_axis)
+    masker = _secrets_masker(spec, base_sets, chosen_axis)
     specs: dict[int, object] = {}
 
     def spec_for(position: int):
@@ -129,13 +125,15 @@ def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdow
             spec_for(position)
     criterion = Criterion(until=until, verify=not settings.no_verify, test=test, test_timeout=test_timeout)
     opts = BuildOptions(artifacts_root=root)
-    request = {"recipe": str(loader.recipe_path(recipe).resolve()), "sets": base_sets, "axis": kind,
-               "target": chosen_axis.target, "changes": [list(c.sets) for c in chosen_axis.changes],
+    # The log's request, and its digest, hold each --set masked: a rotated token resumes the same log.
+    request = {"recipe": str(loader.recipe_path(recipe).resolve()), "sets": [mask_set(s, masker) for s in base_sets],
+               "axis": kind, "target": chosen_axis.target,
+               "changes": [[mask_set(s, masker) for s in c.sets] for c in chosen_axis.changes],
                "first_good": first_good, "criterion": criterion.as_dict(), "test": test, "no_preflight": no_preflight}
-    log = BisectLog(root, request)
+    log = BisectLog(root, request, masker=masker)
 
     def say(line: str) -> None:
-        console.print(strip_controls(line), markup=False, highlight=False, soft_wrap=True)
+        console.print(strip_controls(masker(line)), markup=False, highlight=False, soft_wrap=True)
 
     say(f"bisect {spec.name}: {chosen_axis.describe()}, {'first good' if first_good else 'first bad'} by "
         f"{criterion.describe()}; the two ends first")
@@ -152,8 +150,13 @@ def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdow
             say(f"interrupted: {done} step{'' if done == 1 else 's'} kept in the log {log.path}; the same command "
                 "resumes")
             raise
+        except BuildctlError as e:  # an end that does not hold, a step without a result: its label, its error
+            if type(e) in (BuildctlError, InputError):
+                raise type(e)(masker(str(e))) from None
+            raise
     data = report.to_dict(outcome, recipe=recipe, sets=base_sets, axis=chosen_axis, criterion=criterion,
                           first_good=first_good, log_path=str(log.path))
+    data = mask_data(data, masker)
     if markdown:
         Path(markdown).write_text(report.markdown(data))
     if as_json:

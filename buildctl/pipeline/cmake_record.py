@@ -42,10 +42,14 @@ class Recorded:
     def of(cls, summary: str, cache: str, found: str = "", log: str = "") -> Recorded:
         return cls(_summary(summary), _cache(cache), _found(found), cmake_messages(log))
 
-    def value(self, where: str) -> str | None:
+    def value(self, where: str, *, empty_is_off: bool = False) -> str | None:
+        """What CMake recorded at `where` ("summary:USE_MKL"); None when nothing. A switch recorded empty
+        (`USE_MKL :`, `USE_X:BOOL=`: a variable CMake never set) is CMake's off when `empty_is_off`."""
         kind, _, name = where.partition(":")
         table = {"summary": self.summary, "cache": self.cache, "found": self.found}[kind]
         value = (table.get(name) or "").strip()
+        if not value and empty_is_off and name in table:
+            return "OFF"
         return value or None
 
 
@@ -59,11 +63,17 @@ _VERSION_LINE = re.compile(r"^-- (?P<name>\w+) version: (?P<version>\S+)\s*$")
 
 
 def _summary(text: str) -> dict[str, str]:
+    """{key: value}: the first (outer) value of a repeated key; "" for a key printed only empty (a switch
+    CMake never set, i.e. off: PyTorch prints `USE_MKL :` when CAFFE2_USE_MKL is unset)."""
     out: dict[str, str] = {}
     for line in text.splitlines():
         m = _SUMMARY_LINE.match(line)
-        if m and m.group("value").strip():
-            out.setdefault(m.group("key").strip(), m.group("value"))  # the first (outer) one of a repeated key
+        if m:
+            key, value = m.group("key").strip(), m.group("value")
+            if value.strip() and not out.get(key):
+                out[key] = value
+            else:
+                out.setdefault(key, "")
     return out
 
 

@@ -361,7 +361,9 @@ def check(req: Request, recorded: Recorded) -> Gate:
     rows: dict[str, Row] = {}
     for fact in facts_for(req):
         asked = fact.asked(req)
-        where, decided = next(((w, v) for w in fact.where if (v := recorded.value(w)) is not None), ("", None))
+        switch = fact.compare == "switch"  # an empty switch is CMake's off: a decision, never "not recorded"
+        where, decided = next(((w, v) for w in fact.where
+                               if (v := recorded.value(w, empty_is_off=switch)) is not None), ("", None))
         if asked is None and decided is None:
             continue
         place = f"{_WHERE[where.split(':')[0]]} {where.split(':', 1)[1]}" if where else ""

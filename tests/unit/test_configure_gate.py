@@ -197,3 +197,29 @@ def test_found_lines_give_the_version_cmake_found():
     assert found.value("found:HIP version") == "6.2.41133-dd7f95766"  # the first HIP line wins
     assert found.value("found:NCCL version") == "2.22.3"
     assert found.value("found:NCCL library") == "/usr/lib/x86_64-linux-gnu/libnccl.so"
+
+
+# --- issue 43, items 11 and 12: an empty value is a decision; the recipe's fields are what is asked ---------
+
+
+@pytest.mark.parametrize("switch", ["USE_MKL", "USE_EIGEN_FOR_BLAS"])
+def test_an_empty_summary_value_is_cmakes_off_and_a_recipe_asking_on_is_refused(switch):
+    """PyTorch 2.6's summary prints `USE_MKL :` (an unset CMake variable: off); it was counted "not
+    recorded", so a recipe asking USE_MKL: true compiled for hours without MKL."""
+    assert f"--   {switch}" in fixture("pytorch-2.6-cpu-summary.txt")
+    checked = gate.check(request("pytorch2.6-cpu-trixie", f"build.features.{switch}=true"), recorded("pytorch-2.6-cpu"))
+    assert [r.fact for r in checked.mismatches] == [switch], [r.line() for r in checked.rows]
+    row = checked.mismatches[0]
+    assert (row.asked, row.decided, row.where) == ("ON", "OFF", f"CMake summary {switch}")
+    asked_off = gate.check(request("pytorch2.6-cpu-trixie", f"build.features.{switch}=false"), recorded("pytorch-2.6-cpu"))
+    assert asked_off.ok and rows(asked_off)[switch].status == "ok"
+
+
+@pytest.mark.parametrize("name, prefix", [("pytorch2.6-cpu-trixie", "pytorch-2.6-cpu"),
+                                          ("pytorch2.6-cuda12.4-trixie", "pytorch-2.6-cuda12.4")])
+def test_every_feature_of_the_shipped_recipes_is_judged_on_their_real_configure(name, prefix):
+    """Each build.features switch has its row, and the real configure recorded a decision for it."""
+    req = request(name)
+    by_fact = rows(gate.check(req, recorded(prefix)))
+    for switch in req.spec.build.features:
+        assert by_fact[switch].status == "ok", by_fact[switch]
