@@ -244,8 +244,10 @@ def repro(c, bundle, shell=False, json=False):
     cli.repro(bundle, shell=shell, as_json=json)
 
 
-@settings_task("network", iterable=["set", "expect", "beside"], help={
-    "recipe": "Verify the latest artifact of this recipe (and check its pins); with --image: expect its pins",
+@settings_task("network", "base_image", iterable=["set", "expect", "beside"], help={
+    "recipe": "Verify this recipe's artifact: the one of the key this request has (as `invoke build --dry-run` "
+              "says it, with the same --set), never the newest; and check its pins. With --image: expect its pins",
+    "key": "With --recipe: the artifact of this key instead (a folder name of artifacts/<recipe>/)",
     "beside": "Install this NAME==VERSION (a wheel from the index, no dependencies) beside the artifact's torch "
               "and its extensions, and check it fits that torch, e.g. torchvision==0.21.0; repeatable",
     "wheel": "Verify this wheel file (with --recipe: against that recipe's pins)",
@@ -261,7 +263,7 @@ def repro(c, bundle, shell=False, json=False):
     "compile_matrix": "torch.compile cells: smoke (a set over backend, mode, fullgraph and dynamic) or full "
                       "(their whole cross, about 30 cells: minutes each on a CPU)"})
 def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, host=False, json=False,
-           sizes="8:256M", iters=20, module="", beside=None, compile_matrix="smoke", settings=None):
+           sizes="8:256M", iters=20, module="", beside=None, compile_matrix="smoke", key="", settings=None):
     """Verify a built wheel or an image's framework, and a recipe's extensions beside it.
 
     The wheel: config, pins, arch coverage, GPUs, all-reduce sweep; the extensions: import, smoke check, ABI."""
@@ -269,17 +271,19 @@ def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, h
     from buildctl.cli.verify import verify as verify_command
     from buildctl.verify.options import VerifyOptions
 
-    request = VerifyRequest(recipe=recipe or None, wheel=wheel or None, sets=tuple(set or ()), image=image or None,
-                            python=python or None, expect=tuple(expect or ()))
+    request = VerifyRequest(recipe=recipe or None, key=key or None, wheel=wheel or None, sets=tuple(set or ()),
+                            image=image or None, python=python or None, expect=tuple(expect or ()))
     options = VerifyOptions(sizes=sizes, iters=iters, json_out=json, module=module or None, host=host,
                             beside=tuple(beside or ()), compile_matrix=compile_matrix)
     verify_command(request, options=options, settings=settings)
 
 
-@settings_task("network", iterable=["set"], help={
-    "recipe": "The recipe whose artifact to run against (its latest, or --artifact)",
+@settings_task("network", "base_image", iterable=["set"], help={
+    "recipe": "The recipe whose artifact to run against: the one of this request's key (with the same --set), "
+              "never the newest; or --key, or --artifact",
+    "key": "The artifact of this key instead (a folder name of artifacts/<recipe>/)",
     "set": RECIPE_HELP["set"],
-    "artifact": "This artifact folder (artifacts/<recipe>/<key>) instead of the recipe's latest",
+    "artifact": "This artifact folder (artifacts/<recipe>/<key>) instead of the request's",
     "code": "Python code to run, e.g. 'import torch; torch.ops.aten._local_scalar_dense(torch.randn(0))'",
     "script": "A Python file to run instead of --code",
     "timeout": "Seconds the code may run under gdb before it is stopped (then every thread's backtrace)",
@@ -287,7 +291,7 @@ def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, h
     "shell": "Open that container interactively instead: gdb, the wheel installed, the build's sources "
              "mounted (needs the docker command line)"})
 def debug(c, recipe="", set=None, artifact="", code=None, script="", timeout=600.0, json=False, shell=False,
-          settings=None):
+          key="", settings=None):
     """Run Python against a built wheel under gdb and print the crash, if any.
 
     In a fresh container of the wheel's runtime image; the crash: the signal, the faulting thread's C++ frames
@@ -296,8 +300,8 @@ def debug(c, recipe="", set=None, artifact="", code=None, script="", timeout=600
     from buildctl.cli.debug import DebugRequest
     from buildctl.cli.debug import debug as debug_command
 
-    request = DebugRequest(recipe=recipe or None, sets=tuple(set or ()), artifact=artifact or None, code=code,
-                           script=script or None, timeout=timeout, shell=shell)
+    request = DebugRequest(recipe=recipe or None, sets=tuple(set or ()), artifact=artifact or None, key=key or None,
+                           code=code, script=script or None, timeout=timeout, shell=shell)
     debug_command(request, settings=settings, as_json=json)
 
 
@@ -311,15 +315,19 @@ def diff(c, a, b, json=False, all=False):
     cli.diff(a, b, as_json=json, show_all=all)
 
 
-@task(auto_shortflags=False, iterable=["artifact"], help={
+@settings_task("base_image", iterable=["artifact", "set"], help={
     "to": "Where: a folder (a static PEP 503 index any web server can serve) or an index server's upload URL, "
           "e.g. http://host:8080/ (pypiserver) or http://host:3141/USER/INDEX/ (devpi); credentials from "
           "BUILDCTL_PUBLISH_USERNAME/PASSWORD or ~/.netrc [BUILDCTL_PUBLISH_TO]",
-    "recipe": "Publish the latest artifact of this recipe (default: the latest of every recipe in artifacts/)",
+    "recipe": "Publish this recipe's artifact: the one of the key this request has (as `invoke build --dry-run` "
+              "says it, with the same --set), never the newest (default: the latest of every recipe in artifacts/)",
+    "set": RECIPE_HELP["set"],
+    "key": "With --recipe: the artifact of this key instead (a folder name of artifacts/<recipe>/)",
     "artifact": "Publish this artifact folder (artifacts/<recipe>/<key>); repeatable",
     "json": RECIPE_HELP["json"]})
-def publish(c, to="", recipe="", artifact=None, json=False):
+def publish(c, to="", recipe="", artifact=None, json=False, set=None, key="", settings=None):
     """Put built wheels, with their manifests, on a PEP 503 index that pip installs from."""
     from buildctl import cli
 
-    cli.publish(recipe or None, artifact, to=to or None, as_json=json)
+    cli.publish(recipe or None, artifact, to=to or None, as_json=json, settings=settings, sets=tuple(set or ()),
+                key=key or None)

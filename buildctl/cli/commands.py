@@ -251,11 +251,28 @@ def diff(a: str, b: str, *, as_json: bool, show_all: bool) -> None:
 
 
 @command
-def publish(recipe: str | None, artifact_dirs, *, to: str | None, as_json: bool) -> None:
+def publish(recipe: str | None, artifact_dirs, *, to: str | None, as_json: bool, settings: Settings | None = None,
+            sets=(), key: str | None = None) -> None:
+    """`--recipe R`: the artifact of the key this request names (R with its --set, or --key K), never R's
+    newest (pipeline.published.request_artifact)."""
     from buildctl.store import publish as publish_mod
 
     to = env_value(to, "BUILDCTL_PUBLISH_TO", "")
-    result = publish_mod.publish(to, recipe=recipe or None, artifact_dirs=artifact_dirs or ())
+    chosen = settings or Settings()
+    if (sets or key) and not recipe:
+        raise InputError(f"{'--set' if sets else '--key'} names an artifact of a recipe; fix: add --recipe R")
+    if recipe and artifact_dirs:
+        raise InputError("give --recipe R or --artifact DIR, not both; fix: drop one of them")
+    if recipe:
+        if not to:  # refused before the engine is asked for the key
+            publish_mod.publish(to)
+        from buildctl.pipeline.published import request_artifact
+
+        spec, _ = load_spec(recipe, list(sets or []), base_image=chosen.base_image, site=site_options(chosen),
+                            preflight=False)
+        artifact_dirs = [str(request_artifact(spec, key=key or None, root=chosen.artifacts,
+                                              engine_url=chosen.engines[0] if chosen.engines else None))]
+    result = publish_mod.publish(to, artifact_dirs=artifact_dirs or (), root=chosen.artifacts)
     if as_json:
         return print_json(result)
     table = Table(title=f"Published to {result['to']}", title_justify="left")

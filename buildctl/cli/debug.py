@@ -14,21 +14,23 @@ from buildctl.settings import Settings
 from buildctl.ui import strip_controls
 
 
-def _artifact_of(spec, artifact: str | None) -> Path:
-    """The artifact folder to debug (--artifact, else the recipe's latest), refused in one line when it
-    is none, another recipe's, or holds no wheel of its own framework."""
-    from buildctl.store import artifacts
+def _artifact_of(spec, artifact: str | None, key: str | None, settings: Settings) -> Path:
+    """The artifact folder to debug (--artifact, else the one of the key the request names: its key now, or
+    --key; never the recipe's newest), refused in one line when it is none, another recipe's, or holds no
+    wheel of its own framework."""
+    from buildctl.pipeline.published import request_artifact
     from buildctl.store.manifest import Manifest
 
+    if artifact is not None and key is not None:
+        raise InputError("--artifact and --key both name an artifact; fix: give one of them")
     if artifact is None:
-        found = artifacts.latest(spec.name)
-        if found is None:
-            raise InputError(f"no artifact of {spec.name} yet; fix: invoke build --recipe {spec.name}")
+        found = request_artifact(spec, key=key, root=settings.artifacts,
+                                 engine_url=settings.engines[0] if settings.engines else None)
     else:
         found = Path(artifact)
         if not (found / "manifest.json").is_file():
             raise InputError(f"--artifact {artifact}: not an artifact folder (no manifest.json); fix: give "
-                             f"artifacts/{spec.name}/<key>, or leave --artifact out for the latest")
+                             f"artifacts/{spec.name}/<key>, or leave --artifact out for this request's own")
     fix = f"fix: rebuild it (invoke build --recipe {spec.name})"
     manifest = Manifest.read(found, fix)
     if manifest.recipe != spec.name:
@@ -68,6 +70,7 @@ class DebugRequest:
     recipe: str | None = None
     sets: tuple[str, ...] = ()
     artifact: str | None = None
+    key: str | None = None
     code: str | None = None
     script: str | None = None
     timeout: float = 600.0
@@ -93,8 +96,9 @@ def debug(request: DebugRequest, *, settings: Settings, as_json: bool) -> None:
     # bad input refused before the recipe, the artifact or the engine; a shell may start with no program
     program = None if shell and code is None and script is None else Program.of(code, script)
     timeout = check_timeout(request.timeout)
-    spec, _ = load_spec(recipe or "", sets, site=site_options(settings), preflight=False)
-    found = _artifact_of(spec, artifact)
+    spec, _ = load_spec(recipe or "", sets, base_image=settings.base_image, site=site_options(settings),
+                        preflight=False)
+    found = _artifact_of(spec, artifact, request.key, settings)
     cache_dir = settings_mod.cache_dir()
 
     def on_line(line: str) -> None:

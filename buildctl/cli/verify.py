@@ -1,5 +1,5 @@
-"""`invoke verify`: a recipe's latest artifact, a wheel (in a fresh container or on this host), or an
-existing image."""
+"""`invoke verify`: a recipe's artifact (the one of the key the request names: its key now, or --key), a wheel
+(in a fresh container or on this host), or an existing image."""
 
 from __future__ import annotations
 
@@ -13,13 +13,12 @@ from buildctl.ui import report_console, strip_controls
 from buildctl.verify.options import VerifyOptions
 
 
-def _latest_artifact(spec) -> Path:
-    from buildctl.store import artifacts
+def _request_artifact(spec, key: str | None, settings: Settings) -> Path:
+    """The artifact of the key the request names, never the recipe's newest (pipeline.published)."""
+    from buildctl.pipeline.published import request_artifact
 
-    found = artifacts.latest(spec.name)
-    if found is None:
-        raise InputError(f"no artifact of {spec.name} yet; fix: invoke build --recipe {spec.name}")
-    return found
+    return request_artifact(spec, key=key, root=settings.artifacts,
+                            engine_url=settings.engines[0] if settings.engines else None)
 
 
 def _artifact_wheel(artifact: Path) -> Path:
@@ -36,10 +35,11 @@ def _artifact_wheel(artifact: Path) -> Path:
 
 @dataclass(frozen=True)
 class VerifyRequest:
-    """What `invoke verify` is asked to verify: a recipe's latest artifact, a wheel, or an image (with the
-    image's Python and expectations)."""
+    """What `invoke verify` is asked to verify: a recipe's artifact (of the request's key, or `key`), a wheel, or
+    an image (with the image's Python and expectations)."""
 
     recipe: str | None = None
+    key: str | None = None
     wheel: str | None = None
     sets: tuple[str, ...] = ()
     image: str | None = None
@@ -68,14 +68,17 @@ def verify(request: VerifyRequest, *, options: VerifyOptions, settings: Settings
         raise InputError(f"{'--python' if request.python else '--expect'} is for --image; fix: add --image IMAGE, or "
                          "put a wheel's expectations in its recipe (--recipe R, --set verify.expect.cuda=12.4)")
     if not recipe and not wheel:
-        raise InputError("give --recipe R (its latest artifact), --wheel PATH or --image IMAGE")
+        raise InputError("give --recipe R (its artifact), --wheel PATH or --image IMAGE")
+    if request.key and (wheel or not recipe):
+        raise InputError("--key names an artifact of --recipe R; fix: give --recipe R and --key K, or --wheel alone")
     spec = None
     if recipe:
-        spec, _ = load_spec(recipe, sets, site=site_options(settings), preflight=False)
+        spec, _ = load_spec(recipe, sets, base_image=settings.base_image, site=site_options(settings),
+                            preflight=False)
     if wheel or host:
         wheel_path = Path(wheel) if wheel else None
         if wheel_path is None:
-            wheel_path = _artifact_wheel(_latest_artifact(spec))
+            wheel_path = _artifact_wheel(_request_artifact(spec, request.key, settings))
         network = spec.site.network if spec else settings.network
         options = replace(options, network_mode=engine.network_mode_for(network))
         if host and spec is not None:  # as the recipe's runtime image has them, from what its build recorded
@@ -84,7 +87,7 @@ def verify(request: VerifyRequest, *, options: VerifyOptions, settings: Settings
         runner.verify_wheel(wheel_path, spec=spec, options=options, console=report_console(options.json_out))
         return
     # The runtime image is built from the context the artifact records (the recipe is not rendered again).
-    published.verify_artifact(spec, _latest_artifact(spec),
+    published.verify_artifact(spec, _request_artifact(spec, request.key, settings),
                              on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
                                                                 markup=False, highlight=False),
                              options=options, console=report_console(options.json_out),

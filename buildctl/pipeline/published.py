@@ -1,10 +1,12 @@
-"""What runs against an artifact published before, on its own: `invoke verify --recipe R` and `invoke debug`.
-The artifact is held under its key's lock, shared, as a build that finds it holds it, and served only while its
-wheels are those its manifest records."""
+"""What runs against an artifact published before, on its own: `invoke verify --recipe R`, `invoke publish
+--recipe R` and `invoke debug`. The artifact is the one of the key the request names (`request_artifact`: the
+key a build of the request has now, or `--key K`), never the recipe's newest; it is held under its key's lock,
+shared, as a build that finds it holds it, and served only while its wheels are those its manifest records."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 
 from buildctl import engine
@@ -15,6 +17,42 @@ from buildctl.pipeline.stages import artifact
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts
 from buildctl.verify.options import VerifyOptions
+
+KEY = re.compile(r"[0-9a-f]{16}")  # store.key.KeyInputs.key
+
+
+def request_artifact(spec: Spec, *, key: str | None = None, root: Path | None = None,
+                     engine_url: str | None = None) -> Path:
+    """The artifact folder of the key the request names: `key` (--key) when given, else the key a build of
+    `spec` has now (`invoke build --dry-run`'s: the engine is asked for the base image's id, nothing is built or
+    pulled). InputError in one line when the store holds none, naming the recipe's newest and how to take it."""
+    from buildctl.pipeline.dry_run import dry_run
+    from buildctl.pipeline.stages import BuildOptions
+    from buildctl.store import key as key_mod
+
+    root = root or artifacts.artifacts_root()
+    if key is not None:
+        if not KEY.fullmatch(key):
+            raise InputError(f"--key {key}: not an artifact key (16 hex digits); fix: a key as `invoke build` or "
+                             f"`--dry-run` prints it, e.g. the folder name in {root}/{spec.name}/")
+        found = artifacts.artifact_dir(spec.name, key, root)
+        if not (found / "manifest.json").is_file():
+            raise InputError(f"--key {key}: no artifact of {spec.name} with that key in {root}/; fix: a folder name "
+                             f"of {root}/{spec.name}/, or leave --key out for this request's own")
+    elif artifacts.newest(spec.name, root) is None:  # said without asking the engine for the key
+        raise InputError(f"no artifact of {spec.name} yet; fix: invoke build --recipe {spec.name}")
+    else:
+        look = dry_run(spec, BuildOptions(artifacts_root=root, engine_url=engine_url))
+        found = artifacts.artifact_dir(spec.name, look.key, root)
+        if not (found / "manifest.json").is_file():
+            newest = artifacts.newest(spec.name, root)
+            since = (f"; the newest, {newest.name}, differs: {key_mod.describe(look.changed)}" if newest is not None
+                     and look.changed else f"; the newest is {newest.name}" if newest is not None else "")
+            take = f", or --key {newest.name} to take the newest" if newest is not None else ""
+            raise InputError(f"no artifact of {spec.name} for this request (key {look.key}){since}; fix: invoke build "
+                             f"--recipe {spec.name} (with the same --set){take}")
+    artifacts.record_use({"artifact": [f"{spec.name}/{found.name}"]}, root)
+    return found
 
 
 @contextlib.contextmanager

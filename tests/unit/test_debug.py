@@ -252,9 +252,14 @@ def artifacts_root(tmp_path) -> Path:
     (("--recipe", "demo-cpu", "--code", "1", "--artifact", "/"), "--artifact /: not an artifact folder"),
     (("--recipe", "demo-cpu", "--code", "1", "--artifact", "{root}/demo-skbuild-cpu/0123456789abcdef"),
      "is an artifact of demo-skbuild-cpu, not of demo-cpu; fix: --recipe demo-skbuild-cpu"),
-    (("--recipe", "demo-cpu", "--code", "1"), "holds no wheel of its own framework"),
+    (("--recipe", "demo-cpu", "--code", "1", "--key", "0123456789abcdef"), "holds no wheel of its own framework"),
+    (("--recipe", "demo-cpu", "--code", "1", "--key", "fedcba9876543210"),
+     "--key fedcba9876543210: no artifact of demo-cpu with that key in "),
+    (("--recipe", "demo-cpu", "--code", "1", "--key", "0123456789abcdef", "--artifact", "/"),
+     "--artifact and --key both name an artifact"),
     (("--recipe", "demo-cpu", "--shell", "--json"), "--shell opens an interactive terminal, which has no JSON"),
-    (("--recipe", "demo-cpu", "--shell"), "holds no wheel of its own framework"),  # a shell needs no program
+    (("--recipe", "demo-cpu", "--shell", "--key", "0123456789abcdef"),
+     "holds no wheel of its own framework"),  # a shell needs no program
 ])
 def test_bad_input_is_refused_in_one_line_without_the_engine(artifacts_root, args, words):
     proc = invoke(*(a.replace("{root}", str(artifacts_root)) for a in args),

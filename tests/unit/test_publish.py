@@ -304,9 +304,10 @@ def invoke(*args: str, env_extra: dict | None = None, cwd: Path | None = None):
 
 
 def test_cli_publish_json_and_exit_codes(tmp_path, store, wheel_dir):
-    art = make_artifact(store, "demo-cpu", "k", make_wheel(wheel_dir, "bctl-demo", "1.0"))
+    art = make_artifact(store, "demo-cpu", "0123456789abcdef", make_wheel(wheel_dir, "bctl-demo", "1.0"))
     env = {"BUILDCTL_ARTIFACTS": str(store)}
-    ok = invoke("publish", "--recipe", "demo-cpu", "--to", str(tmp_path / "index"), "--json", env_extra=env)
+    ok = invoke("publish", "--recipe", "demo-cpu", "--key", art.name, "--to", str(tmp_path / "index"), "--json",
+                env_extra=env)
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["wheels"][0]["status"] == "added"
 

@@ -290,16 +290,14 @@ def publish(run: Run, staging: Path, manifest: Manifest) -> Published:
 
 
 def refusal(spec: Spec, portability_section: dict | None) -> str | None:
-    """Why the publish refuses a wheel the recipe's policies do not allow (the size guard), or None. These
-    policies are the publish's, on the host, and no part of the key: a found artifact meets them too
-    (`refuse_found`), or a policy added to a recipe would let the artifact it forbids be "up to date"."""
+    """Why the publish refuses a wheel the recipe's policies forbid (the size guard), or None. Those policies
+    are no part of the key, so a found artifact meets them too (`refuse_found`)."""
     limit = spec.build.wheel.max_vendored if spec.build.wheel is not None else None
     return portability.growth_refusal(portability_section, size_bytes(limit) if limit else None, limit or "")
 
 
 def refuse_found(run: Run, published: Published) -> None:
-    """StepFailed at the wheel step, as a fresh build's, when the found artifact fails a check a fresh build
-    applies: building it again would make the same wheel (the key is the same) and refuse it there."""
+    """StepFailed at the wheel step, as a fresh build's, for a found artifact a policy forbids."""
     section = published.manifest.portability
     why = refusal(run.spec, section.model_dump(mode="json") if section is not None else None)
     if why:
