@@ -284,7 +284,7 @@ build_dir = "$STATE/dist/server-$i/build"
 bwrap_path = "/usr/bin/bwrap"
 [scheduler_auth]
 type = "jwt_token"
-token = "$("$SCCACHE_DIST" auth generate-jwt-hs256-server-token --secret-key="$key" --server "127.0.0.1:$port")"
+token = "$("$SCCACHE_DIST" auth generate-jwt-hs256-server-token --config "$STATE/dist/scheduler.toml" --server "127.0.0.1:$port")"
 EOF
 )
     say "starting sccache-dist build server $i on 127.0.0.1:$port (log $LOGS/build-server-$i.log)"

@@ -79,6 +79,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _write_private(path: Path, text: str) -> None:
+    """A file only its owner reads, from its creation (0600): it holds a key or a token."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
 def start_cluster(folder: Path, cpu: int) -> tuple[str, list[subprocess.Popen]]:
     """A scheduler and one server pinned to `cpu` (its jobs inherit the affinity; sccache-dist counts the
     CPUs it may use): (URL with the client token, processes)."""
@@ -88,11 +95,15 @@ def start_cluster(folder: Path, cpu: int) -> tuple[str, list[subprocess.Popen]]:
     token, port, server_port = secrets.token_hex(16), _free_port(), _free_port()
     for sub in ("toolchains", "build"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
-    (folder / "scheduler.toml").write_text(f'public_addr = "127.0.0.1:{port}"\n[client_auth]\ntype = "token"\ntoken = '
-                                           f'"{token}"\n[server_auth]\ntype = "jwt_hs256"\nsecret_key = "{key}"\n')
-    server_token = subprocess.run([exe, "auth", "generate-jwt-hs256-server-token", f"--secret-key={key}", "--server",
-                                   f"127.0.0.1:{server_port}"], capture_output=True, text=True, check=True).stdout.strip()
-    (folder / "server.toml").write_text(
+    # The key and the tokens stand in files only their owner reads, never on a command line (issue 43): the
+    # server's token is signed from the scheduler's config.
+    _write_private(folder / "scheduler.toml", f'public_addr = "127.0.0.1:{port}"\n[client_auth]\ntype = "token"\n'
+                   f'token = "{token}"\n[server_auth]\ntype = "jwt_hs256"\nsecret_key = "{key}"\n')
+    server_token = subprocess.run([exe, "auth", "generate-jwt-hs256-server-token", "--config", str(folder / "scheduler.toml"),
+                                   "--server", f"127.0.0.1:{server_port}"], capture_output=True, text=True,
+                                  check=True).stdout.strip()
+    _write_private(
+        folder / "server.toml",
         f'cache_dir = "{folder}/toolchains"\npublic_addr = "127.0.0.1:{server_port}"\nscheduler_url = '
         f'"http://127.0.0.1:{port}"\n[builder]\ntype = "overlay"\nbuild_dir = "{folder}/build"\n'
         f'bwrap_path = "/usr/bin/bwrap"\n[scheduler_auth]\ntype = "jwt_token"\ntoken = "{server_token}"\n')
@@ -143,8 +154,13 @@ class Bench:
         self.names = engine_names
         self.key = ""
 
-    def invoke(self, *extra: str, label: str) -> dict:
+    def invoke(self, *extra: str, label: str, scheduler: str = "") -> dict:
+        """`invoke build` with `extra`; `scheduler` (its URL holds the client token) reaches it in its environment,
+        never on its command line."""
         env = {**os.environ, "BUILDCTL_NAMESPACE": self.namespace, "BUILDCTL_ARTIFACTS": str(self.work / "artifacts")}
+        env.pop("BUILDCTL_DIST_SCHEDULER", None)
+        if scheduler:
+            env["BUILDCTL_DIST_SCHEDULER"] = scheduler
         cmd = [*invoke_cmd(), "build", "--recipe", self.args.recipe, "--network", self.args.network, "--ca-cert",
                self.args.ca_cert, "--no-verify", "--json", *[a for x in self.sets for a in ("--set", x)], *extra]
         proc = subprocess.run(cmd, cwd=self.work, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
@@ -196,14 +212,16 @@ class Bench:
               cache: bool = True) -> dict:
         """One compile of the sample from an empty cache (`cache`): one CPU here, and the cluster per `mode`."""
         self.reset(targets, cache)
+        scheduler = ""
         if extra is None:
             extra = ("--cpuset", "0", "--jobs", "1")
             if mode != "local":
-                extra += ("--dist-scheduler", url, "--dist-local-jobs", "1" if mode == "dist" else "0")
+                scheduler = url
+                extra += ("--dist-local-jobs", "1" if mode == "dist" else "0")
         extra = ("--until", "compile", *extra, *[a for t in targets for a in ("--target", t)])
         cpu = CpuMeter(self.client, self.names.compile_container_name(self.spec.name, self.key, self.namespace))
         cpu.start()
-        result = self.invoke(*extra, label=mode)
+        result = self.invoke(*extra, label=mode, scheduler=scheduler)
         cpu.stop()
         out = Path(result["out_dir"])
         span, steps = ninja_span(out / "ninja_log.txt", set(targets))
@@ -424,8 +442,8 @@ def main() -> int:
         targets = bench.sample()
         print(f"{args.recipe}: key {bench.key}, namespace {bench.namespace}, {len(targets)} objects in the sample")
         # untimed: the sample's dependencies (code generation), the toolchains packaged and on the server
-        bench.invoke("--until", "compile", "--target", targets[0], "--dist-scheduler", url, "--dist-local-jobs", "0",
-                     label="prime")
+        bench.invoke("--until", "compile", "--target", targets[0], "--dist-local-jobs", "0", label="prime",
+                     scheduler=url)
         runs = {mode: bench.timed(mode, targets, url) for mode in args.modes.split(",")}
     finally:
         stop(procs)

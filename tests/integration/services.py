@@ -157,11 +157,28 @@ def _registered(port: int) -> int:
         return struct.unpack("<QQQ", reply.read())[0]
 
 
-def server_token(exe: str, key: str, address: str) -> str:
-    """The JWT a build server at `address` shows the scheduler. `--secret-key=KEY`: the key is base64url,
-    and one in 64 starts with "-", which the option parser takes for an option when it stands apart."""
-    return subprocess.run([exe, "auth", "generate-jwt-hs256-server-token", f"--secret-key={key}", "--server", address],
-                          capture_output=True, text=True, check=True).stdout.strip()
+def write_private(path: Path, text: str) -> Path:
+    """A file only its owner reads (0600 from its creation): it holds a key or a token."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+def write_scheduler_config(folder: Path, *, port: int, client_token: str, key: str) -> Path:
+    """The scheduler's config: the client token and the key servers' tokens are signed with stand here, mode
+    0600, and on no command line (issue 43)."""
+    return write_private(folder / "scheduler.toml",
+                         f'public_addr = "127.0.0.1:{port}"\n[client_auth]\ntype = "token"\ntoken = "{client_token}"\n'
+                         f'[server_auth]\ntype = "jwt_hs256"\nsecret_key = "{key}"\n')
+
+
+def server_token(exe: str, scheduler_config: Path, address: str) -> str:
+    """The JWT a build server at `address` shows the scheduler, signed with the key of the scheduler's config
+    (`--config PATH`: the key stands on no command line)."""
+    return subprocess.run([exe, "auth", "generate-jwt-hs256-server-token", "--config", str(scheduler_config),
+                           "--server", address], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def start_private_cluster(folder: Path, servers: int = 1, wait_s: float = 60) -> PrivateCluster:
@@ -175,20 +192,19 @@ def start_private_cluster(folder: Path, servers: int = 1, wait_s: float = 60) ->
     key = subprocess.run([exe, "auth", "generate-jwt-hs256-key"], capture_output=True, text=True, check=True).stdout.strip()
     token = secrets.token_hex(16)
     port = _free_port()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "scheduler.toml").write_text(f'public_addr = "127.0.0.1:{port}"\n[client_auth]\ntype = "token"\ntoken = '
-                                           f'"{token}"\n[server_auth]\ntype = "jwt_hs256"\nsecret_key = "{key}"\n')
+    config = write_scheduler_config(folder, port=port, client_token=token, key=key)
     # every server's port and token first: nothing is started when one of them cannot be made
     server_ports = [_free_port() for _ in range(servers)]
-    server_tokens = [server_token(exe, key, f"127.0.0.1:{server_port}") for server_port in server_ports]
+    server_tokens = [server_token(exe, config, f"127.0.0.1:{server_port}") for server_port in server_ports]
     log = (folder / "scheduler.log").open("ab")
-    scheduler = subprocess.Popen([exe, "scheduler", "--config", str(folder / "scheduler.toml")], env=env, stdout=log,
+    scheduler = subprocess.Popen([exe, "scheduler", "--config", str(config)], env=env, stdout=log,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     procs = []
     for i, (server_port, token_of_server) in enumerate(zip(server_ports, server_tokens, strict=True)):
         for sub in ("toolchains", "build"):
             (folder / f"server-{i}" / sub).mkdir(parents=True, exist_ok=True)
-        (folder / f"server-{i}.toml").write_text(
+        write_private(
+            folder / f"server-{i}.toml",
             f'cache_dir = "{folder}/server-{i}/toolchains"\npublic_addr = "127.0.0.1:{server_port}"\n'
             f'scheduler_url = "http://127.0.0.1:{port}"\n[builder]\ntype = "overlay"\nbuild_dir = "{folder}/server-{i}/build"\n'
             f'bwrap_path = "/usr/bin/bwrap"\n[scheduler_auth]\ntype = "jwt_token"\ntoken = "{token_of_server}"\n')

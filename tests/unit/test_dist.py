@@ -402,11 +402,24 @@ def test_the_sample_spreads_over_all_of_atens_units():
     assert spread(units, 500) == units and spread(units, 1) == ["u000"] and spread(units, 0) == []
 
 
-def test_a_server_token_is_made_for_any_key_even_one_that_starts_with_a_dash(monkeypatch):
-    """`sccache-dist auth generate-jwt-hs256-key` gives base64url: one key in 64 starts with "-", and
-    `--secret-key -_AH...` is then read as an unknown option (exit 2: "unexpected argument '-_'"), which
-    failed a CI run's cluster fixture. The key goes as `--secret-key=KEY`, as the docs' recipe shows."""
+def _b64(text: str) -> bytes:
+    import base64
+
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def test_the_scheduler_key_and_the_client_token_stand_on_no_command_line(monkeypatch, tmp_path):
+    """Issue 43, item 3: the scheduler's HS256 key went as `--secret-key=KEY` on sccache-dist's command line
+    (.ci/services.sh, bench/dist.py, the private cluster of the tests, the docs' recipe): whoever reads
+    /proc/PID/cmdline enrols a build server of their own. The key stays in the scheduler's config (mode
+    0600) and each server's token is made from that file (`--config PATH`), a key that starts with "-"
+    included (one in 64 does: as an option's own word it was read as an option). bench/dist.py gives its
+    builds the client token in their environment (BUILDCTL_DIST_SCHEDULER), not as --dist-scheduler."""
+    import ast
+    import hashlib
+    import hmac
     import importlib.util
+    import stat
 
     spec = importlib.util.spec_from_file_location("integration_services", REPO / "tests" / "integration" / "services.py")
     services = importlib.util.module_from_spec(spec)
@@ -414,8 +427,23 @@ def test_a_server_token_is_made_for_any_key_even_one_that_starts_with_a_dash(mon
     spec.loader.exec_module(services)
     exe = str(Path(sys.executable).with_name("sccache-dist"))
     fresh = subprocess.run([exe, "auth", "generate-jwt-hs256-key"], capture_output=True, text=True, check=True).stdout.strip()
-    for key in ("-_AH__w1NrmIlbeJT_-1mRnPDnk0Q6JMtTGs4tuFKcI", fresh):  # the first: the one that failed, the form it had
-        token = services.server_token(exe, key, "127.0.0.1:10501")
-        assert token.count(".") == 2 and token.startswith("eyJ"), token  # a JWT
-    assert "--secret-key=" in (REPO / ".ci" / "services.sh").read_text()
-    assert "--secret-key \"$(cat" not in (REPO / "docs" / "scale-out.md").read_text()
+    argvs: list[list[str]] = []
+    real_run = subprocess.run
+
+    def recording_run(args, *a, **kw):
+        argvs.append([str(x) for x in args])
+        return real_run(args, *a, **kw)
+
+    monkeypatch.setattr(services.subprocess, "run", recording_run)
+    for key in ("-_AH__w1NrmIlbeJT_-1mRnPDnk0Q6JMtTGs4tuFKcI", fresh):  # the first: one that failed a CI run
+        config = services.write_scheduler_config(tmp_path / key[:6], port=10600, client_token="c" * 32, key=key)
+        assert stat.S_IMODE(config.stat().st_mode) == 0o600
+        header, payload, signature = services.server_token(exe, config, "127.0.0.1:10501").split(".")
+        assert hmac.compare_digest(hmac.new(_b64(key), f"{header}.{payload}".encode(), hashlib.sha256).digest(),
+                                   _b64(signature))  # signed with the scheduler's key: a server it accepts
+        assert not [argv for argv in argvs if any(key in word for word in argv)], argvs
+    for path in (".ci/services.sh", "bench/dist.py", "tests/integration/services.py", "docs/scale-out.md"):
+        assert "--secret-key" not in (REPO / path).read_text(), path
+    words = {n.value for n in ast.walk(ast.parse((REPO / "bench" / "dist.py").read_text()))
+             if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert "--dist-scheduler" not in words and "BUILDCTL_DIST_SCHEDULER" in words
