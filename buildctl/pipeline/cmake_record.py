@@ -8,6 +8,7 @@ Everything here was written by the build container: bounded reads, plain text.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -175,3 +176,37 @@ def arch_set(text: str) -> set[str]:
             if m.group(2):
                 out.add(f"{m.group(1)}+PTX")
     return out
+
+
+# --------------------------------------------------------------------------- comparisons (the gate's)
+
+def as_read(kind: str, decided: str | None) -> str | None:
+    """A decision as a person reads it: a switch ON/OFF, archs as a list (not nvcc's whole flag line)."""
+    if decided is None:
+        return None
+    if kind == "switch":
+        return on_off(decided) or decided
+    if kind == "archs":
+        return " ".join(sorted(arch_set(decided), key=lambda a: (a.startswith("gfx"), a))) or decided
+    return decided
+
+
+def same(kind: str, asked: str, decided: str) -> bool:
+    if kind == "switch":
+        return (on_off(decided) or decided.strip()) == asked
+    if kind == "version":  # as precisely as the less precise side says: 12.4 is 12.4.131, 9.1.0 is 9.1.0.70
+        a, d = version_parts(asked), version_parts(decided)
+        n = min(len(a), len(d))
+        return n > 0 and a[:n] == d[:n]
+    if kind == "under":
+        return os.path.normpath(decided).startswith(asked) or (decided.rstrip("/") + "/") == asked
+    if kind == "prefix":
+        return decided.startswith(asked)
+    if kind == "archs":
+        return arch_set(asked) == arch_set(decided)
+    if kind == "blas":  # CMake records BLAS_INFO: open for OpenBLAS, mkl, generic, flexi for FlexiBLAS, ...
+        a, d = asked.strip().lower(), decided.strip().lower()
+        return bool(d) and (a.startswith(d) or d.startswith(a))
+    if kind == "tool":
+        return os.path.basename(decided.strip()) == os.path.basename(asked.strip())
+    return decided.strip() == asked.strip()

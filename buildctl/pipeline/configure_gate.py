@@ -13,7 +13,10 @@ fields (build.type, build.cache, python.venv), row by row of one table, FACTS:
     CUDA version    toolchain.cuda.version               summary "CUDA version", found CUDAToolkit, ...
     ...
 
-plus one row per other USE_*/BUILD_* switch the build exports. A fact the recipe does not pin is shown,
+plus one row per other USE_*/BUILD_* switch the build exports. What is asked is the recipe's field first
+(recipe/field_env.py: build.cuda_arch, build.features.X, toolchain.cuda, build.type), wherever an override
+came from; a build.env value that overrides a field with another meaning is a mismatch row of its own.
+A switch CMake printed empty (`USE_MKL :`) is its off. A fact the recipe does not pin is shown,
 not judged; a fact CMake does not record is shown as such; a fact under a switch CMake turned off
 (cuDNN's version once USE_CUDA is off) counts with that switch. A mismatch stops the build before the
 compile (`ConfigureRefused`, a StepFailed at step configure), one line per mismatch: what was asked,
@@ -24,13 +27,14 @@ What CMake recorded is read by cmake_record.py (bounded: the build container wro
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from buildctl.errors import StepFailed, one_line
-from buildctl.pipeline.cmake_record import Recorded, arch_set, on_off, version_parts
+from buildctl.pipeline.cmake_record import Recorded, as_read, on_off, same
+from buildctl.recipe import field_env
 from buildctl.recipe.schema import Spec
 from buildctl.render.rendering import Requested
 
@@ -46,12 +50,21 @@ class Request:
     spec: Spec
     compile_cache: bool = True
 
+    @cached_property
+    def fields(self) -> Mapping[str, field_env.FieldAsk]:
+        return field_env.asks(self.spec)
+
+    def _asked(self, name: str) -> Requested | field_env.FieldAsk | None:
+        """What the recipe asks of `name`: its field first (build.cuda_arch, build.features.X), wherever an
+        override came from; else what the build exports (a toolchain's path, build.env's own variables)."""
+        return self.fields.get(name) or self.env.get(name)
+
     def get(self, name: str) -> str | None:
-        found = self.env.get(name)
+        found = self._asked(name)
         return found.value if found is not None else None
 
     def by(self, name: str) -> str:
-        found = self.env.get(name)
+        found = self._asked(name)
         return found.by if found is not None else ""
 
 
@@ -105,10 +118,11 @@ def _hip_version(req: Request) -> Asked | None:
 
 
 def _exported(variable: str) -> Callable[[Request], Asked | None]:
-    """The value the build exports as `variable` (TORCH_CUDA_ARCH_LIST, BLAS, ...)."""
+    """The value the recipe asks of `variable` (TORCH_CUDA_ARCH_LIST: build.cuda_arch; BLAS: build.env)."""
     def asked(req: Request) -> Asked | None:
-        value = req.get(variable)
-        return Asked(value, f"{req.by(variable)} ({variable})") if value else None
+        value, by = req.get(variable), req.by(variable)
+        return Asked(value, by if by in ("build.cuda_arch", "toolchain.rocm.arch") else f"{by} ({variable})") \
+            if value else None
     return asked
 
 
@@ -131,40 +145,6 @@ def _build_type(req: Request) -> Asked:
 def _launcher(req: Request) -> Asked | None:
     cache = req.spec.build.cache
     return Asked(cache, "build.cache") if cache != "none" and req.compile_cache else None
-
-
-# --------------------------------------------------------------------------- comparisons
-
-def _as_read(kind: str, decided: str | None) -> str | None:
-    """A decision as a person reads it: a switch ON/OFF, archs as a list (not nvcc's whole flag line)."""
-    if decided is None:
-        return None
-    if kind == "switch":
-        return on_off(decided) or decided
-    if kind == "archs":
-        return " ".join(sorted(arch_set(decided), key=lambda a: (a.startswith("gfx"), a))) or decided
-    return decided
-
-
-def _same(kind: str, asked: str, decided: str) -> bool:
-    if kind == "switch":
-        return (on_off(decided) or decided.strip()) == asked
-    if kind == "version":  # as precisely as the less precise side says: 12.4 is 12.4.131, 9.1.0 is 9.1.0.70
-        a, d = version_parts(asked), version_parts(decided)
-        n = min(len(a), len(d))
-        return n > 0 and a[:n] == d[:n]
-    if kind == "under":
-        return os.path.normpath(decided).startswith(asked) or (decided.rstrip("/") + "/") == asked
-    if kind == "prefix":
-        return decided.startswith(asked)
-    if kind == "archs":
-        return arch_set(asked) == arch_set(decided)
-    if kind == "blas":  # CMake records BLAS_INFO: open for OpenBLAS, mkl, generic, flexi for FlexiBLAS, ...
-        a, d = asked.strip().lower(), decided.strip().lower()
-        return bool(d) and (a.startswith(d) or d.startswith(a))
-    if kind == "tool":
-        return os.path.basename(decided.strip()) == os.path.basename(asked.strip())
-    return decided.strip() == asked.strip()
 
 
 # --------------------------------------------------------------------------- the table
@@ -299,8 +279,9 @@ class Row:
     def line(self) -> str:
         """One line per mismatch: asked, decided, why, fix."""
         why = self.why or "the configure log names no reason (see configure.log)"
-        return (f"{self.fact}: asked {self.asked} ({self.asked_by}), CMake decided {self.decided} ({self.where}); "
-                f"why: {why}; fix: {self.fix}")
+        decided = (f"build.env exports {self.decided}" if self.where.startswith("build.env") else
+                   f"CMake decided {self.decided} ({self.where})")  # an override: the recipe contradicts itself
+        return f"{self.fact}: asked {self.asked} ({self.asked_by}), {decided}; why: {why}; fix: {self.fix}"
 
 
 @dataclass(frozen=True)
@@ -376,16 +357,20 @@ def check(req: Request, recorded: Recorded) -> Gate:
             status = f"{WITH} {dropped}"  # counted with the switch CMake turned off
         elif decided is None:
             status = NOT_RECORDED
-        elif _same(fact.compare, asked.value, decided):
+        elif same(fact.compare, asked.value, decided):
             status = OK
         else:
             status = MISMATCH
-        decided = _as_read(fact.compare, decided)
+        decided = as_read(fact.compare, decided)
         row = Row(fact.name, shown, asked.by if asked else "", decided, place, status)
         if status == MISMATCH:
             row = Row(fact.name, shown, asked.by, decided, place, status, _why(fact.why, recorded.messages),
                       _fix(fact.fix, req, shown or "", decided or "", fact.name))
         rows[fact.name] = row
+    for conflict in field_env.conflicts(req.spec):  # the override itself: the recipe contradicts itself
+        rows[f"build.env.{conflict.name}"] = Row(
+            f"build.env.{conflict.name}", conflict.asked.value, conflict.asked.by, conflict.override,
+            f"build.env {conflict.name}", MISMATCH, conflict.line(), conflict.fix())
     return Gate(tuple(rows.values()))
 
 

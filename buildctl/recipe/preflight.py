@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from buildctl.errors import RecipeError
-from buildctl.recipe import rules
+from buildctl.recipe import field_env, rules
 from buildctl.recipe.compat import (
     KNOWN_ROCM_ARCH,
     PYTHON_BY_DISTRO,
@@ -79,6 +79,8 @@ def preflight(spec: Spec, *, source: str) -> list[str]:
         _check_rocm(spec, refuse, warn)
     _check_providers(spec, refuse)
     _check_torch(spec, warn)
+    for conflict in field_env.conflicts(spec):  # build.env would win in the build, the recipe says otherwise
+        refuse(f"build.env.{conflict.name}", conflict.line(), conflict.fix())
     return warnings
 
 

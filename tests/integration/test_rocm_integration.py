@@ -9,9 +9,11 @@
   wheel's library as the probe's reader;
 * the wheel imports and answers in a fresh runtime container (no network);
 * `invoke verify` prints the coverage table, RCCL and the missing GPU;
-* the same recipe with PYTORCH_ROCM_ARCH narrowed to gfx90a in build.env (a real hipcc build for one
-  target while the recipe asks for two) is published, and its verification fails on the missing
-  gfx942 with one line.
+* the same recipe with PYTORCH_ROCM_ARCH narrowed to gfx90a in build.env (the recipe asks for two
+  targets in toolchain.rocm.arch) is refused: by preflight in one line before any Docker call, and,
+  under --no-preflight, by the configure gate after CMake's configure (ROCm archs compared with
+  toolchain.rocm.arch, the override reported), nothing compiled and nothing published (issue 43, item 12:
+  before, the gate compared with the override, and the build was published as for both targets).
 
 Hygiene: both builds carry a session marker (build.env.BUILDCTL_TEST_RUN), so their artifact keys,
 build-dir volumes and image tags are this session's own: all are removed at the end. The shared layers
@@ -136,10 +138,10 @@ def demo_rocm(ws) -> Run:
 
 @pytest.fixture(scope="module")
 def narrowed(ws, demo_rocm) -> Run:
-    """demo-rocm with PYTORCH_ROCM_ARCH=gfx90a in build.env (it wins over the provider's): a real build
-    for one target, while the recipe still asks for both."""
+    """demo-rocm with PYTORCH_ROCM_ARCH=gfx90a in build.env (it wins in the build script) while the recipe
+    asks for both targets in toolchain.rocm.arch; past preflight, so that CMake's configure runs."""
     # its own artifacts root: `invoke verify --recipe demo-rocm` keeps finding the full build
-    return ws.build("--set", "build.env.PYTORCH_ROCM_ARCH=gfx90a", artifacts="artifacts-narrowed")
+    return ws.build("--no-preflight", "--set", "build.env.PYTORCH_ROCM_ARCH=gfx90a", artifacts="artifacts-narrowed")
 
 
 def report_of(run: Run) -> rep.Report:
@@ -248,17 +250,18 @@ def test_invoke_verify_prints_code_objects_rccl_and_no_gpu(ws, demo_rocm):
     assert "no AMD GPU: /dev/kfd is absent" in out
 
 
-def test_a_build_missing_gfx942_fails_its_expectation_in_one_line(narrowed):
-    run = narrowed
-    assert run.proc.returncode != 0 and run.payload.get("ok") is False, run.explain()
-    # built for real for one target, and published
-    log = (run.artifact / "build.log").read_text()
-    assert "-- HIP targets (PYTORCH_ROCM_ARCH): gfx90a\n" in log
-    assert run.wheel.is_file()
+def test_preflight_refuses_an_arch_list_narrowed_in_build_env_in_one_line(ws):
+    run = ws.build("--set", "build.env.PYTORCH_ROCM_ARCH=gfx90a", artifacts="artifacts-refused")
+    assert run.proc.returncode == 1 and run.payload.get("ok") is False, run.explain()
     error = run.payload["error"]
-    assert "\n" not in error and "requested but not in the binary: gfx942" in error, error
-    report = report_of(run)
-    assert report.probe["arch_coverage"]["gfx"] == ["gfx90a"]
-    cov = next(c for c in report.checks if c.name == "arch coverage (binary)")
-    assert cov.ok is False and cov.detail == ("requested but not in the binary: gfx942 (recipe pins gfx90a, gfx942; "
-                                              "code objects only for gfx90a)")
+    assert "\n" not in error and "build.env.PYTORCH_ROCM_ARCH=gfx90a overrides toolchain.rocm.arch" in error, error
+
+
+def test_the_configure_gate_refuses_a_build_compiling_fewer_targets_than_the_recipe_asks(narrowed):
+    run = narrowed
+    assert run.proc.returncode == 1 and run.payload.get("ok") is False, run.explain()
+    error = run.payload["error"]
+    assert "failed in step configure" in error or "configure gate" in error, error
+    assert "ROCm archs: asked gfx90a;gfx942 (toolchain.rocm.arch), CMake decided gfx90a" in error, error
+    assert "build.env.PYTORCH_ROCM_ARCH" in error, error
+    assert not run.payload.get("published"), run.payload  # nothing compiled, nothing published

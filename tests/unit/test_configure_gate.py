@@ -148,7 +148,7 @@ def test_facts_the_recipe_does_not_pin_are_shown_and_what_cmake_never_recorded_i
     ("under", "/opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/", "/usr/lib/x86_64-linux-gnu/libnccl.so", False),
 ])
 def test_comparisons(kind, asked, decided, same):
-    assert gate._same(kind, asked, decided) is same
+    assert cmake_record.same(kind, asked, decided) is same
 
 
 def test_arch_lists_read_as_sets():
@@ -223,3 +223,63 @@ def test_every_feature_of_the_shipped_recipes_is_judged_on_their_real_configure(
     by_fact = rows(gate.check(req, recorded(prefix)))
     for switch in req.spec.build.features:
         assert by_fact[switch].status == "ok", by_fact[switch]
+
+
+ARCHS_NARROWED = ('build.cuda_arch=["8.0", "9.0"]', "build.env.TORCH_CUDA_ARCH_LIST=9.0")
+
+
+def test_an_arch_list_narrowed_in_build_env_is_a_mismatch_with_the_recipes_field():
+    """CMake compiled 9.0 only (the real configure), the gate compared with the exported 9.0 and said ok
+    while the recipe (and the manifest) said [8.0, 9.0]: it compares with build.cuda_arch, and reports
+    the override itself as a conflict."""
+    checked = gate.check(request("pytorch2.6-cuda12.4-trixie", *ARCHS_NARROWED), recorded("pytorch-2.6-cuda12.4"))
+    assert not checked.ok
+    by_fact = rows(checked)
+    archs = by_fact["CUDA archs"]
+    assert (archs.status, archs.asked, archs.asked_by, archs.decided) == ("mismatch", "8.0;9.0", "build.cuda_arch", "9.0")
+    assert "TORCH_CUDA_ARCH_LIST in build.env overrides build.cuda_arch" in archs.fix
+    override = by_fact["build.env.TORCH_CUDA_ARCH_LIST"]
+    assert (override.status, override.asked, override.asked_by, override.decided) == (
+        "mismatch", "8.0;9.0", "build.cuda_arch", "9.0")
+    assert override.fix == "remove build.env.TORCH_CUDA_ARCH_LIST and ask for it in build.cuda_arch"
+
+
+@pytest.mark.parametrize("sets, fact", [
+    (("build.env.CMAKE_BUILD_TYPE=Debug",), "build type"),
+    (("build.env.USE_MKLDNN=1",), "USE_MKLDNN"),
+    (("build.env.USE_CUDNN=0",), "USE_CUDNN"),
+])
+def test_any_override_of_a_field_is_judged_against_the_field_and_reported(sets, fact):
+    summary = fixture("pytorch-2.6-cuda12.4-summary.txt")
+    cache = fixture("pytorch-2.6-cuda12.4-cache.txt")
+    if fact == "build type":  # CMake did what build.env said
+        cache = cache.replace("CMAKE_BUILD_TYPE:STRING=Release", "CMAKE_BUILD_TYPE:STRING=Debug")
+    checked = gate.check(request("pytorch2.6-cuda12.4-trixie", *sets), recorded("pytorch-2.6-cuda12.4", summary=summary,
+                                                                                   cache=cache))
+    name = sets[0].split("=")[0].removeprefix("build.env.")
+    by_fact = rows(checked)
+    assert by_fact[f"build.env.{name}"].status == "mismatch"
+    assert by_fact[fact].asked_by in ("build.type", f"build.features.{fact}"), by_fact[fact]
+
+
+def test_an_override_that_means_what_the_field_says_is_no_conflict():
+    checked = gate.check(request("pytorch2.6-cuda12.4-trixie", "build.env.TORCH_CUDA_ARCH_LIST=9.0",
+                                 'build.env.USE_GLOO="ON"', "build.env.CMAKE_BUILD_TYPE=release"),
+                         recorded("pytorch-2.6-cuda12.4"))
+    assert checked.ok, [r.line() for r in checked.mismatches]
+
+
+def test_preflight_refuses_an_override_of_a_field_in_one_line_with_the_fix():
+    from buildctl.errors import RecipeError
+    from buildctl.recipe import preflight
+
+    spec = recipe.load("pytorch2.6-cuda12.4-trixie", list(ARCHS_NARROWED))
+    with pytest.raises(RecipeError) as err:
+        preflight.preflight(spec, source="recipes/pytorch2.6-cuda12.4-trixie.yaml")
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("recipes/pytorch2.6-cuda12.4-trixie.yaml: build.env.TORCH_CUDA_ARCH_LIST: "
+                              "build.env.TORCH_CUDA_ARCH_LIST=9.0 overrides build.cuda_arch")
+    assert message.endswith("fix: remove build.env.TORCH_CUDA_ARCH_LIST and ask for it in build.cuda_arch")
+    preflight.preflight(recipe.load("pytorch2.6-cuda12.4-trixie", ["build.env.TORCH_CUDA_ARCH_LIST=9.0"]),
+                        source="r.yaml")  # the same archs: no conflict
