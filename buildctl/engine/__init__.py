@@ -34,7 +34,7 @@ _MODULES = {
     "kind": ("DOCKER", "PODMAN", "EngineKind", "kind_of", "refuse_memory_limit"),
     "labels": ("BASE_IMAGE_LABEL", "DISTRO_LABEL", "IMAGE_REPOSITORIES", "KEEP_LABEL", "LABEL", "LABEL_VALUE",
                "NAMESPACE_LABEL", "OWNER_LABEL", "RECIPE_LABEL", "buildctl_labels", "is_buildctl_image",
-               "network_mode_for", "pid_namespace", "process_owner", "process_start", "short_name"),
+               "network_mode_for", "boot_id", "pid_namespace", "process_owner", "process_start", "short_name"),
     "lazy": ("CONNECT_TIMEOUT", "EngineConnection"),
     "lines": ("LineSink",),
     "objects": ("image_exists", "inspect_image", "labelled", "list_buildctl_containers", "list_buildctl_volumes",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 LABEL = "buildctl"
 LABEL_VALUE = "1"
-# On containers: the process that made one (host:pid:start time) and whether it is kept on purpose, so
+# On containers: the process that made one (host:boot-id:pid-namespace:pid:start time) and whether it is kept on purpose, so
 # that `invoke clean` can tell an orphan (its process is gone) from a running build.
 OWNER_LABEL = "buildctl.owner"
 KEEP_LABEL = "buildctl.keep"
@@ -70,10 +70,21 @@ def pid_namespace() -> str:
     return inode if inode.isdigit() else "?"
 
 
+def boot_id() -> str:
+    """This kernel's boot id (/proc/sys/kernel/random/boot_id: random per host and per boot, the same in
+    every container of the host), "?" when it cannot be read. A PID namespace's inode is unique only
+    within one boot of one kernel: the initial namespace has the same number on every Linux host."""
+    try:
+        text = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "?"
+    return text if text and all(c in "0123456789abcdef-" for c in text) else "?"
+
+
 def process_owner() -> str:
-    """host:pid-namespace:pid:start of this process: a pid of another namespace, or reused by another
-    process, does not match."""
-    return f"{socket.gethostname()}:{pid_namespace()}:{os.getpid()}:{process_start(os.getpid()) or 0}"
+    """host:boot-id:pid-namespace:pid:start of this process: a pid of another host (even under the same
+    host name), of another namespace, or reused by another process, does not match."""
+    return f"{socket.gethostname()}:{boot_id()}:{pid_namespace()}:{os.getpid()}:{process_start(os.getpid()) or 0}"
 
 
 def network_mode_for(mode: str | None) -> str | None:

@@ -25,9 +25,10 @@ How it decides:
   build-dir volume and a builder/runtime image named for a key (a build holds the lock from the moment
   it knows its key until it has verified, its containers coming and going meanwhile).
 - orphans go whatever their age: a container whose process is provably gone (its `buildctl.owner`
-  label names a process of this host and this PID namespace that no longer runs), an untagged
+  label names a process of this boot of this host and this PID namespace that no longer runs), an untagged
   buildctl image, and staging folders quiet for STALE_AFTER whose key lock is free. A container whose
-  owner cannot be told (another host, another PID namespace) is left alone, whatever its state.
+  owner cannot be told (another host or boot, even under this host name: the label carries the boot id;
+  another PID namespace) is left alone, whatever its state.
 
 It never leaves its roots: folders are listed without following links, a symlink anywhere under the
 root is left alone (reported, never followed, never removed) and removal refuses to start at a link.
@@ -199,15 +200,17 @@ def _key_lock_of(names: list[str], root: Path) -> tuple[Path, str] | None:
 
 
 def _owner_gone(owner: str | None) -> bool | None:
-    """True when the owner label (host:pid-namespace:pid:start) names a process of this host and of this
-    PID namespace that is gone; False when it runs; None when it cannot be told (no label, another host,
-    another PID namespace, or a label without one, as buildctl wrote them before)."""
+    """True when the owner label (host:boot-id:pid-namespace:pid:start) names a process of this boot of
+    this host and of this PID namespace that is gone; False when it runs; None when it cannot be told (no
+    label, another host or boot, even under this host name, another PID namespace, or a label of an older
+    form: host:pid-namespace:pid:start named the namespace by an inode every host's initial one shares)."""
     parts = (owner or "").split(":")
-    if len(parts) != 4:
+    if len(parts) != 5:
         return None
-    host, pid_namespace, pid, start = parts
-    here = engine.pid_namespace()
-    if host != socket.gethostname() or pid_namespace != here or not here.isdigit() or not pid.isdigit():
+    host, boot, pid_namespace, pid, start = parts
+    here, this_boot = engine.pid_namespace(), engine.boot_id()
+    if (host != socket.gethostname() or boot != this_boot or this_boot == "?" or pid_namespace != here
+            or not here.isdigit() or not pid.isdigit()):
         return None
     now_start = engine.process_start(int(pid))
     return now_start is None or now_start != start

@@ -424,3 +424,25 @@ def test_a_container_whose_owner_cannot_be_told_is_left_alone_whatever_its_state
     report = clean.clean(root=tmp_path / "artifacts", client=fake, objects=("containers",))
     assert fake.removed == ["g" * 8, "h" * 8], report
     assert all(r["reason"] == "orphan: the buildctl process that started it is gone" for r in report["removed"])
+
+
+def test_a_container_of_another_host_with_the_same_name_and_pid_namespace_id_is_left_alone(tmp_path, monkeypatch):
+    """Issue 43, item 6: two hosts sharing an engine under one host name (CI runners from one image) have the
+    same PID-namespace id (the initial namespace's inode is the same number on every Linux host): a live
+    build of the other host, whose pid does not run here, was force-removed as an orphan. The owner label
+    carries this boot's id (/proc/sys/kernel/random/boot_id, different per host and per boot)."""
+    from buildctl.engine import labels
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    monkeypatch.setattr(labels, "boot_id", lambda: "0d3c8a5e-another-host", raising=False)
+    there = engine.process_owner()  # what host B writes: the same host name and PID-namespace id
+    monkeypatch.undo()
+    assert there.split(":", 1)[0] == engine.process_owner().split(":", 1)[0]
+    there_dead_here = there.rsplit(":", 2)[0] + f":{dead.pid}:1"  # a pid that runs on B, not here
+    assert clean._owner_gone(there_dead_here) is None
+    fake = _FakeEngine([_listed("a", "running", there_dead_here), _listed("b", "exited", there_dead_here)])
+    report = clean.clean(root=tmp_path / "artifacts", client=fake, objects=("containers",))
+    assert fake.removed == [] and report["removed"] == []
+    gone_here = engine.process_owner().rsplit(":", 2)[0] + f":{dead.pid}:1"  # this boot: provably gone
+    assert clean._owner_gone(gone_here) is True
