@@ -8,8 +8,9 @@ same criterion (`--until`, verification, the `--test` command's digest). A step 
 Failures that say nothing of the change (the network, a full disk, memory) are not reused: they are
 built again.
 
-The logs are files in the store: read capped, each entry checked for its shape; one that does not read
-is passed over with a one-line note, never trusted in part.
+The logs are files in the store: read capped, each entry read into its record (record.py) or passed
+over with a one-line note, never trusted in part. The entries' JSON is the shape version 1 always had:
+logs written before the records were typed read as they are.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from buildctl.bisect.record import Entry, StepCriterion
 from buildctl.errors import InputError
-from buildctl.secrets import Masker, mask_data
+from buildctl.secrets import Masker, filtered, mask_data
 
 FOLDER = ".bisect"
 VERSION = 1
@@ -35,7 +37,6 @@ MAX_LOGS_READ = 200
 NOT_REUSED = frozenset({"network", "disk-full", "oom", "tls-untrusted"})
 # A child build that printed no result (buildctl itself failed: the engine went away) says nothing either.
 NOT_REUSED_STEPS = frozenset({"buildctl"})
-RESULTS = ("pass", "fail", "skip")
 
 
 def folder(root: Path) -> Path:
@@ -50,29 +51,13 @@ def test_digest(command: str | None) -> str | None:
     return hashlib.sha256(command.encode()).hexdigest()[:16] if command else None
 
 
-def _is_str_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(x, str) for x in value)
-
-
-def entry_ok(entry: Any) -> bool:
-    """An entry of the shape this module writes (the reader trusts nothing else)."""
-    if not isinstance(entry, dict):
-        return False
-    build, test = entry.get("build"), entry.get("test")
-    if not (isinstance(entry.get("position"), int) and isinstance(entry.get("label"), str)
-            and isinstance(entry.get("key"), str) and entry.get("result") in RESULTS
-            and isinstance(entry.get("why"), str) and isinstance(entry.get("criterion"), dict)
-            and isinstance(build, dict) and isinstance(build.get("ok"), bool)):
-        return False
-    failure = build.get("failure")
-    if failure is not None and not (isinstance(failure, dict) and isinstance(failure.get("step"), str)):
-        return False
-    if not _is_str_list(build.get("first_error", [])):
-        return False
-    if test is not None and not (isinstance(test, dict) and isinstance(test.get("exit_code"), int)
-                                 and isinstance(test.get("digest"), str)):
-        return False
-    return True
+def entries(steps: list[Any]) -> list[Entry]:
+    """The entries of a log's steps that read (record.Entry.from_json); the others are passed over."""
+    read = []
+    for data in steps:
+        with contextlib.suppress(InputError):
+            read.append(Entry.from_json(data))
+    return read
 
 
 def _read(path: Path) -> dict | None:
@@ -93,12 +78,15 @@ def _read(path: Path) -> dict | None:
     return data
 
 
-def reusable_build(entry: dict, key: str, criterion: dict) -> bool:
+def reusable_build(entry: Entry, key: str, criterion: StepCriterion) -> bool:
     """Whether a recorded step's build stands for a build of `key` under `criterion` now."""
-    failure = entry["build"].get("failure") or {}
-    return (entry["key"] == key and entry["criterion"].get("until") == criterion.get("until")
-            and entry["criterion"].get("verify") == criterion.get("verify")
-            and failure.get("diagnosis") not in NOT_REUSED and failure.get("step") not in NOT_REUSED_STEPS)
+    failure = entry.build.failure
+    return (entry.key == key and entry.criterion == criterion
+            and (failure is None or (failure.diagnosis not in NOT_REUSED and failure.step not in NOT_REUSED_STEPS)))
+
+
+def _tested(entry: Entry, test: str | None) -> bool:
+    return test is None or (entry.test is not None and entry.test.digest == test)
 
 
 class BisectLog:
@@ -113,7 +101,8 @@ class BisectLog:
         self.path = folder(root) / f"{self.digest}.json"
         self.notes: list[str] = []
         self.data: dict[str, Any] = {"version": VERSION, "digest": self.digest, "request": request, "state": "new",
-                                     "changes": [], "steps": [], "answer": None}
+                                     "changes": [], "answer": None}
+        self.steps: list[Entry] = []
         self._lock: Any = None
 
     @contextlib.contextmanager
@@ -139,38 +128,49 @@ class BisectLog:
         if found is None or found.get("digest") != self.digest:
             self.notes.append(f"the log {self.path} does not read; starting over (it is replaced)")
             return
-        steps = [e for e in found["steps"] if entry_ok(e)]
-        if len(steps) != len(found["steps"]):
-            self.notes.append(f"{len(found['steps']) - len(steps)} entries of {self.path} do not read; passed over")
-        self.data.update(state=found.get("state") if isinstance(found.get("state"), str) else "new", steps=steps)
+        self.steps = entries(found["steps"])
+        if len(self.steps) != len(found["steps"]):
+            self.notes.append(f"{len(found['steps']) - len(self.steps)} entries of {self.path} do not read; passed over")
+        self.data.update(state=found.get("state") if isinstance(found.get("state"), str) else "new")
 
-    @property
-    def steps(self) -> list[dict]:
-        return self.data["steps"]
+    def recorded(self, position: int) -> Entry | None:
+        return next((e for e in self.steps if e.position == position), None)
 
-    def recorded(self, position: int) -> dict | None:
-        return next((e for e in self.steps if e["position"] == position), None)
-
-    def record(self, entry: dict) -> None:
+    def record(self, entry: Entry) -> None:
         """The step's entry (replacing one of its position), and the log written."""
-        self.data["steps"] = [e for e in self.steps if e["position"] != entry["position"]] + [entry]
+        self.steps = [e for e in self.steps if e.position != entry.position] + [entry]
         self.save()
 
     def save(self, **fields: Any) -> None:
         self.data.update(fields)
-        write_atomically(self.path, mask_data(self.data, self.masker))
+        data = {**self.data, "steps": [e.to_json() for e in self.steps]}
+        write_atomically(self.path, mask_data(data, self.masker))
 
-    def from_other_logs(self, key: str, criterion: dict, test: str | None) -> dict | None:
-        """A step of `key` recorded by another bisect, under the same criterion (and test, if any)."""
+    def mine(self, position: int, key: str, criterion: StepCriterion, test: str | None) -> Entry | None:
+        """This log's entry of `position`, when it stands for a build of `key` under `criterion` now (and,
+        when a test decides, was tested by it, or did not build)."""
+        entry = self.recorded(position)
+        if entry is None or not reusable_build(entry, key, criterion):
+            return None
+        return entry if _tested(entry, test) or not entry.build.ok else None
+
+    def _others(self) -> Iterator[Entry]:
         for path in sorted(folder(self.root).glob("*.json"))[:MAX_LOGS_READ]:
-            if path == self.path:
-                continue
-            data = _read(path)
-            for entry in (data or {}).get("steps", []):
-                if entry_ok(entry) and reusable_build(entry, key, criterion) and \
-                        (test is None or (entry.get("test") or {}).get("digest") == test):
-                    return entry
-        return None
+            if path != self.path:
+                yield from entries((_read(path) or {}).get("steps", []))
+
+    def reusable_keys(self, position: int, criterion: StepCriterion, test: str | None) -> frozenset[str]:
+        """The keys a step at `position` could be taken from the logs for: this log's entry of the position
+        and every entry of another bisect, recorded under `criterion` (and, when a test decides, tested by
+        it), not a failure of the machine. A child build given them reports its key and builds nothing."""
+        mine = self.recorded(position)
+        keys = {mine.key} if mine is not None and self.mine(position, mine.key, criterion, test) else set()
+        keys.update(e.key for e in self._others() if reusable_build(e, e.key, criterion) and _tested(e, test))
+        return frozenset(keys)
+
+    def from_other_logs(self, key: str, criterion: StepCriterion, test: str | None) -> Entry | None:
+        """A step of `key` recorded by another bisect, under the same criterion (and test, if any)."""
+        return next((e for e in self._others() if reusable_build(e, key, criterion) and _tested(e, test)), None)
 
 
 def write_atomically(path: Path, data: Any) -> None:
@@ -178,7 +178,7 @@ def write_atomically(path: Path, data: Any) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(data, indent=1, default=str) + "\n")
+            f.write(json.dumps(filtered(data), indent=1, default=str) + "\n")
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

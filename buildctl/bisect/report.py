@@ -19,6 +19,7 @@ from rich.text import Text
 
 from buildctl.bisect.axes import Axis
 from buildctl.bisect.child import Criterion
+from buildctl.bisect.record import failure_json
 from buildctl.bisect.steps import Outcome
 from buildctl.secrets import mask_set
 from buildctl.ui import strip_controls
@@ -45,19 +46,20 @@ def to_dict(outcome: Outcome, *, recipe: str, sets: list[str], axis: Axis, crite
             log_path: str) -> dict[str, Any]:
     found = outcome.answer
     failing = found.last_old if first_good else found.first_new  # the step that fails next to the change
-    entry = outcome.entries.get(failing, {})
-    build = entry.get("build") or {}
-    test = entry.get("test") or {}
-    skipped = [e for e in sorted(outcome.entries.values(), key=lambda e: e["position"]) if e["result"] == "skip"]
+    entry = outcome.entries.get(failing)
+    build = entry.build if entry is not None else None
+    test = entry.test if entry is not None else None
+    ordered = sorted(outcome.entries.values(), key=lambda e: e.position)
+    skipped = [e for e in ordered if e.result == "skip"]
     steps = []
-    for e in sorted(outcome.entries.values(), key=lambda e: e["position"]):
-        b = e.get("build") or {}
-        seconds = (b.get("seconds") or 0) + ((e.get("test") or {}).get("seconds") or 0)
-        steps.append({"position": e["position"], "label": e["label"], "subject": axis.changes[e["position"]].subject,
-                      "result": RESULT[e["result"]], "why": strip_controls(e["why"]), "seconds": round(seconds, 1),
-                      "source": e.get("source", "built"), "key": e.get("key"), "cache": b.get("cache"),
-                      "test_exit": (e.get("test") or {}).get("exit_code")})
-    lines = test.get("tail") if criterion.test and test else build.get("first_error")
+    for e in ordered:
+        seconds = (e.build.seconds or 0) + ((e.test.seconds or 0) if e.test else 0)
+        steps.append({"position": e.position, "label": e.label, "subject": axis.changes[e.position].subject,
+                      "result": RESULT[e.result], "why": strip_controls(e.why), "seconds": round(seconds, 1),
+                      "source": e.source, "key": e.key, "cache": e.build.cache.to_json() if e.build.cache else None,
+                      "test_exit": e.test.exit_code if e.test else None})
+    lines = (test.tail if criterion.test and test else build.first_error if build else ()) or ()
+    bundle = build.bundle if build else None
     return {
         "ok": True, "recipe": recipe, "axis": {"kind": axis.kind, "target": axis.target, "changes": len(axis.changes)},
         "criterion": {"until": criterion.until, "verify": criterion.as_dict()["verify"], "test": criterion.test},
@@ -67,15 +69,17 @@ def to_dict(outcome: Outcome, *, recipe: str, sets: list[str], axis: Axis, crite
         "candidates": [_change(axis, p) for p in found.candidates],
         "last_before": _change(axis, found.last_old),
         "failing_step": {
-            **_change(axis, failing), "failure": build.get("failure"), "diagnosis": build.get("diagnosis"),
-            "first_error": [strip_controls(x) for x in (lines or [])],
-            "test_exit": test.get("exit_code") if test else None,
-            "bundle": build.get("bundle"),
-            "repro": f"invoke repro {shlex.quote(build['bundle'])}" if build.get("bundle") else None,
+            **_change(axis, failing),
+            "failure": failure_json(build.failure) if build and not build.ok and build.failure else None,
+            "diagnosis": build.diagnosis.to_json() if build and build.diagnosis else None,
+            "first_error": [strip_controls(x) for x in lines],
+            "test_exit": test.exit_code if test else None,
+            "bundle": bundle,
+            "repro": f"invoke repro {shlex.quote(bundle)}" if bundle else None,
             "build": _build_command(recipe, sets, list(axis.changes[failing].sets), criterion),
         },
-        "skipped": {"count": len(skipped), "why": dict(Counter(strip_controls(e["why"]) for e in skipped)),
-                    "steps": [{"label": e["label"], "why": strip_controls(e["why"])} for e in skipped]},
+        "skipped": {"count": len(skipped), "why": dict(Counter(strip_controls(e.why) for e in skipped)),
+                    "steps": [{"label": e.label, "why": strip_controls(e.why)} for e in skipped]},
         "built": sum(1 for s in steps if s["source"] == "built"),
         "steps": steps,
         "reference": outcome.reference,

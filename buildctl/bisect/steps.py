@@ -20,21 +20,20 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from buildctl import engine, settings
 from buildctl.bisect import search
 from buildctl.bisect.axes import Axis
 from buildctl.bisect.child import Criterion, build_job, build_record, clip_lines, failure_of
-from buildctl.bisect.log import NOT_REUSED_STEPS, BisectLog, reusable_build, test_digest
+from buildctl.bisect.log import NOT_REUSED_STEPS, BisectLog, test_digest
+from buildctl.bisect.record import Entry, TestRecord
 from buildctl.errors import BuildctlError, InputError
-from buildctl.pipeline import pipeline
+from buildctl.pipeline import child_build
 from buildctl.pipeline.published import test_artifact
-from buildctl.pipeline.stages import BuildOptions
 from buildctl.recipe.schema import Spec
-from buildctl.scaleout.multibuild import follow_child, start_child
-from buildctl.ui import strip_controls
+from buildctl.ui import View, strip_controls
 
 WORD = {search.PASS: "good", search.FAIL: "bad", search.SKIP: "skip"}
 STOP_WAIT_S = 300  # a child stopping after Ctrl-C removes its container; it gets this long
@@ -43,12 +42,22 @@ STOP_WAIT_S = 300  # a child stopping after Ctrl-C removes its container; it get
 @dataclass
 class Running:
     position: int
-    key: str
     engine_url: str
     proc: subprocess.Popen
     started: float
-    stage: str = "starting"
-    tail: list[str] = field(default_factory=list)
+    key: str | None = None  # once the child said it
+
+
+class _StepView(View):
+    """A step's child build as the bisect shows it: a line per step of the build it starts."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        super().__init__()
+        self.say = say
+
+    def _changed(self, name: str) -> None:
+        if self.status.get(name) == "running":
+            self.say(name)
 
 
 @dataclass(frozen=True)
@@ -57,7 +66,7 @@ class Outcome:
 
     answer: search.Answer
     reference: str | None
-    entries: dict[int, dict]
+    entries: dict[int, Entry]
     states: dict[int, str]
     seconds: float
 
@@ -65,11 +74,13 @@ class Outcome:
 @dataclass(frozen=True)
 class StepBuilds:
     """What each step builds: the recipe with its base overrides (a step's change goes on top), the spec
-    of each position, and what the child build is given besides."""
+    of each position (read here only for --test: the child build loads its own), how a child build is
+    started (cli/child_command.py) and what it is given besides."""
 
     recipe: str
     sets: Sequence[str]
     spec_for: Callable[[int], Spec]
+    child: child_build.Child
     no_preflight: bool = False
 
 
@@ -77,13 +88,12 @@ class Bisector:
     """One bisect: its axis, the spec of each position, the log, the engines; `run()` the search."""
 
     def __init__(self, *, builds: StepBuilds, axis: Axis, criterion: Criterion, first_good: bool,
-                 chosen: settings.Settings, opts: BuildOptions, log: BisectLog, say: Callable[[str], None]) -> None:
-        recipe, sets, spec_for, no_preflight = builds.recipe, builds.sets, builds.spec_for, builds.no_preflight
-        self.recipe, self.sets, self.axis, self.spec_for = recipe, list(sets), axis, spec_for
-        self.criterion, self.first_good, self.chosen, self.opts = criterion, first_good, chosen, opts
-        self.log, self.say, self.no_preflight = log, say, no_preflight
+                 chosen: settings.Settings, log: BisectLog, say: Callable[[str], None]) -> None:
+        self.builds, self.axis, self.spec_for = builds, axis, builds.spec_for
+        self.criterion, self.first_good, self.chosen = criterion, first_good, chosen
+        self.log, self.say = log, say
         self.engines = list(chosen.engines) or [""]  # "": DOCKER_HOST's engine, as a build takes it
-        self.entries: dict[int, dict] = {}
+        self.entries: dict[int, Entry] = {}
         self.states: dict[int, str] = {}
         self.reference: str | None = None
         self.running: dict[int, Running] = {}
@@ -102,36 +112,28 @@ class Bisector:
 
     # --- one step -----------------------------------------------------------------------------
 
-    def _key(self, position: int, engine_url: str) -> str:
-        return pipeline.key_of(self.spec_for(position), _with_engine(self.opts, engine_url))
-
-    def _reused(self, position: int, key: str) -> dict | None:
-        """This position's entry from this log or another bisect's, when it holds for `key` now."""
-        criterion = self.criterion.as_dict()
-        mine = self.log.recorded(position)
-        for entry, where in ((mine, "logged"), (None, "found")):
-            if where == "found":
-                entry = self.log.from_other_logs(key, criterion, self.test)
-            if entry is None or not reusable_build(entry, key, criterion):
-                continue
-            if self.criterion.test and entry["build"].get("ok") and (entry.get("test") or {}).get("digest") != self.test:
-                continue  # built, but not tested this way: built again (a no-op) and tested
-            return {**entry, "position": position, "label": self.axis.changes[position].label, "source": where}
-        return None
+    def _reused(self, position: int, key: str) -> Entry | None:
+        """This position's entry from this log or another bisect's, when it holds for `key` now (one built
+        but not tested this way is built again, a no-op, and tested)."""
+        criterion = self.criterion.logged()
+        mine = self.log.mine(position, key, criterion, self.test)
+        if mine is not None:
+            return replace(mine, source="logged")
+        found = self.log.from_other_logs(key, criterion, self.test)
+        if found is None:
+            return None
+        return replace(found, position=position, label=self.axis.changes[position].label, source="found")
 
     def _start(self, position: int, engine_url: str) -> None:
+        """The step's child build: it computes the spec and the key (a dry run), and builds unless the key is
+        one the logs hold a result for."""
         self.pending.add(position)
-        key = self._key(position, engine_url)
-        reused = self._reused(position, key)
-        if reused is not None:
-            self.say(f"{self._where(position)}: {reused['source']} (key {key}), not built again")
-            self.done.put((position, reused))
-            return
-        job = build_job(self.recipe, [*self.sets, *self.axis.changes[position].sets], self.criterion, self.chosen,
-                        engine_url, no_preflight=self.no_preflight)
-        run = Running(position, key, engine_url, start_child(job, own_session=True), time.monotonic())
+        known = self.log.reusable_keys(position, self.criterion.logged(), self.test)
+        job = build_job(self.builds.recipe, [*self.builds.sets, *self.axis.changes[position].sets], self.criterion,
+                        self.chosen, engine_url, no_preflight=self.builds.no_preflight, known_keys=known)
+        run = Running(position, engine_url, child_build.start(self.builds.child, job, own_session=True),
+                      time.monotonic())
         self.running[position] = run
-        self.say(f"{self._where(position)}: building (key {key}{self._on(engine_url)})")
         threading.Thread(target=self._follow, args=(run,), daemon=True).start()
 
     def _on(self, engine_url: str) -> str:
@@ -141,50 +143,63 @@ class Bisector:
         return f"[{position}/{self.n - 1}] {self._label(position)}"
 
     def _follow(self, run: Running) -> None:
-        """The child's stderr (its steps) as it runs, then its JSON; the step's entry goes to the queue."""
+        """The child's events as it runs (its key, its steps), then its result; the step's entry goes to the
+        queue (None: it was stopped)."""
+        where = self._where(run.position)
+        view = _StepView(lambda step: self.say(f"{where}: {step}"))
 
-        def step(name: str) -> None:
-            run.stage = name
-            self.say(f"{self._where(run.position)}: {name}")
+        def on_event(event: child_build.Event) -> None:
+            if isinstance(event, child_build.KeyKnown):
+                run.key = event.key
+                if not event.known:
+                    self.say(f"{where}: building (key {event.key}{self._on(run.engine_url)})")
+            else:
+                child_build.replay(event, view)
 
-        def line(text: str) -> None:
-            run.tail = [*run.tail[-19:], text[:300]]
-
-        payload = follow_child(run.proc, step, line)
-        seconds = round(time.monotonic() - run.started, 1)
-        if run.proc.returncode == 130 or (payload is None and run.proc.returncode < 0):
-            self.done.put((run.position, None))  # interrupted: nothing to record
+        try:
+            result = child_build.follow(run.proc, f"the build of {where}", on_event).result
+        except child_build.ChildStreamError as e:
+            if e.returncode is not None and (e.returncode == 130 or e.returncode < 0):
+                self.done.put((run.position, None))  # interrupted: nothing to record
+                return
+            result = child_build.Result(ok=False, key=run.key, failure=child_build.Failure("buildctl", str(e)))
+        key = result.key or run.key or ""
+        reused = self._reused(run.position, key) if result.known else None
+        if reused is not None:
+            self.say(f"{where}: {reused.source} (key {key}), not built again")
+            self.done.put((run.position, reused))
             return
-        build = build_record(payload, run.proc.returncode, run.tail, seconds)
-        entry = {"position": run.position, "label": self.axis.changes[run.position].label, "key": run.key,
-                 "engine": engine.display_name(run.engine_url or None), "criterion": self.criterion.as_dict(),
-                 "sets": list(self.axis.changes[run.position].sets), "build": build, "test": None,
-                 "result": "skip", "why": "", "source": "built"}
+        if result.known:  # the log changed under it: not expected, and built next time
+            result = child_build.Result(ok=False, key=key, failure=child_build.Failure(
+                "buildctl", f"the logs no longer hold the step of key {key}"))
+        change = self.axis.changes[run.position]
+        entry = Entry(run.position, change.label, key, self.criterion.logged(),
+                      build_record(result, round(time.monotonic() - run.started, 1)),
+                      engine=engine.display_name(run.engine_url or None), sets=tuple(change.sets))
         self.done.put((run.position, entry))
 
-    def _tested(self, entry: dict) -> dict:
+    def _tested(self, entry: Entry) -> Entry:
         """The test against this step's artifact (in the main thread: Ctrl-C removes its container)."""
-        if not self.criterion.test or not entry["build"].get("ok") or entry.get("test"):
+        if not self.criterion.test or not entry.build.ok or entry.test is not None or self.test is None:
             return entry
-        position = entry["position"]
+        position = entry.position
         self.say(f"{self._where(position)}: testing")
         t0 = time.monotonic()
         lines: list[str] = []
         try:
-            res = test_artifact(self.spec_for(position), Path(entry["build"]["artifact"]), self.criterion.test,
+            res = test_artifact(self.spec_for(position), Path(str(entry.build.artifact)), self.criterion.test,
                                on_line=lines.append, cache_dir=self.cache_dir,
                                timeout=self.criterion.test_timeout, engine_url=self.engines[0] or None)
             code, tail = res.exit_code, list(res.tail)
         except BuildctlError as e:  # the runtime image or the wheelhouse: the test never ran
             code, tail = 125, [str(e).splitlines()[0]]
-        return {**entry, "test": {"digest": self.test, "exit_code": code, "tail": clip_lines(tail),
-                                  "seconds": round(time.monotonic() - t0, 1)}}
+        return replace(entry, test=TestRecord(self.test, code, tuple(clip_lines(tail)), round(time.monotonic() - t0, 1)))
 
-    def _judge(self, entry: dict) -> dict:
-        test_exit = (entry.get("test") or {}).get("exit_code")
-        result, why = search.judge(failure_of(entry), reference=self.reference, test_exit=test_exit,
+    def _judge(self, entry: Entry) -> Entry:
+        result, why = search.judge(failure_of(entry), reference=self.reference,
+                                   test_exit=entry.test.exit_code if entry.test else None,
                                    testing=bool(self.criterion.test))
-        return {**entry, "result": result, "why": why}
+        return replace(entry, result=result, why=why)
 
     # --- the search ---------------------------------------------------------------------------
 
@@ -195,23 +210,23 @@ class Bisector:
             free.remove(url)
         return free
 
-    def _wait(self) -> dict | None:
+    def _wait(self) -> Entry:
         position, entry = self.done.get()
         self.running.pop(position, None)
         self.pending.discard(position)
         if entry is None:
             raise KeyboardInterrupt
-        failure = entry["build"].get("failure") or {}
-        if failure.get("step") in NOT_REUSED_STEPS:  # no result at all: the engine or buildctl, not the change
-            raise BuildctlError(f"{self._where(position)}: its build ended without a result ({failure.get('title')}); "
+        failure = entry.failure
+        if failure is not None and failure.step in NOT_REUSED_STEPS:  # no result: the engine or buildctl, not the change
+            raise BuildctlError(f"{self._where(position)}: its build ended without a result ({failure.title}); "
                                 f"the log keeps {len(self.log.steps)} steps; fix: that, then the same command resumes")
         entry = self._judge(self._tested(entry))
-        if entry.get("source") != "logged":
-            self.log.record({k: v for k, v in entry.items() if k != "source"})
+        if entry.source != "logged":
+            self.log.record(entry)
         self.entries[position] = entry
-        took = entry["build"].get("seconds")
-        self.say(f"{self._where(position)}: {WORD[entry['result']]}" + (f" ({entry['why']})" if entry["why"] else "")
-                 + (f", {took:.0f} s" if isinstance(took, (int, float)) and entry.get("source") == "built" else ""))
+        took = entry.build.seconds
+        self.say(f"{self._where(position)}: {WORD[entry.result]}" + (f" ({entry.why})" if entry.why else "")
+                 + (f", {took:.0f} s" if took is not None and entry.source == "built" else ""))
         return entry
 
     def _run_positions(self, positions: list[int]) -> None:
@@ -233,19 +248,19 @@ class Bisector:
         for position in (passing, failing):  # judged on their own: no reference yet
             self.entries[position] = self._judge(self.entries[position])
         passed, failed = self.entries[passing], self.entries[failing]
-        if passed["result"] != search.PASS:
+        if passed.result != search.PASS:
             raise InputError(f"{names[passing]} {self.axis.changes[passing].label} does not pass: "
                              f"{_reason(passed)}; fix: give a {names[passing]} end that passes "
                              f"{self.criterion.describe()}")
-        if failed["result"] != search.FAIL:
-            what = "passes" if failed["result"] == search.PASS else f"cannot say ({failed['why']})"
+        if failed.result != search.FAIL:
+            what = "passes" if failed.result == search.PASS else f"cannot say ({failed.why})"
             raise InputError(f"{names[failing]} {self.axis.changes[failing].label} does not fail: it {what}; fix: give a "
                              f"{names[failing]} end that fails {self.criterion.describe()}")
         f = failure_of(failed)
         self.reference = f.signature if f is not None and not self.criterion.test else None
         for position in (old, new):
             self.entries[position] = self._judge(self.entries[position])
-            self.states[position] = search.position_state(self.entries[position]["result"], first_good=self.first_good)
+            self.states[position] = search.position_state(self.entries[position].result, first_good=self.first_good)
 
     def run(self) -> Outcome:
         t0 = time.monotonic()
@@ -257,7 +272,7 @@ class Bisector:
                 for position in search.next_steps(self.states, self.pending, free):
                     self._start(position, self._free_engines()[0])
                 entry = self._wait()
-                self.states[entry["position"]] = search.position_state(entry["result"], first_good=self.first_good)
+                self.states[entry.position] = search.position_state(entry.result, first_good=self.first_good)
             while self.pending:  # a step started beside the last one: its result is recorded, not needed
                 self._wait()
         except KeyboardInterrupt:
@@ -288,18 +303,13 @@ class Bisector:
                          "container may still run (invoke clean removes it once it stops)")
 
 
-def _reason(entry: dict) -> str:
+def _reason(entry: Entry) -> str:
     """Why an end does not hold, with its first error line when no diagnosis names the cause."""
     f = failure_of(entry)
-    why = entry["why"] or (f.describe() if f else "it passes")
-    first = entry["build"].get("first_error") or (entry.get("test") or {}).get("tail") or []
+    why = entry.why or (f.describe() if f else "it passes")
+    first = entry.build.first_error or (entry.test.tail if entry.test else ())
     if f is not None and not f.diagnosis and first:  # the block starts with context lines: its error line
         line = next((x for x in first if any(w in x.lower() for w in ("error", "fatal", "failed"))), first[0])
         why += f" ({strip_controls(line)[:160]})"
     return why
 
-
-def _with_engine(opts: BuildOptions, engine_url: str) -> BuildOptions:
-    import dataclasses
-
-    return dataclasses.replace(opts, engine_url=engine_url or None)

@@ -84,9 +84,9 @@ def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdow
     from buildctl.bisect.child import Criterion
     from buildctl.bisect.log import BisectLog
     from buildctl.bisect.steps import Bisector, StepBuilds
-    from buildctl.pipeline.stages import BuildOptions
+    from buildctl.cli.child_command import CHILD
     from buildctl.recipe import loader
-    from buildctl.secrets import mask_data, mask_set
+    from buildctl.secrets import filtered, mask_data, mask_set
 
     recipe, sets, axis, values, extension = request.recipe, request.sets, request.axis, request.values, request.extension
     until, test, test_timeout, first_good = request.until, request.test, request.test_timeout, request.first_good
@@ -124,7 +124,6 @@ def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdow
         for position in range(len(chosen_axis.changes)):
             spec_for(position)
     criterion = Criterion(until=until, verify=not settings.no_verify, test=test, test_timeout=test_timeout)
-    opts = BuildOptions(artifacts_root=root)
     # The log's request, and its digest, hold each --set masked: a rotated token resumes the same log.
     request = {"recipe": str(loader.recipe_path(recipe).resolve()), "sets": [mask_set(s, masker) for s in base_sets],
                "axis": kind, "target": chosen_axis.target,
@@ -140,9 +139,9 @@ def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdow
     with log.held(), engine.terminate_as_interrupt():
         for note in log.notes:
             say(note)
-        builds = StepBuilds(recipe, base_sets, spec_for, no_preflight=no_preflight)
+        builds = StepBuilds(recipe, base_sets, spec_for, CHILD, no_preflight=no_preflight)
         bisector = Bisector(builds=builds, axis=chosen_axis, criterion=criterion, first_good=first_good,
-                            chosen=settings, opts=opts, log=log, say=say)
+                            chosen=settings, log=log, say=say)
         try:
             outcome = bisector.run()
         except KeyboardInterrupt:
@@ -158,7 +157,7 @@ def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdow
                           first_good=first_good, log_path=str(log.path))
     data = mask_data(data, masker)
     if markdown:
-        Path(markdown).write_text(report.markdown(data))
+        Path(markdown).write_text(filtered(report.markdown(data), masker))
     if as_json:
         print_json(data)
     else:

@@ -158,19 +158,10 @@ def gate_table(rows):
     return table
 
 
-@command
-def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=False, until=None, targets=None,
-          check_reproducible=False) -> None:
-    from buildctl import engine, ui
-    from buildctl.pipeline import pipeline
-    from buildctl.recipe import preflight
-
-    site = site_options(settings)
-    reads: list = []
-    spec, warnings = load_spec(recipe, sets, base_image=settings.base_image, site=site, preflight=not no_preflight,
-                               reads=reads)
-    # Even with --no-preflight: no file has the all-zero digest, so the fetch could only fail.
-    preflight.refuse_placeholders(spec, source=recipe_source(recipe), image_only=until == "image")
+def build_options(settings: Settings, *, until: str | None = None, targets: tuple[str, ...] = (),
+                  check_reproducible: bool = False) -> stages.BuildOptions:
+    """A build's options from the settings and its own flags, each checked (one line, exit 2, before anything
+    runs); `invoke build` and a child build (cli/child.py) alike."""
     jobs = settings.jobs
     if jobs != "auto":
         try:
@@ -185,20 +176,35 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         raise InputError("--check-reproducible compares two whole wheels; fix: drop --until")
     if until and until not in UNTIL_STEPS:
         raise InputError(f"--until {until}: not a step; fix: --until {'|'.join(UNTIL_STEPS)}")
-    targets = tuple(targets or ())
     if targets and until != "compile":
         raise InputError("--target builds a sample of the compile step; fix: add --until compile")
     for target in targets:
         if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_./+-]*", target) or ".." in target.split("/"):
             raise InputError(f"--target {target!r}: not a ninja output path; fix: a path under build/, "
                              "e.g. caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/Copy.cu.o")
-    view = ui.make_view(as_json)
-    opts = stages.BuildOptions(
+    return stages.BuildOptions(
         jobs=jobs, verify=not settings.no_verify, keep_container=settings.keep_container,
         memory=settings.memory, cpuset=settings.cpuset, dist_local_jobs=dist_local_jobs,
         artifacts_root=settings.artifacts,
         until=until or None, targets=targets, engine_url=settings.engines[0] if settings.engines else None,
     )
+
+
+@command
+def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=False, until=None, targets=None,
+          check_reproducible=False) -> None:
+    from buildctl import engine, ui
+    from buildctl.pipeline import pipeline
+    from buildctl.recipe import preflight
+
+    site = site_options(settings)
+    reads: list = []
+    spec, warnings = load_spec(recipe, sets, base_image=settings.base_image, site=site, preflight=not no_preflight,
+                               reads=reads)
+    # Even with --no-preflight: no file has the all-zero digest, so the fetch could only fail.
+    preflight.refuse_placeholders(spec, source=recipe_source(recipe), image_only=until == "image")
+    opts = build_options(settings, until=until, targets=tuple(targets or ()), check_reproducible=check_reproducible)
+    view = ui.make_view(as_json)
     result = error = reproducibility = None
     try:
         with engine.terminate_as_interrupt():
@@ -311,6 +317,7 @@ def build_several(recipes: list[str], labels: list[str], sets, *, settings: Sett
                   as_json: bool, one_build_options: bool) -> None:
     """`invoke build` with several --recipe, a --label or several --engine (scaleout.multibuild);
     `one_build_options`: --until, --target or --check-reproducible was given (refused here)."""
+    from buildctl.cli.child_command import CHILD
     from buildctl.scaleout.multibuild import print_outcomes, run, select
 
     if one_build_options:
@@ -327,7 +334,8 @@ def build_several(recipes: list[str], labels: list[str], sets, *, settings: Sett
             raise InputError(f"--recipe {arg}: {spec.name} is selected twice; fix: name each recipe once")
         names.add(spec.name)
         specs.append((arg, spec))
-    outcomes = run(specs, list(sets or []), settings, as_json=as_json, no_preflight=no_preflight)
+    outcomes = run(specs, list(sets or []), settings, child=CHILD, as_json=as_json,
+                   no_preflight=no_preflight)
     print_outcomes(outcomes, as_json=as_json, out=out)
     failed = [o for o in outcomes if not o.ok]
     if failed:

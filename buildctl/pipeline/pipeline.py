@@ -228,15 +228,6 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                        prepared.inputs, rendered.reads, published.stored)
 
 
-def key_of(spec: Spec, opts: BuildOptions) -> str:
-    """The artifact key a build of `spec` has now: its fetch step (the render, the base image's id, the
-    key) and nothing built (`invoke bisect` reuses a step it recorded only for the same key)."""
-    ctx = Run.of(spec, opts, BuildLog(), engine.EngineConnection.open(opts.engine_url))
-    prepared = prepare.prepare(ctx, prepare.render_files(ctx))
-    shutil.rmtree(prepared.context_dir, ignore_errors=True)
-    return prepared.key
-
-
 def _key_lock(ctx: Run, key: str, *, shared: bool = False):
     """One build of a key at a time (or, shared, builds reading its artifact); the wait is at most the
     recipe's build.timeout + LOCK_SLACK_S."""

@@ -2,13 +2,14 @@
 (`--engine URL`, repeatable, or BUILDCTL_ENGINES).
 
 Every recipe is loaded and checked before anything starts. Each engine answers with its cores and
-memory (`docker info`); `fanout.plan` says which engine builds what. Each build is a process of its own
-(`python -m buildctl.cli.child`): its own signal handling, key lock, clean-up and repro bundle, exactly as
-`invoke build --recipe R --engine E --json` on its own. Its job, the recipe, the --set values, this
-command's Settings with its one engine, comes on its stdin: nothing on its command line (readable in
-/proc), nothing written back into its environment, which it inherits as this command was given it and
-from which it reads no setting (a lowercase buildctl_engines there once sent each child down this
-multi-engine path again, without end). The engines run side by
+memory (`docker info`); `plan.plan` says which engine builds what. Each build is a process of its own
+(pipeline/child_build.py, started as the command says: `python -m buildctl.cli.child`): its own signal
+handling, key lock, clean-up and repro bundle, as `invoke build --recipe R --engine E` on its own. Its
+job, the recipe, the --set values, this command's Settings with its one engine, comes on its stdin:
+nothing on its command line (readable in /proc), nothing written back into its environment, which it
+inherits as this command was given it and from which it reads no setting (a lowercase buildctl_engines
+there once sent each child down this multi-engine path again, without end). Its steps and result come
+back as events, never as display text. The engines run side by
 side, each its queue one after the other; a failure on one engine stops nothing else. The artifacts
 all land in the one local store. A CUDA recipe built where no GPU is is verified afterwards on an
 engine with the NVIDIA runtime, when the list has one.
@@ -16,12 +17,10 @@ engine with the NVIDIA runtime, when the list has one.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import dataclasses
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,11 +31,12 @@ from rich.text import Text
 
 from buildctl import engine, settings
 from buildctl.errors import BuildctlError, EngineError, InputError
+from buildctl.pipeline import child_build
 from buildctl.recipe.schema import Spec
 from buildctl.scaleout import plan
 from buildctl.store import artifacts
 from buildctl.store.manifest import Manifest
-from buildctl.ui import print_json, strip_controls, warning_console
+from buildctl.ui import View, print_json, strip_controls, warning_console
 
 
 @dataclass
@@ -84,44 +84,16 @@ def last_manifest(root: Path, recipe: str) -> Manifest | None:
         return None
 
 
-CHILD = [sys.executable, "-m", "buildctl.cli.child"]  # the whole command line of a child: its job is on stdin
+@dataclass(frozen=True)
+class Fleet:
+    """What every child of one multi-recipe build is given: the --set values, the engines by name, this
+    command's settings, --no-preflight, and how a child is started (cli/child_command.py)."""
 
-
-def start_child(job: dict, *, own_session: bool = False) -> subprocess.Popen:
-    """A child build with `job` on its stdin (own_session: in a session of its own, so that a terminal's
-    Ctrl-C reaches only the parent, which stops it)."""
-    proc = subprocess.Popen(CHILD, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
-                            start_new_session=own_session)
-    assert proc.stdin is not None
-    try:
-        proc.stdin.write(json.dumps(job))
-        proc.stdin.close()
-    except OSError:  # a child that ended at once: its stderr says why
-        pass
-    return proc
-
-
-def follow_child(proc: subprocess.Popen, on_step: Callable[[str], None], on_line: Callable[[str], None]) -> dict | None:
-    """A running child's stderr, without terminal controls, as it comes: the name of each step it starts
-    ("[configure] ...") to on_step, every other non-blank line to on_line; then, once it ended, its JSON
-    (stdout) when that is an object, else None."""
-    assert proc.stdout is not None and proc.stderr is not None
-    stdout_chunks: list[str] = []
-    reader = threading.Thread(target=lambda: stdout_chunks.append(proc.stdout.read()), daemon=True)
-    reader.start()
-    for line in proc.stderr:
-        line = strip_controls(line.rstrip("\n"))
-        if line.startswith("[") and line.endswith("] ..."):
-            on_step(line[1:-5])
-        elif line.strip():
-            on_line(line)
-    proc.wait()
-    reader.join()
-    try:
-        payload = json.loads("".join(stdout_chunks) or "null")
-    except ValueError:
-        return None
-    return payload if isinstance(payload, dict) else None
+    sets: tuple[str, ...]
+    urls: dict[str, str]
+    chosen: settings.Settings
+    child: child_build.Child
+    no_preflight: bool = False
 
 
 def verification_engine(placement: plan.Placement, chosen: settings.Settings) -> str | None:
@@ -129,64 +101,66 @@ def verification_engine(placement: plan.Placement, chosen: settings.Settings) ->
     return None if chosen.no_verify else placement.verify_on
 
 
-def child_jobs(placement: plan.Placement, recipe: str, sets: list[str], urls: dict[str, str],
-               chosen: settings.Settings, no_preflight: bool = False) -> tuple[dict, dict | None]:
-    """The child build's job, and the verification's on another engine (None: the build verifies itself,
-    or nothing is verified: --no-verify). A job: the recipe, --set values, this command's Settings with
-    the engine it runs on (its only one), as JSON."""
-    where = verification_engine(placement, chosen)
-    elsewhere = where not in (None, placement.engine)
-    build = child_job("build", recipe, sets, chosen, urls[placement.engine], no_preflight=no_preflight,
-                      **({"no_verify": True} if elsewhere else {}))
-    return build, (child_job("verify", recipe, sets, chosen, urls[where], no_preflight=no_preflight)
-                   if elsewhere else None)
+def build_job(placement: plan.Placement, recipe: str, fleet: Fleet) -> child_build.Job:
+    """The placement's child build: verified where it is built, unless its verification goes to another
+    engine (or nowhere: --no-verify)."""
+    where = verification_engine(placement, fleet.chosen)
+    return child_build.job_for("build", recipe, fleet.sets, fleet.chosen, fleet.urls[placement.engine],
+                               verify=where == placement.engine, no_preflight=fleet.no_preflight)
 
 
-def child_job(task: str, recipe: str, sets: Sequence[str], chosen: settings.Settings, engine_url: str, *, no_preflight: bool = False,
-              **changes) -> dict:
-    """One child's job (buildctl.cli.child reads it on stdin): the recipe, --set values, this command's
-    Settings with `changes` and the one engine the child runs on (never the several-engines path again)."""
-    own = chosen.model_copy(update={"engines": (engine_url,) if engine_url else (), **changes})
-    return {"task": task, "recipe": recipe, "sets": list(sets), "engine": engine_url, "no_preflight": no_preflight,
-            "settings": own.model_dump(mode="json")}
+class _OutcomeView(View):
+    """A child's steps and last log lines, shown in its row of the table."""
+
+    def __init__(self, outcome: Outcome, changed: Callable[[], None]) -> None:
+        super().__init__()
+        self.outcome, self.changed = outcome, changed
+
+    def _changed(self, name: str) -> None:
+        if self.status.get(name) == "running":
+            self.outcome.step = name
+            self.changed()
+
+    def line(self, text: str) -> None:
+        self.outcome.log_tail = [*self.outcome.log_tail[-4:], strip_controls(text)[:300]]
 
 
-def run_one(placement: plan.Placement, recipe: str, sets: list[str], urls: dict[str, str],
-            chosen: settings.Settings, outcome: Outcome, changed: Callable[[], None], no_preflight: bool = False) -> None:
+def _child(job: child_build.Job, fleet: Fleet, outcome: Outcome, changed: Callable[[], None]) -> child_build.Result:
+    """One child run with `job`; its events move `outcome`; its result (a stream that does not read: a
+    failure of buildctl's, with the reason)."""
+    view = _OutcomeView(outcome, changed)
+    name = f"{fleet.child.name} of {outcome.recipe} on {outcome.engine}"
+    try:
+        return child_build.follow(child_build.start(fleet.child, job), name,
+                                  lambda event: child_build.replay(event, view)).result
+    except child_build.ChildStreamError as e:
+        return child_build.Result(ok=False, failure=child_build.Failure("buildctl", str(e)))
+
+
+def run_one(placement: plan.Placement, recipe: str, fleet: Fleet, outcome: Outcome, changed: Callable[[], None]) -> None:
     """The placement's build (and, elsewhere, its verification) as child processes; fills `outcome`."""
-    build_job, verify_job = child_jobs(placement, recipe, sets, urls, chosen, no_preflight)
     outcome.started = time.monotonic()
-    payload = _child(build_job, outcome, changed)
-    if payload is not None and payload.get("ok") and verify_job is not None:
-        outcome.step = f"verify on {placement.verify_on}"
+    result = _child(build_job(placement, recipe, fleet), fleet, outcome, changed)
+    where = verification_engine(placement, fleet.chosen)
+    if result.ok and where not in (None, placement.engine):
+        outcome.step = f"verify on {where}"
         changed()
-        verified = _child(verify_job, outcome, changed)
-        if verified is None or not verified.get("ok", verified.get("passed", False)):
-            payload = {**payload, "ok": False,
-                       "error": (verified or {}).get("error") or f"verification on {placement.verify_on} failed"}
+        job = child_build.job_for("verify", recipe, fleet.sets, fleet.chosen, fleet.urls[where],
+                                  artifact=result.artifact, no_preflight=True)
+        verified = _child(job, fleet, outcome, changed)
+        if not verified.ok:
+            error = verified.failure.error if verified.failure else f"verification on {where} failed"
+            result = dataclasses.replace(result, ok=False, failure=child_build.Failure("verify", error))
     outcome.seconds = round(time.monotonic() - outcome.started, 1)
-    payload = payload or {}
-    outcome.ok = bool(payload.get("ok"))
-    outcome.key, outcome.artifact = payload.get("key"), payload.get("artifact")
-    outcome.bundle = payload.get("bundle")
-    if not outcome.ok:
-        outcome.error = payload.get("error") or (outcome.log_tail[-1] if outcome.log_tail else "failed")
+    outcome.ok = result.ok
+    outcome.key, outcome.artifact = result.key, result.artifact
+    if result.failure is not None:
+        outcome.bundle = result.failure.bundle
+        outcome.error = result.failure.error
+    elif not outcome.ok:
+        outcome.error = outcome.log_tail[-1] if outcome.log_tail else "failed"
     outcome.step = "done" if outcome.ok else "failed"
     changed()
-
-
-def _child(job: dict, outcome: Outcome, changed: Callable[[], None]) -> dict | None:
-    """Run one child with `job`; its steps and last lines move `outcome`; its JSON is the result."""
-
-    def step(name: str) -> None:
-        outcome.step = name
-        changed()
-
-    def line(text: str) -> None:
-        outcome.log_tail = [*outcome.log_tail[-4:], text[:300]]
-        changed()
-
-    return follow_child(start_child(job), step, line)
 
 
 def table(outcomes: list[Outcome]) -> Table:
@@ -200,9 +174,10 @@ def table(outcomes: list[Outcome]) -> Table:
     return t
 
 
-def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Settings, *, as_json: bool,
-        no_preflight: bool = False) -> list[Outcome]:
-    """Build `specs` ((recipe argument, spec) pairs) over the chosen engines; the outcomes, in plan order."""
+def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Settings, *, child: child_build.Child,
+        as_json: bool, no_preflight: bool = False) -> list[Outcome]:
+    """Build `specs` ((recipe argument, spec) pairs) over the chosen engines, each a child process started
+    as `child` says; the outcomes, in plan order."""
     urls_given = list(chosen.engines) or [settings.docker_host()]
     capacities, urls = [], {}
     err = warning_console()
@@ -223,6 +198,7 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
                        spec.build.type)
             for _, spec in specs]
     placements = plan.plan(work, capacities)
+    fleet = Fleet(tuple(sets), urls, chosen, child, no_preflight)
     outcomes = {p.job.recipe: Outcome(p.job.recipe, p.engine, verification_engine(p, chosen)) for p in placements}
     ordered = [outcomes[p.job.recipe] for p in placements]
     lock = threading.Lock()
@@ -243,7 +219,7 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
     def engine_queue(queue: list[plan.Placement]) -> None:
         for p in queue:
             arg, _ = by_name[p.job.recipe]
-            run_one(p, arg, sets, urls, chosen, outcomes[p.job.recipe], changed, no_preflight)
+            run_one(p, arg, fleet, outcomes[p.job.recipe], changed)
 
     threads = [threading.Thread(target=engine_queue, args=(q,), daemon=True)
                for q in plan.per_engine(placements).values()]

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,11 @@ from rich.console import Console
 from buildctl import recipe, settings
 from buildctl.bisect import axes, child, log, report, search
 from buildctl.bisect.gitrepo import History, parse_log
+from buildctl.bisect.record import BuildRecord, CacheFigures, Entry, StepCriterion
 from buildctl.bisect.steps import Outcome
+from buildctl.cli.child_command import CHILD
 from buildctl.errors import InputError
-from buildctl.scaleout import multibuild
+from buildctl.pipeline import child_build as cb
 
 # --- the search ----------------------------------------------------------------------------------
 
@@ -295,11 +298,10 @@ def test_parse_axis_and_values():
 # --- the log -------------------------------------------------------------------------------------
 
 
-def entry(position: int, key: str, *, ok: bool = True, step: str = "compile", diagnosis=None, until="compile") -> dict:
-    failure = None if ok else {"step": step, "diagnosis": diagnosis, "title": None}
-    return {"position": position, "label": f"p{position}", "key": key, "criterion": {"until": until, "verify": False},
-            "build": {"ok": ok, "failure": failure, "first_error": [], "seconds": 1.0}, "test": None,
-            "result": "pass" if ok else "fail", "why": ""}
+def entry(position: int, key: str, *, ok: bool = True, step: str = "compile", diagnosis=None, until="compile") -> Entry:
+    failure = None if ok else search.Failure(step, diagnosis)
+    return Entry(position, f"p{position}", key, StepCriterion(until, False), BuildRecord(ok, 1.0, failure=failure),
+                 result="pass" if ok else "fail")
 
 
 def test_the_log_is_written_whole_and_read_back_on_resume(tmp_path):
@@ -310,9 +312,32 @@ def test_the_log_is_written_whole_and_read_back_on_resume(tmp_path):
         first.record(entry(0, "k0b"))  # a position recorded again replaces its entry
     assert not list(log.folder(tmp_path).glob(".*.json.*"))  # no temporary file left
     with log.BisectLog(tmp_path, request).held() as again:
-        assert again.recorded(0)["key"] == "k0b" and again.recorded(16)["build"]["ok"] is False
+        assert again.recorded(0).key == "k0b" and again.recorded(16).build.ok is False
+        assert again.recorded(16) == entry(16, "k16", ok=False)  # read back as written
         assert again.recorded(5) is None
     assert log.BisectLog(tmp_path, {"recipe": "other"}).digest != again.digest
+
+
+def test_an_entry_as_logs_before_the_records_wrote_it_reads_and_writes_back_the_same():
+    """The JSON of a log entry is the shape version 1 always had: a log of an earlier bisect reads as it is."""
+    written = {"position": 3, "label": "0003-sub.patch", "key": "4f2a", "engine": "local",
+               "criterion": {"until": "compile", "verify": False}, "sets": ["framework.patches=..."],
+               "build": {"ok": False, "seconds": 61.5, "cached": False, "artifact": None, "out_dir": None, "cache": None,
+                         "failure": {"step": "compile", "diagnosis": "oom", "title": "Out of memory"},
+                         "error": "build failed in step compile", "bundle": "/f/b", "first_error": ["killed"],
+                         "diagnosis": {"id": "oom", "title": "Out of memory", "cause": "c", "fix": "f"}},
+               "test": {"digest": "d1", "exit_code": 1, "tail": ["x"], "seconds": 2.0}, "result": "fail", "why": "w"}
+    entry = Entry.from_json(written)
+    assert entry.build.failure == search.Failure("compile", "oom", "Out of memory") and entry.test.exit_code == 1
+    assert entry.to_json() == written
+
+
+@pytest.mark.parametrize("change", [{"result": "maybe"}, {"position": True}, {"build": {"ok": "yes"}},
+                                    {"test": {"digest": "d", "exit_code": "1"}}, {"key": None}])
+def test_an_entry_of_another_shape_is_refused_in_one_line(change):
+    with pytest.raises(InputError, match="^a bisect log entry") as info:
+        Entry.from_json({**entry(0, "k").to_json(), **change})
+    assert "\n" not in str(info.value)
 
 
 def test_a_bisect_running_holds_its_log(tmp_path):
@@ -330,10 +355,10 @@ def test_a_log_that_does_not_read_is_passed_over_in_one_note(tmp_path):
     bad.path.write_text("{not json")
     with log.BisectLog(tmp_path, request).held() as fresh:
         assert fresh.steps == [] and "does not read; starting over" in fresh.notes[0]
-    data = {"version": 1, "digest": bad.digest, "steps": [entry(0, "k"), {"position": "x"}, 7]}
+    data = {"version": 1, "digest": bad.digest, "steps": [entry(0, "k").to_json(), {"position": "x"}, 7]}
     bad.path.write_text(json.dumps(data))
     with log.BisectLog(tmp_path, request).held() as partly:
-        assert [e["key"] for e in partly.steps] == ["k"] and "2 entries" in partly.notes[0]
+        assert [e.key for e in partly.steps] == ["k"] and "2 entries" in partly.notes[0]
 
 
 def test_another_bisects_step_is_reused_for_the_same_key_and_criterion_but_not_a_network_failure(tmp_path):
@@ -342,66 +367,63 @@ def test_another_bisects_step_is_reused_for_the_same_key_and_criterion_but_not_a
         a.record(entry(4, "net", ok=False, step="fetch", diagnosis="network"))
         a.record(entry(5, "lost", ok=False, step="buildctl"))
     with log.BisectLog(tmp_path, {"recipe": "b"}).held() as b:
-        criterion = {"until": "compile", "verify": False}
-        assert b.from_other_logs("same", criterion, None)["label"] == "p3"
-        assert b.from_other_logs("same", {"until": None, "verify": True}, None) is None  # another criterion
+        criterion = StepCriterion("compile", False)
+        assert b.from_other_logs("same", criterion, None).label == "p3"
+        assert b.from_other_logs("same", StepCriterion(None, True), None) is None  # another criterion
+        assert b.reusable_keys(3, criterion, None) == {"same"}  # a child given them builds none of them
         assert b.from_other_logs("net", criterion, None) is None  # the machine's failure: built again
         assert b.from_other_logs("lost", criterion, None) is None  # no result at all (the engine went away)
         assert b.from_other_logs("other", criterion, None) is None
 
 
-# --- a child build's JSON --------------------------------------------------------------------------
+# --- a child build's result ------------------------------------------------------------------------
 
 
-def test_a_failed_child_build_is_read_from_its_bundle(tmp_path):
-    bundle = tmp_path / "failures" / "demo-cpu-1"
-    bundle.mkdir(parents=True)
-    (bundle / "bundle.json").write_text(json.dumps({"step": "compile", "first_error": ["\x1b[31merror: x\x1b[0m"]}))
-    payload = {"ok": False, "error": "build of demo-cpu failed in step compile (exit 1)", "bundle": str(bundle),
-               "diagnosis": None}
-    record = child.build_record(payload, 1, [], 12.5)
-    assert record["failure"] == {"step": "compile", "diagnosis": None, "title": None}
-    assert record["first_error"] == ["error: x"] and record["seconds"] == 12.5
-    assert child.failure_of({"build": record}).signature == "compile:unknown"
+def test_a_failed_child_build_is_recorded_with_its_step_and_first_error_lines():
+    failure = cb.Failure("compile", "build of demo-cpu failed in step compile (exit 1)", None,
+                         "/art/failures/demo-cpu-1", ("\x1b[31merror: x\x1b[0m",))
+    record = child.build_record(cb.Result(ok=False, key="k", failure=failure), 12.5)
+    assert record.failure == search.Failure("compile") and record.bundle == "/art/failures/demo-cpu-1"
+    assert record.first_error == ("error: x",) and record.seconds == 12.5
+    logged = Entry(0, "a", "k", StepCriterion(), record)
+    assert child.failure_of(logged).signature == "compile:unknown"
 
 
 def test_a_verification_that_fails_is_a_failure_of_its_checks():
-    payload = {"ok": False, "error": "verification failed", "bundle": None, "diagnosis": None,
-               "verification": {"checks": [{"name": "arch", "ok": False, "detail": "sm_90 missing"},
-                                           {"name": "cuda", "ok": True}]}}
-    record = child.build_record(payload, 1, [], 3.0)
-    assert record["failure"]["step"] == "verify" and record["failure"]["diagnosis"] == "checks:arch"
-    assert record["first_error"] == ["sm_90 missing"]
+    failure = cb.Failure("verify", "verification failed", cb.Diagnosis("checks:arch", "verification: arch"),
+                         first_error=("sm_90 missing",))
+    record = child.build_record(cb.Result(ok=False, failure=failure), 3.0)
+    assert record.failure == search.Failure("verify", "checks:arch", "verification: arch")
+    assert record.first_error == ("sm_90 missing",)
 
 
-def test_a_child_that_printed_no_json_is_a_failure_named_by_its_last_line():
-    record = child.build_record(None, 2, ["warning: x", "error: --set build.type: nope"], 1.0)
-    assert record["failure"] == {"step": "refused", "diagnosis": None, "title": "--set build.type: nope"}
+def test_a_child_without_a_build_is_a_failure_named_by_its_error():
+    record = child.build_record(cb.Result(ok=False, failure=cb.Failure("refused", "error: --set build.type: nope")), 1.0)
+    assert record.failure == search.Failure("refused", None, "--set build.type: nope")
 
 
-def test_a_published_or_partial_build_brings_its_cache_figures(tmp_path):
-    published = {"ok": True, "artifact": "/a", "manifest": {"compile_cache": {"hits": 30, "misses": 2}}}
-    assert child.build_record(published, 0, [], 1.0)["cache"] == {"hits": 30, "misses": 2}
-    (tmp_path / "cache-stats.txt").write_text("direct_cache_hit\t20\npreprocessed_cache_hit\t1\ncache_miss\t3\n")
-    assert child.build_record({"ok": True, "out_dir": str(tmp_path)}, 0, [], 1.0)["cache"] == {"hits": 21, "misses": 3}
+def test_a_published_or_partial_build_brings_its_cache_figures():
+    published = cb.Result(ok=True, artifact="/a", compile_cache={"hits": 30, "misses": 2})
+    assert child.build_record(published, 1.0).cache == CacheFigures(30, 2)
 
 
 def test_a_step_build_is_a_child_whose_job_comes_on_stdin():
-    """A step's build: the same child process a multi-recipe build starts (python -m buildctl.cli.child),
-    its --set values and settings (a cache URL's password among them) in the job on its stdin, never on
-    its command line (readable in /proc) nor in its environment."""
+    """A step's build: the same child process a multi-recipe build starts, its --set values and settings (a
+    cache URL's password among them) in the job on its stdin, never on its command line (readable in /proc)
+    nor in its environment."""
     secret = "redis://:s3cret-pw@cache.example:6379/0"
     chosen = settings.Settings(cache_url=secret, engines=("unix:///a.sock", "unix:///b.sock"))
     job = child.build_job("demo-cpu", ["a=1", "framework.source.ref=abc"], child.Criterion(until="compile"),
-                          chosen, "unix:///b.sock", no_preflight=True)
-    assert multibuild.CHILD == [sys.executable, "-m", "buildctl.cli.child"]
-    assert job["task"] == "build" and job["recipe"] == "demo-cpu" and job["until"] == "compile"
-    assert job["sets"] == ["a=1", "framework.source.ref=abc"] and job["no_preflight"] is True
-    assert job["settings"]["engines"] == ["unix:///b.sock"]  # its one engine: never the several-engines path
-    assert job["settings"]["cache_url"] == secret and not job["settings"]["no_verify"]
-    assert child.build_job("r", [], child.Criterion(test="true"), chosen, "")["settings"]["no_verify"] is True
-    assert child.build_job("r", [], child.Criterion(), chosen, "")["settings"]["no_verify"] is False
-    assert child.build_job("r", [], child.Criterion(), chosen, "")["settings"]["engines"] == []
+                          chosen, "unix:///b.sock", no_preflight=True, known_keys=frozenset({"k1"}))
+    assert CHILD.command == (sys.executable, "-m", "buildctl.cli.child")
+    assert job.task == "build" and job.recipe == "demo-cpu" and job.until == "compile"
+    assert job.sets == ("a=1", "framework.source.ref=abc") and job.no_preflight is True
+    assert job.known_keys == {"k1"} and job.to_json()["known_keys"] == ["k1"]
+    assert job.settings.engines == ("unix:///b.sock",)  # its one engine: never the several-engines path
+    assert job.settings.cache_url == secret and job.verify
+    assert child.build_job("r", [], child.Criterion(test="true"), chosen, "").verify is False
+    assert child.build_job("r", [], child.Criterion(), chosen, "").verify is True
+    assert child.build_job("r", [], child.Criterion(), chosen, "").settings.engines == ()
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -410,15 +432,14 @@ def test_a_step_build_is_a_child_whose_job_comes_on_stdin():
 def outcome_for(axis: axes.Axis, states: dict[int, str], first_new: int, skipped=()) -> Outcome:
     entries = {}
     for position, result in states.items():
-        failure = {"step": "configure" if result == "skip" else "compile", "diagnosis": None, "title": None}
-        entries[position] = {
-            "position": position, "label": axis.changes[position].label, "key": f"k{position}", "result": result,
-            "why": "fails in configure, not as the failing end (compile)"
-            if result == "skip" else "", "source": "built" if position != 0 else "logged",
-            "build": {"ok": result == "pass", "failure": None if result == "pass" else failure, "seconds": 61.0,
-                      "first_error": ["csrc/ops/sub.cpp:20: error: 'x' was not declared in this scope"],
-                      "bundle": "/tmp/artifacts/failures/demo-cpu-20260101" if result == "fail" else None,
-                      "cache": {"hits": 31, "misses": 1}}}
+        failure = search.Failure("configure" if result == "skip" else "compile")
+        build = BuildRecord(result == "pass", 61.0, failure=None if result == "pass" else failure,
+                            first_error=("csrc/ops/sub.cpp:20: error: 'x' was not declared in this scope",),
+                            bundle="/tmp/artifacts/failures/demo-cpu-20260101" if result == "fail" else None,
+                            cache=CacheFigures(31, 1))
+        entries[position] = Entry(position, axis.changes[position].label, f"k{position}", StepCriterion(), build,
+                                  result=result, why="fails in configure, not as the failing end (compile)"
+                                  if result == "skip" else "", source="built" if position != 0 else "logged")
     found = search.Answer(first_new - 1 - len(skipped), first_new, tuple(skipped))
     return Outcome(found, "compile:unknown", entries, {}, 300.0)
 
@@ -458,15 +479,16 @@ def test_a_step_that_ends_without_a_result_stops_the_bisect_instead_of_being_ski
     """An engine lost mid-step says nothing of the change: the bisect stops (exit 1), the log kept."""
     from buildctl.bisect.steps import Bisector, StepBuilds
     from buildctl.errors import BuildctlError
-    from buildctl.pipeline.stages import BuildOptions
     from buildctl.settings import Settings
 
     axis = axes.Axis("set", "f", tuple(axes.Change(v, (f"f={v}",)) for v in "abc"))
     with log.BisectLog(tmp_path, {"r": 1}).held() as held:
-        bisector = Bisector(builds=StepBuilds("r", [], lambda i: None), axis=axis, criterion=child.Criterion(),
-                            first_good=False, chosen=Settings(), opts=BuildOptions(), log=held, say=lambda line: None)
-        record = child.build_record(None, 1, ["error: the Docker engine is not running"], 3.0)
-        bisector.done.put((1, {**entry(1, "k"), "build": record, "source": "built"}))
+        bisector = Bisector(builds=StepBuilds("r", [], lambda i: None, CHILD), axis=axis,
+                            criterion=child.Criterion(), first_good=False, chosen=Settings(), log=held,
+                            say=lambda line: None)
+        failure = cb.Failure("buildctl", "error: the Docker engine is not running")
+        record = child.build_record(cb.Result(ok=False, failure=failure), 3.0)
+        bisector.done.put((1, replace(entry(1, "k"), build=record)))
         with pytest.raises(BuildctlError, match=r"\[1/2\] b: its build ended without a result \(the Docker engine is "
                                                 r"not running\); the log keeps 0 steps"):
             bisector._wait()

@@ -21,6 +21,7 @@ from invoke_here import invoke_here
 from buildctl.bisect import axes, report
 from buildctl.bisect.child import Criterion
 from buildctl.bisect.gitrepo import History
+from buildctl.bisect.record import BuildRecord, Entry, StepCriterion
 from buildctl.bisect.search import Answer
 from buildctl.bisect.steps import Outcome
 
@@ -60,8 +61,8 @@ def test_the_report_carries_no_token_in_any_form():
     changes = tuple(axes.Change(label, (f"build.env.MIRROR=https://ci:{token}@h.example/{label}",))
                     for label, token in (("a", TOKENS[1]), ("b", TOKENS[2])))
     axis = axes.Axis("set", "build.env.MIRROR", changes)
-    entries = {i: {"position": i, "label": c.label, "result": r, "why": "", "key": f"k{i}",
-                   "build": {"ok": r == "pass", "seconds": 1.0}} for i, (c, r) in enumerate(zip(changes, ("pass", "fail"), strict=True))}
+    entries = {i: Entry(i, c.label, f"k{i}", StepCriterion(), BuildRecord(r == "pass", 1.0), result=r)
+               for i, (c, r) in enumerate(zip(changes, ("pass", "fail"), strict=True))}
     outcome = Outcome(Answer(0, 1, ()), None, entries, {0: "old", 1: "new"}, 2.0)
     data = report.to_dict(outcome, recipe="demo-cpu", axis=axis, criterion=Criterion(), first_good=False,
                           log_path="l", sets=[f'framework.source={{git: "https://ci:{TOKENS[0]}@git.example/x.git"}}',

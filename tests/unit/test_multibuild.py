@@ -9,31 +9,33 @@ import pytest
 from invoke_here import invoke_here
 
 from buildctl import recipe
+from buildctl.cli.child_command import CHILD
 from buildctl.errors import InputError
+from buildctl.pipeline import child_build
 from buildctl.scaleout import multibuild, plan
 from buildctl.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _job_settings(job: dict) -> Settings:
-    return Settings.model_validate(job["settings"])
+def fleet(urls: dict[str, str], chosen: Settings, sets=()) -> multibuild.Fleet:
+    return multibuild.Fleet(tuple(sets), urls, chosen, CHILD)
 
 
-def test_child_jobs_carry_the_settings_and_their_own_engine(monkeypatch):
+def test_a_child_job_carries_the_settings_and_its_own_engine(monkeypatch):
     monkeypatch.setenv("BUILDCTL_CACHE_URL", "redis://:pw-from-env@cache:6379/0")  # taken into the settings
     chosen = Settings.from_cli(ca_cert=["/etc/ca.pem", "/etc/ca2.pem"], network="host", no_verify=True,
                                engine=["unix:///a.sock", "ssh://builder"], jobs="4")
     placement = plan.plan([plan.Job("demo-cpu", "cpu", 60.0)],
                           [plan.EngineCapacity("ssh://builder", 2, 8 << 30, frozenset({"cpu"}))])[0]
-    build, verify = multibuild.child_jobs(placement, "demo-cpu", ["build.type=Debug"], {"ssh://builder": "ssh://builder"},
-                                          chosen)
-    assert verify is None and (build["task"], build["engine"], build["sets"]) == ("build", "ssh://builder",
-                                                                                  ["build.type=Debug"])
-    child = _job_settings(build)
+    build = multibuild.build_job(placement, "demo-cpu", fleet({"ssh://builder": "ssh://builder"}, chosen,
+                                                              ["build.type=Debug"]))
+    assert (build.task, build.engine_url, build.sets) == ("build", "ssh://builder", ("build.type=Debug",))
+    assert child_build.Job.from_json(json.loads(json.dumps(build.to_json()))) == build
+    child = build.settings
     assert child.engines == ("ssh://builder",)  # a child builds on its one engine
     assert child.ca_certs == ("/etc/ca.pem", "/etc/ca2.pem") and child.network == "host"
-    assert child.no_verify and child.jobs == "4" and child.cache_url == "redis://:pw-from-env@cache:6379/0"
+    assert not build.verify and child.jobs == "4" and child.cache_url == "redis://:pw-from-env@cache:6379/0"
 
 
 def test_a_flag_wins_over_its_variable_in_the_childs_settings(monkeypatch):
@@ -41,8 +43,8 @@ def test_a_flag_wins_over_its_variable_in_the_childs_settings(monkeypatch):
     monkeypatch.setenv("BUILDCTL_ENGINES", "unix:///a.sock ssh://builder")
     placement = plan.plan([plan.Job("demo-cpu", "cpu", 60.0)],
                           [plan.EngineCapacity("local", 2, 8 << 30, frozenset({"cpu"}))])[0]
-    build, _ = multibuild.child_jobs(placement, "demo-cpu", [], {"local": ""}, Settings.from_cli("build", network="host"))
-    assert _job_settings(build).network == "host" and _job_settings(build).engines == ()  # "": DOCKER_HOST's
+    build = multibuild.build_job(placement, "demo-cpu", fleet({"local": ""}, Settings.from_cli("build", network="host")))
+    assert build.settings.network == "host" and build.settings.engines == ()  # "": DOCKER_HOST's
 
 
 def test_outcomes_print_as_json_with_where_each_build_ran(capsys):
@@ -76,17 +78,25 @@ def gpu_placement():
     return placement
 
 
-def test_no_verify_verifies_nowhere_not_even_on_the_gpu_engine(monkeypatch):
+def test_a_gpu_recipe_is_verified_on_the_gpu_engine_and_with_no_verify_nowhere(monkeypatch):
+    """Built on the CPU engine unverified, then the build's own artifact verified on the GPU engine; with
+    --no-verify neither."""
     monkeypatch.delenv("BUILDCTL_NO_VERIFY", raising=False)
     placement = gpu_placement()
     urls = {"ssh://cpu-box": "ssh://cpu-box", "tcp://gpu-box:2376": "tcp://gpu-box:2376"}
-    build, verify = multibuild.child_jobs(placement, "demo-cuda13", [], urls, Settings.from_cli("build"))
-    assert _job_settings(build).no_verify and (verify["task"], verify["engine"]) == ("verify", "tcp://gpu-box:2376")
-    assert _job_settings(verify).engines == ("tcp://gpu-box:2376",)
+    _RecordedChild.calls = []
+    monkeypatch.setattr(child_build.subprocess, "Popen", _RecordedChild)
+    outcome = multibuild.Outcome("demo-cuda13", placement.engine, placement.verify_on)
+    multibuild.run_one(placement, "demo-cuda13", fleet(urls, Settings.from_cli("build")), outcome, lambda: None)
+    build, verify = (child_build.Job.from_json(json.loads(c["stdin"])) for c in _RecordedChild.calls)
+    assert not build.verify and build.engine_url == "ssh://cpu-box"
+    assert (verify.task, verify.engine_url, verify.artifact) == ("verify", "tcp://gpu-box:2376", "/a/demo-cpu/k")
+    assert outcome.ok
     chosen = Settings.from_cli("build", no_verify=True)
-    build, verify = multibuild.child_jobs(placement, "demo-cuda13", [], urls, chosen)
-    assert verify is None  # no verification on the GPU engine
-    assert _job_settings(build).no_verify  # nor in the build
+    _RecordedChild.calls = []
+    multibuild.run_one(placement, "demo-cuda13", fleet(urls, chosen), outcome, lambda: None)
+    [call] = _RecordedChild.calls  # no verification on the GPU engine
+    assert not child_build.Job.from_json(json.loads(call["stdin"])).verify  # nor in the build
     assert multibuild.verification_engine(placement, chosen) is None  # --json's verified_on: null
 
 
@@ -135,8 +145,10 @@ class _RecordedChild:
                 super().close()
 
         self.stdin = Stdin() if stdin is not None and stdin != -3 else None  # -3: subprocess.DEVNULL
-        self.stdout = io.StringIO('{"ok": true, "key": "k", "artifact": "/a/demo-cpu/k"}')
-        self.stderr = io.StringIO("[compile] ...\n")
+        events = [child_build.StepStarted("compile"), child_build.StepFinished("compile", 2.0),
+                  child_build.Result(ok=True, key="k", artifact="/a/demo-cpu/k")]
+        self.stdout = io.StringIO("".join(json.dumps(child_build.to_json(e)) + "\n" for e in events))
+        self.stderr = io.StringIO("")
         self.returncode = 0
 
     def wait(self, timeout=None):
@@ -156,20 +168,20 @@ def test_a_child_build_gets_its_job_on_stdin_never_on_its_command_line_or_in_its
     chosen = Settings.from_cli("build", cache_url=f"redis://:{token}@cache:6379/0", network="host")
     assert chosen.engines == ("unix:///a.sock", "unix:///b.sock")
     _RecordedChild.calls = []
-    monkeypatch.setattr(multibuild.subprocess, "Popen", _RecordedChild)
+    monkeypatch.setattr(child_build.subprocess, "Popen", _RecordedChild)
     placement = plan.plan([plan.Job("demo-cpu", "cpu", 60.0)],
                           [plan.EngineCapacity("unix:///b.sock", 2, 8 << 30, frozenset({"cpu"}))])[0]
     outcome = multibuild.Outcome("demo-cpu", placement.engine, None)
     sets = [f"framework.source.git=https://ci:{token}@git.example/o/demofw.git"]
-    multibuild.run_one(placement, "demo-cpu", sets, {"unix:///b.sock": "unix:///b.sock"}, chosen, outcome,
+    multibuild.run_one(placement, "demo-cpu", fleet({"unix:///b.sock": "unix:///b.sock"}, chosen, sets), outcome,
                        lambda: None)
     assert outcome.ok and outcome.artifact == "/a/demo-cpu/k", outcome
     [call] = _RecordedChild.calls
     assert not any(token in arg or "--set" in arg or "demo-cpu" in arg for arg in call["cmd"]), call["cmd"]
     assert call["env"] == before, {k: v for k, v in call["env"].items() if before.get(k) != v}
-    job = json.loads(call["stdin"])
-    assert (job["recipe"], job["sets"], job["engine"]) == ("demo-cpu", sets, "unix:///b.sock")
-    child = Settings.model_validate(job["settings"])  # the child reads no setting from its environment
+    job = child_build.Job.from_json(json.loads(call["stdin"]))
+    assert (job.recipe, list(job.sets), job.engine_url) == ("demo-cpu", sets, "unix:///b.sock")
+    child = job.settings  # the child reads no setting from its environment
     assert child.engines == ("unix:///b.sock",) and child.network == "host" and child.cache_url == chosen.cache_url
 
 
@@ -178,39 +190,14 @@ def test_the_child_builds_on_its_one_engine_whatever_its_environment_says(tmp_pa
     it builds its recipe on the engine of its job (here one that does not exist: one line naming it),
     never the multi-engine path ("no engine answered", or children of its own)."""
     import subprocess
-    import sys
 
-    job = {"task": "build", "recipe": "demo-cpu", "sets": [], "engine": "unix:///nonexistent/c.sock",
-           "no_preflight": True, "settings": Settings.from_cli("build", engine=["unix:///nonexistent/c.sock"],
-                                                                 no_verify=True).model_dump(mode="json")}
+    chosen = Settings.from_cli("build", engine=["unix:///nonexistent/c.sock"], no_verify=True)
+    job = child_build.Job("build", "demo-cpu", chosen, no_preflight=True, verify=False).to_json()
     env = {**os.environ, "buildctl_engines": "unix:///nonexistent/a.sock unix:///nonexistent/b.sock",
            "BUILDCTL_ARTIFACTS": str(tmp_path / "artifacts"), "BUILDCTL_DEBUG": ""}
     proc = subprocess.run([sys.executable, "-m", "buildctl.cli.child"], input=json.dumps(job), env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
-    assert proc.stderr.splitlines()[-1].startswith("error: the Docker engine is not running: /nonexistent/c.sock"), \
-        proc.stderr
-
-
-FAKE_CHILD = r"""
-import json, sys
-job = json.loads(sys.stdin.read())
-print("[fetch] ...", file=sys.stderr)
-print("", file=sys.stderr)
-print("\x1b[31mcloning\x1b[0m " + job["recipe"], file=sys.stderr)
-print("[compile] ...", file=sys.stderr)
-print(sys.argv[1])
-"""
-
-
-@pytest.mark.parametrize(("stdout", "payload"), [('{"ok": true, "key": "k"}', {"ok": True, "key": "k"}),
-                                                 ("[1, 2]", None), ("Traceback (most recent", None), ("", None)])
-def test_a_childs_steps_lines_and_json_are_read_as_it_runs(monkeypatch, stdout, payload):
-    """One reader for every child build (a multi-recipe build's, a bisect step's): its job on stdin, each step
-    it starts and each other non-blank line as they come, without terminal controls; its JSON object, or None."""
-    monkeypatch.setattr(multibuild, "CHILD", [sys.executable, "-c", FAKE_CHILD, stdout])
-    seen: list[tuple[str, str]] = []
-    proc = multibuild.start_child({"recipe": "demo-cpu"}, own_session=True)
-    got = multibuild.follow_child(proc, lambda s: seen.append(("step", s)), lambda ln: seen.append(("line", ln)))
-    assert got == payload and proc.returncode == 0
-    assert seen == [("step", "fetch"), ("line", "cloning demo-cpu"), ("step", "compile")]
+    *_, result = (child_build.from_json(json.loads(line)) for line in proc.stdout.splitlines())
+    assert result.failure.step == "buildctl", result
+    assert result.failure.error.startswith("the Docker engine is not running: /nonexistent/c.sock"), result
