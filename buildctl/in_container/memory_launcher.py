@@ -165,6 +165,16 @@ def container_limit(root: str = "/") -> int | None:
     return None
 
 
+def oom_kills(root: str = "/") -> int:
+    """How many processes the container's OOM killer has killed (cgroup v2 memory.events, v1 oom_control)."""
+    for rel in ("sys/fs/cgroup/memory.events", "sys/fs/cgroup/memory/memory.oom_control"):
+        for line in _read(os.path.join(root, rel)).splitlines():
+            name, _, value = line.partition(" ")
+            if name == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return 0
+
+
 def budget_bytes(env: dict, root: str = "/") -> int:
     """The bytes the build's units may take together (BUILDCTL_MEM_BUDGET, else the limit less a margin)."""
     given = env.get("BUILDCTL_MEM_BUDGET", "")
@@ -197,7 +207,7 @@ def run(argv: list[str], env: dict, ledger: Ledger | None = None, pause=None) ->
     ledger = ledger or Ledger(Path(env.get("BUILDCTL_MEM_LEDGER", "/tmp/buildctl-memory")))
     pid = os.getpid()
     waited = wait_for_memory(ledger, pid, need, budget, **({"pause": pause} if pause else {}))
-    started = time.monotonic()
+    started, kills_before = time.monotonic(), oom_kills()
     try:
         child = subprocess.Popen(argv)
         while True:
@@ -209,7 +219,8 @@ def run(argv: list[str], env: dict, ledger: Ledger | None = None, pause=None) ->
     finally:
         ledger.finish(pid)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
-    killed = rc == -signal.SIGKILL
+    # gcc reports its cc1plus killed and exits 1; the container's OOM count says memory did it
+    killed = rc == -signal.SIGKILL or (rc != 0 and oom_kills() > kills_before)
     record = {"unit": unit, "peak_bytes": peak, "predicted_bytes": need, "how": how, "wait_s": round(waited, 3),
               "seconds": round(time.monotonic() - started, 3), "budget_bytes": budget}
     if killed:

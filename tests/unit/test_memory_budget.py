@@ -198,3 +198,10 @@ def test_jobs_are_the_cores_and_an_explicit_setting_is_an_upper_bound():
     assert budget.cpuset_size("0-3,6") == 5 and budget.cpuset_size(None) == 0
     assert budget.applies("ccache", False) and budget.applies("none", False)
     assert not budget.applies("sccache", False) and not budget.applies("ccache", True)
+
+
+def test_oom_kills_are_read_from_the_cgroup(tmp_path):
+    (tmp_path / "sys/fs/cgroup").mkdir(parents=True)
+    assert launcher.oom_kills(str(tmp_path)) == 0
+    (tmp_path / "sys/fs/cgroup/memory.events").write_text("low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\n")
+    assert launcher.oom_kills(str(tmp_path)) == 2
