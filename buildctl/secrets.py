@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from buildctl import urls
 
+T = TypeVar("T")
 MASK = urls.MASK
 MIN_SECRET_LEN = urls.MIN_SECRET_LEN
 
@@ -77,6 +78,33 @@ def mask_data(data: Any, masker: Masker | None = None) -> Any:
     if isinstance(data, (list, tuple)):
         return [mask_data(v, masker) for v in data]
     return data
+
+
+# ---------------------------------------------------------------------------------------------- the one rule
+# Every file buildctl writes and every command line it starts goes through one of these two
+# (tests/unit/test_secret_filter.py walks the code for writers and argv that do not).
+
+
+def filtered(content: T, masker: Masker | None = None) -> T:
+    """What a file is given to hold: text, or plain data about to be serialised, with every secret masked (the
+    URL logins and credential parameters by shape, and `masker`'s known values)."""
+    return mask_data(content, masker)
+
+
+def checked_argv(args: Iterable[str], masker: Masker | None = None) -> list[str]:
+    """A command line to start, refused (BuildctlError, the argument not shown) when an argument carries a
+    credential: a URL login, a credential parameter, or one of `masker`'s values. Anything in a process's
+    argv is readable by every user of the machine (/proc/PID/cmdline); credentials go in its environment, a
+    file of mode 0600 outside the artifacts root, or its stdin."""
+    argv = [str(a) for a in args]
+    check = masker or Masker()
+    for i, arg in enumerate(argv):
+        if check(arg) != arg:
+            from buildctl.errors import BuildctlError
+
+            raise BuildctlError(f"internal error: argument {i} of `{argv[0]}` would carry a credential on its command "
+                                "line (not run); fix: report it: credentials go in the environment, a 0600 file or stdin")
+    return argv
 
 
 def _secret_values(values: Iterable[str]) -> tuple[str, ...]:

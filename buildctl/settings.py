@@ -104,6 +104,8 @@ class Settings(BaseModel):
         (), "Docker engine to build on (unix://, tcp://, ssh://); repeatable: the recipes are spread over the "
             "engines by their cores and memory (default: DOCKER_HOST)", group=BUILD, flag="engine")
     no_verify: bool = option(False, "Skip the post-build verification", group=BUILD)
+    offline: bool = option(False, "Ask no git server which commit a ref names: build the commit it was resolved to "
+                           "last time here (said in one line)", group=BUILD)
     keep_container: bool = option(False, "Keep the build container after the compile, for inspection", group=BUILD)
     namespace: str | None = option(
         None, "Only engine objects of this namespace (default: every buildctl object)", group=CLEAN)

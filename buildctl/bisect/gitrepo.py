@@ -21,7 +21,7 @@ from pathlib import Path
 
 from buildctl import settings
 from buildctl.errors import InputError
-from buildctl.secrets import git_config_env, git_login, git_mirror_config
+from buildctl.secrets import checked_argv, git_config_env, git_login, git_mirror_config
 from buildctl.ui import strip_controls
 from buildctl.urls import mask
 
@@ -52,7 +52,7 @@ class History:
         env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0", **self._login_env,
                **git_config_env([*git_mirror_config(self.site), *self._login_config])}
         try:
-            done = subprocess.run(["git", "-C", str(self.path), *args], env=env, capture_output=True, text=True,
+            done = subprocess.run(checked_argv(["git", "-C", str(self.path), *args]), env=env, capture_output=True, text=True,
                                   timeout=timeout, stdin=subprocess.DEVNULL)
         except FileNotFoundError:
             raise InputError("git is not installed on this machine; fix: install git (a bisect over commits reads "

@@ -187,6 +187,7 @@ def build_options(settings: Settings, *, until: str | None = None, targets: tupl
         memory=settings.memory, cpuset=settings.cpuset, dist_local_jobs=dist_local_jobs,
         artifacts_root=settings.artifacts,
         until=until or None, targets=targets, engine_url=settings.engines[0] if settings.engines else None,
+        offline=settings.offline,
     )
 
 
@@ -283,7 +284,7 @@ def dry_run(recipes: list[str], sets, *, settings: Settings, no_preflight=False,
                          "--until, --target and --check-reproducible")
     spec, _ = load_spec(recipes[0] if recipes else "", sets, base_image=settings.base_image, site=site_options(settings),
                         preflight=not no_preflight)
-    opts = stages.BuildOptions(artifacts_root=settings.artifacts,
+    opts = stages.BuildOptions(artifacts_root=settings.artifacts, offline=settings.offline,
                                engine_url=settings.engines[0] if settings.engines else None)
     found = look(spec, opts)
     if as_json:
@@ -301,6 +302,8 @@ def dry_run(recipes: list[str], sets, *, settings: Settings, no_preflight=False,
     elif found.changed:
         table.add_row("why", Text(key_mod.describe(found.changed)))
     table.add_row("base image", Text(found.base_image))
+    for note in found.resolved:
+        table.add_row("resolved", Text(note.removeprefix("buildctl: ")))
     out.print(table)
 
 

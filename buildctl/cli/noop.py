@@ -48,14 +48,34 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight: bool, as_json:
         digest = _request(recipe, sets, settings, no_preflight)
     except Exception:  # noqa: BLE001 - whatever it is, the full path meets it too and says it properly
         return False
-    entry = _still_valid(digest, settings)
+    notes: list[str] = []
+    entry = _still_valid(digest, settings, notes)
     if entry is None:
         return False
+    for note in notes:  # what the resolve step asked: a moving git ref is never answered from the memo alone
+        print(note)
     _print(entry, as_json, t0)
     return True
 
 
-def _still_valid(digest: str, settings: Settings) -> dict | None:
+def _git_refs_hold(entry: dict, settings: Settings, on_note) -> bool:
+    """Whether each git ref the entry's key was taken over still names the commit it did (one git ls-remote
+    each, or the last resolution with --offline); a full sha needs nothing."""
+    from types import SimpleNamespace
+
+    from buildctl.store import git_refs
+
+    pinned = entry.get("git", [])
+    if not isinstance(pinned, list) or not all(isinstance(p, list) and len(p) == 3 for p in pinned):
+        return False
+    if not pinned:
+        return True
+    resolver = git_refs.Resolver(settings.artifacts, SimpleNamespace(git_mirrors=settings.git_mirrors),
+                                 offline=settings.offline, on_note=on_note)
+    return all(resolver.commit(url, ref) == commit for url, ref, commit in pinned)
+
+
+def _still_valid(digest: str, settings: Settings, notes: list[str]) -> dict | None:
     from buildctl.engine.lazy import EngineConnection
     from buildctl.engine.pull import decide
     from buildctl.store import artifacts
@@ -70,6 +90,8 @@ def _still_valid(digest: str, settings: Settings) -> dict | None:
         if not answered or decide(entry["base_image"], entry["pull"], base is not None) != "use":
             return None
         if base.get("Id") != entry["base_image_id"]:
+            return None
+        if not _git_refs_hold(entry, settings, notes.append):
             return None
         # As the full path: held shared while the artifact is read; a build holding it is not waited for here
         with artifacts.key_lock(entry["recipe"], entry["key"], root, timeout=0, shared=True):
@@ -142,6 +164,12 @@ def remember(recipe: str, sets, *, settings: Settings, no_preflight: bool, spec,
     if wheels is None or artifacts.unvouched(artifact) is not None:
         return
     report = artifact / "report.json"
+    from buildctl.store import git_refs
+
+    manifest = result.manifest.to_json()
+    pinned = git_refs.pinned(manifest.get("resolved_recipe") or {})
+    if pinned is None:  # a login in a git URL: the memo keeps none, and cannot ask without it
+        return
     noop_memo.record(settings.artifacts, digest, {
         "recipe": spec.name, "key": result.key, "artifact_dir": str(artifact),
         "render_dir": str(Path("build") / spec.name / result.key),
@@ -151,6 +179,6 @@ def remember(recipe: str, sets, *, settings: Settings, no_preflight: bool, spec,
         "manifest_sha256": noop_memo.file_sha256(artifact / "manifest.json"),
         "report_sha256": noop_memo.file_sha256(report) if result.report is not None else None,
         "warnings": list(shown.warnings), "skipped": list(shown.skipped), "rows": [list(r) for r in shown.rows],
-        "artifact": str(result.artifact), "manifest": result.manifest.to_json(),
+        "artifact": str(result.artifact), "manifest": manifest, "git": pinned,
         "verification": result.report.to_dict() if result.report is not None else None,
     })

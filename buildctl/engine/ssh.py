@@ -12,7 +12,7 @@ import tempfile
 import threading
 
 from buildctl.errors import EngineError, InputError
-from buildctl.secrets import mask_url
+from buildctl.secrets import checked_argv, mask_url
 
 
 class SshBridge:
@@ -79,7 +79,7 @@ class SshBridge:
     def _pipe(self, conn: socket.socket) -> None:
         try:
             proc = subprocess.Popen(
-                self.command,
+                checked_argv(self.command),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

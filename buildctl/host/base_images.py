@@ -34,7 +34,7 @@ from buildctl.host.apt_mirrors import (
     default_mirror,
 )
 from buildctl.recipe.fields import DISTROS
-from buildctl.secrets import mask_url, url_secrets
+from buildctl.secrets import checked_argv, mask_url, url_secrets
 
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 UBUNTU_KEYRING = "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
@@ -117,7 +117,7 @@ def _mounts_under(path: Path) -> list[str]:
 def _remove_rootfs(path: Path) -> None:
     """Unmount what debootstrap left mounted (proc, sys, dev binds) below `path`, then delete it."""
     for mnt in _mounts_under(path):
-        subprocess.run(["umount", "-l", mnt], check=False, capture_output=True)
+        subprocess.run(checked_argv(["umount", "-l", mnt]), check=False, capture_output=True)
     left = _mounts_under(path)
     if left:
         raise BaseImageError(f"cannot unmount {left[0]}; fix: umount it by hand, then rm -rf {path}")
@@ -139,7 +139,7 @@ def _run_streamed(cmd: list[str], on_line: LineSink, what: str) -> None:
     tail: list[str] = []
     env = {**settings.environ(), "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=env
+        checked_argv(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=env
     )
     try:
         assert proc.stdout is not None
@@ -180,7 +180,7 @@ def import_rootfs(
     own = engine.buildctl_labels({**(labels or {}), engine.BASE_IMAGE_LABEL: f"{repo}:{tagpart}"})
     all_changes = [f"LABEL {k}={_quote(v)}" for k, v in own.items()] + list(changes)
     proc = subprocess.Popen(
-        ["tar", "-C", str(rootfs), "--numeric-owner", "--xattrs", "-c", "."],
+        checked_argv(["tar", "-C", str(rootfs), "--numeric-owner", "--xattrs", "-c", "."]),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -26,12 +26,13 @@ class DryRun:
     latest: Path | None  # the recipe's latest artifact, `changed` is relative to it
     changed: list[dict[str, str]]
     base_image: str  # the base image's id, or why the key could not name one
+    resolved: tuple[str, ...] = ()  # what the resolve step asked (a git ref's commit, git ls-remote), one line each
 
     def to_json(self) -> dict:
         return {"recipe": self.recipe, "key": self.key, "up_to_date": self.up_to_date,
                 "artifact": str(self.artifact) if self.artifact else None,
                 "latest": str(self.latest) if self.latest else None, "changed": self.changed,
-                "base_image": self.base_image}
+                "base_image": self.base_image, "resolved": list(self.resolved)}
 
 
 def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
@@ -44,7 +45,7 @@ def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
     here = artifacts.artifact_dir(spec.name, inputs.key, root)
     problem = _why_not_served(here, spec) if (here / "manifest.json").is_file() else None
     up_to_date = (here / "manifest.json").is_file() and problem is None
-    latest, since = changes_since_latest(spec, inputs, root)
+    latest, since = changes_since_latest(run.spec, inputs, root)  # the resolved spec: its commits
     changed: list[dict[str, str]] = []
     if problem is not None:
         changed.append({"kind": "artifact", "name": str(here), "change": problem})
@@ -52,7 +53,8 @@ def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
         changed += since
     return DryRun(spec.name, inputs.key, up_to_date, here if up_to_date else None, latest, changed,
                   base_id if base is not None else f"absent on the engine: {spec.base.image} (the build pulls it "
-                                                    f"by the pull policy, and the key then names its id)")
+                                                    f"by the pull policy, and the key then names its id)",
+                  tuple(run.log.lines))
 
 
 def changes_since_latest(spec: Spec, inputs: key_mod.KeyInputs, root: Path | None) -> tuple[Path | None, list[dict]]:

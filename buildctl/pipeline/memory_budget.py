@@ -26,6 +26,7 @@ from pathlib import Path
 from buildctl.in_container import HERE as IN_CONTAINER
 from buildctl.in_container import memory_predict
 from buildctl.recipe import parallel_jobs
+from buildctl.secrets import filtered
 from buildctl.store import artifacts
 
 CONTAINER_DIR = "/usr/local/lib/buildctl-memory"
@@ -99,7 +100,7 @@ def merge(records: list[dict], who: dict, root: Path | None = None) -> int:
     path = store_path(root)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"schema": 1, "measurements": merged}))
+    tmp.write_text(json.dumps(filtered({"schema": 1, "measurements": merged})))
     tmp.replace(path)
     return len(fresh)
 
@@ -138,7 +139,7 @@ def plan(table_file: Path, who: dict, *, accelerator: str, cuda: bool, cache: st
     """Write this build's prediction table to `table_file` (from the store) and say how the container
     runs the launcher."""
     tab = memory_predict.table(load(root), who["framework"], who["version"], who["build_type"])
-    table_file.write_text(json.dumps(tab))
+    table_file.write_text(json.dumps(filtered(tab)))
     env = {
         "BUILDCTL_MEM_LAUNCHER": LAUNCHER,
         "BUILDCTL_MEM_TABLE": TABLE,

@@ -49,6 +49,7 @@ from buildctl.pipeline.stages import (
     prepare,
 )
 from buildctl.recipe.schema import Spec
+from buildctl.secrets import filtered
 from buildctl.store import artifacts
 from buildctl.store import key as key_mod
 from buildctl.store.manifest import Manifest
@@ -320,8 +321,8 @@ def _image_only(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
     out_dir = ctx.opts.render_root / ".until" / spec.name / key / "image"
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
-    (out_dir / "image.txt").write_text(f"{image_tag(spec.name, key, ctx.namespace)} {built.image_id}\n")
-    (out_dir / "build.log").write_text(ctx.log.text() + "\n")
+    (out_dir / "image.txt").write_text(filtered(f"{image_tag(spec.name, key, ctx.namespace)} {built.image_id}\n"))
+    (out_dir / "build.log").write_text(filtered(ctx.log.text()) + "\n")
     work, _ = volume_names(spec, key, ctx.namespace)
     return PartialResult(spec.name, key, "image", out_dir, work, dict(steps.durations))
 
@@ -341,7 +342,7 @@ def _build_until(ctx: Run, steps: Steps, built: ImageBuilt) -> PartialResult:
     if opts.until != "configure":
         compile_stage.compile(ctx, configured, out_dir)
     steps.finish()
-    (out_dir / "build.log").write_text(ctx.log.text() + "\n")
+    (out_dir / "build.log").write_text(filtered(ctx.log.text()) + "\n")
     work, _ = volume_names(spec, key, ctx.namespace)
     return PartialResult(spec.name, key, opts.until, out_dir, work, dict(steps.durations), configured.gate)
 

@@ -8,6 +8,7 @@ from buildctl.recipe.fields import (
     RESERVED_BUILD_ENV,
     Download,
     EnvName,
+    GitCommit,
     GitRef,
     Model,
     Name,
@@ -25,6 +26,7 @@ class ExtensionSource(Model):
     tarball: Download | None = None
     git: Url | None = None
     ref: GitRef | None = None
+    commit: GitCommit | None = None  # what ref names, resolved before the key (store/git_refs.py)
 
     @model_validator(mode="after")
     def _one_kind(self) -> ExtensionSource:

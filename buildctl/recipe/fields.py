@@ -38,6 +38,9 @@ AbsPath = Annotated[str, matching(r"^/[A-Za-z0-9._/+-]*$",
 # Names and refs end up in shell lines and file names; a conservative alphabet keeps them inert.
 Name = Annotated[str, matching(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$",
                                "use only letters, digits and ._+- (starting with a letter or digit)")]
+# The commit a git ref names, set by buildctl's resolve step before the key (store/git_refs.py); a recipe's
+# value is replaced by what its ref names.
+GitCommit = Annotated[str, matching(r"^[0-9a-f]{40}$", "a full commit sha: 40 lowercase hex digits")]
 GitRef = Annotated[str, matching(r"^[A-Za-z0-9][A-Za-z0-9._/+-]*$",
                                  "use only letters, digits and ._/+- (a tag, branch or commit)")]
 

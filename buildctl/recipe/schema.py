@@ -37,6 +37,7 @@ from buildctl.recipe.fields import (
     Duration,
     EnvName,
     FrameworkVersion,
+    GitCommit,
     GitRef,
     ImageRef,
     Model,
@@ -86,6 +87,7 @@ class Source(Model):
 
     git: Url | None = None
     ref: GitRef | None = None
+    commit: GitCommit | None = None  # what ref names, resolved before the key (store/git_refs.py)
     submodules: StrictBool = True
     path: StrictStr | None = None
     tarball: Download | None = None

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from buildctl.recipe.fields import (
     AbsPath,
     Download,
+    GitCommit,
     GitRef,
     Model,
     Name,
@@ -58,6 +59,7 @@ class Nccl(Model):
     archive: Download | None = None  # install: redist (nccl_<ver>-1+cuda<x>_x86_64.txz)
     git: Url = "https://github.com/NVIDIA/nccl"  # install: source
     ref: GitRef | None = None  # install: source, defaults to v<version>-1
+    commit: GitCommit | None = None  # what ref names, resolved before the key (store/git_refs.py)
 
     @model_validator(mode="after")
     def _install_inputs(self) -> Nccl:

@@ -26,7 +26,7 @@ from buildctl.recipe.fields import DEFAULT_SOURCE_DATE_EPOCH
 from buildctl.recipe.loader import resolved_yaml
 from buildctl.recipe.schema import Spec
 from buildctl.render import portable, providers
-from buildctl.secrets import split_credentials
+from buildctl.secrets import filtered, split_credentials
 from buildctl.settings import REPO_ROOT
 
 TEMPLATES = REPO_ROOT / "templates"
@@ -357,7 +357,7 @@ def write(rendered: Rendered, out_dir: Path, *, staged: dict[str, Path] | None =
         for rel, text in rendered.files.items():
             p = tmp / rel
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text)
+            p.write_text(filtered(text))
             if rel.endswith(".sh"):
                 p.chmod(0o755)
         for rel, src in (staged or {}).items():

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from buildctl import settings
 from buildctl.errors import BuildctlError, InputError
+from buildctl.secrets import filtered
 
 DEFAULT_ARTIFACTS_DIR = Path("artifacts")
 DEFAULT_NAMESPACE = "default"
@@ -352,7 +353,7 @@ def publish(tmp: Path, recipe: str, key: str, root: Path | None = None) -> Path:
 
 def write_json(path: Path, data) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    tmp.write_text(json.dumps(filtered(data), indent=2, sort_keys=False, default=str) + "\n")
     os.replace(tmp, path)
 
 

@@ -59,7 +59,8 @@ def source_digest(spec: Spec) -> str:
     if src.kind == "prebuilt":  # the base image's framework is keyed by the image; a wheel by its digest
         h.update(f"prebuilt {src.prebuilt if isinstance(src.prebuilt, str) else src.prebuilt.sha256}".encode())
     elif src.kind == "git":
-        h.update(f"git {src.git} {src.ref} {src.submodules}".encode())
+        # the commit the ref was resolved to before the key (store/git_refs.py), never the ref's name
+        h.update(f"git {src.git} {src.commit or src.ref} {src.submodules}".encode())
     elif src.kind == "tarball":
         h.update(f"tarball {src.tarball.sha256}".encode())
     else:
@@ -214,9 +215,13 @@ def changed(now: KeyInputs, was: KeyInputs | None, recipe_now: dict, recipe_was:
         if before != after:
             out.append({"kind": "file", "name": name,
                         "change": "added" if before is None else "removed" if after is None else "edited"})
-    fields = [path for path in _differing(_flat(recipe_was), _flat(recipe_now)) if path.split(".")[0] != "site"]
-    out += [{"kind": "field", "name": path, "change": "edited"} for path in fields[:MAX_FIELDS]]
-    if now.source != was.source:
+    flat_was, flat_now = _flat(recipe_was), _flat(recipe_now)
+    fields = [path for path in _differing(flat_was, flat_now) if path.split(".")[0] != "site"]
+    commits = [path for path in fields if path.endswith(".commit")]  # a git ref resolved to another commit
+    out += [{"kind": "source", "name": path, "change": f"{_short(str(flat_was.get(path)))} -> "
+             f"{_short(str(flat_now.get(path)))}"} for path in commits]
+    out += [{"kind": "field", "name": path, "change": "edited"} for path in fields[:MAX_FIELDS] if path not in commits]
+    if now.source != was.source and not any(p.startswith("framework.source.") for p in commits):
         out.append({"kind": "source", "name": "source", "change": f"{was.source[:12]} -> {now.source[:12]}"})
     for name in sorted(set(now.credentials) | set(was.credentials)):
         if now.credentials.get(name) != was.credentials.get(name):
@@ -238,7 +243,7 @@ def describe(changes: list[dict[str, str]]) -> str:
         parts.append(("fields " if len(fields) > 1 else "field ") + ", ".join(fields))
     for c in changes:
         if c["kind"] == "source":
-            parts.append(f"the source ({c['change']})")
+            parts.append(f"the source ({c['change']})" if c["name"] == "source" else f"{c['name']} {c['change']}")
         elif c["kind"] == "base_image":
             parts.append(f"the base image ({c['change']})")
         elif c["kind"] == "credential":

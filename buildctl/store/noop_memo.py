@@ -31,6 +31,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from buildctl.secrets import filtered
+
 VERSION = 2  # 2: the files' digests as read, paths as opened, the wheels checked (issue 31)
 FOLDER = ".noop"
 _MAX_ENTRY_BYTES = 4 * 1024 * 1024  # a manifest and a report, as JSON: far below this
@@ -95,7 +97,7 @@ def record(root: Path, digest: str, entry: dict[str, Any]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
         with os.fdopen(fd, "w") as fh:
-            json.dump({"version": VERSION, **entry}, fh)
+            json.dump(filtered({"version": VERSION, **entry}), fh)
         os.replace(tmp, path)
     except OSError:
         return

@@ -26,7 +26,7 @@ from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.in_container import HERE as IN_CONTAINER
 from buildctl.recipe.schema import Spec
-from buildctl.secrets import proxy_env, split_credentials
+from buildctl.secrets import checked_argv, filtered, proxy_env, split_credentials
 from buildctl.verify import debug_report
 from buildctl.verify.debug_report import DebugResult
 from buildctl.verify.targets import RuntimeImage, install_lines, last_lines
@@ -110,7 +110,7 @@ def debug_image(client, runtime: str, *, spec: Spec, namespace: str, on_line: Ca
     on_line(f"adding gdb to {runtime} ({tag})")
     credentials = split_credentials(spec)[1]
     with tempfile.TemporaryDirectory(prefix="buildctl-debug-image-") as ctx:
-        Path(ctx, "Dockerfile").write_text(text)
+        Path(ctx, "Dockerfile").write_text(filtered(text))
         engine.build_image(
             client,
             engine.ImageSpec(
@@ -179,7 +179,7 @@ def run_program(
     python, reqs, wheelhouse, image = _prepared(wheel, spec, image, namespace, client, cache_dir, on_line)
     with tempfile.TemporaryDirectory(prefix="buildctl-debug-") as tmp:
         source = Path(tmp, "program.py")
-        source.write_text(program.text, encoding="utf-8")
+        source.write_text(filtered(program.text), encoding="utf-8")
         out = Path(tmp, "out")
         out.mkdir()
         res = engine.run_container(
@@ -279,7 +279,7 @@ def open_shell(wheel: Path, program: Program | None, *, runtime: RuntimeImage, v
         mounts = {str(wheel.resolve()): f"/verify/in/{wheel.name}", str(wheelhouse.resolve()): "/verify/wheelhouse"}
         if program is not None:
             source = Path(tmp, "program.py")
-            source.write_text(program.text, encoding="utf-8")
+            source.write_text(filtered(program.text), encoding="utf-8")
             mounts[str(source)] = program.container_path
         if sources:
             mounts[volume] = SOURCES
@@ -287,4 +287,4 @@ def open_shell(wheel: Path, program: Program | None, *, runtime: RuntimeImage, v
         cmd = shell_command(image, shell_script(spec.python.venv, python, wheel.name, reqs, program, sources),
                             mounts=mounts, env=env, network=engine.network_mode_for(spec.site.network),
                             labels={"buildctl.role": "debug", **engine.buildctl_labels(recipe=spec.name, namespace=namespace)})
-        return subprocess.run(cmd, env={**settings.environ(), **env}, check=False).returncode
+        return subprocess.run(checked_argv(cmd), env={**settings.environ(), **env}, check=False).returncode

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildctl.errors import InputError
+from buildctl.secrets import checked_argv, filtered
 from buildctl.store.manifest import Manifest
 from buildctl.store.wheel_facts import requires_for_python, wheel_requires, wheel_tags
 from buildctl.verify.expectations import Check
@@ -40,7 +41,7 @@ class ExtensionSet:
 
     def write(self, folder: Path) -> Path:
         path = folder / SET_FILE
-        path.write_text(json.dumps(self.description, indent=1))
+        path.write_text(json.dumps(filtered(self.description), indent=1))
         return path
 
 
@@ -101,7 +102,7 @@ def fetch_beside(requirements: Sequence[str], python: str, platforms: Sequence[s
             for p in platforms:
                 cmd += ["--platform", p]
             on_line(f"pip download --no-deps {req}")
-            done = subprocess.run([*cmd, req], capture_output=True, text=True)
+            done = subprocess.run(checked_argv([*cmd, req]), capture_output=True, text=True)
             found = sorted(folder.glob("*.whl"))
             if done.returncode != 0 or not found:
                 tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-2:])[-300:]

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from buildctl.errors import BuildctlError, InputError
+from buildctl.secrets import filtered
 from buildctl.ui import strip_controls
 from buildctl.verify import schema
 from buildctl.verify.expectations import Check, failed
@@ -111,7 +112,7 @@ def headline(report: Report) -> dict | None:
 def write_json(report: Report, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+    tmp.write_text(json.dumps(filtered(report.to_dict()), indent=2, default=str) + "\n")
     os.replace(tmp, path)
     return path
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from buildctl import settings
+from buildctl.secrets import filtered
 from buildctl.verify.report import (
     JSON_NAME,
     MD_NAME,
@@ -75,7 +76,7 @@ def append_step_summary(report: Report, env: dict[str, str] | None = None) -> Pa
     if not target:
         return None
     with open(target, "a") as f:
-        f.write(markdown(report))
+        f.write(filtered(markdown(report)))
     return Path(target)
 
 
@@ -130,7 +131,7 @@ def relocate(report: Report, old_dir: Path, new_dir: Path) -> Report:
         report.wheel = {**report.wheel, "path": moved(report.wheel["path"])}
     report.files = {k: (moved(v) if v else v) for k, v in report.files.items()}
     if (new_dir / JSON_NAME).is_file():
-        (new_dir / MD_NAME).write_text(markdown(report))
+        (new_dir / MD_NAME).write_text(filtered(markdown(report)))
         write_json(report, new_dir / JSON_NAME)
     return report
 
@@ -141,6 +142,6 @@ def write_all(report: Report, out_dir: Path) -> Report:
     png = plot(report, out_dir / PNG_NAME)
     md = out_dir / MD_NAME
     report.files = {"json": str(out_dir / JSON_NAME), "markdown": str(md), "plot": str(png) if png else None}
-    md.write_text(markdown(report))
+    md.write_text(filtered(markdown(report)))
     write_json(report, out_dir / JSON_NAME)
     return report

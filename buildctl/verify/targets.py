@@ -24,6 +24,7 @@ from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.in_container import PROBE, probe_inputs
 from buildctl.recipe.schema import Spec
+from buildctl.secrets import checked_argv, filtered
 from buildctl.store import artifacts
 from buildctl.verify import schema
 from buildctl.verify.report import VerificationFailed
@@ -51,7 +52,7 @@ def _find_python(version: str) -> str:
 def _stream(cmd: list[str], on_line: LineSink, env: dict[str, str], timeout: float) -> tuple[int, str]:
     """Run `cmd`, passing each output line to on_line; killed (with its process group) at `timeout`."""
     lines: list[str] = []
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    with subprocess.Popen(checked_argv(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                           bufsize=1, start_new_session=True) as p:
         expired = threading.Event()
 
@@ -140,7 +141,7 @@ def ensure_verify_image(client, base_image: str, python: str, *, network_mode: s
         return tag
     on_line(f"building the verification image {tag} from {base_image}")
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-image-") as ctx:
-        Path(ctx, "Dockerfile").write_text(text)
+        Path(ctx, "Dockerfile").write_text(filtered(text))
         engine.build_image(
             client,
             engine.ImageSpec(

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from buildctl.secrets import checked_argv, filtered
 from buildctl.store.wheel_facts import WheelFacts, requires_for_python
 from buildctl.verify.report import VerificationFailed
 from buildctl.verify.targets import LineSink
@@ -53,7 +54,7 @@ def _pip_download(dest: Path, reqs: Sequence[str], python: str, plats: Sequence[
         cmd += ["--platform", p]
     cmd += list(reqs)
     on_line(f"pip download {' '.join(reqs)}")
-    return subprocess.run(cmd, capture_output=True, text=True)
+    return subprocess.run(checked_argv(cmd), capture_output=True, text=True)
 
 
 def prepare_wheelhouse(wheel: Path | WheelFacts | None, requirements: Sequence[str], optional: Sequence[str],
@@ -81,7 +82,7 @@ def prepare_wheelhouse(wheel: Path | WheelFacts | None, requirements: Sequence[s
         staging = Path(tempfile.mkdtemp(prefix=f".tmp-{wh.name}-", dir=wh.parent))
         try:
             have = _fill(staging, wheel, [*own, *requirements], optional, python, plats, on_line)
-            (staging / ".complete.json").write_text(json.dumps({"optional": have}))
+            (staging / ".complete.json").write_text(json.dumps(filtered({"optional": have})))
             staging.chmod(0o755)  # mkdtemp's 0700 would hide it from the team sharing BUILDCTL_CACHE
             try:
                 os.rename(staging, wh)

@@ -148,9 +148,10 @@ def test_a_stored_report_is_not_reused_after_the_expectations_changed(tmp_path, 
     from buildctl.pipeline.stages import verify as verify_stage
     from buildctl.store.manifest import Manifest
     from buildctl.verify import report as rep
+    from buildctl.store import git_refs
     from buildctl.verify import runner
 
-    spec = make_spec()
+    spec = git_refs.pin(make_spec(), tmp_path, on_note=lambda line: None)  # as the build verified it: ref resolved
     report = make_report(spec=spec)
     report.spec = runner.spec_facts(spec)  # what the verification records of the recipe it checked against
     rep.write_json(report, tmp_path / "report.json")
@@ -231,16 +232,24 @@ def test_the_dry_run_says_the_key_of_every_shipped_recipe_asking_the_engine_only
     from buildctl.pipeline.dry_run import dry_run
     from buildctl.pipeline.stages import BuildOptions
 
+    from buildctl.store import git_refs
+
     fake = OnlyTheBaseImage()
     monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None: fake))
+    monkeypatch.setattr(git_refs, "ls_remote", lambda url, ref, site=None: "c" * 40)  # the server's answer
     spec = recipe.load(name, SETS.get(name, []))
     found = dry_run(spec, BuildOptions(artifacts_root=tmp_path))
     assert fake.asked == [spec.base.image]
+    asked = [line.removeprefix("buildctl: ") for line in found.resolved]
     assert found.to_json() == {"recipe": spec.name, "key": found.key, "up_to_date": False, "artifact": None,
-                               "latest": None, "changed": [], "base_image": "sha256:" + "b" * 64}
-    assert found.key == key_mod.artifact_key(render_mod.render(spec).files, key_mod.source_digest(spec),
+                               "latest": None, "changed": [], "base_image": "sha256:" + "b" * 64,
+                               "resolved": list(found.resolved)}
+    assert all(line.endswith(f"is {'c' * 12} (git ls-remote)") for line in asked)
+    pinned = git_refs.pin(spec, tmp_path, on_note=lambda line: None)
+    assert found.key == key_mod.artifact_key(render_mod.render(pinned).files, key_mod.source_digest(pinned),
                                              "sha256:" + "b" * 64)
-    assert not any(tmp_path.iterdir())  # nothing written, nothing stamped
+    # nothing stamped: only the record of what the refs resolved to (for --offline)
+    assert {p.name for p in tmp_path.iterdir()} <= {".resolved"}
 
 
 def test_the_dry_run_names_what_changed_since_the_latest_artifact(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from buildctl import archive, engine, settings
 from buildctl.errors import InputError, StepFailed
 from buildctl.failure import diagnose
 from buildctl.failure.repro.reader import FIX_BUNDLE, SOURCE_CAPS, Bundle
-from buildctl.secrets import MASK
+from buildctl.secrets import MASK, checked_argv
 from buildctl.store import artifacts, downloads
 
 
@@ -215,4 +215,4 @@ def shell(b: Bundle, client=None, *, on_line: Callable[[str], None]) -> int:
             cmd += ["--memory", str(b.data.memory), "--memory-swap", str(b.data.memory)]
         cmd += [built["image_id"], "bash"]
         on_line(f"buildctl: rerun the step with: {shlex.join(b.command or [])}")
-        return subprocess.run(cmd, env={**settings.environ(), **b.data.env}, check=False).returncode
+        return subprocess.run(checked_argv(cmd), env={**settings.environ(), **b.data.env}, check=False).returncode

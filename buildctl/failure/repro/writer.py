@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from buildctl.failure import diagnose
-from buildctl.secrets import Masker, mask_data
+from buildctl.secrets import Masker, filtered, mask_data
 from buildctl.store import artifacts, key
 
 CARRY_LIMIT = 256 << 20  # sources and staged files up to this size travel inside the bundle
@@ -79,7 +79,7 @@ def write_bundle(*, spec, rendered, context_dir, failure: FailedStep, replay: Re
         if step == "fetch" and spec.site.download_cache:
             _carry_downloads(rendered, Path(spec.site.download_cache).expanduser(), tmp / "downloads")
         (tmp / "build.log").write_text(mask(log) + "\n")
-        (tmp / "recipe.resolved.yaml").write_text(rendered.files["recipe.resolved.yaml"] if rendered else "")
+        (tmp / "recipe.resolved.yaml").write_text(filtered(rendered.files["recipe.resolved.yaml"] if rendered else ""))
         data = {
             "schema_version": 1,
             "recipe": spec.name,
@@ -104,7 +104,7 @@ def write_bundle(*, spec, rendered, context_dir, failure: FailedStep, replay: Re
         }
         data = mask_data(data, mask)  # the source URL and whatever else holds one
         artifacts.write_json(tmp / "bundle.json", data)
-        (tmp / "README.md").write_text(_readme(data))
+        (tmp / "README.md").write_text(filtered(_readme(data)))
         final = base / f"{spec.name}-{stamp}-{uuid.uuid4().hex[:4]}"
         os.rename(tmp, final)
         return final

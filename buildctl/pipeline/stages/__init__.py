@@ -20,7 +20,7 @@ from buildctl.engine.lazy import EngineConnection
 from buildctl.recipe.schema import Spec
 from buildctl.render.rendering import Rendered
 from buildctl.secrets import Credentials, secret_values_from_env_and_site, split_credentials
-from buildctl.store import artifacts
+from buildctl.store import artifacts, git_refs
 from buildctl.store.key import KeyInputs
 from buildctl.verify.options import VerifyOptions
 
@@ -48,6 +48,7 @@ class BuildOptions:
     lock_timeout: float | None = None  # seconds; None: the recipe's build.timeout + LOCK_SLACK_S
     # --check-reproducible's second build (reproducible.py): a fresh build directory mounted here, no compile cache
     rebuild_dir: str | None = None
+    offline: bool = False  # --offline: each git ref's last resolution here, no git ls-remote (store/git_refs.py)
 
 
 class BuildLog:
@@ -80,11 +81,14 @@ class Run:
     @classmethod
     def of(cls, spec: Spec, opts: BuildOptions, log: BuildLog | None = None,
            client: EngineConnection | Any = None) -> Run:
-        """`client`: the engine's connection, or a docker client already connected."""
+        """`client`: the engine's connection, or a docker client already connected. The resolve step runs
+        here, before anything renders: each git ref pinned to its commit (store/git_refs.py)."""
+        log = log or BuildLog()
+        spec = git_refs.pin(spec, opts.artifacts_root, offline=opts.offline, on_note=log)
         credentials = split_credentials(spec)[1]
         secrets = frozenset(secret_values_from_env_and_site(spec.site, settings.environ()) | credentials.values())
         engine = client if client is None or isinstance(client, EngineConnection) else EngineConnection(client=client)
-        return cls(spec, opts, log or BuildLog(), engine, credentials, secrets, artifacts.namespace(opts.artifacts_root))
+        return cls(spec, opts, log, engine, credentials, secrets, artifacts.namespace(opts.artifacts_root))
 
     @property
     def client(self) -> Any:

@@ -27,7 +27,7 @@ from buildctl.pipeline.stages import Compiled, Published, Run
 from buildctl.recipe.fields import size_bytes
 from buildctl.recipe.loader import masked_dump, spec_hash
 from buildctl.recipe.schema import Spec
-from buildctl.secrets import mask_url, mirror_for
+from buildctl.secrets import filtered, mask_url, mirror_for
 from buildctl.store import artifacts, portability
 from buildctl.store import manifest as manifest_mod
 from buildctl.store.manifest import Manifest
@@ -118,13 +118,13 @@ def _assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, 
     for w in [*wheels, *(w for w, _ in built_extensions)]:
         shutil.copy2(w, staging / w.name)
         entries.append({"file": w.name, "sha256": artifacts.sha256_of(w), "bytes": w.stat().st_size})
-    (staging / "build.log").write_text(run.log.text() + "\n")
+    (staging / "build.log").write_text(filtered(run.log.text()) + "\n")
     if (out_dir / "ninja_log.txt").is_file():  # per-step compile times, for bench/realbuild.py
         shutil.copy2(out_dir / "ninja_log.txt", staging / "ninja_log.txt")
     units = out_dir / memory_budget.UNITS_FILE  # each unit's peak memory (pipeline/memory_budget.py)
     if units.is_file() and not units.is_symlink():
         shutil.copy2(out_dir / memory_budget.UNITS_FILE, staging / memory_budget.UNITS_FILE)
-    (staging / "recipe.resolved.yaml").write_text(prepared.rendered.files["recipe.resolved.yaml"])
+    (staging / "recipe.resolved.yaml").write_text(filtered(prepared.rendered.files["recipe.resolved.yaml"]))
     render.write(prepared.rendered, staging / CONTEXT_DIR)  # the files only: no downloads, no credentials
     src = spec.framework.source
     manifest = Manifest.model_validate({

@@ -13,7 +13,7 @@ from buildctl.failure.diagnose import Diagnosis
 from buildctl.pipeline.configure_gate import ConfigureRefused, Gate
 from buildctl.pipeline.stages import ImageBuilt, Planned, Prepared, Published, Run
 from buildctl.render.rendering import BUILD_COMMAND, Rendered
-from buildctl.secrets import proxy_env
+from buildctl.secrets import filtered, proxy_env
 from buildctl.store import artifacts
 from buildctl.verify.report import VerificationFailed
 
@@ -121,12 +121,12 @@ def keep_unverified(run: Run, staging: Path, exc: VerificationFailed) -> tuple[P
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     kept = base / f"{run.spec.name}-{stamp}-{uuid.uuid4().hex[:4]}-unverified"
     staging.chmod(0o755)  # mkdtemp made it private; like an artifact, it is for the team to read
-    (staging / "README.md").write_text(
+    (staging / "README.md").write_text(filtered(
         f"# {run.spec.name}: built, verification failed, not published\n\n"
         "The build finished and its artifact was verified before it was published; a check failed (report.md\n"
         "says which), so the store holds nothing of this key and `invoke build` builds it again. What the\n"
         "build made is kept here to look at: the wheel, manifest.json, build.log, report.json/.md/.png.\n\n"
-        f"Re-check the wheel on its own: `invoke verify --wheel <this folder>/<the .whl> --recipe {run.spec.name}`.\n")
+        f"Re-check the wheel on its own: `invoke verify --wheel <this folder>/<the .whl> --recipe {run.spec.name}`.\n"))
     os.rename(staging, kept)
     if exc.report is not None:
         from buildctl.verify import report_files

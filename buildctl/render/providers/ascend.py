@@ -15,7 +15,8 @@ def fragment(spec, render_stage) -> Fragment | None:
     set_env = f"{asc.install_path}/ascend-toolkit/set_env.sh"
     src = asc.torch_npu
     if src.git:
-        fetch = f"buildctl-git-fetch {shlex.quote(src.git)} {shlex.quote(src.ref)} $WORK/torch_npu"
+        commit = f" 1 {src.commit}" if src.commit else ""  # the commit resolved before the key
+        fetch = f"buildctl-git-fetch {shlex.quote(src.git)} {shlex.quote(src.ref)} $WORK/torch_npu{commit}"
     else:
         fetch = "test -d $WORK/torch_npu"
     return Fragment(

@@ -1,0 +1,175 @@
+"""The resolve step of git sources: every git ref a recipe names (the framework's, an extension's, NCCL's,
+torch_npu's) is resolved to the commit it names before the key is taken, and the key and the build take that
+commit (the build script checks out exactly it). A full 40-hex sha is its own commit: no network.
+
+A ref is asked of its server with one `git ls-remote` each, through the site's git mirrors (git's
+url.<MIRROR>.insteadOf from the environment, as the build's own fetch reads them). A login in the URL
+never reaches a command line: git is given the URL without it, and the login through a credential
+helper that reads it from the environment. Each answer is recorded (`<artifacts root>/.resolved/git.json`:
+the URL without its login, the ref, the commit, when); `--offline` builds from that record instead of
+asking, and says so in one line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from buildctl import settings, urls
+from buildctl.errors import InputError
+from buildctl.secrets import git_mirror_env
+from buildctl.ui import strip_controls
+
+SHA = re.compile(r"[0-9a-f]{40}")
+LS_REMOTE_TIMEOUT_S = 120
+RECORD = Path(".resolved") / "git.json"
+# A credential helper that answers with the login from the environment (never written to a file or argv).
+_HELPER = '!f() { test "$1" = get || exit 0; echo "username=$BUILDCTL_GIT_USER"; echo "password=$BUILDCTL_GIT_PASSWORD"; }; f'
+
+
+def git_sources(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str, str]]:
+    """[(path of the source in the recipe's data, URL, ref)] of every git source a recipe (as JSON data) has."""
+    found: list[tuple[tuple[str | int, ...], str, str]] = []
+    src = (data.get("framework") or {}).get("source") or {}
+    if src.get("git"):
+        found.append((("framework", "source"), src["git"], src["ref"]))
+    for i, ext in enumerate(data.get("extensions") or []):
+        s = ext.get("source") or {}
+        if s.get("git"):
+            found.append((("extensions", i, "source"), s["git"], s["ref"]))
+    toolchain = data.get("toolchain") or {}
+    nccl = toolchain.get("nccl") or {}
+    if nccl.get("install") == "source":
+        found.append((("toolchain", "nccl"), nccl["git"], nccl.get("ref") or f"v{nccl['version']}-1"))
+    npu = (toolchain.get("ascend") or {}).get("torch_npu") or {}
+    if npu.get("git"):
+        found.append((("toolchain", "ascend", "torch_npu"), npu["git"], npu["ref"]))
+    return found
+
+
+def pinned(data: dict[str, Any]) -> list[list[str]] | None:
+    """[[URL, ref, commit]] of a resolved recipe's git sources (as JSON data, e.g. a manifest's resolved_recipe),
+    for the no-op memo to ask again; None when one has a login in its URL or no commit (nothing to compare)."""
+    out = []
+    for path, url, ref in git_sources(data):
+        node: Any = data
+        for part in path:
+            node = node[part]
+        commit = node.get("commit")
+        if not isinstance(commit, str) or not SHA.fullmatch(commit) or urls.MASK in url or urls.login(url):
+            return None
+        out.append([url, ref, commit])
+    return out
+
+
+def pin(spec, artifacts_root: Path | None, *, offline: bool = False, on_note: Callable[[str], None] = print):
+    """`spec` with each git source's `commit` set to the commit its ref names now (or, offline, did when last
+    asked); `spec` itself when it has no git source. One line each through `on_note` for what was asked."""
+    data = spec.model_dump(mode="json")
+    sources = git_sources(data)
+    if not sources:
+        return spec
+    resolver = Resolver(artifacts_root, getattr(spec, "site", None), offline=offline, on_note=on_note)
+    for path, url, ref in sources:
+        node: Any = data
+        for part in path:
+            node = node[part]
+        node["commit"] = resolver.commit(url, ref)
+    return type(spec).model_validate(data)
+
+
+class Resolver:
+    """Answers which commit a git URL's ref names: asked of the server (and recorded), or read from the record."""
+
+    def __init__(self, artifacts_root: Path | None, site=None, *, offline: bool = False,
+                 on_note: Callable[[str], None] = print) -> None:
+        from buildctl.store.artifacts import artifacts_root as default_root
+
+        self.record = (artifacts_root or default_root()) / RECORD
+        self.site, self.offline, self.on_note = site, offline, on_note
+
+    def commit(self, url: str, ref: str) -> str:
+        if SHA.fullmatch(ref):
+            return ref
+        clean, shown = urls.strip(url), urls.mask(url)
+        entry_name = hashlib.sha256(f"{clean}\0{ref}".encode()).hexdigest()[:24]
+        if self.offline:
+            entry = _read(self.record).get(entry_name)
+            if not isinstance(entry, dict) or not SHA.fullmatch(str(entry.get("commit", ""))):
+                raise InputError(f"--offline: {ref} of {shown} was never resolved here; fix: build once without "
+                                 "--offline (it asks the server which commit the ref names)")
+            when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(entry.get("at", 0)))
+            self.on_note(f"buildctl: --offline: {ref} of {shown} taken as {entry['commit'][:12]}, as resolved "
+                         f"{when} (not asked again)")
+            return entry["commit"]
+        sha = ls_remote(url, ref, self.site)
+        self.on_note(f"buildctl: {ref} of {shown} is {sha[:12]} (git ls-remote)")
+        _write(self.record, entry_name, {"url": urls.mask(clean), "ref": ref, "commit": sha, "at": int(time.time())})
+        return sha
+
+
+def ls_remote(url: str, ref: str, site=None) -> str:
+    """The commit `ref` (a tag, peeled; a branch; a full ref name) names on the server; one line when none."""
+    shown = urls.mask(url)
+    if ref.startswith("-"):
+        raise InputError(f"git ref {ref} of {shown}: not a ref; fix: a tag, branch or full commit sha")
+    parts = urls.split(url) if "://" in url else None
+    env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", **git_mirror_env(site)}
+    if parts is not None and parts.has_login:
+        count = int(env.get("GIT_CONFIG_COUNT", "0"))
+        env.update({"GIT_CONFIG_COUNT": str(count + 1), f"GIT_CONFIG_KEY_{count}": "credential.helper",
+                    f"GIT_CONFIG_VALUE_{count}": _HELPER, "BUILDCTL_GIT_USER": parts.user,
+                    "BUILDCTL_GIT_PASSWORD": parts.password or ""})
+    try:
+        done = subprocess.run(["git", "ls-remote", "--", urls.strip(url), ref, f"{ref}^{{}}"], env=env,
+                              capture_output=True, text=True, timeout=LS_REMOTE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise InputError("git is not installed on this machine; fix: install git (a git source's ref is resolved "
+                         "to its commit here, before the key)") from None
+    except subprocess.TimeoutExpired:
+        raise InputError(f"git ls-remote of {shown} took over {LS_REMOTE_TIMEOUT_S} s; fix: check the network, give "
+                         "a --git-mirror near you, or --offline to build the commit resolved last time") from None
+    if done.returncode != 0:
+        last = urls.mask_text(strip_controls((done.stderr.strip().splitlines() or ["no message"])[-1]))[:300]
+        raise InputError(f"git ls-remote of {shown} failed: {last}; fix: check the URL, the network or "
+                         "--git-mirror, or --offline to build the commit resolved last time")
+    refs = {}
+    for line in done.stdout.splitlines():
+        sha, _, name = line.partition("\t")
+        if SHA.fullmatch(sha):
+            refs[name] = sha
+    for name in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", f"{ref}^{{}}", ref):
+        if name in refs:
+            return refs[name]
+    hint = " (an abbreviated sha: give all 40 hex digits)" if re.fullmatch(r"[0-9a-f]{4,39}", ref) else ""
+    raise InputError(f"git ref {ref} not found in {shown}{hint}; fix: a tag or branch it has (git ls-remote URL), "
+                     "or a full commit sha")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write(path: Path, name: str, entry: dict[str, Any]) -> None:
+    """Record one answer (atomically; a store this process cannot write keeps no record: --offline says so)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {**_read(path), name: entry}
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        return

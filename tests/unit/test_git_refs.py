@@ -1,0 +1,120 @@
+"""The resolve step of git sources (issue 41): a ref is keyed by the commit it names, asked of the server
+before the key (one git ls-remote), never by its name; the build checks out exactly that commit; --offline
+takes the last resolution and says so; a login never reaches a command line. A local bare repository
+(file://) stands for the server: no engine, no network."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from buildctl import recipe
+from buildctl import render as render_mod
+from buildctl.errors import InputError
+from buildctl.store import git_refs
+from buildctl.store import key as key_mod
+
+ASK_THE_SERVER = git_refs.ls_remote  # as imported: tests/unit/conftest.py answers for servers that are not file://
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "PATH": "/usr/bin:/bin", "HOME": str(cwd)}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def server(tmp_path) -> tuple[Path, str]:
+    """A repository with one commit on main; its file:// URL."""
+    repo = tmp_path / "fw"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "one")
+    return repo, f"file://{repo}"
+
+
+def spec_for(url: str, ref: str = "main"):
+    return recipe.load("demo-cpu", [f"framework.source={{git: '{url}', ref: {ref}}}"])
+
+
+def key_over(spec) -> tuple[key_mod.KeyInputs, render_mod.Rendered]:
+    rendered = render_mod.render(spec)
+    return key_mod.request_inputs(rendered, "sha256:b", b"", spec.build.env), rendered
+
+
+def test_a_moved_branch_gives_a_new_key_and_changed_names_the_commit(server, tmp_path):
+    repo, url = server
+    notes: list[str] = []
+    first = git_refs.pin(spec_for(url), tmp_path / "artifacts", on_note=notes.append)
+    old = _git(repo, "rev-parse", "HEAD")
+    assert first.framework.source.commit == old
+    assert notes == [f"buildctl: main of {url} is {old[:12]} (git ls-remote)"]
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "two")
+    new = _git(repo, "rev-parse", "HEAD")
+    second = git_refs.pin(spec_for(url), tmp_path / "artifacts", on_note=notes.append)
+    (was, _), (now, rendered) = key_over(first), key_over(second)
+    assert was.key != now.key
+    assert f"\"$SRC\" 1 {new}" in rendered.files["build.sh"]  # the build checks out exactly the commit keyed
+    changes = key_mod.changed(now, was, recipe.masked_dump(second), recipe.masked_dump(first))
+    assert {"kind": "source", "name": "framework.source.commit", "change": f"{old[:12]} -> {new[:12]}"} in changes
+    assert f"framework.source.commit {old[:12]} -> {new[:12]}" in key_mod.describe(changes)
+
+
+def test_a_full_sha_needs_no_network(monkeypatch, tmp_path):
+    def no_git(*args, **kwargs):
+        raise AssertionError("git was run")
+
+    monkeypatch.setattr(subprocess, "run", no_git)
+    sha = "0123456789abcdef" * 2 + "01234567"
+    spec = git_refs.pin(spec_for("https://git.invalid/fw.git", sha), tmp_path, on_note=lambda line: None)
+    assert spec.framework.source.commit == sha
+
+
+def test_an_annotated_tag_is_its_commit(server, tmp_path):
+    repo, url = server
+    _git(repo, "tag", "-a", "v1.0", "-m", "release")
+    spec = git_refs.pin(spec_for(url, "v1.0"), tmp_path, on_note=lambda line: None)
+    assert spec.framework.source.commit == _git(repo, "rev-parse", "HEAD")
+
+
+def test_offline_takes_the_last_resolution_and_says_so(server, tmp_path):
+    repo, url = server
+    old = git_refs.pin(spec_for(url), tmp_path, on_note=lambda line: None).framework.source.commit
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "two")
+    notes: list[str] = []
+    spec = git_refs.pin(spec_for(url), tmp_path, offline=True, on_note=notes.append)
+    assert spec.framework.source.commit == old
+    assert len(notes) == 1 and notes[0].startswith(f"buildctl: --offline: main of {url} taken as {old[:12]}")
+    with pytest.raises(InputError, match="never resolved here; fix: build once without --offline"):
+        git_refs.pin(spec_for(url), tmp_path / "elsewhere", offline=True)
+
+
+def test_an_unknown_ref_is_one_line(server, tmp_path):
+    _, url = server
+    with pytest.raises(InputError, match="git ref nope not found in"):
+        git_refs.pin(spec_for(url, "nope"), tmp_path)
+
+
+def test_a_login_never_reaches_the_command_line(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake(args, **kwargs):
+        seen.update(args=args, env=kwargs["env"])
+        return subprocess.CompletedProcess(args, 0, "ab" * 20 + "\trefs/heads/main\n", "")
+
+    monkeypatch.setattr(subprocess, "run", fake)
+    monkeypatch.setattr(git_refs, "ls_remote", ASK_THE_SERVER)
+    spec = git_refs.pin(spec_for("https://ci:s3cr3t-t0k3n@git.example/fw.git"), tmp_path, on_note=lambda line: None)
+    assert spec.framework.source.commit == "ab" * 20
+    assert "s3cr3t-t0k3n" not in " ".join(seen["args"])
+    assert seen["env"]["BUILDCTL_GIT_PASSWORD"] == "s3cr3t-t0k3n"
+    assert "s3cr3t-t0k3n" not in (tmp_path / git_refs.RECORD).read_text()
+
+
+def test_every_git_source_is_resolved():
+    data = recipe.load("cuda12.1-nccl2.18").model_dump(mode="json")
+    data["toolchain"]["nccl"]["install"] = "source"
+    names = [path for path, _, _ in git_refs.git_sources(data)]
+    assert ("toolchain", "nccl") in names
