@@ -21,7 +21,7 @@ from buildctl.cli.common import (
     site_options,
 )
 from buildctl.errors import BuildctlError, InputError
-from buildctl.pipeline import resume, stages
+from buildctl.pipeline import memory_budget, resume, stages
 from buildctl.settings import Settings
 from buildctl.ui import strip_controls
 
@@ -43,6 +43,8 @@ def _summary_rows(result) -> list[tuple[str, str]]:
     rows.extend(_cache_rows(cc))
     if m.dist:
         rows.append(("cluster", _dist_row(m.dist)))
+    if m.memory:
+        rows.append(("memory", memory_budget.summary_row(m.memory)))
     resumed = resume.summary(m.resumed)
     if resumed:
         rows.append(("resumed", resumed))

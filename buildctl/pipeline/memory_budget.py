@@ -185,6 +185,18 @@ def section(records: list[dict]) -> dict | None:
     }
 
 
+def summary_row(sec: dict) -> str:
+    """The build summary's row: what waiting for memory cost, and the largest unit (a manifest's section)."""
+    try:
+        top = sec["largest"][0]
+        text = (f"{sec['units_waited']} of {sec['units']} units waited {float(sec['wait_s']):.0f} s for the "
+                f"{sec['budget_bytes'] / 1024**3:.1f} GiB budget; largest {top['unit']} "
+                f"{top['peak_bytes'] / 1024**3:.2f} GiB")
+    except (KeyError, IndexError, TypeError, ValueError):
+        return "recorded (see the manifest's memory section)"
+    return text + (f"; {len(sec['oom_killed'])} killed for memory" if sec.get("oom_killed") else "")
+
+
 def summary_line(sec: dict | None) -> str | None:
     """The build log's line after the compile: what the budget cost, and the largest unit."""
     if not sec:

@@ -205,3 +205,9 @@ def test_oom_kills_are_read_from_the_cgroup(tmp_path):
     assert launcher.oom_kills(str(tmp_path)) == 0
     (tmp_path / "sys/fs/cgroup/memory.events").write_text("low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\n")
     assert launcher.oom_kills(str(tmp_path)) == 2
+
+
+def test_the_summary_row_reads_a_manifest_section():
+    sec = budget.section([unit_line("heavy.cpp.o", 512 * MB, wait=0.0), unit_line("a.cpp.o", 300 * MB, wait=40.0)])
+    assert budget.summary_row(sec) == "1 of 2 units waited 40 s for the 0.6 GiB budget; largest heavy.cpp.o 0.50 GiB"
+    assert budget.summary_row({"largest": []}) == "recorded (see the manifest's memory section)"
