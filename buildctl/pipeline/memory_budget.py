@@ -39,10 +39,13 @@ MAX_UNITS_BYTES = 16 << 20  # the launcher's record, written in the container: r
 LARGEST_SHOWN = 5
 
 
-def applies(cache: str, rebuild: bool) -> bool:
-    """Whether the budget can sit in front of the compilers: ccache (its prefix) or no cache; not with
-    sccache (its daemon compiles) and not in the reproducibility rebuild (compiles without any launcher)."""
-    return cache in ("ccache", "none") and not rebuild
+def applies(spec, rebuild: bool) -> bool:
+    """Whether the budget can sit in front of every compiler: with ccache (its prefix, which extensions'
+    compiles reach through ccache's PATH masquerade too), or no cache and no extensions (CMake's launchers
+    only: setuptools' build_ext would compile beside the budget); not with sccache (its daemon compiles)
+    and not in the reproducibility rebuild (compiles without any launcher). Elsewhere the old rule stays."""
+    cache = spec.build.cache
+    return (cache == "ccache" or (cache == "none" and not spec.extensions)) and not rebuild
 
 
 def jobs(setting: str | int, *, cpus: int, mem_bytes: int, accelerator: str, build_type: str) -> tuple[int, str]:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from buildctl.in_container import memory_launcher as launcher
 from buildctl.in_container import memory_predict as predict
@@ -196,8 +197,14 @@ def test_jobs_are_the_cores_and_an_explicit_setting_is_an_upper_bound():
     assert n == 2 and "the old rule would give 1" in why
     assert budget.jobs(3, cpus=16, mem_bytes=64 * 1024 * MB, accelerator="cpu", build_type="Release")[0] == 3
     assert budget.cpuset_size("0-3,6") == 5 and budget.cpuset_size(None) == 0
-    assert budget.applies("ccache", False) and budget.applies("none", False)
-    assert not budget.applies("sccache", False) and not budget.applies("ccache", True)
+
+    def spec(cache, extensions=()):
+        return SimpleNamespace(build=SimpleNamespace(cache=cache), extensions=list(extensions))
+
+    assert budget.applies(spec("ccache"), False) and budget.applies(spec("none"), False)
+    assert budget.applies(spec("ccache", ["torch-scatter"]), False)
+    assert not budget.applies(spec("none", ["torch-scatter"]), False)  # build_ext would compile beside the budget
+    assert not budget.applies(spec("sccache"), False) and not budget.applies(spec("ccache"), True)
 
 
 def test_oom_kills_are_read_from_the_cgroup(tmp_path):

@@ -212,7 +212,7 @@ def _memory_plan(run: Run, out_dir: Path) -> memory_budget.Plan | None:
     """The memory launcher's part of a run (pipeline/memory_budget.py); None where no launcher can sit in
     front of the compilers."""
     spec = run.spec
-    if not memory_budget.applies(spec.build.cache, bool(run.opts.rebuild_dir)):
+    if not memory_budget.applies(spec, bool(run.opts.rebuild_dir)):
         return None
     return memory_budget.plan(_memory_table(out_dir), _memory_who(run), accelerator=spec.accelerator,
                               cuda=bool(spec.toolchain.cuda), cache=spec.build.cache, work=_work(run),
@@ -223,7 +223,7 @@ def _learn(run: Run, out_dir: Path) -> list[dict]:
     """The units an attempt measured, merged into the host's store (failed attempts too: an OOM kill
     teaches the most)."""
     units = memory_budget.read_units(out_dir)
-    if units and memory_budget.applies(run.spec.build.cache, bool(run.opts.rebuild_dir)):
+    if units and memory_budget.applies(run.spec, bool(run.opts.rebuild_dir)):
         memory_budget.merge(units, _memory_who(run), run.opts.artifacts_root)
     return units
 

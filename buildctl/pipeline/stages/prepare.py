@@ -77,7 +77,7 @@ def plan_jobs(run: Run, facts) -> int:
     spec = run.spec
     res = parallel_jobs.engine_resources(facts)
     setting = run.opts.jobs if run.opts.jobs != "auto" else spec.build.max_jobs
-    if memory_budget.applies(spec.build.cache, bool(run.opts.rebuild_dir)):  # each unit waits for its memory
+    if memory_budget.applies(spec, bool(run.opts.rebuild_dir)):  # each unit waits for its memory
         cpus = memory_budget.cpuset_size(run.opts.cpuset) or res.cpus
         max_jobs, why = memory_budget.jobs(setting, cpus=cpus, mem_bytes=res.mem_bytes,
                                            accelerator=spec.accelerator, build_type=spec.build.type)
