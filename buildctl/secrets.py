@@ -29,6 +29,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from buildctl import urls
+from buildctl.errors import BuildctlError, InputError
 
 T = TypeVar("T")
 MASK = urls.MASK
@@ -80,8 +81,7 @@ def mask_data(data: Any, masker: Masker | None = None) -> Any:
     return data
 
 
-# ---------------------------------------------------------------------------------------------- the one rule
-# Every file buildctl writes and every command line it starts goes through one of these two
+# The one rule: every file buildctl writes and every command line it starts goes through one of these two
 # (tests/unit/test_secret_filter.py walks the code for writers and argv that do not).
 
 
@@ -92,16 +92,13 @@ def filtered(content: T, masker: Masker | None = None) -> T:
 
 
 def checked_argv(args: Iterable[str], masker: Masker | None = None) -> list[str]:
-    """A command line to start, refused (BuildctlError, the argument not shown) when an argument carries a
-    credential: a URL login, a credential parameter, or one of `masker`'s values. Anything in a process's
-    argv is readable by every user of the machine (/proc/PID/cmdline); credentials go in its environment, a
-    file of mode 0600 outside the artifacts root, or its stdin."""
+    """A command line to start, refused (the argument not shown) when an argument carries a credential (a URL
+    login, a credential parameter, a `masker` value): every user reads argv (/proc/PID/cmdline); credentials
+    go in the environment, a 0600 file outside the artifacts root, or stdin."""
     argv = [str(a) for a in args]
     check = masker or Masker()
     for i, arg in enumerate(argv):
         if check(arg) != arg:
-            from buildctl.errors import BuildctlError
-
             raise BuildctlError(f"internal error: argument {i} of `{argv[0]}` would carry a credential on its command "
                                 "line (not run); fix: report it: credentials go in the environment, a 0600 file or stdin")
     return argv
@@ -282,24 +279,6 @@ def git_mirror_env(site) -> dict[str, str]:
     return git_config_env(git_mirror_config(site))
 
 
-# A credential helper of git's configuration: it answers with two variables of its environment, so the login
-# stands in no file and no command line (the helper's text names the variables, never their values).
-_GIT_HELPER = ("!f() { test \"$1\" = get && printf 'username=%s\\npassword=%s\\n' \"$BUILDCTL_GIT_USERNAME\" "
-               "\"$BUILDCTL_GIT_PASSWORD\"; }; f")
-
-
-def git_login(url: str) -> tuple[str, list[tuple[str, str]], dict[str, str]]:
-    """A git URL's login handed to git the way it stays off the command line: (the URL without
-    credentials, the configuration of a credential helper for that URL's scheme and host only, the variables
-    it answers from). A URL without a login: itself, nothing, nothing."""
-    parsed = urls.split(url) if "://" in url else None
-    if parsed is None or not parsed.has_login:
-        return url, [], {}
-    scope = f"{parsed.scheme}://{parsed.host}"
-    return (strip_credentials(url), [(f"credential.{scope}.helper", _GIT_HELPER)],
-            {"BUILDCTL_GIT_USERNAME": parsed.user, "BUILDCTL_GIT_PASSWORD": parsed.password or ""})
-
-
 def mirror_for(url: str | None, site) -> str | None:
     """The mirror a git URL is fetched from (the longest matching prefix, as git picks), masked; None."""
     pairs = [m.partition("=") for m in (getattr(site, "git_mirrors", None) or ())]
@@ -364,8 +343,6 @@ def _apt_auth(mirror: str) -> str:
     url = urls.split(mirror)
     user, password = url.user, url.password or ""
     if any(c.isspace() for c in user + password):
-        from buildctl.errors import InputError
-
         raise InputError(f"apt mirror {mask_url(mirror)}: apt cannot take a login with white space; "
                          "fix: use a token without spaces")
     return f"machine {url.scheme}://{url.host}{url.path.rstrip('/')} login {user} password {password}\n"

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from buildctl.errors import BuildctlError, InputError
-from buildctl.secrets import filtered
+from buildctl.store import artifacts
 from buildctl.ui import strip_controls
 from buildctl.verify import schema
 from buildctl.verify.expectations import Check, failed
@@ -111,9 +109,7 @@ def headline(report: Report) -> dict | None:
 
 def write_json(report: Report, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(filtered(report.to_dict()), indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    artifacts.write_json(path, report.to_dict())  # through the secret filter, atomically
     return path
 
 
