@@ -18,7 +18,7 @@ FRONTEND = HERE / "frontend.py"
 WHEELREPAIR = HERE / "wheelrepair.py"
 GPU_SELFCHECK = HERE / "gpu_selfcheck.py"
 # The extension step of the build script: the framework's facts (abi_check --facts), Requires-Dist pinned.
-EXTENSION_BUILD_FILES = (HERE / "abi_check.py", HERE / "pin_requires.py")
+EXTENSION_BUILD_FILES = (HERE / "abi_check.py", HERE / "pin_requires.py", HERE / "cuda_checks.py")
 # Verification of an extension set, where it is installed.
 EXTENSION_CHECK_FILES = (HERE / "ext_set.py", HERE / "abi_check.py")
 

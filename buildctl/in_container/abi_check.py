@@ -91,6 +91,16 @@ def needed(path):
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", run(["readelf", "-d", path]))
 
 
+def cuda_major_differs(libs, torch_cuda):
+    """One line when a libcudart.so.N the .so needs is of another CUDA major than torch's, else None."""
+    want = (torch_cuda or "").split(".")[0]
+    for lib in libs:
+        m = re.match(r"libcudart\.so\.(\d+)", lib)
+        if m and want and m.group(1) != want:
+            return f"needs {lib} (CUDA {m.group(1)}), torch is CUDA {torch_cuda}"
+    return None
+
+
 def abi_of(demangled):
     """True (C++11 ABI), False (old ABI) or None (no std::string/list in any symbol)."""
     new = any(NEW_ABI.search(d) for d in demangled)
@@ -177,6 +187,8 @@ def check(so_path, torch, defined, lib_names, untagged):
         differs.append(f"C++11 ABI {int(abi)} here, {int(torch['cxx11_abi'])} in torch")
     if any(CUDA_LIB.match(n) for n in gpu_libs) and not torch["cuda"]:
         differs.append("built for CUDA, torch has none")
+    if cuda_major_differs(libs, torch["cuda"]):
+        differs.append(cuda_major_differs(libs, torch["cuda"]))
     if any(HIP_LIB.match(n) for n in gpu_libs) and not torch["hip"]:
         differs.append("built for ROCm, torch has none")
     if missing_libs:

@@ -8,8 +8,10 @@ Every `Requires-Dist: torch...` line without an `extra ==` marker becomes `torch
 environment marker kept); a wheel that names no torch (torch-scatter's setup.py has
 install_requires=[]) gets one. Each --require (another extension of the set, built here, that this
 one imports) is pinned, or added, the same way. METADATA's sha256 and size in RECORD are rewritten; every other
-member is copied byte for byte, in order, with its date and mode. The file name is unchanged (the
-wheel's version is not), written to DIR (default: over WHEEL).
+member is copied byte for byte, in order, with its date and mode, written to DIR (default: over WHEEL).
+--label LABEL gives the wheel's version a local label naming the torch it fits (PyG's scheme, 2.1.2 ->
+2.1.2+pt214cu130): Version, the .dist-info/.data folders, RECORD and the file name follow, so that one index
+holds a set per torch. Without it the file name and version are unchanged.
 Exit status: 0 written, 2 bad input.
 """
 
@@ -65,7 +67,18 @@ def record_hash(data):
     return f"sha256={digest}"
 
 
-def pin(wheel, dist, version, out_dir=None, requires=()):
+def relabel(name, old_version, new_version):
+    """A member's name with the wheel's `dist-version.dist-info/` or `.data/` folder renamed."""
+    top, sep, rest = name.partition("/")
+    for suffix in (".dist-info", ".data"):
+        if sep and top.endswith(f"-{old_version}{suffix}"):
+            return top[: -len(f"{old_version}{suffix}")] + f"{new_version}{suffix}/" + rest
+    return name
+
+
+def pin(wheel, dist, version, out_dir=None, requires=(), label=None):
+    if label is not None and not re.fullmatch(r"[a-z0-9]+", label):
+        raise BadInput(f"--label {label!r}: not a local version label; give one like pt214cu130")
     pins = [(dist, version)]
     for req in requires:
         name, sep, exact = req.partition("==")
@@ -94,14 +107,33 @@ def pin(wheel, dist, version, out_dir=None, requires=()):
         text = src.read(meta_name).decode("utf-8")
         for name, exact in pins:
             text = pin_metadata(text, name, exact)
+        old_version = re.search(r"^Version:[ \t]*(\S+)", text, re.M)
+        if old_version is None:
+            raise BadInput(f"{wheel}: its METADATA has no Version; a wheel needs one")
+        old_version = old_version.group(1)
+        new_version = old_version
+        if label is not None:
+            if "+" in old_version:
+                raise BadInput(f"{wheel}: version {old_version} has a local label already; build it without one")
+            new_version = f"{old_version}+{label}"
+            text = re.sub(r"^Version:[ \t]*\S+", f"Version: {new_version}", text, count=1, flags=re.M)
+        rename = lambda n: relabel(n, old_version, new_version)  # noqa: E731
         new_meta = text.encode("utf-8")
         record = []
         for row in src.read(record_name).decode("utf-8").splitlines():
             if row.split(",")[0] == meta_name:
-                row = f"{meta_name},{record_hash(new_meta)},{len(new_meta)}"
+                row = f"{rename(meta_name)},{record_hash(new_meta)},{len(new_meta)}"
+            elif row:
+                path, comma, rest = row.partition(",")
+                row = rename(path) + comma + rest
             record.append(row)
         new_record = ("\n".join(record) + "\n").encode("utf-8")
-        target = os.path.join(out_dir or os.path.dirname(os.path.abspath(wheel)), os.path.basename(wheel))
+        base = os.path.basename(wheel)
+        if new_version != old_version:
+            parts = base.split("-")
+            parts[1] = new_version.replace("-", "_")
+            base = "-".join(parts)
+        target = os.path.join(out_dir or os.path.dirname(os.path.abspath(wheel)), base)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".whl.part")
         os.close(fd)
         try:
@@ -110,10 +142,17 @@ def pin(wheel, dist, version, out_dir=None, requires=()):
                     if info.filename.endswith("/RECORD.jws") or info.filename.endswith("/RECORD.p7s"):
                         continue  # a signature over the old RECORD no longer holds
                     data = {meta_name: new_meta, record_name: new_record}.get(info.filename)
-                    dst.writestr(
-                        info, src.read(info) if data is None else data, compress_type=info.compress_type
-                    )
+                    if data is None:
+                        data = src.read(info)
+                    renamed = rename(info.filename)
+                    if renamed != info.filename:
+                        moved = zipfile.ZipInfo(renamed, info.date_time)
+                        moved.external_attr, moved.compress_type = info.external_attr, info.compress_type
+                        info = moved
+                    dst.writestr(info, data, compress_type=info.compress_type)
             os.replace(tmp, target)
+            if target != os.path.abspath(wheel) and out_dir is None:
+                os.unlink(wheel)
         except BaseException:
             os.unlink(tmp)
             raise
@@ -127,12 +166,13 @@ def main(argv=None):
     parser.add_argument("--version", required=True, metavar="VERSION", help="its exact version to pin")
     parser.add_argument("--require", action="append", default=[], metavar="NAME==VERSION",
                         help="another distribution to pin (an extension of the set this one imports); repeatable")
+    parser.add_argument("--label", metavar="LABEL", help="a local version label for the wheel, e.g. pt214cu130")
     parser.add_argument("--out", metavar="DIR", help="folder for the pinned wheel (default: over WHEEL)")
     args = parser.parse_args(argv)
     try:
         if args.out and not os.path.isdir(args.out):
             raise BadInput(f"--out {args.out}: no such folder; create it first")
-        print(pin(args.wheel, args.dist, args.version, args.out, args.require))
+        print(pin(args.wheel, args.dist, args.version, args.out, args.require, args.label))
     except BadInput as e:
         print(f"pin_requires: {e}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from buildctl.recipe.fields import (
     Sha256,
     Url,
 )
+from buildctl.recipe.patch import Patch
 
 
 class ExtensionSource(Model):
@@ -56,6 +57,9 @@ class Extension(Model):
     # imports torch-scatter; its setup.py requires only scipy): its Requires-Dist pins each to the version
     # built here, so that installing it from an index brings the set's own.
     requires: tuple[Name, ...] = ()
+    # Changes to its source, applied in order after it is unpacked, as framework.patches are (an old sdist
+    # that does not compile against a new torch or CUDA).
+    patches: tuple[Patch, ...] = ()
 
     @field_validator("env")
     @classmethod

@@ -108,7 +108,7 @@ RESERVED_BUILD_ENV = (
     # set by build.sh itself
     "SRC", "OUT", "VENV", "VIRTUAL_ENV", "PATH", "MAX_JOBS", "UNTIL", "FRONTEND", "BUILD_TARGET",
     # the extensions step's own (an extension's env may not move its folder or its framework either)
-    "EXT", "AGAINST", "FRAMEWORK_VERSION", "DIST_EXTRA_CONFIG",
+    "EXT", "AGAINST", "FRAMEWORK_VERSION", "DIST_EXTRA_CONFIG", "EXT_LABEL", "PYTORCH_NVCC",
     # buildctl's settings the script reads (invoke build --until / --target; the shared compile cache,
     # a secret: set in build.env it would be rendered into the script and so into a layer)
     "BUILDCTL_UNTIL", "BUILDCTL_TARGETS", "BUILDCTL_CACHE_URL", "CCACHE_REMOTE_STORAGE",

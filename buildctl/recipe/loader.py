@@ -61,7 +61,9 @@ def _resolve_relative_paths(data: dict, file: Path) -> None:
         if isinstance(src, dict) and isinstance(src.get("path"), str) and not os.path.isabs(src["path"]):
             src["path"] = os.path.normpath(str(file.parent / src["path"]))
     patches = (data.get("framework") or {}).get("patches") if isinstance(data.get("framework"), dict) else None
-    for patch in patches if isinstance(patches, list) else ():
+    patches = [*(patches if isinstance(patches, list) else ()), *(p for e in data.get("extensions") or () if  # and
+               isinstance(e, dict) and isinstance(e.get("patches"), list) for p in e["patches"])]  # extensions'
+    for patch in patches:
         if isinstance(patch, dict) and isinstance(patch.get("file"), str) and not os.path.isabs(patch["file"]):
             patch["file"] = os.path.normpath(str(file.parent / patch["file"]))
     certs = data["site"].get("ca_certs") if isinstance(data.get("site"), dict) else None
@@ -373,6 +375,8 @@ def masked_dump(spec: Spec) -> dict:
             holder = holder.get(part) or {}
         if holder.get(name, 0) in (None, [], ()):
             holder.pop(name, None)
+    for ext in data.get("extensions") or []:  # an extension's patches (issue 44), likewise
+        ext.pop("patches", None) if not ext.get("patches") else None
     return mask_data(data)
 
 

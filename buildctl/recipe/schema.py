@@ -45,11 +45,11 @@ from buildctl.recipe.fields import (
     PipPin,
     PipRequirement,
     PythonVersion,
-    TreePath,
     Url,
     Version,
     matching,
 )
+from buildctl.recipe.patch import Patch  # noqa: F401  (re-exported: recipes' patches)
 from buildctl.recipe.toolchains import Cuda, Cudnn, Nccl, Rocm
 from buildctl.settings import extend_site
 
@@ -79,6 +79,21 @@ class Packages(Model):
     components: tuple[Literal["contrib", "non-free", "non-free-firmware", "universe", "multiverse", "restricted"], ...] = ()
 
 
+class PrebuiltIndex(Model):
+    """A framework from a package index by its pin (`pypi: torch==2.14.1`), installed with its dependencies into
+    the builder's venv and the runtime image's; `index_url`: an index to look in beside the site's (PyTorch's
+    own, e.g. https://download.pytorch.org/whl/cu130)."""
+
+    pypi: PipPin
+    index_url: Url | None = None
+
+    @property
+    def cuda_major(self) -> int | None:
+        """The CUDA major the pin's local label names (torch==2.9.1+cu128: 12), or None."""
+        m = re.search(r"\+cu(\d+)\d$", self.pypi)
+        return int(m.group(1)) if m else None
+
+
 class Source(Model):
     """Exactly one of git, path (relative to the recipe's directory or absolute), tarball, or prebuilt:
     a framework not built here, its extensions built against it (`base-image`: the one the base image
@@ -91,7 +106,7 @@ class Source(Model):
     submodules: StrictBool = True
     path: StrictStr | None = None
     tarball: Download | None = None
-    prebuilt: Literal["base-image"] | Download | None = None
+    prebuilt: Literal["base-image"] | Download | PrebuiltIndex | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> Source:
@@ -109,45 +124,6 @@ class Source(Model):
         if self.prebuilt is not None:
             return "prebuilt"
         return "git" if self.git else "path" if self.path is not None else "tarball"
-
-
-class Patch(Model):
-    """One change to the framework source, applied in order after unpacking. Exactly one of:
-    file (a patch next to the recipe), download (a patch fetched, sha256-checked), or archive (a
-    tar or zip unpacked into the source tree at `into`: e.g. Debian's debian.tar.xz, whose quilt
-    `series` file then lists the patches to apply in order, `skip` leaving named ones out; without
-    a series the archive is an overlay, e.g. a submodule the source tarball lacks)."""
-
-    file: StrictStr | None = None
-    download: Download | None = None
-    archive: Download | None = None
-    into: TreePath | None = None  # None: the root of the source tree
-    series: TreePath | None = None
-    skip: tuple[Name, ...] = ()
-    strip: StrictInt = Field(default=1, ge=0, le=9)
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> Patch:
-        kinds = [k for k in ("file", "download", "archive") if getattr(self, k) is not None]
-        if len(kinds) != 1:
-            raise ValueError("give exactly one of file, download, archive (+ series)")
-        if self.series is not None and self.archive is None:
-            raise ValueError("series names a file of an archive; add archive: {url, sha256}")
-        if self.into is not None and self.archive is None:
-            raise ValueError("into is where an archive is unpacked; it needs archive")
-        if self.skip and self.series is None:
-            raise ValueError("skip names patches of a series; it needs archive + series")
-        if self.file is not None and not re.fullmatch(r"[A-Za-z0-9._/+-]+", self.file):
-            raise ValueError("file may use only letters, digits and ._/+-")
-        return self
-
-    @property
-    def label(self) -> str:
-        if self.file is not None:
-            return self.file.rsplit("/", 1)[-1]
-        if self.download is not None:
-            return self.download.name
-        return f"{self.archive.name}:{self.series}" if self.series else self.archive.name
 
 
 class Framework(Model):
@@ -370,6 +346,12 @@ class Spec(Model):
             )
         if self.build.cuda_arch and not tc.cuda:
             raise ValueError("build.cuda_arch is set but toolchain.cuda is absent; remove cuda_arch")
+        prebuilt = self.framework.source.prebuilt
+        if isinstance(prebuilt, PrebuiltIndex) and tc.cuda and prebuilt.cuda_major not in (
+                None, int(tc.cuda.version.split(".")[0])):
+            raise ValueError(f"{prebuilt.pypi} is a CUDA {prebuilt.cuda_major} build, toolchain.cuda pins "
+                             f"{tc.cuda.version}: its nvcc must be of torch's CUDA major; fix: set toolchain.cuda."
+                             f"version to {prebuilt.cuda_major}.x (CUDA 12: install apt, Debian trixie's 12.4)")
         if self.framework.source.kind == "prebuilt" and not self.extensions:
             raise ValueError("framework.source.prebuilt builds no framework, and extensions is empty: nothing to "
                              "build; fix: list the extensions to build against it, or build the framework from source")

@@ -24,8 +24,9 @@ from buildctl.in_container import EXTENSION_BUILD_FILES, FRONTEND, PROBE_FILES, 
 from buildctl.recipe import parallel_jobs, preflight
 from buildctl.recipe.fields import DEFAULT_SOURCE_DATE_EPOCH
 from buildctl.recipe.loader import resolved_yaml
-from buildctl.recipe.schema import Spec
+from buildctl.recipe.schema import PrebuiltIndex, Spec
 from buildctl.render import portable, providers
+from buildctl.render.patches import patch_files, patch_lines, patch_lines_for
 from buildctl.secrets import filtered, split_credentials
 from buildctl.settings import REPO_ROOT
 
@@ -183,7 +184,7 @@ def render(spec: Spec) -> Rendered:
         build_env=build_env,
         user_env=dict(sorted(spec.build.env.items())),  # values quoted: the order written cannot matter
         version_probes=version_probes,
-        patch_lines=_patch_lines(spec),
+        patch_lines=patch_lines(spec),
         build_packages=sorted({*spec.packages.build, *spec.packages.runtime}),
         runtime_packages=sorted({*spec.packages.runtime, *(p for f in frags for p in f.apt_runtime),
                                  *(DEBUG_RUNTIME_PACKAGES if spec.build.type != "Release" else ()),
@@ -201,6 +202,7 @@ def render(spec: Spec) -> Rendered:
         nvcc_objtemp=bool(spec.toolchain.cuda) and _version(spec.toolchain.cuda.version) >= (12, 4),
         dist=spec.framework.dist,
         prebuilt=_prebuilt(spec),
+        **_framework_install(spec),
         extensions=[_extension(e, spec) for e in spec.extensions],
         extension_files=[p.name for p in EXTENSION_BUILD_FILES] if spec.extensions else [],
         # a framework the base image has installed: the venvs see the system site-packages
@@ -224,7 +226,7 @@ def render(spec: Spec) -> Rendered:
         ".dockerignore": "downloads/**/.keep\n",
     }
     files.update(_site_files(spec))
-    patches = _patch_files(spec)
+    patches = patch_files(spec)
     files.update({name: text for name, (_, text) in patches.items()})
     for f in frags:
         if f.stage_name:
@@ -233,13 +235,27 @@ def render(spec: Spec) -> Rendered:
     return Rendered(spec, files, tuple(frags), reads, requested)
 
 
-PATCH_DIR = "/usr/local/share/buildctl/patches"
-
-
 def _prebuilt(spec: Spec) -> str | None:
-    """None (the framework is built), 'base-image' or 'wheel'."""
+    """None (the framework is built), 'base-image', 'wheel' or 'index'."""
     prebuilt = spec.framework.source.prebuilt
-    return None if prebuilt is None else prebuilt if isinstance(prebuilt, str) else "wheel"
+    if prebuilt is None or isinstance(prebuilt, str):
+        return prebuilt
+    return "index" if isinstance(prebuilt, PrebuiltIndex) else "wheel"
+
+
+def _framework_install(spec: Spec) -> dict:
+    """A prebuilt framework that is a download, for both venv stages: the shell line fetching a wheel
+    (sha256 checked), and the pip arguments installing it with its dependencies, in the same resolve as the
+    build's requirements (a CUDA torch needs its nvidia-* wheels: --no-deps left it unimportable)."""
+    prebuilt = spec.framework.source.prebuilt
+    if isinstance(prebuilt, PrebuiltIndex):
+        index = ["--extra-index-url", prebuilt.index_url] if prebuilt.index_url else []
+        return {"framework_fetch": "", "framework_install": [*index, prebuilt.pypi]}
+    if prebuilt is None or isinstance(prebuilt, str):
+        return {"framework_fetch": "", "framework_install": []}
+    tmp = f"/tmp/{prebuilt.name}"
+    return {"framework_fetch": f"buildctl-fetch {shlex.quote(prebuilt.url)} {prebuilt.sha256} {shlex.quote(tmp)}",
+            "framework_install": [tmp]}
 
 
 @dataclass(frozen=True)
@@ -249,6 +265,7 @@ class _RenderedExtension:
     source: object
     env: dict[str, str]
     requires: tuple[str, ...]  # the names of the extensions above it it imports, as the recipe lists them
+    patch_lines: tuple[str, ...] = ()  # its recipe patches, applied to "$dir" after unpacking
 
 
 def _extension(ext, spec: Spec) -> _RenderedExtension:
@@ -260,58 +277,12 @@ def _extension(ext, spec: Spec) -> _RenderedExtension:
         return next(e.name for e in spec.extensions if _same(e.name, name))
 
     return _RenderedExtension(ext.name, ext.source_label, ext.source, {**env, **ext.env},
-                              tuple(listed(n) for n in ext.requires))
+                              tuple(listed(n) for n in ext.requires),
+                              tuple(patch_lines_for(ext.patches, '"$dir"', f"ext-{ext.name}-")))
 
 
 def _same(a: str, b: str) -> bool:
     return a.lower().replace("_", "-") == b.lower().replace("_", "-")
-
-
-def _patch_file_name(index: int, patch) -> str:
-    return f"{index:02d}-{patch.label}"
-
-
-def _patch_files(spec: Spec) -> dict[str, tuple[str, str]]:
-    """Patch files that live next to the recipe, copied into the build folder (and so into the key):
-    {rendered name: (the file read, its text)}, the text byte for byte (no newline translation)."""
-    files = {}
-    for i, patch in enumerate(spec.framework.patches):
-        if patch.file is not None:
-            try:
-                files[f"patches/{_patch_file_name(i, patch)}"] = (patch.file, Path(patch.file).read_bytes().decode())
-            except (OSError, UnicodeDecodeError) as e:
-                raise InputError(f"framework.patches[{i}].file {patch.file}: cannot read ({e.__class__.__name__}); "
-                                 "fix: the path is relative to the recipe file") from None
-    return files
-
-
-def _patch_lines(spec: Spec) -> list[str]:
-    """Shell lines that apply the recipe's patches in order (buildctl-patch names a failing hunk)."""
-    q = shlex.quote
-    lines = []
-    for i, patch in enumerate(spec.framework.patches):
-        if patch.file is not None:
-            name = _patch_file_name(i, patch)
-            lines.append(f'buildctl-patch file "$SRC" {patch.strip} {q(f"{PATCH_DIR}/{name}")} {q(patch.label)}')
-        elif patch.download is not None:
-            tmp = f"/tmp/patch-{i:02d}"
-            lines.append(f"buildctl-fetch {q(patch.download.url)} {q(patch.download.sha256)} {tmp}"
-                         f' && buildctl-patch file "$SRC" {patch.strip} {tmp} {q(patch.label)} && rm -f {tmp}')
-        else:
-            tmp = f"/tmp/patches-{i:02d}"
-            dest = '"$SRC"' if patch.into is None else f'"$SRC"/{q(patch.into)}'
-            # Wheels and zips through Python's zipfile (no unzip in the image); tarballs through tar.
-            unpack = (f"python3 -m zipfile -e {tmp} {dest}" if patch.archive.name.endswith((".zip", ".whl"))
-                      else f"tar -xf {tmp} -C {dest} --no-same-owner")
-            line = (f"buildctl-fetch {q(patch.archive.url)} {q(patch.archive.sha256)} {tmp}"
-                    f" && mkdir -p {dest} && {unpack} && rm -f {tmp}")
-            if patch.series:
-                skip = "".join(f" {q(n)}" for n in patch.skip)
-                line += f' && buildctl-patch series "$SRC" {patch.strip} "$SRC"/{q(patch.series)}{skip}'
-            else:
-                line += f' && echo "buildctl: unpacked {patch.archive.name} into {patch.into or "the source tree"}"'
-            lines.append(line)
-    return lines
 
 
 def _version(text: str) -> tuple[int, ...]:

@@ -57,7 +57,9 @@ def source_digest(spec: Spec) -> str:
     src = spec.framework.source
     h = hashlib.sha256()
     if src.kind == "prebuilt":  # the base image's framework is keyed by the image; a wheel by its digest
-        h.update(f"prebuilt {src.prebuilt if isinstance(src.prebuilt, str) else src.prebuilt.sha256}".encode())
+        p = src.prebuilt  # an index's by its pin and index (what pip resolves lands in the images' layers)
+        h.update(f"prebuilt {p if isinstance(p, str) else getattr(p, 'sha256', None) or f'{p.pypi} {p.index_url}'}"
+                 .encode())
     elif src.kind == "git":
         # the commit the ref was resolved to before the key (store/git_refs.py), never the ref's name
         h.update(f"git {src.git} {src.commit or src.ref} {src.submodules}".encode())

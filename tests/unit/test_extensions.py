@@ -98,7 +98,7 @@ def test_the_extension_step_builds_each_against_the_installed_framework():
     assert "pip wheel --no-build-isolation --no-deps" in script
     assert 'pin_requires.py "$wheel" --dist torch --version "$FRAMEWORK_VERSION"' in script
     assert "-m venv --system-site-packages /opt/venv" in dockerfile  # Debian's torch is seen from the venv
-    assert "COPY abi_check.py pin_requires.py /usr/local/share/buildctl/" in dockerfile
+    assert "COPY abi_check.py pin_requires.py cuda_checks.py /usr/local/share/buildctl/" in dockerfile
     assert "binutils" in dockerfile.split("FROM base AS runtime\n")[1].split("FROM base AS builder")[0]
     # a framework built here: installed into the venv before the extensions, its wheel in their key
     built = render_mod.render(spec_with(framework={"name": "pytorch", "source": {"path": "/src"}})).files["build.sh"]

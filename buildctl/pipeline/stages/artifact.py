@@ -178,6 +178,8 @@ def _prebuilt(src) -> dict:
         return {}
     if isinstance(src.prebuilt, str):
         return {"prebuilt": src.prebuilt}
+    if getattr(src.prebuilt, "pypi", None):  # an index's: its pin, and the index (credentials masked)
+        return {"prebuilt": src.prebuilt.pypi, "prebuilt_index": mask_url(src.prebuilt.index_url or "")}
     return {"prebuilt": mask_url(src.prebuilt.url), "prebuilt_sha256": src.prebuilt.sha256}
 
 
@@ -233,10 +235,10 @@ def _extensions_section(spec: Spec, out_dir: Path, framework_wheels: list[Path],
     src = spec.framework.source
     against["framework"] = spec.framework.dist
     against["from"] = "this build" if src.prebuilt is None else (
-        "the base image" if isinstance(src.prebuilt, str) else f"wheel {src.prebuilt.name}")
+        "the base image" if isinstance(src.prebuilt, str) else f"index {src.prebuilt.pypi}"
+        if getattr(src.prebuilt, "pypi", None) else f"wheel {src.prebuilt.name}")
     against["wheel_sha256"] = (artifacts.sha256_of(framework_wheels[0]) if framework_wheels else
-                               src.prebuilt.sha256 if src.prebuilt is not None and not isinstance(src.prebuilt, str)
-                               else None)
+                               getattr(src.prebuilt, "sha256", None) if not isinstance(src.prebuilt, str) else None)
     against["cuda_arch"] = list(spec.build.cuda_arch)
     rows = []
     for ext, (wheel, facts) in zip(spec.extensions, built, strict=True):

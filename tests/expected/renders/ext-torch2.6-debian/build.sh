@@ -162,7 +162,7 @@ FRAMEWORK_VERSION=$(python -c 'import importlib.metadata as m; print(m.version("
 python /usr/local/share/buildctl/abi_check.py --facts > "$OUT/extensions/built-against.json"
 # Each extension wheel's version gets a local label naming this torch and its CUDA (PyG's scheme,
 # 2.1.2+pt214cu130): one index holds a set per torch, and pip takes the set whose pin fits the torch asked.
-LABEL=$(python /usr/local/share/buildctl/cuda_checks.py label --facts "$OUT/extensions/built-against.json" --dist torch)
+EXT_LABEL=$(python /usr/local/share/buildctl/cuda_checks.py label --facts "$OUT/extensions/built-against.json" --dist torch)
 # An extension's objects fit one framework: built against another (a patched rebuild), it starts over
 # from its pristine source (the compile cache gives back whatever the change left alone).
 AGAINST=$(python -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$OUT/extensions/built-against.json")
@@ -207,7 +207,7 @@ fi
     python -m pip wheel --no-build-isolation --no-deps -v -w dist .
   fi
   for wheel in dist/*.whl; do
-    pinned=$(python /usr/local/share/buildctl/pin_requires.py "$wheel" --dist torch --version "$FRAMEWORK_VERSION" --label "$LABEL" --out "$OUT/extensions")
+    pinned=$(python /usr/local/share/buildctl/pin_requires.py "$wheel" --dist torch --version "$FRAMEWORK_VERSION" --label "$EXT_LABEL" --out "$OUT/extensions")
     # Before anything is published: the exact torch pin, every .so's CUDA major.
     python /usr/local/share/buildctl/cuda_checks.py wheel "$pinned" --facts "$OUT/extensions/built-against.json" \
       --dist torch --report "$OUT/extensions/checks.jsonl"
