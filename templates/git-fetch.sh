@@ -9,6 +9,28 @@ set -eu
 [ -n "${BUILDCTL_SECRETS_TAKEN:-}" ] || . /usr/local/lib/buildctl/secrets.sh
 url=$1 ref=$2 dir=$3 submodules=${4:-1} commit=${5:-}
 real=$(printf '%s\n' "${BUILDCTL_URL_MAP:-}" | awk -v u="$url" '$1 == u { print $2; exit }')
+# A login goes to git through a credential helper of its environment, for that URL's host only, never on its
+# command line (every process's argv is readable in /proc, the host's included): git fetches URL as rendered.
+# Only a URL whose credentials were its login alone (a token in its query stays in the URL git is given).
+pct_decode() { printf '%b' "$(printf '%s' "$1" | sed 's/%\([0-9A-Fa-f][0-9A-Fa-f]\)/\\x\1/g')"; }
+if [ -n "$real" ]; then
+  scheme=${real%%://*} rest=${real#*://}
+  hostpart=${rest%%[/?#]*}
+  case "$hostpart" in
+    *@*)
+      login=${hostpart%@*} host=${hostpart##*@}
+      if [ "$scheme://$host${rest#"$hostpart"}" = "$url" ]; then
+        pass=
+        case "$login" in *:*) pass=${login#*:} ;; esac
+        BUILDCTL_GIT_USERNAME=$(pct_decode "${login%%:*}") BUILDCTL_GIT_PASSWORD=$(pct_decode "$pass")
+        n=${GIT_CONFIG_COUNT:-0}
+        export BUILDCTL_GIT_USERNAME BUILDCTL_GIT_PASSWORD GIT_CONFIG_COUNT=$((n + 1)) \
+          "GIT_CONFIG_KEY_$n=credential.$scheme://$host.helper" \
+          "GIT_CONFIG_VALUE_$n=!f() { test \"\$1\" = get && printf 'username=%s\\npassword=%s\\n' \"\$BUILDCTL_GIT_USERNAME\" \"\$BUILDCTL_GIT_PASSWORD\"; }; f"
+        real=
+      fi ;;
+  esac
+fi
 mkdir -p "$dir"
 cd "$dir"
 if [ ! -d .git ]; then git init -q .; fi

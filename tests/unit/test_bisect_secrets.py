@@ -153,3 +153,24 @@ def test_the_history_fetch_puts_no_token_on_a_command_line_or_in_a_file(private_
     assert leaked_files(tmp_path) == []
     rotated = History(private_server.replace(TOKENS[0], "An0therTok3n"), tmp_path / "git")
     assert rotated.path == history.path  # a rotated token reuses the copy
+
+
+def test_the_builds_git_fetch_puts_no_token_on_gits_command_line(private_server, tmp_path):
+    """templates/git-fetch.sh (a build's source step, in the container) fetched `git fetch <URL with its token>`:
+    the token stood in git's argv, readable in /proc on the host too. The login now goes through a credential
+    helper of git's environment for that host; git is given the URL as rendered."""
+    bindir, calls = tmp_path / "bin", tmp_path / "git-calls.txt"
+    bindir.mkdir()
+    real_git = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True, check=True).stdout.strip()
+    (bindir / "git").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> {calls}\nexec {real_git} \"$@\"\n")
+    (bindir / "git").chmod(0o755)
+    clean = private_server.replace(f"ci:{TOKENS[0]}@", "")
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path), "BUILDCTL_SECRETS_TAKEN": "1",
+           "BUILDCTL_URL_MAP": f"{clean} {private_server}", "GIT_TERMINAL_PROMPT": "0"}
+    done = subprocess.run(["bash", str(REPO / "templates" / "git-fetch.sh"), clean, "HEAD", str(tmp_path / "src"), "0"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert subprocess.run(["git", "-C", str(tmp_path / "src"), "log", "-1", "--format=%s"], capture_output=True,
+                          text=True).stdout.strip() == "two"
+    assert "fetch" in calls.read_text() and leaked(calls.read_text()) == [], calls.read_text()
+    assert leaked_files(tmp_path / "src") == []
