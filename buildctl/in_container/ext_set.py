@@ -80,8 +80,9 @@ def unmet(requires: list[str], framework: str, installed: str | None) -> list[st
     """What of `requires` (Requires-Dist entries on the framework) the installed framework does not meet,
     one line each. Installs are --no-deps, so nothing else compares them: a pin on another torch would
     pass unseen. A pre-release installed (a source build's 2.7.0a0) is compared as it is."""
-    if not requires:
-        return []
+    if not requires:  # pip would take any framework for it (an index's newest): the set's pin is its contract
+        return [f"no Requires-Dist on {framework}: pip would take another {framework} for it; fix: pin it "
+                f"({framework}=={installed or 'VERSION'}), as buildctl's extension wheels are"]
     if installed is None:
         return [f"{framework} is not installed, and it requires {'; '.join(requires)}"]
     tools = _packaging()

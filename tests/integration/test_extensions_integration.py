@@ -165,8 +165,10 @@ def test_the_manifest_records_what_the_extension_was_built_against_and_pins_it(e
     assert against["version"] == TORCH and against["cxx11_abi"] is True and against["cuda"] is None
     assert against["framework"] == "torch" and against["from"] == "the base image" and against["wheel_sha256"] is None
     [row] = ext["extensions"]
-    assert row["name"] == "buildctl-test-tinyop" and row["module"] == "tinyop" and row["version"] == "0.1.0"
-    assert row["frontend"] == "setuptools" and row["file"] == "buildctl_test_tinyop-0.1.0-cp313-cp313-linux_x86_64.whl"
+    # labelled for the torch it fits (issue 44: PyG's scheme, one index holding a set per torch)
+    assert row["name"] == "buildctl-test-tinyop" and row["module"] == "tinyop" and row["version"] == "0.1.0+pt26cpu"
+    assert row["frontend"] == "setuptools" and \
+        row["file"] == "buildctl_test_tinyop-0.1.0+pt26cpu-cp313-cp313-linux_x86_64.whl"
     assert f"torch=={TORCH}" in row["requires"]
     # the framework was not built: the artifact's wheels are the extension's alone, and it requires this torch
     assert [w["file"] for w in manifest["wheels"]] == [row["file"]]
@@ -249,7 +251,7 @@ def test_the_published_set_installs_beside_its_torch_and_only_there(ext_build, d
         assert res.exit_code == 0, res.log[-3000:]
         # ours, beside the image's torch, which pip kept
         assert _result(res.log) == {"torch": TORCH, "torch_file": "/usr/lib/python3/dist-packages/torch/__init__.py",
-                                    "tinyop": "0.1.0", "add_one": [2.0, 2.0]}
+                                    "tinyop": "0.1.0+pt26cpu", "add_one": [2.0, 2.0]}
         # a venv without that torch: the pin refuses every other (PyPI has no 2.6.0+debian)
         res = _pip_in_fresh_container(docker_client, runtime, f"{url}simple/", extra=pypi, system_torch=False)
     assert res.exit_code != 0

@@ -409,8 +409,8 @@ def test_the_extension_check_compares_built_against_with_any_installed_framework
 
     site = tmp_path / "site"
     _dist(site, "fakefw", "0.2.0+cpu")
-    _dist(site, "built-for-old", "1.0")
-    _dist(site, "built-for-this", "1.0")
+    _dist(site, "built-for-old", "1.0", ("fakefw==0.1.0+cpu",))
+    _dist(site, "built-for-this", "1.0", ("fakefw==0.2.0+cpu",))  # pinned, as the build pins (issue 44)
     wanted = {"framework": {"dist": "fakefw", "module": "fakefw"},
               "extensions": [{"name": "built-for-old", "built_against": {"version": "0.1.0+cpu", "framework": "fakefw"}},
                              {"name": "built-for-this", "built_against": {"version": "0.2.0+cpu",

@@ -243,3 +243,28 @@ def _wheel(tmp_path: Path, name: str, version: str, requires: list[str], so: byt
         for n, d in {**files, f"{info}/RECORD": record.encode()}.items():
             z.writestr(n, d)
     return path
+
+
+def test_verification_refuses_an_extension_without_a_pin_on_its_framework():
+    """A wheel whose Requires-Dist names no torch lets pip take any torch for it (sglang#36462): in the runtime
+    image, beside the set or in it, it is refused in one line with the fix."""
+    from buildctl.in_container import ext_set
+
+    [line] = ext_set.unmet([], "torch", "2.14.1")
+    assert "no Requires-Dist on torch" in line and "fix: pin it (torch==2.14.1)" in line
+    assert ext_set.unmet(["torch==2.14.1"], "torch", "2.14.1") == []
+
+
+def test_a_cuda_extension_build_has_cuobjdump_of_torchs_major():
+    pip_build = render_mod.render(pypi_torch()).files["Dockerfile"]
+    assert "nvidia-cuda-cuobjdump~=13.0" in stage(pip_build, "venv")
+    assert "cuobjdump" not in render_mod.render(recipe.load("demo-cuda13")).files["Dockerfile"]
+
+
+def test_a_pip_cuda_toolchain_leaves_the_cuda_runtime_to_the_index_torch():
+    """PyPI's torch 2.14.1 pins its CUDA runtime (cuda-toolkit==13.0.3: nvidia-cuda-runtime 13.0.96, cccl 13.0.85);
+    the toolchain pins only the compiler's packages and takes the runtime and headers of torch's major."""
+    venv = stage(render_mod.render(pypi_torch()).files["Dockerfile"], "venv")
+    assert "nvidia-cuda-nvcc==13.0.88" in venv and "nvidia-cuda-crt==13.0.88" in venv
+    assert "nvidia-cuda-runtime~=13.0" in venv and "nvidia-cuda-cccl~=13.0" in venv
+    assert "nvidia-cuda-runtime" not in stage(render_mod.render(pypi_torch()).files["Dockerfile"], "runtime-venv")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from buildctl.recipe.schema import PrebuiltIndex
 from buildctl.render.providers.fragment import Fragment, site_packages
 
 PIP_PACKAGES = ("nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-runtime", "nvidia-cuda-cccl")
+TORCHS_OWN = ("nvidia-cuda-runtime", "nvidia-cuda-cccl")  # of the CUDA torch's own release, beside a torch from an index
 
 
 def fragment(spec, render_stage) -> Fragment | None:
@@ -41,13 +43,21 @@ def fragment(spec, render_stage) -> Fragment | None:
         return Fragment(provider="cuda-runfile", stage=stage, stage_name="cuda", copies=(prefix,),
                         links=((home, prefix),) if home != prefix else (), downloads=(cuda.runfile,), **common)
     if cuda.install == "pip":
-        root = f"{site_packages(spec)}/nvidia/cu{cuda.version.split('.')[0]}"
-        pins = tuple(f"{p}=={cuda.pip_release}" for p in PIP_PACKAGES)
+        major = cuda.version.split(".")[0]
+        root = f"{site_packages(spec)}/nvidia/cu{major}"
+        # A torch from an index brings the CUDA runtime it was built with (its cuda-toolkit pin): the toolchain
+        # pins the compiler's packages and takes the runtime and its headers of that major from the same resolve.
+        torchs = isinstance(spec.framework.source.prebuilt, PrebuiltIndex)
+        pins = tuple(f"{p}~={major}.0" if torchs and p in TORCHS_OWN else f"{p}=={cuda.pip_release}"
+                     for p in PIP_PACKAGES)
+        if spec.extensions:  # the device-code check of each extension wheel (cuda_checks.py); any of the major
+            pins += (f"nvidia-cuda-cuobjdump~={major}.0",)  # reads it (13.0 has none on PyPI)
         # The wheels ship lib/ and only versioned sonames; CMake's FindCUDAToolkit wants lib64/ and
         # the unversioned link names, so the toolkit root gets the usual layout.
         links = ((home, root), (f"{root}/lib64", "lib"),
                  (f"{root}/lib/libcudart.so", f"libcudart.so.{cuda.version.split('.')[0]}"))
-        return Fragment(provider="cuda-pip", pip_build=pins, pip_runtime=(f"nvidia-cuda-runtime=={cuda.pip_release}",),
+        return Fragment(provider="cuda-pip", pip_build=pins,
+                        pip_runtime=() if torchs else (f"nvidia-cuda-runtime=={cuda.pip_release}",),
                         links=links, **common)
     if cuda.install == "apt":
         # Debian's nvidia-cuda-toolkit (non-free); its nvcc needs a gcc it supports (cuda-gcc, from
