@@ -306,6 +306,8 @@ def dry_run(recipes: list[str], sets, *, settings: Settings, no_preflight=False,
     table.add_row("base image", Text(found.base_image))
     for note in found.resolved:
         table.add_row("resolved", Text(note.removeprefix("buildctl: ")))
+    if found.source_rule:
+        table.add_row("source sends", Text(found.source_rule))
     out.print(table)
 
 

@@ -70,6 +70,11 @@ def show(recipe: str, sets, *, as_json: bool, settings: Settings) -> None:
     if as_json:
         return print_json(recipe_mod.masked_dump(spec))
     out.print(recipe_mod.resolved_yaml(spec), end="")
+    if spec.framework.source.kind == "path":  # what a local source sends and keys: one declared rule
+        from buildctl.store import source_tree
+
+        out.print(f"# framework.source.path sends and keys {source_tree.rule(Path(spec.framework.source.path))}",
+                  markup=False, highlight=False)
 
 
 @command

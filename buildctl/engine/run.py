@@ -36,7 +36,7 @@ from buildctl.engine.kind import kind_of, refuse_memory_limit
 from buildctl.engine.labels import KEEP_LABEL, OWNER_LABEL, buildctl_labels, network_mode_for, process_owner
 from buildctl.engine.lines import LineSink, LineSplitter, StepLog
 from buildctl.engine.signals import signals_deferred, terminate_as_interrupt
-from buildctl.engine.transfer import Tree, get_output, owner_of, put_credentials, put_input
+from buildctl.engine.transfer import Snapshot, Tree, get_output, owner_of, put_credentials, put_input
 from buildctl.errors import EngineError
 from buildctl.secrets import Credentials, Masker, secret_values_from_env
 
@@ -155,7 +155,7 @@ class ContainerSpec:
     image: str
     command: Sequence[str]
     env: Mapping[str, str] | None = None
-    inputs: Mapping[str, Path | Tree] | None = None
+    inputs: Mapping[str, Path | Tree | Snapshot] | None = None
     outputs: Mapping[str, Path] | None = None
     volumes: Mapping[str, str] | None = None
     network_mode: str | None = None

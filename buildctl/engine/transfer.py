@@ -66,6 +66,42 @@ class Tree:
     keep: Callable[[str, bool], bool]
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """A tar made once of a local source at its key (store/source_tree.py): sent as it is, never the live
+    folder, to every container that reads the source."""
+
+    path: Path
+
+
+def snapshot_chunks(snapshot: Snapshot, arcname: str, owner: tuple[int, int]) -> Iterator[bytes]:
+    """The snapshot as a tar stream under `arcname` (the container's path, without its leading /), owned by
+    `owner`: read from the snapshot only, one member at a time."""
+    chunks: list[bytes] = []
+
+    class Out:
+        def write(self, b: bytes) -> int:
+            chunks.append(bytes(b))
+            return len(b)
+
+    top = tarfile.TarInfo(arcname)
+    top.type, top.mode, (top.uid, top.gid) = tarfile.DIRTYPE, 0o755, owner
+    with tarfile.open(snapshot.path, "r:", errors="surrogateescape") as src, \
+            tarfile.open(fileobj=Out(), mode="w|", format=tarfile.PAX_FORMAT, errors="surrogateescape") as out:
+        out.addfile(top)
+        for ti in src:
+            fh = src.extractfile(ti) if ti.isreg() else None
+            ti.name = f"{arcname}/{ti.name}"
+            # the names are written again from .name and .linkname (a PAX path header would keep the old one)
+            ti.pax_headers = {k: v for k, v in ti.pax_headers.items() if k not in ("path", "linkpath")}
+            ti.uid, ti.gid = owner
+            ti.uname = ti.gname = ""
+            out.addfile(ti, fh)
+            yield from chunks
+            chunks.clear()
+    yield from chunks
+
+
 def _tar_chunks(src: Path, arcname: str, owner: tuple[int, int],
                 keep: Callable[[str, bool], bool] | None = None) -> Iterator[bytes]:
     """A PAX tar of `src` (as `arcname`) produced in a thread and streamed: no temp copy on disk.
@@ -160,11 +196,18 @@ class _ChunkReader(io.RawIOBase):
 
 
 def put_input(
-    client: docker.DockerClient, cid: str, container_path: str, host_path: Path | Tree, owner: tuple[int, int]
+    client: docker.DockerClient, cid: str, container_path: str, host_path: Path | Tree | Snapshot,
+    owner: tuple[int, int]
 ) -> None:
     """Copy `host_path` (a file, or a folder's contents, or a Tree's members) to `container_path` in a
     created container. A `host_path` that is itself a symlink is followed (the source's key is its target's
     contents; sent as a link, it would dangle in the container); links inside it are sent as links."""
+    if isinstance(host_path, Snapshot):
+        arcname = container_path.strip("/")
+        if not arcname or ".." in Path(arcname).parts:
+            raise EngineError(f"input destination {container_path!r} must be an absolute path below /")
+        client.api.put_archive(cid, "/", snapshot_chunks(host_path, arcname, owner))
+        return
     keep = host_path.keep if isinstance(host_path, Tree) else None
     host_path = Path(host_path.path if isinstance(host_path, Tree) else host_path)
     if host_path.is_symlink():

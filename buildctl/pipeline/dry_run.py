@@ -12,7 +12,7 @@ from buildctl.errors import InputError
 from buildctl.pipeline.stages import BuildOptions, Run, prepare
 from buildctl.recipe.loader import masked_dump
 from buildctl.recipe.schema import Spec
-from buildctl.store import artifacts
+from buildctl.store import artifacts, source_tree
 from buildctl.store import key as key_mod
 from buildctl.store.manifest import Manifest
 
@@ -27,12 +27,14 @@ class DryRun:
     changed: list[dict[str, str]]
     base_image: str  # the base image's id, or why the key could not name one
     resolved: tuple[str, ...] = ()  # what the resolve step asked (a git ref's commit, git ls-remote), one line each
+    source_rule: str | None = None  # a local source: what it sends and keys (store/source_tree.py)
 
     def to_json(self) -> dict:
         return {"recipe": self.recipe, "key": self.key, "up_to_date": self.up_to_date,
                 "artifact": str(self.artifact) if self.artifact else None,
                 "latest": str(self.latest) if self.latest else None, "changed": self.changed,
-                "base_image": self.base_image, "resolved": list(self.resolved)}
+                "base_image": self.base_image, "resolved": list(self.resolved),
+                "source_rule": self.source_rule}
 
 
 def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
@@ -54,7 +56,8 @@ def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
     return DryRun(spec.name, inputs.key, up_to_date, here if up_to_date else None, latest, changed,
                   base_id if base is not None else f"absent on the engine: {spec.base.image} (the build pulls it "
                                                     f"by the pull policy, and the key then names its id)",
-                  tuple(run.log.lines))
+                  tuple(run.log.lines),
+                  source_tree.rule(Path(spec.framework.source.path)) if spec.framework.source.kind == "path" else None)
 
 
 def changes_since_latest(spec: Spec, inputs: key_mod.KeyInputs, root: Path | None) -> tuple[Path | None, list[dict]]:

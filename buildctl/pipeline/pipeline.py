@@ -221,7 +221,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
             verified, verify_error = verification
     finally:
         if prepared is not None:  # this build's private render folder
-            shutil.rmtree(prepared.context_dir, ignore_errors=True)
+            prepare.discard(prepared)
     total = round(time.monotonic() - t0, 2)
     view.finished(total)
     return BuildResult(spec.name, published.key, published.artifact, published.manifest, published.cached,

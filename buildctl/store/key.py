@@ -15,7 +15,7 @@ import hmac
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +38,6 @@ NOT_KEYED = {
 # The verification's own files: they decide how the wheel is checked, not the wheel; verification copies
 # buildctl's current ones into its container, and the report records their digest (verification_files_sha256).
 VERIFICATION_ONLY = "verification only: how the wheel is checked, never what is built (the report records them)"
-SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".eggs", ".pytest_cache"}
 
 
 def not_keyed_because(path: str) -> str | None:
@@ -71,39 +70,11 @@ def source_digest(spec: Spec) -> str:
 
 
 def tree_digest(root: Path) -> str:
-    """A local source folder's digest over exactly what the build is sent (`source_member`): each file's
-    path, executable bits and contents, and each link's path and target, as a link travels (never followed)."""
-    h = hashlib.sha256()
-    for path in sorted(source_files(root)):
-        rel = path.relative_to(root).as_posix()
-        if path.is_symlink():
-            h.update(rel.encode() + b"\0link\0" + os.readlink(path).encode() + b"\0")
-            continue
-        h.update(rel.encode() + b"\0" + oct(path.stat().st_mode & 0o111).encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-    return h.hexdigest()
+    """A local source folder's digest over exactly what the build is sent: the members its declared rule
+    keeps (store/source_tree.py), read as they are now (the build keys the snapshot it sends)."""
+    from buildctl.store import source_tree
 
-
-def source_member(rel: str, is_dir: bool) -> bool:
-    """Whether a path of a local source tree (relative, '/'-separated) is source: sent to the build
-    container and keyed. Build outputs and caches a working tree accumulates are neither."""
-    parts = rel.split("/")
-    if any(p in SKIP_DIRS or p.endswith(".egg-info") for p in parts):
-        return False
-    return is_dir or not parts[-1].endswith((".pyc", ".so", ".whl"))
-
-
-def source_files(root: Path) -> Iterator[Path]:
-    """The files and links of a local source tree that `source_member` keeps (links to folders included,
-    never entered)."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        base = Path(dirpath)
-        prefix = "" if base == root else base.relative_to(root).as_posix() + "/"
-        links = [d for d in dirnames if (base / d).is_symlink()]
-        dirnames[:] = [d for d in dirnames if d not in links and source_member(prefix + d, True)]
-        for name in [*filenames, *links]:
-            if source_member(prefix + name, False):
-                yield base / name
+    return source_tree.digest(root)
 
 
 @dataclass(frozen=True)
@@ -151,11 +122,13 @@ def key_inputs(files: Mapping[str, str], source: str, base_image_id: str,
     return KeyInputs(keyed, source, base_image_id, dict(credentials or {}))
 
 
-def request_inputs(rendered: Rendered, base_image_id: str, salt: bytes, env: Mapping[str, str]) -> KeyInputs:
+def request_inputs(rendered: Rendered, base_image_id: str, salt: bytes, env: Mapping[str, str],
+                   source: str | None = None) -> KeyInputs:
     """The key's inputs of a rendered request: its keyed files, its source's digest, the base image's id and
     the salted digests of the credential query values in `env` (build.env as the recipe gives it, credentials
     in: the rendered files have them stripped)."""
-    return key_inputs(rendered.files, source_digest(rendered.spec), base_image_id, credential_digests(env, salt))
+    return key_inputs(rendered.files, source or source_digest(rendered.spec), base_image_id,
+                      credential_digests(env, salt))
 
 
 # --- credential query values: keyed salted -----------------------------------------------------------------

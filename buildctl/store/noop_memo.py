@@ -142,10 +142,10 @@ def still_holds(entry: dict[str, Any]) -> bool:
     if any(file_sha256(p) != sha for p, sha in held.items()):
         return False
     if entry["source_tree"] is not None:
-        from buildctl.store.key import tree_digest
+        from buildctl.store.source_tree import digest
 
         tree, digest_was = entry["source_tree"]
-        if not Path(tree).is_dir() or tree_digest(Path(tree)) != digest_was:
+        if not Path(tree).is_dir() or digest(Path(tree)) != digest_was:
             return False
     return Path(entry["render_dir"]).is_dir() and unvouched(artifact, entry["fingerprints"]) is None
 

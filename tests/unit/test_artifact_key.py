@@ -243,7 +243,7 @@ def test_the_dry_run_says_the_key_of_every_shipped_recipe_asking_the_engine_only
     asked = [line.removeprefix("buildctl: ") for line in found.resolved]
     assert found.to_json() == {"recipe": spec.name, "key": found.key, "up_to_date": False, "artifact": None,
                                "latest": None, "changed": [], "base_image": "sha256:" + "b" * 64,
-                               "resolved": list(found.resolved)}
+                               "resolved": list(found.resolved), "source_rule": found.source_rule}
     assert all(line.endswith(f"is {'c' * 12} (git ls-remote)") for line in asked)
     pinned = git_refs.pin(spec, tmp_path, on_note=lambda line: None)
     assert found.key == key_mod.artifact_key(render_mod.render(pinned).files, key_mod.source_digest(pinned),
@@ -313,33 +313,6 @@ def test_diff_refuses_a_wheel_that_is_not_the_one_its_manifest_records(tmp_path)
         compare.load_side(folder)
     (folder / "w.whl").unlink()  # no wheel: the records are compared
     assert compare.load_side(folder)["manifest"]["recipe"] == "demo-cpu"
-
-
-def test_a_local_source_is_keyed_over_exactly_what_is_sent_to_the_build(tmp_path):
-    """The compile container gets the members `source_member` keeps, and the key is over those: a build output
-    in the tree (build/, a .so) is neither sent nor keyed; a link travels, and is keyed, as a link."""
-    import io
-    import tarfile
-
-    from buildctl.engine.transfer import _tar_chunks
-
-    src = tmp_path / "src"
-    (src / "csrc").mkdir(parents=True)
-    (src / "csrc" / "a.cpp").write_text("int a;\n")
-    (src / "build").mkdir()
-    (src / "build" / "CMakeCache.txt").write_text("stale\n")
-    (src / "csrc" / "old.so").write_bytes(b"ELF")
-    (src / "alias.cpp").symlink_to("csrc/a.cpp")
-    sent = tarfile.open(fileobj=io.BytesIO(b"".join(_tar_chunks(src, "work/src", (0, 0), key_mod.source_member))))
-    members = {m.name for m in sent.getmembers() if not m.isdir()}
-    assert members == {f"work/src/{p.relative_to(src).as_posix()}" for p in key_mod.source_files(src)}
-    assert members == {"work/src/csrc/a.cpp", "work/src/alias.cpp"}
-    before = key_mod.tree_digest(src)
-    (src / "build" / "CMakeCache.txt").write_text("another stale\n")
-    assert key_mod.tree_digest(src) == before  # not sent, not keyed
-    (src / "alias.cpp").unlink()
-    (src / "alias.cpp").symlink_to("csrc/../csrc/a.cpp")
-    assert key_mod.tree_digest(src) != before  # another link is another tree in the container
 
 
 # --- keys that do not move for nothing, and move for what reaches the build (issue 41) ------------------------

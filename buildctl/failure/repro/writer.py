@@ -17,7 +17,7 @@ from typing import Any
 
 from buildctl.failure import diagnose
 from buildctl.secrets import Masker, filtered, mask_data
-from buildctl.store import artifacts, key
+from buildctl.store import artifacts, source_tree
 
 CARRY_LIMIT = 256 << 20  # sources and staged files up to this size travel inside the bundle
 SITE_FILES = ("pip.conf",)
@@ -118,15 +118,21 @@ def _pack_source(root: Path, out: Path) -> None:
     one leading out of the tree stays out of the bundle (it would carry a host file along)."""
     real_root = root.resolve()
     with tarfile.open(out, "w:gz", dereference=True) as tar:
-        for path in sorted(key.source_files(root)):
+        for path in _source_files(root):
             target = path.resolve()
             if path.is_symlink() and not (target.is_file() and target.is_relative_to(real_root)):
                 continue
             tar.add(path, arcname=path.relative_to(root).as_posix())
 
 
+def _source_files(root: Path) -> list[Path]:
+    """The files and links of a local source its build is sent (store/source_tree.py's declared rule)."""
+    paths = [root / os.fsdecode(rel) for rel in source_tree.members(root)]
+    return [p for p in paths if p.is_symlink() or p.is_file()]
+
+
 def _size(path: Path) -> int:
-    return sum(p.stat().st_size for p in key.source_files(path)) if path.is_dir() else 0
+    return sum(p.stat().st_size for p in _source_files(path)) if path.is_dir() else 0
 
 
 def _drop_large(downloads_dir: Path) -> None:

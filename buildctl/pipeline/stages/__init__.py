@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from buildctl import settings
 from buildctl.engine.lazy import EngineConnection
+from buildctl.engine.transfer import Snapshot
 from buildctl.recipe.schema import Spec
 from buildctl.render.rendering import Rendered
 from buildctl.secrets import Credentials, secret_values_from_env_and_site, split_credentials
@@ -105,6 +106,8 @@ class Prepared:
     context_dir: Path
     inputs: KeyInputs  # what the key is made of (manifest key_inputs; the no-op memo's source digest)
     image_key: str = ""  # what the images are made from (registry.image_key): their name in a registry
+    # a local source's tar, made once at the key (store/source_tree.py): what configure and compile are sent
+    source_snapshot: Snapshot | None = None
 
     @property
     def key(self) -> str:

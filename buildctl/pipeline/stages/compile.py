@@ -16,7 +16,6 @@ from pathlib import Path
 
 from buildctl import engine
 from buildctl.engine import registry
-from buildctl.engine.transfer import Tree
 from buildctl.errors import EngineError, StepFailed
 from buildctl.failure import diagnose
 from buildctl.pipeline import compile_cache, dist, memory_budget, resume
@@ -30,7 +29,6 @@ from buildctl.pipeline.stages import Compiled, Configured, ImageBuilt, Planned, 
 from buildctl.render.rendering import BUILD_COMMAND
 from buildctl.secrets import mask_url, proxy_env
 from buildctl.store import artifacts
-from buildctl.store import key as key_mod
 
 WORK_DIR = "/work"  # where the build directory is mounted (the build script's $WORK)
 
@@ -238,8 +236,9 @@ def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, until_configur
     env = {"BUILDCTL_UNTIL": "configure"} if until_configure else {}
     src = spec.framework.source
     work = _work(run)
-    # a local source: exactly the members its key was computed from (store.key.source_member)
-    inputs = {f"{work}/src": Tree(Path(src.path), key_mod.source_member)} if src.kind == "path" else {}
+    # a local source: the snapshot its key was computed from (store/source_tree.py), never the live folder
+    snapshot = built.prepared.source_snapshot
+    inputs = {f"{work}/src": snapshot} if src.kind == "path" and snapshot is not None else {}
     memory_plan = _memory_plan(run, out_dir)  # the store as it is now: an OOM retry sees the killed unit larger
     if memory_plan:
         inputs, env = {**inputs, **memory_plan.inputs}, {**env, **memory_plan.env}

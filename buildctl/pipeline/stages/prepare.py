@@ -14,11 +14,12 @@ from pathlib import Path
 
 from buildctl import engine, render, settings
 from buildctl.engine import pull, registry
+from buildctl.engine.transfer import Snapshot
 from buildctl.errors import InputError
 from buildctl.pipeline import memory_budget
 from buildctl.pipeline.stages import Planned, Prepared, Run
 from buildctl.recipe import parallel_jobs
-from buildctl.store import artifacts, downloads, key
+from buildctl.store import artifacts, downloads, key, source_tree
 
 
 def render_files(run: Run) -> render.Rendered:
@@ -34,21 +35,45 @@ def prepare(run: Run, rendered: render.Rendered) -> Prepared:
         base_id = base_image_id(run, base)
         if base is not None:  # invoke clean: in use, cached or not
             artifacts.record_inspected([base], run.opts.artifacts_root)
-        inputs = request_inputs(run, rendered, base_id)
+        snapshot, source = _snapshot(run, context_dir)
+        inputs = request_inputs(run, rendered, base_id, source)
         place_render(context_dir, run.opts.render_root / run.spec.name / inputs.key)
         # MAX_JOBS and the engine's facts wait for `plan`: an unchanged artifact needs neither
-        return Prepared(rendered, context_dir, inputs, registry.image_key(rendered.files, base_id))
+        return Prepared(rendered, context_dir, inputs, registry.image_key(rendered.files, base_id), snapshot)
     except BaseException:  # no record to hand on: the pipeline would never remove the folder
         shutil.rmtree(context_dir, ignore_errors=True)
+        _snapshot_path(context_dir).unlink(missing_ok=True)
         raise
 
 
-def request_inputs(run: Run, rendered: render.Rendered, base_id: str) -> key.KeyInputs:
+def _snapshot_path(context_dir: Path) -> Path:
+    return context_dir.with_name(context_dir.name + ".source.tar")  # beside the image's context, never in it
+
+
+def _snapshot(run: Run, context_dir: Path) -> tuple[Snapshot | None, str | None]:
+    """A local source tarred once, beside this build's folder, and its digest from the same read (the key's);
+    (None, None) for any other source."""
+    src = run.spec.framework.source
+    if src.kind != "path":
+        return None, None
+    path = _snapshot_path(context_dir)
+    return Snapshot(path), source_tree.snapshot(Path(src.path), path)
+
+
+def discard(prepared: Prepared) -> None:
+    """This build's own folder and its source snapshot, once the build is done with them."""
+    shutil.rmtree(prepared.context_dir, ignore_errors=True)
+    if prepared.source_snapshot is not None:
+        prepared.source_snapshot.path.unlink(missing_ok=True)
+
+
+def request_inputs(run: Run, rendered: render.Rendered, base_id: str, source: str | None = None) -> key.KeyInputs:
     """What the key is made of (store.key.request_inputs); a credential value in build.env is keyed by its
-    digest salted with this host's salt, read only when there is one."""
+    digest salted with this host's salt, read only when there is one. `source`: a local source's snapshot
+    digest (else the source's digest is taken from the spec)."""
     env = run.spec.build.env
     salt = key.host_salt(settings.key_salt_file()) if key.credential_digests(env, b"") else b""
-    return key.request_inputs(rendered, base_id, salt, env)
+    return key.request_inputs(rendered, base_id, salt, env, source)
 
 
 def write_context(run: Run, rendered: render.Rendered) -> Path:
