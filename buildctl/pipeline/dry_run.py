@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildctl import engine
+from buildctl.engine import pull
 from buildctl.errors import InputError
 from buildctl.pipeline.stages import BuildOptions, Run, prepare
 from buildctl.recipe.loader import masked_dump
@@ -42,6 +43,8 @@ def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
     rendered = prepare.render_files(run)
     base = engine.EngineConnection.open(opts.engine_url).inspect_image(spec.base.image)  # never pulled here
     base_id = prepare.base_image_id(run, base)
+    policy = spec.site.pull or "missing"
+    asks = base is not None and pull.decide(spec.base.image, policy, True) == "pull"
     inputs = prepare.request_inputs(run, rendered, base_id)
     root = opts.artifacts_root
     here = artifacts.artifact_dir(spec.name, inputs.key, root)
@@ -54,6 +57,8 @@ def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
     elif not up_to_date:
         changed += since
     return DryRun(spec.name, inputs.key, up_to_date, here if up_to_date else None, latest, changed,
+                  f"{base_id} on the engine now; the build would ask the registry for {spec.base.image} first (pull "
+                  f"{policy}), and the key takes the id it answers" if asks else
                   base_id if base is not None else f"absent on the engine: {spec.base.image} (the build pulls it "
                                                     f"by the pull policy, and the key then names its id)",
                   tuple(run.log.lines),

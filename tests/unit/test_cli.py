@@ -187,7 +187,8 @@ def test_env_vars_feed_the_options(tmp_path):
                   env={"BUILDCTL_BASE_IMAGE": "debian:bookworm-slim",
                        "BUILDCTL_PIP_INDEX_URL": "https://pypi.corp.example/simple"})
     assert proc.returncode == 0, proc.stderr
-    assert "FROM debian:bookworm-slim AS base" in (out / "Dockerfile").read_text()
+    assert "ARG BUILDCTL_BASE_IMAGE=debian:bookworm-slim\nFROM ${BUILDCTL_BASE_IMAGE} AS base" in \
+        (out / "Dockerfile").read_text()
     assert "index-url = https://pypi.corp.example/simple" in (out / "pip.conf").read_text()
 
 

@@ -100,7 +100,7 @@ def stage_references(dockerfile: str, base_image: str) -> list[str]:
             continue
         if words[0].upper() == "FROM":
             ref = words[1]
-            if ref != base_image and ref.lower() not in stages:
+            if ref not in (base_image, "${BUILDCTL_BASE_IMAGE}") and ref.lower() not in stages:
                 missing.append(f"FROM {ref}")
             if len(words) >= 4 and words[2].upper() == "AS":
                 stages.add(words[3].lower())

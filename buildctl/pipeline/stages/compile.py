@@ -48,7 +48,7 @@ def build_image(run: Run, planned: Planned) -> ImageBuilt:
                 prepared.context_dir,
                 tag,
                 target="builder",
-                buildargs=proxy_env(spec),
+                buildargs={**proxy_env(spec), **base_image_arg(prepared.base_image_id)},
                 network_mode=engine.network_mode_for(spec.site.network),
                 labels=engine.buildctl_labels(recipe=spec.name, namespace=run.namespace),
             ),
@@ -59,6 +59,12 @@ def build_image(run: Run, planned: Planned) -> ImageBuilt:
         if shared:
             shared.share("builder", tag)
     return ImageBuilt(planned, image_id)
+
+
+def base_image_arg(base_image_id: str) -> dict[str, str]:
+    """The Dockerfile's base as the key names it: the image id (FROM a tag would take whatever the tag names
+    when the build reaches that step); none when the key could name no id (the build says what is missing)."""
+    return {"BUILDCTL_BASE_IMAGE": base_image_id} if base_image_id.startswith("sha256:") else {}
 
 
 def container_env(run: Run, max_jobs: int | None) -> dict[str, str]:

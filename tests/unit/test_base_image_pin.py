@@ -1,0 +1,46 @@
+"""The base image is built FROM the id the key names, never the tag (issue 41): the rendered Dockerfile
+takes the base as a build argument whose default is the recipe's tag (rendering stays pure: `docker build .`
+alone builds as before), and buildctl's image build gives it the id the key was computed from, so a tag
+moved mid-build cannot put another base under the old key. `--dry-run --pull always` says it would ask the
+registry. No engine: the image build's request is read here."""
+
+from __future__ import annotations
+
+from buildctl import engine, recipe
+from buildctl import render as render_mod
+from buildctl.pipeline import stages
+from buildctl.pipeline.stages import compile as compile_stage
+from buildctl.store import key as key_mod
+
+BASE_ID = "sha256:" + "b" * 64
+
+
+def test_the_rendered_dockerfile_takes_the_base_as_an_argument_defaulting_to_the_tag():
+    text = render_mod.render(recipe.load("demo-cpu")).files["Dockerfile"]
+    assert "ARG BUILDCTL_BASE_IMAGE=buildctl/base:bookworm\nFROM ${BUILDCTL_BASE_IMAGE} AS base\n" in text
+    assert engine.base_image_refs(text, {}) == ["buildctl/base:bookworm"]
+    assert engine.base_image_refs(text, {"BUILDCTL_BASE_IMAGE": BASE_ID}) == [BASE_ID]
+
+
+def test_the_builder_image_is_built_from_the_id_the_key_names(tmp_path, monkeypatch):
+    spec = recipe.load("demo-cpu")
+    run = stages.Run.of(spec, stages.BuildOptions(artifacts_root=tmp_path))
+    rendered = render_mod.render(run.spec)
+    prepared = stages.Prepared(rendered, tmp_path, key_mod.key_inputs(rendered.files, "src", BASE_ID))
+    planned = stages.Planned(prepared, 2, {}, {}, {})
+    asked = []
+    monkeypatch.setattr(engine, "build_image", lambda client, image, **kw: asked.append(image) or "sha256:built")
+    compile_stage.build_image(run, planned)
+    assert asked[0].buildargs["BUILDCTL_BASE_IMAGE"] == BASE_ID
+
+
+def test_dry_run_with_pull_always_says_it_would_ask_the_registry(tmp_path, monkeypatch):
+    from test_artifact_key import OnlyTheBaseImage
+
+    from buildctl.pipeline.dry_run import dry_run
+
+    monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None: OnlyTheBaseImage()))
+    spec = recipe.load("demo-cpu", ["base.image=debian:bookworm-slim"], site={"pull": "always"})
+    found = dry_run(spec, stages.BuildOptions(artifacts_root=tmp_path))
+    assert "would ask the registry" in found.base_image and "pull always" in found.base_image
+    assert not found.up_to_date
