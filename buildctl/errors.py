@@ -54,6 +54,7 @@ class StepFailed(BuildctlError):
                  timed_out: bool = False, max_jobs: int | None = None):
         self.step, self.returncode, self.log, self.oom_killed = step, exit_code, log, oom_killed
         self.timed_out, self.max_jobs = timed_out, max_jobs
+        self.detail = detail  # buildctl's own reason, when it gave one (a refusal on the host), in full
         if not detail:
             detail = next((ln.strip() for ln in reversed(log.splitlines()) if ln.strip()), "")
         why = f"exit code {exit_code}" + (", killed: out of memory" if oom_killed else "") + (

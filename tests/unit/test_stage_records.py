@@ -174,3 +174,37 @@ def test_a_no_op_applies_the_size_guard_a_fresh_build_applies(tmp_path):
 
     assert dry_run._why_not_served(folder, plain.spec) is None
     assert "past build.wheel.max_vendored 10MB" in dry_run._why_not_served(folder, guarded.spec)
+
+
+@pytest.mark.parametrize("detail", [
+    "the repair vendored 4 libraries, 110.4 MB unpacked, past build.wheel.max_vendored 100MB; largest: libcublasLt.so.12 "
+    "60.0 MB (from nvidia-cublas-cu12), libcudnn.so.9 30.0 MB, libnccl.so.2 20.0 MB; fix: leave what a dependency or the "
+    "target provides to it (build.wheel.exclude), or raise build.wheel.max_vendored",
+    "the build produced no wheel",
+    "extension torch_scatter built no wheel of that name (torch_scatter-*.whl)",
+])
+def test_a_build_refused_on_the_host_says_why_in_the_message_the_bundle_its_readme_and_build_log(tmp_path, detail):
+    """Issue 43, item 9: a refusal on the host after the container ran (the size guard, no wheel, an
+    extension wheel refused) printed only `build of R failed in step wheel (exit 1)`: bundle.json, README.md
+    and build.log (which ends where the container did) held no reason."""
+    from buildctl.errors import StepFailed
+    from buildctl.pipeline.stages import failure
+
+    root = tmp_path / "artifacts"
+    log = stages.BuildLog()
+    log("[100/100] Linking CXX shared library lib/libdemofw.so")
+    run = stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(artifacts_root=root), log)
+    step = "extensions" if detail.startswith("extension") else "wheel"
+    exc = StepFailed(step, 1, log.text(), detail=detail)
+    failed = failure.build_failed(run, exc, step, stages.Prepared(
+        render.render(run.spec), tmp_path / "context", KeyInputs({}, "source", "sha256:base")), {})
+    message = str(failed)
+    assert message.splitlines()[0] == f"build of demo-cpu failed in step {step} (exit 1)"
+    assert detail in message
+    bundle = json.loads((failed.bundle / "bundle.json").read_text())
+    assert any(detail.split(";")[0] in line for line in bundle["first_error"]), bundle["first_error"]
+    assert detail.split(";")[0] in bundle["diagnosis"]["cause"]
+    assert detail.split(";")[0] in (failed.bundle / "README.md").read_text()
+    assert detail.split(";")[0] in (failed.bundle / "build.log").read_text()
+    if "fix: " in detail:
+        assert bundle["diagnosis"]["fix"] == detail.split("; fix: ", 1)[1]

@@ -44,12 +44,17 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
     prepared = planned.prepared if planned else reached if isinstance(reached, Prepared) else None
     rendered = prepared.rendered if prepared else reached
     max_jobs = exc.max_jobs or (planned.max_jobs if planned else None)
+    host_refusal = exc.step in HOST_STEPS and exc.detail
+    if host_refusal:  # the build log ends where the container did: the reason goes in it, as an error line
+        run.log(f"buildctl: error: {exc.detail}")
     log = run.log.text() if run.log.lines else exc.log
     env = planned.env_with_jobs(max_jobs) if planned else dict(proxy_env(run.spec))
     refused = exc.gate if isinstance(exc, ConfigureRefused) else None
     if refused is not None:  # CMake dropped what the recipe asks: the gate's table says what, not the log
         diag = _gate_diagnosis(refused)
         env["BUILDCTL_UNTIL"] = "configure"  # a replay runs the configure the gate read, and stops there
+    elif host_refusal:
+        diag = _host_diagnosis(step, exc.detail)
     else:
         diag = diagnose.diagnose(log, step=step, exit_code=exc.returncode, oom_killed=exc.oom_killed,
                                  context=_context(run, max_jobs))
@@ -77,6 +82,8 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
     lines = [f"build of {run.spec.name} failed in step {step} (exit {exc.returncode})"]
     if refused is not None:
         lines.append(refused.message())
+    elif host_refusal:  # buildctl's own reason, in full (its fix ends it)
+        lines.append(f"step {step} refused on the host: {exc.detail}")
     elif exc.timed_out or exc.step in HOST_STEPS:  # the step's own reason, never in the build log
         lines.append(str(exc))
     elif diag:
@@ -85,6 +92,14 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
         lines.append("first error:\n  " + "\n  ".join(first[:20]))
     lines.append(f"repro bundle: {bundle}  (replay: invoke repro {bundle})")
     return BuildFailed("\n".join(lines), step=step, bundle=bundle, diagnosis=diag, durations=durations)
+
+
+def _host_diagnosis(step: str, reason: str) -> Diagnosis:
+    """A refusal buildctl made on the host after the container ran (the size guard, no wheel, an extension
+    wheel refused) as the bundle's diagnosis: the reason, and its fix when it names one."""
+    cause, _, fix = reason.partition("; fix: ")
+    return Diagnosis("host-refusal", f"buildctl refused what the build made (step {step})", cause,
+                     fix or "see the cause: the build ran, what it left is what buildctl refused", [reason], step)
 
 
 def _gate_diagnosis(gate: Gate) -> Diagnosis:
