@@ -118,3 +118,23 @@ def test_every_git_source_is_resolved():
     data["toolchain"]["nccl"]["install"] = "source"
     names = [path for path, _, _ in git_refs.git_sources(data)]
     assert ("toolchain", "nccl") in names
+
+
+def test_the_no_op_memo_asks_a_moving_ref_once_and_misses_when_it_moved(server, tmp_path, monkeypatch):
+    from buildctl.cli import noop
+    from buildctl.settings import Settings
+
+    repo, url = server
+    old = _git(repo, "rev-parse", "HEAD")
+    settings = Settings(artifacts=tmp_path)
+    notes: list[str] = []
+    assert noop._git_refs_hold({"git": [[url, "main", old]]}, settings, notes.append)
+    assert notes == [f"buildctl: main of {url} is {old[:12]} (git ls-remote)"]
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "two")
+    assert not noop._git_refs_hold({"git": [[url, "main", old]]}, settings, notes.append)
+
+    def no_git(*args, **kwargs):
+        raise AssertionError("git was run")
+
+    monkeypatch.setattr(subprocess, "run", no_git)
+    assert noop._git_refs_hold({"git": [["https://git.invalid/x.git", old, old]]}, settings, notes.append)
