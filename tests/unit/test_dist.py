@@ -281,8 +281,9 @@ def launcher(tmp_path):
     (tmp_path / "bad.c").write_text("ERROR\n")
     log = tmp_path / "calls.log"
 
-    def run(mode: str, source: str = "good.c", local_jobs: int = 0, pass_fds=()) -> subprocess.CompletedProcess:
+    def run(mode: str, source: str = "good.c", local_jobs: int = 0, pass_fds=(), mem: str = "") -> subprocess.CompletedProcess:
         env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path), "MODE": mode, "LOG": str(log),
+               **({"BUILDCTL_MEM_LAUNCHER": mem} if mem else {}),
                "BUILDCTL_DIST_OUT": str(out), "BUILDCTL_DIST_LOCAL_JOBS": str(local_jobs), "BUILDCTL_DIST_LOCAL_MAX": "2",
                "SCCACHE_CONF": str(tmp_path / "client.toml"), dist.CONFIG_ENV: f'[dist.auth]\ntoken = "{TOKEN}"\n'}
         return subprocess.run(["bash", str(bin_dir / "dist_launcher.sh"), str(bin_dir / "cc"), "-c", source, "-o", "x.o"],
@@ -312,6 +313,21 @@ def test_a_free_local_slot_compiles_here(launcher):
     proc = launcher("ok", local_jobs=1)
     assert proc.returncode == 0 and launcher.log.read_text() == "local good.c\n"
     assert (launcher.out / dist.UNITS_FILE).read_text() == "local\n"
+
+
+def test_the_memory_launcher_runs_the_compiles_here_and_never_the_clusters(launcher):
+    """Issue 45: a compile here waits for its memory in buildctl's memory launcher; one on the cluster takes none."""
+    mem = launcher.tmp / "lib" / "mem"
+    mem.write_text('#!/bin/bash\necho "mem $(basename "$1")" >>"$LOG"\nexec "$@"\n')
+    mem.chmod(stat.S_IRWXU)
+    assert launcher("ok", local_jobs=1, mem=str(mem)).returncode == 0
+    assert launcher.log.read_text().splitlines() == ["mem cc", "local good.c"]
+    launcher.log.write_text("")
+    assert launcher("ok", mem=str(mem)).returncode == 0  # no local slot: the cluster, no memory launcher
+    assert "mem cc" not in launcher.log.read_text() and "remote" in launcher.log.read_text()
+    launcher.log.write_text("")
+    assert launcher("fail", mem=str(mem)).returncode == 0  # failed there, compiled here again: it waits here
+    assert launcher.log.read_text().splitlines()[-2:] == ["mem cc", "local good.c"]
 
 
 def test_a_compile_that_fails_only_on_the_cluster_leaves_it_with_one_warning(launcher):
