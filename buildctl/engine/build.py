@@ -86,6 +86,7 @@ def build_image(
 
     splitter = LineSplitter()
     image_id: str | None = None
+    built: str | None = None  # "Successfully built <short id>": the build, not a stage, ended
     error: str | None = None
     error_detail: dict[str, Any] = {}
     doing = f"building {tag}"
@@ -110,16 +111,19 @@ def build_image(
                 if "stream" in chunk:
                     for ln in splitter.feed(str(chunk["stream"])):
                         emit(ln)
+                        if m := _BUILT.match(ln):
+                            built = m.group(1)
                 elif "status" in chunk:  # pull progress and the like
                     emit(" ".join(str(chunk.get(k, "")) for k in ("status", "id") if chunk.get(k)))
                 aux = chunk.get("aux")
-                if isinstance(aux, dict) and aux.get("ID"):
+                if isinstance(aux, dict) and aux.get("ID"):  # the classic builder sends one as each stage ends
                     image_id = str(aux["ID"])
-                if "error" in chunk:
-                    error = str(chunk.get("error") or "")
-                    error_detail = chunk.get("errorDetail") or {}
+                if "error" in chunk or "errorDetail" in chunk:
+                    error, error_detail = _error_text(chunk)
             for ln in splitter.flush():
                 emit(ln)
+                if m := _BUILT.match(ln):
+                    built = m.group(1)
         except derr.APIError as e:
             raise api_error(e, doing, masker) from e
         except (requests.exceptions.ConnectionError, derr.DockerException) as e:
@@ -130,8 +134,13 @@ def build_image(
                 client.api.close()
             raise
 
+    if error is None and built is None:  # no error and no end: never a stage's image taken for the build's
+        last = next((ln for ln in reversed(emit.lines) if ln.strip()), "")
+        error = ("the engine's build stream ended before the build did, without an error (the connection closed "
+                 f"or the engine stopped the build; see the engine's log); last line: {last}")
     if error is not None:
         message = masker(one_line(error, 400))
+        emit(f"error: {message}")  # the engine's words in the build's log: build.log, first_error, the diagnosis
         if NO_SPACE.search(message) or any(NO_SPACE.search(ln) for ln in emit.lines[-50:]):
             raise EngineError(f"the Docker engine ran out of disk space while {doing}; {CLEAN_FIX}")
         if re.search(
@@ -147,12 +156,30 @@ def build_image(
             code = int(m.group(1) or m.group(2)) if m else 1
         # The build's RUN container is gone and its OOMKilled unknown: exit 137 alone is any SIGKILL.
         raise StepFailed("image", code, "\n".join(emit.lines), detail=message)
-    if image_id is None:
+    if image_id is None or not _short_id(image_id).startswith(built or ""):
         try:
             image_id = str(client.api.inspect_image(tag)["Id"])
         except derr.APIError as e:
             raise api_error(e, f"inspecting the built image {tag}") from e
     return image_id
+
+
+# Docker's classic builder and Podman's Docker API end a build with `Successfully built <12 hex digits>`
+_BUILT = re.compile(r"^Successfully built ([0-9a-f]{12,64})\s*$")
+
+
+def _short_id(image_id: str) -> str:
+    return image_id.removeprefix("sha256:")
+
+
+def _error_text(chunk: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The engine's error as it wrote it: `error`, else errorDetail's message; never empty."""
+    detail = chunk.get("errorDetail")
+    detail = detail if isinstance(detail, dict) else {}
+    text = str(chunk.get("error") or detail.get("message") or "").strip()
+    if not text:
+        text = f"the engine reported an error without text (errorDetail: {json.dumps(detail, sort_keys=True)[:200]})"
+    return text, detail
 
 
 def _labels(client: docker.DockerClient, labels: dict[str, str]) -> Any:

@@ -13,7 +13,8 @@ from buildctl.errors import EngineError, one_line
 from buildctl.secrets import mask_url
 
 NO_SPACE = re.compile(r"no space left on device", re.IGNORECASE)
-CLEAN_FIX = "fix: free space with `invoke clean` (or `docker system prune` / `docker builder prune`)"
+CLEAN_FIX = ("fix: free space with `invoke clean` (or, while no build runs, `docker system prune` / `docker builder "
+             "prune`: they remove the images of a running build's finished stages)")
 
 
 class ContainerNameInUse(EngineError):

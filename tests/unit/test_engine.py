@@ -158,7 +158,7 @@ def test_build_sends_labels_and_credential_hosts_as_the_engine_reads_them(tmp_pa
 
     monkeypatch.setattr(build_mod, "SecretServer", Server)
     calls: list[dict] = []
-    chunks = [{"stream": "done\n"}, {"aux": {"ID": "sha256:" + "f" * 64}}]
+    chunks = [{"stream": "done\n"}, {"aux": {"ID": "sha256:" + "f" * 64}}, {"stream": "Successfully built ffffffffffff\n"}]
     ctx = write_context(tmp_path / "ctx", "FROM x\nRUN true\n")
     creds = secrets.Credentials(env=(("TOKEN", "t0ken-value"),))
     image = engine.build_image(
@@ -436,3 +436,64 @@ def test_every_archive_put_into_a_container_ends_at_its_end_of_archive_blocks(tm
     assert len(client.sent) == 3
     for data in client.sent:
         assert len(data) == _archive_end(data) and data.endswith(bytes(1024)), len(data)
+
+
+# --- what the engine said reaches the user (issue 43, item 10) ---------------------------------------------
+
+# Docker 20.10's classic builder, as it answered when the venv stage's image was removed (`docker rmi`, from
+# another process) while the builder stage ran: recorded on this project's engine.
+VENV_STAGE_REMOVED = [
+    {"stream": "Step 1/5 : FROM buildctl/base:bookworm AS venv"}, {"stream": "\n"}, {"stream": " ---> 6e77e2e53bb9\n"},
+    {"stream": "Step 2/5 : RUN echo v > /v.txt"}, {"stream": "\n"}, {"stream": " ---> Running in b6f9cc85ed7f\n"},
+    {"stream": "Removing intermediate container b6f9cc85ed7f\n"}, {"stream": " ---> 6df317fd8696\n"},
+    {"aux": {"ID": "sha256:6df317fd869632aefd478cd45e54c1412fd2a4b408ec5d9e6e521ecdd9ea0a5a"}},
+    {"stream": "Step 3/5 : FROM buildctl/base:bookworm AS builder"}, {"stream": "\n"}, {"stream": " ---> 6e77e2e53bb9\n"},
+    {"stream": "Step 4/5 : RUN sleep 12"}, {"stream": "\n"}, {"stream": " ---> 9a3352e35e6c\n"},
+    {"stream": "Step 5/5 : COPY --from=venv /opt/venv /opt/venv"}, {"stream": "\n"},
+]
+NO_SUCH_IMAGE = ("invalid from flag value venv: No such image: "
+                 "sha256:6df317fd869632aefd478cd45e54c1412fd2a4b408ec5d9e6e521ecdd9ea0a5a")
+
+
+@pytest.mark.parametrize("error_chunk, said", [
+    ({"errorDetail": {"message": NO_SUCH_IMAGE}, "error": NO_SUCH_IMAGE}, NO_SUCH_IMAGE),
+    ({"errorDetail": {"message": NO_SUCH_IMAGE}, "error": ""}, NO_SUCH_IMAGE),  # the text in errorDetail only
+    ({"errorDetail": {"message": NO_SUCH_IMAGE}}, NO_SUCH_IMAGE),
+    ({"error": None, "errorDetail": {"code": 1}}, 'the engine reported an error without text (errorDetail: {"code": 1})'),
+])
+def test_the_engines_error_reaches_the_step_failure_its_log_and_the_first_error(tmp_path, error_chunk, said):
+    """A demo build failed in its image step at `COPY --from=venv` with no error text anywhere: the engine's
+    error was kept apart from the log, so build.log ended at the step and first_error was empty."""
+    from buildctl.failure import diagnose
+
+    ctx = write_context(tmp_path / "ctx", "FROM x\nRUN true\n")
+    seen: list[str] = []
+    with pytest.raises(engine.StepFailed) as info:
+        engine.build_image(_fake_client([*VENV_STAGE_REMOVED, error_chunk]),
+                           engine.ImageSpec(ctx, "t:1", allow_pull=True), on_line=seen.append)
+    assert info.value.step == "image" and said in str(info.value)
+    assert seen[-1] == f"error: {said}" and info.value.log.splitlines()[-1] == f"error: {said}"
+    assert any(said in line for line in diagnose.first_error(info.value.log))
+
+
+def test_a_stream_that_ends_before_the_build_did_is_a_failure_never_a_stages_image(tmp_path):
+    """The classic builder sends each stage's image id (aux) as the stage ends: a stream that stops before
+    "Successfully built" (the connection closed, the engine stopped the build) answered the venv stage's id
+    as the built image."""
+    ctx = write_context(tmp_path / "ctx", "FROM x\nRUN true\n")
+    seen: list[str] = []
+    with pytest.raises(engine.StepFailed) as info:
+        engine.build_image(_fake_client(VENV_STAGE_REMOVED), engine.ImageSpec(ctx, "t:1", allow_pull=True),
+                           on_line=seen.append)
+    assert "the engine's build stream ended before the build did" in str(info.value)
+    assert "Step 5/5 : COPY --from=venv /opt/venv /opt/venv" in str(info.value)
+    assert seen[-1].startswith("error: the engine's build stream ended before the build did")
+
+
+@pytest.mark.parametrize("kind", [DOCKER_27, PODMAN_ROOTLESS_V1])
+def test_a_finished_build_answers_its_own_image_not_a_stages(tmp_path, kind):
+    final = "sha256:" + "a" * 64
+    chunks = [*VENV_STAGE_REMOVED, {"stream": " ---> aaaaaaaaaaaa\n"}, {"aux": {"ID": final}},
+              {"stream": "Successfully built aaaaaaaaaaaa\n"}, {"stream": "Successfully tagged t:1\n"}]
+    ctx = write_context(tmp_path / "ctx", "FROM x\nRUN true\n")
+    assert engine.build_image(_fake_client(chunks, kind), engine.ImageSpec(ctx, "t:1", allow_pull=True)) == final
