@@ -283,3 +283,15 @@ def test_preflight_refuses_an_override_of_a_field_in_one_line_with_the_fix():
     assert message.endswith("fix: remove build.env.TORCH_CUDA_ARCH_LIST and ask for it in build.cuda_arch")
     preflight.preflight(recipe.load("pytorch2.6-cuda12.4-trixie", ["build.env.TORCH_CUDA_ARCH_LIST=9.0"]),
                         source="r.yaml")  # the same archs: no conflict
+
+
+def test_every_feature_switch_of_every_shipped_recipe_has_a_row_of_the_gate():
+    """Each build.features switch is judged (a row of the table or the generic switch row), whatever recipe
+    ships it: none is left out of the comparison."""
+    names = sorted(p.stem for p in (Path(__file__).parents[2] / "recipes").glob("*.yaml"))
+    for name in names:
+        req = request(name)
+        facts = {f.name: f for f in gate.facts_for(req)}
+        for switch in req.spec.build.features:
+            assert switch in facts and facts[switch].compare == "switch", (name, switch)
+            assert facts[switch].asked(req).by == f"build.features.{switch}", (name, switch)
