@@ -364,6 +364,12 @@ LATER_FIELDS = (("extensions",), ("framework", "source", "prebuilt"), ("toolchai
                 ("build", "wheel", "max_vendored"), ("build", "wheel"), ("site", "dist_scheduler"))
 
 
+# The commit a git ref was resolved to (store/git_refs.py): set by the build before the key, absent from the
+# dump until then (a recipe's own resolved recipe, `invoke show`, reads as before).
+LATER_FIELDS += (("framework", "source", "commit"), ("toolchain", "nccl", "commit"),
+                 ("toolchain", "ascend", "torch_npu", "commit"))
+
+
 def masked_dump(spec: Spec) -> dict:
     """The spec as plain data, with credentials in every URL masked (it is written and shown)."""
     from buildctl.secrets import mask_data
@@ -377,6 +383,7 @@ def masked_dump(spec: Spec) -> dict:
             holder.pop(name, None)
     for ext in data.get("extensions") or []:  # an extension's patches (issue 44), likewise
         ext.pop("patches", None) if not ext.get("patches") else None
+        (ext.get("source") or {}).pop("commit", None) if not (ext.get("source") or {}).get("commit") else None
     return mask_data(data)
 
 

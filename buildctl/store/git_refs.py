@@ -25,7 +25,7 @@ from typing import Any
 
 from buildctl import settings, urls
 from buildctl.errors import InputError
-from buildctl.secrets import git_mirror_env
+from buildctl.secrets import checked_argv, git_mirror_env
 from buildctl.ui import strip_controls
 
 SHA = re.compile(r"[0-9a-f]{40}")
@@ -129,7 +129,7 @@ def ls_remote(url: str, ref: str, site=None) -> str:
                     f"GIT_CONFIG_VALUE_{count}": _HELPER, "BUILDCTL_GIT_USER": parts.user,
                     "BUILDCTL_GIT_PASSWORD": parts.password or ""})
     try:
-        done = subprocess.run(["git", "ls-remote", "--", urls.strip(url), ref, f"{ref}^{{}}"], env=env,
+        done = subprocess.run(checked_argv(["git", "ls-remote", "--", urls.strip(url), ref, f"{ref}^{{}}"]), env=env,
                               capture_output=True, text=True, timeout=LS_REMOTE_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except FileNotFoundError:
         raise InputError("git is not installed on this machine; fix: install git (a git source's ref is resolved "

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from buildctl import settings
 from buildctl.errors import InputError
+from buildctl.secrets import checked_argv
 
 GIT_RULE = "what git tracks plus the untracked files it does not ignore (git ls-files --cached --others " \
            "--exclude-standard)"
@@ -31,12 +32,13 @@ def _git_members(root: Path) -> list[bytes] | None:
     """The members git lists in `root` (relative, as bytes), or None when `root` is not in a git work tree."""
     env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0"}
     try:
-        inside = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"], env=env,
+        inside = subprocess.run(checked_argv(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"]), env=env,
                                 capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
         if inside.returncode != 0 or inside.stdout.strip() != b"true":
             return None
-        done = subprocess.run(["git", "-C", str(root), "-c", "core.quotePath=false", "ls-files", "-z", "--cached",
-                               "--others", "--exclude-standard", "--", "."], env=env, capture_output=True,
+        done = subprocess.run(checked_argv(["git", "-C", str(root), "-c", "core.quotePath=false", "ls-files", "-z",
+                                            "--cached", "--others", "--exclude-standard", "--", "."]), env=env,
+                              capture_output=True,
                               stdin=subprocess.DEVNULL, timeout=600)
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -92,7 +92,7 @@ def test_show_json():
     assert data["toolchain"]["cuda"]["version"] == "12.1.1"
     assert data["toolchain"]["cuda"]["install"] == "runfile"
     assert data["toolchain"]["nccl"] == {"version": "2.18.1", "install": "pip", "archive": None,
-                                         "git": "https://github.com/NVIDIA/nccl", "ref": None, "commit": None}
+                                         "git": "https://github.com/NVIDIA/nccl", "ref": None}
     assert data["build"]["cuda_arch"] == ["5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0"]
     assert data["python"] == {"version": "3.10", "venv": "/opt/venv", "packages": data["python"]["packages"],
                               "constraints": data["python"]["constraints"]}

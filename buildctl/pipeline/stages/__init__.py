@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from buildctl import settings
 from buildctl.engine.lazy import EngineConnection
-from buildctl.engine.transfer import Snapshot
 from buildctl.recipe.schema import Spec
 from buildctl.render.rendering import Rendered
 from buildctl.secrets import Credentials, secret_values_from_env_and_site, split_credentials
@@ -26,6 +25,7 @@ from buildctl.store.key import KeyInputs
 from buildctl.verify.options import VerifyOptions
 
 if TYPE_CHECKING:
+    from buildctl.engine.transfer import Snapshot  # docker-py: a no-op imports none of it
     from buildctl.pipeline.configure_gate import Gate
     from buildctl.store.manifest import Manifest
     from buildctl.verify.report import Report

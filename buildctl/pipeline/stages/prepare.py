@@ -11,15 +11,18 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildctl import engine, render, settings
 from buildctl.engine import pull, registry
-from buildctl.engine.transfer import Snapshot
 from buildctl.errors import InputError
 from buildctl.pipeline import memory_budget
 from buildctl.pipeline.stages import Planned, Prepared, Run
 from buildctl.recipe import parallel_jobs
 from buildctl.store import artifacts, downloads, key, source_tree
+
+if TYPE_CHECKING:
+    from buildctl.engine.transfer import Snapshot
 
 
 def render_files(run: Run) -> render.Rendered:
@@ -53,6 +56,8 @@ def _snapshot_path(context_dir: Path) -> Path:
 def _snapshot(run: Run, context_dir: Path) -> tuple[Snapshot | None, str | None]:
     """A local source tarred once, beside this build's folder, and its digest from the same read (the key's);
     (None, None) for any other source."""
+    from buildctl.engine.transfer import Snapshot  # docker-py: only a local source's build needs it
+
     src = run.spec.framework.source
     if src.kind != "path":
         return None, None
