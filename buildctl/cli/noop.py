@@ -10,6 +10,7 @@ so the memo only ever repeats what the full path printed, with this run's times.
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +54,7 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight: bool, as_json:
     if entry is None:
         return False
     for note in notes:  # what the resolve step asked: a moving git ref is never answered from the memo alone
-        print(note)
+        print(note, file=sys.stderr if as_json else sys.stdout)  # --json: stdout carries only the JSON
     _print(entry, as_json, t0)
     return True
 

@@ -138,3 +138,20 @@ def test_the_no_op_memo_asks_a_moving_ref_once_and_misses_when_it_moved(server, 
 
     monkeypatch.setattr(subprocess, "run", no_git)
     assert noop._git_refs_hold({"git": [["https://git.invalid/x.git", old, old]]}, settings, notes.append)
+
+
+def test_the_memo_says_what_it_asked_on_stderr_under_json(monkeypatch, capsys):
+    """--json: stdout carries only the JSON; the ls-remote line goes to stderr."""
+    from buildctl.cli import noop
+    from buildctl.settings import Settings
+
+    def valid(digest, settings, notes):
+        notes.append("buildctl: main of https://git.example/fw.git is 0123456789ab (git ls-remote)")
+        return {}
+
+    monkeypatch.setattr(noop, "_request", lambda *a: "digest")
+    monkeypatch.setattr(noop, "_still_valid", valid)
+    monkeypatch.setattr(noop, "_print", lambda entry, as_json, t0: None)
+    assert noop.build("demo-cpu", [], settings=Settings(), no_preflight=False, as_json=True)
+    out, err = capsys.readouterr()
+    assert out == "" and "(git ls-remote)" in err
