@@ -305,6 +305,19 @@ def debug(c, recipe="", set=None, artifact="", code=None, script="", timeout=600
     debug_command(request, settings=settings, as_json=json)
 
 
+@settings_task("base_image", "pip_index_url", iterable=["set"], help={
+    **RECIPE_HELP,
+    "index_url": "Resolve against this index instead of the recipe's (--pip-index-url) or PyPI's"})
+def lock(c, recipe="", set=None, index_url="", json=False, settings=None):
+    """Write the recipe's pip lock, which builds install with --require-hashes.
+
+    Every package pip installs into the builder venv, as name==version and the sha256 of each file, resolved by
+    uv for the image's Python and platform against the site's index, in recipes/locks/<recipe>.txt."""
+    from buildctl.cli.lock import lock as lock_command
+
+    lock_command(recipe, list(set or ()), settings=settings, index_url=index_url or None, as_json=json)
+
+
 @task(auto_shortflags=False, help={"a": "First build: an artifact folder or a report.json",
                                    "b": "Second build: an artifact folder or a report.json",
                                    "json": RECIPE_HELP["json"], "all": "Show equal rows too"})

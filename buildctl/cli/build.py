@@ -304,6 +304,7 @@ def dry_run(recipes: list[str], sets, *, settings: Settings, no_preflight=False,
     elif found.changed:
         table.add_row("why", Text(key_mod.describe(found.changed)))
     table.add_row("base image", Text(found.base_image))
+    table.add_row("pip", Text(found.pip))
     for note in found.resolved:
         table.add_row("resolved", Text(note.removeprefix("buildctl: ")))
     if found.source_rule:

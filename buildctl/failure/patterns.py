@@ -179,8 +179,11 @@ def _cuda_missing(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _checksum(f: dict[str, str], ctx: Mapping[str, Any]) -> tuple[str, str]:
-    name = f.get("file")
-    what = f"{name}" if name else "a downloaded file"
+    if f.get("package"):  # pip --require-hashes: the recipe's pip lock names another file of that version
+        return (f"the index serves {f['package']} as a file the recipe's pip lock does not name (expected "
+                f"{f['expected'][:12]}…, got {f['got'][:12]}…; {f['url']})", "check the index; if its file is the one "
+                f"to trust, lock again against it: invoke lock --recipe {ctx.get('recipe') or 'R'} --index-url URL")
+    what = f.get("file") or "a downloaded file"
     cause = f"{what} does not have the sha256 the recipe gives"
     if f.get("expected") and f.get("got"):
         cause += f" (expected {f['expected'][:12]}…, got {f['got'][:12]}…)"
@@ -338,6 +341,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"buildctl: sha256 mismatch for (?P<file>\S+?):? expected (?P<expected>[0-9a-f]+),? "
         r"got (?P<got>[0-9a-f]+)",
         r"(?:sha256sum|sha512sum|shasum|md5sum): WARNING: \d+ computed checksums? did NOT match",
+        r"(?P<package>\S+==[^\s:]+) from (?P<url>[^\s#]+)[^\n]*\n\s*Expected sha256 (?P<expected>\w{64})(?:\s+or \w{64})*\s+Got\s+(?P<got>\w{64})",
         r"THESE PACKAGES DO NOT MATCH THE HASHES",
     ), _checksum),
     Signature("apt-package-missing", "apt cannot find a package", _p(

@@ -29,16 +29,19 @@ class DryRun:
     base_image: str  # the base image's id, or why the key could not name one
     resolved: tuple[str, ...] = ()  # what the resolve step asked (a git ref's commit, git ls-remote), one line each
     source_rule: str | None = None  # a local source: what it sends and keys (store/source_tree.py)
+    pip: str = ""  # what pip installs into the builder venv: the lock, or that pip chooses (render/pip_lock.py)
 
     def to_json(self) -> dict:
         return {"recipe": self.recipe, "key": self.key, "up_to_date": self.up_to_date,
                 "artifact": str(self.artifact) if self.artifact else None,
                 "latest": str(self.latest) if self.latest else None, "changed": self.changed,
                 "base_image": self.base_image, "resolved": list(self.resolved),
-                "source_rule": self.source_rule}
+                "source_rule": self.source_rule, "pip": self.pip}
 
 
 def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
+    from buildctl.render.pip_lock import pip_line
+
     run = Run.of(spec, opts)
     rendered = prepare.render_files(run)
     base = engine.EngineConnection.open(opts.engine_url).inspect_image(spec.base.image)  # never pulled here
@@ -62,7 +65,8 @@ def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
                   base_id if base is not None else f"absent on the engine: {spec.base.image} (the build pulls it "
                                                     f"by the pull policy, and the key then names its id)",
                   tuple(run.log.lines),
-                  source_tree.rule(Path(spec.framework.source.path)) if spec.framework.source.kind == "path" else None)
+                  source_tree.rule(Path(spec.framework.source.path)) if spec.framework.source.kind == "path" else None,
+                  pip_line(spec, "pip.lock" in rendered.files))
 
 
 def changes_since_latest(spec: Spec, inputs: key_mod.KeyInputs, root: Path | None) -> tuple[Path | None, list[dict]]:

@@ -199,6 +199,10 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
                     published = _found(ctx, prepared.key, say_why=True)  # built while we waited?
                     if published is None:
                         _say_why_it_builds(ctx, prepared)
+                        if "pip.lock" not in rendered.files:  # pip chooses: say so (the index is keyed then)
+                            from buildctl.render.pip_lock import pip_line
+
+                            ctx.log(f"buildctl: {pip_line(spec, locked=False)}")
                         from buildctl.pipeline.stages import compile as compile_stage
 
                         reached = planned = prepare.plan(ctx, prepared)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from buildctl import settings
 from buildctl.errors import RecipeError
 from buildctl.recipe.fields import PATTERN_HINTS
+from buildctl.recipe.locks import default_lock
 from buildctl.recipe.safe_yaml import MAX_RECIPE_BYTES, Located, parse_yaml
 from buildctl.recipe.schema import Spec
 from buildctl.urls import mask_text
@@ -86,6 +87,7 @@ def _load_file(path: Path, stack: tuple[Path, ...], reads: list[tuple[str, str]]
         reads.append((str(path), hashlib.sha256(raw).hexdigest()))
     own = parse_yaml(text, where)
     _resolve_relative_paths(own.data, path)
+    default_lock(own.data, path)  # each file's own, so a recipe extending a locked one inherits its lock
     parents = own.data.pop("extends", [])
     if isinstance(parents, str):
         parents = [parents]
@@ -361,7 +363,7 @@ def load(recipe: str, overrides: list[str] | None = None, *, site: dict | None =
 # Fields added after recipes were first built, left out of the dump while unset: the resolved recipe is a
 # rendered file (keyed), so a recipe that does not use them keeps its key and its build volume.
 LATER_FIELDS = (("extensions",), ("framework", "source", "prebuilt"), ("toolchain", "ascend", "torch_npu", "prebuilt"),
-                ("build", "wheel", "max_vendored"), ("build", "wheel"), ("site", "dist_scheduler"))
+                ("build", "wheel", "max_vendored"), ("build", "wheel"), ("site", "dist_scheduler"), ("python", "lock"))
 
 
 # The commit a git ref was resolved to (store/git_refs.py): set by the build before the key, absent from the

@@ -67,6 +67,9 @@ class Python(Model):
     # Pins for everything pip installs into the images, dependencies included (pip -c): a cuDNN
     # wheel must not pull a cuBLAS of another CUDA release.
     constraints: tuple[PipPin, ...] = ()
+    # The builder venv's lock (`invoke lock`: name==version and sha256 of every package, installed with
+    # --require-hashes), relative to the recipe file; default locks/<recipe file's name>.txt beside it when there.
+    lock: str | None = None
 
 
 class Packages(Model):

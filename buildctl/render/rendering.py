@@ -25,7 +25,7 @@ from buildctl.recipe import parallel_jobs, preflight
 from buildctl.recipe.fields import DEFAULT_SOURCE_DATE_EPOCH
 from buildctl.recipe.loader import resolved_yaml
 from buildctl.recipe.schema import PrebuiltIndex, Spec
-from buildctl.render import portable, providers
+from buildctl.render import pip_lock, portable, providers
 from buildctl.render.patches import patch_files, patch_lines, patch_lines_for
 from buildctl.secrets import filtered, split_credentials
 from buildctl.settings import REPO_ROOT
@@ -132,6 +132,17 @@ def _site_files(spec: Spec) -> dict[str, str]:
     return files
 
 
+def builder_requirements(spec: Spec, frags=None) -> tuple[list[str], list[str]]:
+    """What pip installs into the builder venv, as the Dockerfile names it: (requirements, constraints); what
+    `invoke lock` resolves (pip_lock)."""
+    if frags is None:
+        frags = providers.fragments(split_credentials(spec)[0], _render_stage)
+    constraints = sorted({*spec.python.constraints, *(c for f in frags for c in f.pip_constraints)})
+    requirements = [*BASE_BUILD_REQUIREMENTS, *spec.python.packages, *(p for f in frags for p in f.pip_build),
+                    *(portable.REPAIR_REQUIREMENTS if portable.repairs(spec) else ())]
+    return requirements, constraints
+
+
 def render(spec: Spec) -> Rendered:
     """Render the Dockerfile, the build script, the verify probe and the resolved recipe."""
     settings.checkout()  # the templates are the checkout's
@@ -158,8 +169,9 @@ def render(spec: Spec) -> Rendered:
     requested = {key: Requested(value, asked_by[key]) for key, value in build_env.items()}
     requested.update({key: Requested(value, f"build.env.{key}") for key, value in spec.build.env.items()})
     per_job, reserve = _jobs_rule(spec.accelerator, spec.build.type)
-    constraints = sorted({*spec.python.constraints, *(c for f in frags for c in f.pip_constraints)})
+    build_requirements, constraints = builder_requirements(spec, frags)
     repair = portable.repairs(spec)
+    lock = pip_lock.read(spec, build_requirements, constraints)
     ctx = dict(
         build_command=BUILD_COMMAND[0],
         frontend=spec.framework.frontend,
@@ -168,8 +180,8 @@ def render(spec: Spec) -> Rendered:
         python=python,
         python_pkgs=[python, f"{python}-venv", f"{python}-dev"],
         stages=[f for f in frags if f.stage],
-        build_requirements=[*BASE_BUILD_REQUIREMENTS, *spec.python.packages, *(p for f in frags for p in f.pip_build),
-                            *(portable.REPAIR_REQUIREMENTS if repair else ())],
+        build_requirements=build_requirements,
+        pip_lock=pip_lock.FILE if lock else None,
         repair_args=portable.repair_args(spec) if repair else None,
         runtime_requirements=[p for f in frags for p in f.pip_runtime],
         apt_packages=sorted({p for f in frags for p in f.apt_packages}),
@@ -232,6 +244,8 @@ def render(spec: Spec) -> Rendered:
         if f.stage_name:
             files[f"downloads/{f.stage_name}/.keep"] = ""
     reads = tuple((source, hashlib.sha256(text.encode()).hexdigest()) for source, text in patches.values())
+    if lock:
+        files[pip_lock.FILE], reads = lock[0], (*reads, lock[1])
     return Rendered(spec, files, tuple(frags), reads, requested)
 
 

@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 # writing is keyed until it is declared (tests/unit/test_artifact_key.py renders
 # every shipped recipe and checks that each keyed file moves the key and each declared one does not).
 NOT_KEYED = {
-    "pip.conf": "a site setting: where pip finds packages (--pip-index-url), never which (constraints.txt "
-                "and the build script pin those)",
+    "pip.conf": "a site setting where the recipe has a pip lock (pip.lock: every package by name, version and "
+                "sha256): where pip finds packages (--pip-index-url), never which; without a lock pip chooses "
+                "from that index, and pip.conf is keyed (`not_keyed_because`)",
     "certs/": "a site setting: the CA certificates the site's TLS inspection needs (--ca-cert)",
     "apt/": "a site setting: the apt mirror (--apt-mirror), never which packages",
     "recipe.resolved.yaml": "a record for people and repro bundles: the build reads none of it, and what of it "
@@ -40,10 +41,13 @@ NOT_KEYED = {
 VERIFICATION_ONLY = "verification only: how the wheel is checked, never what is built (the report records them)"
 
 
-def not_keyed_because(path: str) -> str | None:
-    """Why a rendered file is not part of the artifact key, or None: it is keyed."""
+def not_keyed_because(path: str, files: Mapping[str, str] | None = None) -> str | None:
+    """Why a rendered file is not part of the artifact key, or None: it is keyed. `files`: all the rendered
+    files (without a pip.lock among them, pip chooses from the index pip.conf names: it is keyed)."""
     from buildctl.in_container import PROBE_FILES
 
+    if path == "pip.conf" and files is not None and "pip.lock" not in files:
+        return None
     if path in {p.name for p in PROBE_FILES}:
         return VERIFICATION_ONLY
     for declared, why in NOT_KEYED.items():
@@ -118,7 +122,7 @@ class KeyInputs:
 def key_inputs(files: Mapping[str, str], source: str, base_image_id: str,
                credentials: Mapping[str, str] | None = None) -> KeyInputs:
     keyed = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in files.items()
-             if not_keyed_because(name) is None}
+             if not_keyed_because(name, files) is None}
     return KeyInputs(keyed, source, base_image_id, dict(credentials or {}))
 
 

@@ -11,6 +11,7 @@ refused in one line.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,21 @@ class Configure(_Section):
     rows: list[dict[str, Any]] = []
 
 
+APT_LINE = re.compile(r"([a-z0-9][a-z0-9+.-]*(?::[a-z0-9]+)?) ([A-Za-z0-9.+~:-]{1,100})")
+MAX_APT_PACKAGES = 5000
+
+
+def apt_packages(path: Path) -> dict[str, str] | None:
+    """The build's apt-packages.txt (`dpkg-query -W`: 'package version' lines) as package -> version; the file
+    is the build container's (untrusted): read capped, never through a link, lines that are not that skipped."""
+    if path.is_symlink() or not path.is_file():
+        return None
+    with open(path, "rb") as fh:
+        text = fh.read(1 << 20).decode("utf-8", "replace")
+    found = (APT_LINE.fullmatch(line.strip()) for line in text.splitlines()[:MAX_APT_PACKAGES])
+    return dict(sorted(m.groups() for m in found if m))
+
+
 class Manifest(_Section):
     schema_version: int = 1
     recipe: str
@@ -164,6 +180,9 @@ class Manifest(_Section):
     # `invoke build --dry-run` and a rebuild's "why" line compare a request with it. Absent: an older build
     key_inputs: dict[str, Any] | None = None
     configure: Configure | None = None  # the configure gate's table; absent: prebuilt framework or an older build
+    # what apt installed in the builder image, package -> version (dpkg-query in the build): recorded, never
+    # pinned (Debian's mirrors keep only current versions), compared by `invoke diff`. Absent: an older build
+    apt: dict[str, str] | None = None
 
     @property
     def wheel(self) -> WheelEntry:
@@ -185,7 +204,7 @@ class Manifest(_Section):
         `reproducible` only once a check recorded it (as before it was typed)."""
         data = self.model_dump(mode="json")
         for optional in ("reproducible", "frontend", "extensions", "portability", "key_inputs", "configure", "dist",
-                         "memory"):  # as manifests without them were written
+                         "memory", "apt"):  # as manifests without them were written
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

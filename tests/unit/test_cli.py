@@ -95,7 +95,7 @@ def test_show_json():
                                          "git": "https://github.com/NVIDIA/nccl", "ref": None}
     assert data["build"]["cuda_arch"] == ["5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0"]
     assert data["python"] == {"version": "3.10", "venv": "/opt/venv", "packages": data["python"]["packages"],
-                              "constraints": data["python"]["constraints"]}
+                              "constraints": data["python"]["constraints"], "lock": "recipes/locks/cuda12.1-nccl2.18.txt"}
     assert "nvidia-cublas-cu12==12.1.3.1" in data["python"]["constraints"]
     assert "extends" not in data
 

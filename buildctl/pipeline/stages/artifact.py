@@ -167,6 +167,7 @@ def _assemble(run: Run, compiled: Compiled, staging: Path, durations: dict[str, 
         "portability": section,
         "key_inputs": prepared.inputs.to_json(),
         "configure": compiled.configure.to_dict() if compiled.configure is not None else None,
+        "apt": manifest_mod.apt_packages(out_dir / "apt-packages.txt"),
     })
     manifest.write(staging / manifest_mod.NAME)
     return manifest
@@ -301,8 +302,7 @@ def refusal(spec: Spec, portability_section: dict | None) -> str | None:
 def refuse_found(run: Run, published: Published) -> None:
     """StepFailed at the wheel step, as a fresh build's, for a found artifact a policy forbids."""
     section = published.manifest.portability
-    why = refusal(run.spec, section.model_dump(mode="json") if section is not None else None)
-    if why:
+    if why := refusal(run.spec, section.model_dump(mode="json") if section is not None else None):
         raise StepFailed("wheel", 1, run.log.text(), detail=f"{published.artifact}, published before under this key: {why}")
 
 

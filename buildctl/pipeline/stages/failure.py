@@ -21,7 +21,8 @@ from buildctl.verify.report import VerificationFailed
 def _context(run: Run, max_jobs: int | None) -> dict:
     """What makes a diagnosis's fix concrete (diagnose.diagnose)."""
     spec = run.spec
-    context = {"max_jobs": max_jobs, "python": f"{spec.python.venv}/bin/python", "distro": spec.base.distro}
+    context = {"max_jobs": max_jobs, "python": f"{spec.python.venv}/bin/python", "distro": spec.base.distro,
+               "recipe": spec.name}
     if spec.toolchain.cuda:
         context.update(cuda_version=spec.toolchain.cuda.major_minor, cuda_arch=list(spec.build.cuda_arch))
     if spec.toolchain.nccl:

@@ -112,6 +112,9 @@ export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-315532800}"
   echo "source_date_epoch=$SOURCE_DATE_EPOCH"
 } > "$OUT/versions.txt"
 cat "$OUT/versions.txt"
+# What apt installed in the builder image, recorded (Debian's mirrors keep only current versions: pinned, a
+# recipe would stop building) and compared by `invoke diff` (the manifest's apt).
+dpkg-query -W -f='${Package} ${Version}\n' > "$OUT/apt-packages.txt" 2>/dev/null || true
 ccache --zero-stats >/dev/null
 # A shared compile cache (site cache_url, from the credentials file: never in this script): ccache's
 # remote storage behind the local volume. A server that does not answer the probe (connect, AUTH,
