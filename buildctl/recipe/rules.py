@@ -261,6 +261,8 @@ def _torch_clones_nccl(c: Cuda) -> Answer:
     feats, spec = c.spec.build.features, c.spec
     if c.tc.nccl is not None or spec.framework.name != "pytorch" or not (feats.get("USE_NCCL", True) and feats.get("USE_DISTRIBUTED", True)):
         return None
+    if spec.framework.source.kind == "prebuilt":  # no PyTorch is built: nothing clones NCCL
+        return None
     tv = torch_version(spec)
     if tv is not None and vcmp(tv, "2.7") < 0:
         return None

@@ -268,3 +268,10 @@ def test_a_pip_cuda_toolchain_leaves_the_cuda_runtime_to_the_index_torch():
     assert "nvidia-cuda-nvcc==13.0.88" in venv and "nvidia-cuda-crt==13.0.88" in venv
     assert "nvidia-cuda-runtime~=13.0" in venv and "nvidia-cuda-cccl~=13.0" in venv
     assert "nvidia-cuda-runtime" not in stage(render_mod.render(pypi_torch()).files["Dockerfile"], "runtime-venv")
+
+
+def test_a_prebuilt_torch_is_not_warned_about_how_pytorch_builds_nccl():
+    """PyTorch >= 2.7's build git-clones NCCL; a torch from an index builds nothing of PyTorch."""
+    from buildctl.recipe import preflight
+
+    assert not [w for w in preflight.preflight(recipe.load("ext-pyg-pypi-torch2.14"), source="x.yaml") if "NCCL" in w]
