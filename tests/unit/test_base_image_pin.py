@@ -44,3 +44,20 @@ def test_dry_run_with_pull_always_says_it_would_ask_the_registry(tmp_path, monke
     found = dry_run(spec, stages.BuildOptions(artifacts_root=tmp_path))
     assert "would ask the registry" in found.base_image and "pull always" in found.base_image
     assert not found.up_to_date
+
+
+def test_the_runtime_image_is_built_from_the_base_id_the_artifact_recorded(tmp_path, monkeypatch):
+    """Verification's runtime image shares the builder's `base` stage: built FROM the id the artifact's key
+    names while the engine still has it, else from the tag (an old artifact whose base was removed)."""
+    from buildctl.pipeline.stages import verify as verify_stage
+
+    spec = recipe.load("demo-cpu")
+    asked = []
+    monkeypatch.setattr(engine, "build_image", lambda client, image, **kw: asked.append(image) or "sha256:built")
+    monkeypatch.setattr(engine, "image_exists", lambda client, ref: ref == BASE_ID)
+    verify_stage.runtime_image(spec, "k", client=None, context_dir=tmp_path, namespace="n",
+                               recorded=verify_stage.Recorded(base_image_id=BASE_ID))
+    assert asked[-1].buildargs["BUILDCTL_BASE_IMAGE"] == BASE_ID
+    verify_stage.runtime_image(spec, "k", client=None, context_dir=tmp_path, namespace="n",
+                               recorded=verify_stage.Recorded(base_image_id="sha256:" + "c" * 64))
+    assert "BUILDCTL_BASE_IMAGE" not in asked[-1].buildargs

@@ -53,10 +53,24 @@ def _bases(context_dir: Path, spec: Spec) -> list[str]:
         return []  # the image build says what is wrong
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """What a published artifact's manifest records of its images: the runtime image's name in a registry
+    (`image_key`) and the base image's id its key names."""
+
+    image_key: str = ""
+    base_image_id: str = ""
+
+
 def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace: str,
-                  on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (), image_key: str = "") -> str:
+                  on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (),
+                  recorded: Recorded = Recorded()) -> str:
     """The recipe's runtime image (base + toolchain runtime + venv): where verification installs the wheel.
-    Pulled from the site registry when another engine built it (by `image_key`, as the manifest records it)."""
+    Pulled from the site registry when another engine built it (by its `image_key`, as the manifest records
+    it); built FROM the base id the key names while the engine has it (else the tag: an old artifact)."""
+    from buildctl.pipeline.stages.compile import base_image_arg  # the builder's rule, for the same base stage
+
+    image_key = recorded.image_key
     tag = image_tag(spec.name, key, namespace, target="runtime")
     if engine.image_exists(client, tag):
         return tag
@@ -70,7 +84,8 @@ def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace:
             context_dir,
             tag,
             target="runtime",
-            buildargs=proxy_env(spec),
+            buildargs={**proxy_env(spec), **(base_image_arg(recorded.base_image_id) if recorded.base_image_id
+                                             and engine.image_exists(client, recorded.base_image_id) else {})},
             network_mode=engine.network_mode_for(spec.site.network),
             labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace),
         ),
@@ -96,7 +111,9 @@ def artifact_runtime_image(spec: Spec, published: Published, *, client, context_
     # invoke clean: the runtime image's base is in use (stamped first: the image may be built from it now)
     artifacts.record_images(client, _bases(context_dir, spec), artifact.parent.parent)
     image = runtime_image(spec, published.key, client=client, context_dir=context_dir, namespace=namespace,
-                          on_line=on_line, secrets=secrets, image_key=manifest.runtime.image_key if manifest.runtime else "")
+                          on_line=on_line, secrets=secrets,
+                          recorded=Recorded(manifest.runtime.image_key if manifest.runtime else "",
+                                            (manifest.key_inputs or {}).get("base_image", "")))
     artifacts.record_images(client, [image], artifact.parent.parent)
     return image, namespace
 
