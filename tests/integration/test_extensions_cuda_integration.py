@@ -111,7 +111,8 @@ def _torch(folder: Path, version: str, cuda: str, *cuda_wheels: str) -> None:
         "torch/__init__.py": TORCH_INIT,
         "torch/version.py": f"__version__ = {version!r}\ncuda = {cuda!r}\nhip = None\ngit_version = 'stand-in'\n",
         "torch/_C.py": "_GLIBCXX_USE_CXX11_ABI = True\n",
-        "torch/cuda.py": "def get_arch_list():\n    return []\n",
+        # PyPI's torch lists the archs it has kernels for; the verification compares the recipe's with them
+        "torch/cuda.py": "def get_arch_list():\n    return ['sm_80', 'sm_90', 'sm_100', 'sm_120']\n",
     }, requires=("buildctl-test-torchdep==1.0", *cuda_wheels))
 
 

@@ -275,3 +275,15 @@ def test_a_prebuilt_torch_is_not_warned_about_how_pytorch_builds_nccl():
     from buildctl.recipe import preflight
 
     assert not [w for w in preflight.preflight(recipe.load("ext-pyg-pypi-torch2.14"), source="x.yaml") if "NCCL" in w]
+
+
+def test_a_prebuilt_torchs_cuda_and_archs_are_its_own_not_the_extensions_toolchains():
+    """The recipe's toolchain.cuda and build.cuda_arch are what the extensions are compiled with; PyPI's torch
+    2.14.1 lists more archs than 8.0;9.0 and torch 2.9.1 is CUDA 12.8 beside Debian's nvcc 12.4: its verification
+    compares neither (cuda_checks.py match compared the majors before anything compiled)."""
+    from buildctl.verify.expectations.expected import Expectations
+
+    exp = Expectations.from_spec(pypi_torch())
+    assert exp.arch is None and exp.cuda is None and exp.accelerator == "cuda"
+    built_here = Expectations.from_spec(recipe.load("demo-cuda13"))
+    assert built_here.arch is not None and built_here.cuda == "13.2"

@@ -52,7 +52,9 @@ class Expectations:
             return derived
 
         cpu = acc == "cpu" or acc == "ascend"  # torch_npu builds on a CPU torch
-        cuda = pick("cuda", exp.cuda, tc.cuda.major_minor if tc.cuda else (ABSENT if cpu else None))
+        # A prebuilt framework's CUDA and archs are its own: the recipe's are its extensions' toolchain
+        theirs = spec.framework.source.prebuilt is not None and not cpu
+        cuda = pick("cuda", exp.cuda, None if theirs else tc.cuda.major_minor if tc.cuda else (ABSENT if cpu else None))
         hip = ".".join(tc.rocm.version.split(".")[:2]) if tc.rocm else (ABSENT if cpu else None)
         if tc.nccl and tc.nccl.install != "none":
             nccl_derived = tc.nccl.version
@@ -70,7 +72,7 @@ class Expectations:
             arch = tuple(tc.rocm.arch)
         else:
             src["arch"] = "recipe pins"
-            arch = normalize_arch_list(build.cuda_arch) if (build.cuda_arch or cpu) else None
+            arch = normalize_arch_list(build.cuda_arch) if (build.cuda_arch or cpu) and not theirs else None
         fw = spec.framework
         # A prebuilt framework was not built by this recipe: its build section is the extensions'
         prebuilt = fw.source.prebuilt is not None
