@@ -557,6 +557,8 @@ def test_manifest_records_what_was_built(request, ws, build: BuildRun, docker_cl
     assert isinstance(m["max_jobs"], int) and m["max_jobs"] >= 1
     assert m["resolved_recipe"]["name"] == name
     assert (build.artifact / "recipe.resolved.yaml").read_text().startswith("name: " + name)
+    # what apt installed in the builder image (issue 41: recorded, never pinned), as dpkg says it
+    assert re.fullmatch(r"\d[\w.+~:-]*", m["apt"]["libc6"]) and "build-essential" in m["apt"], sorted(m["apt"])[:20]
 
 
 def test_toolchain_in_manifest_is_what_the_builder_image_reports(request, build: BuildRun, docker_client, test_labels):
@@ -739,6 +741,28 @@ def test_second_identical_build_is_a_no_op_and_starts_no_container(ws, demo_cpu,
 
 
 @pytest.mark.engines
+def test_a_release_no_op_after_a_debug_build_verifies_and_publishes_the_release_wheel(ws, demo_cpu, tmp_path):
+    """Issue 41: `invoke verify --recipe R` and `invoke publish --recipe R` took the recipe's newest artifact: after
+    a Debug build, the Release request's no-op verified and published the Debug wheel. They take the artifact of
+    the key the request names."""
+    release = demo_cpu.ok()
+    debug = ws.build("demo-cpu", "--set", "build.type=Debug", "--no-verify").ok()
+    assert debug.payload["key"] != release.payload["key"]
+    again = ws.build("demo-cpu").ok()
+    assert again.payload["cached"] and again.payload["key"] == release.payload["key"]
+    request = ["--recipe", "demo-cpu", "--set", f"framework.source.path={ws.src}"]
+    env = ws.env(ws.artifacts_root("main"))
+    verified = subprocess.run([*invoke_cmd(), "verify", *request, "--network", NETWORK, "--json"], cwd=ws.cwd, env=env,
+                              capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+    assert verified.returncode == 0, verified.stderr[-3000:]
+    assert Path(json.loads(verified.stdout)["wheel"]["path"]).parent.name == release.payload["key"], verified.stdout[-2000:]
+    published = subprocess.run([*invoke_cmd(), "publish", *request, "--to", str(tmp_path / "index"), "--json"],
+                               cwd=ws.cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert published.returncode == 0, published.stderr[-3000:]
+    rows = json.loads(published.stdout)["wheels"]
+    assert rows and {Path(r["artifact"]).name for r in rows} == {release.payload["key"]}, rows
+
+
 def test_a_no_op_build_loads_only_what_it_runs(ws, demo_cpu):
     """The no-op itself, as `invoke build --no-verify` runs it (issue 23): it asks the engine for the base
     image over its socket, without docker-py, and loads none of the stages it skips, verification or the
