@@ -10,7 +10,7 @@ match: the nvcc's CUDA major is the installed torch's (torch.version.cuda decide
 reported); label: the local version label naming torch and CUDA (PyG's `pt214cu130`); wheel: its
 Requires-Dist pins the exact torch, every .so's libcudart is torch's CUDA major, and, with --archs, the wheel
 has device code for every arch asked (SASS each, PTX where `+PTX`).
-Each refusal is one line on stderr. Exit status: 0 fits, 1 refused, 2 bad input.
+Each refusal is one line on stderr (`error: ...`: the build's failure message quotes it). Exit status: 0 fits, 1 refused, 2 bad input.
 """
 
 import argparse
@@ -173,7 +173,8 @@ def main(argv=None):
             facts = json.load(fh)
         if args.what == "match":
             ok, line = toolchain_match(facts, args.nvcc)
-            print(f"buildctl: {line}", file=sys.stdout if ok else sys.stderr)
+            # "error:" leads a refusal: the build's failure message quotes the log's first error line
+            print(f"buildctl: {line}" if ok else f"error: {line}", file=sys.stdout if ok else sys.stderr)
             return 0 if ok else 1
         if args.what == "label":
             print(local_label(args.dist, facts))
@@ -191,7 +192,7 @@ def main(argv=None):
         print(f"  {row['so']}: SASS {','.join(row.get('sass', [])) or '-'}, PTX {','.join(row.get('ptx', [])) or '-'}, "
               f"{' '.join(row['needed']) or 'no CUDA library'}")
     for line in report["refused"]:
-        print(f"buildctl: refused: {line}", file=sys.stderr)
+        print(f"error: refused: {line}", file=sys.stderr)
     return 1 if report["refused"] else 0
 
 

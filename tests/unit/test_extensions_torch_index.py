@@ -287,3 +287,16 @@ def test_a_prebuilt_torchs_cuda_and_archs_are_its_own_not_the_extensions_toolcha
     assert exp.arch is None and exp.cuda is None and exp.accelerator == "cuda"
     built_here = Expectations.from_spec(recipe.load("demo-cuda13"))
     assert built_here.arch is not None and built_here.cuda == "13.2"
+
+
+def test_a_refusal_is_the_line_a_failed_build_quotes(tmp_path):
+    """The build's failure message shows the log's first error line (diagnose.first_error): a refusal must be one."""
+    from buildctl.failure import diagnose
+
+    facts = tmp_path / "facts.json"
+    facts.write_text('{"version": "2.98.0", "cuda": "12.8"}')
+    done = subprocess.run([sys.executable, cuda_checks.__file__, "match", "--facts", str(facts), "--nvcc", "13.2"],
+                          capture_output=True, text=True)
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert "another major" in diagnose.first_error(f"buildctl: step extensions\n{line}\n")[-1]
