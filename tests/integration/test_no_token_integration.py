@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE, containers_made_since
 from git_http import GitServer, _Handler
 
 pytestmark = pytest.mark.integration
@@ -170,9 +171,8 @@ def test_no_token_in_any_file_container_config_output_or_argv(tmp_path, base_ima
         engine = invoke("build", "--recipe", str(recipe), "--json",
                         extra_env={"BUILDCTL_ENGINES": f"tcp://ci:{TOKENS['engine']}@127.0.0.1:1"})
         assert engine.returncode == 2, engine.stderr
-    made = [c for c in docker_client.containers.list(all=True)
-            if c.attrs.get("Created", "") >= time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since - 1))
-            and c.labels.get("buildctl") == "1"]
+    made = [docker_client.containers.get(i) for i in containers_made_since(
+        docker_client, since - 1, labels=("buildctl=1", f"buildctl.namespace={TEST_NAMESPACE}"))]
     try:
         assert made, "the failed build kept no container"
         configs = [json.dumps(c.attrs) for c in made]
