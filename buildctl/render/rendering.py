@@ -140,6 +140,8 @@ def builder_requirements(spec: Spec, frags=None) -> tuple[list[str], list[str]]:
     constraints = sorted({*spec.python.constraints, *(c for f in frags for c in f.pip_constraints)})
     requirements = [*BASE_BUILD_REQUIREMENTS, *spec.python.packages, *(p for f in frags for p in f.pip_build),
                     *(portable.REPAIR_REQUIREMENTS if portable.repairs(spec) else ())]
+    if isinstance(spec.framework.source.prebuilt, PrebuiltIndex):  # torch and its dependencies: in the lock too
+        requirements.append(spec.framework.source.prebuilt.pypi)
     return requirements, constraints
 
 

@@ -300,3 +300,12 @@ def test_a_refusal_is_the_line_a_failed_build_quotes(tmp_path):
     assert done.returncode == 1
     [line] = done.stderr.splitlines()
     assert "another major" in diagnose.first_error(f"buildctl: step extensions\n{line}\n")[-1]
+
+
+def test_the_pip_lock_resolves_the_index_torch_with_the_builders_packages():
+    """With a lock the builder's venv is installed from it alone (--require-hashes): torch and its dependencies
+    must be in what `invoke lock` resolves."""
+    from buildctl.render.rendering import builder_requirements
+
+    requirements, _ = builder_requirements(pypi_torch(index=None))
+    assert "torch==2.14.1" in requirements and "nvidia-cuda-nvcc==13.0.88" in requirements
