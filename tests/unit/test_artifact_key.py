@@ -70,7 +70,7 @@ def test_every_rendered_file_is_keyed_or_declared(name):
     base = key_of(r)
     for path, text in r.files.items():
         edited = key_of(render_mod.Rendered(r.spec, {**r.files, path: text + "# edited\n"}, r.fragments))
-        why = key_mod.not_keyed_because(path)
+        why = key_mod.not_keyed_because(path, r.files)  # pip.conf: keyed where no pip.lock pins what pip installs
         if why is None:
             assert edited != base, f"{name}: {path} is keyed but editing it kept the key"
         else:
@@ -243,7 +243,7 @@ def test_the_dry_run_says_the_key_of_every_shipped_recipe_asking_the_engine_only
     asked = [line.removeprefix("buildctl: ") for line in found.resolved]
     assert found.to_json() == {"recipe": spec.name, "key": found.key, "up_to_date": False, "artifact": None,
                                "latest": None, "changed": [], "base_image": "sha256:" + "b" * 64,
-                               "resolved": list(found.resolved), "source_rule": found.source_rule}
+                               "resolved": list(found.resolved), "source_rule": found.source_rule, "pip": found.pip}
     assert all(line.endswith(f"is {'c' * 12} (git ls-remote)") for line in asked)
     pinned = git_refs.pin(spec, tmp_path, on_note=lambda line: None)
     assert found.key == key_mod.artifact_key(render_mod.render(pinned).files, key_mod.source_digest(pinned),
