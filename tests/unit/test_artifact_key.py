@@ -146,9 +146,9 @@ def test_a_stored_report_is_not_reused_after_the_expectations_changed(tmp_path, 
     from buildctl.pipeline import pipeline, stages
     from buildctl.pipeline.stages import Published, Verified
     from buildctl.pipeline.stages import verify as verify_stage
+    from buildctl.store import git_refs
     from buildctl.store.manifest import Manifest
     from buildctl.verify import report as rep
-    from buildctl.store import git_refs
     from buildctl.verify import runner
 
     spec = git_refs.pin(make_spec(), tmp_path, on_note=lambda line: None)  # as the build verified it: ref resolved
@@ -231,7 +231,6 @@ def test_the_dry_run_says_the_key_of_every_shipped_recipe_asking_the_engine_only
     from buildctl import engine
     from buildctl.pipeline.dry_run import dry_run
     from buildctl.pipeline.stages import BuildOptions
-
     from buildctl.store import git_refs
 
     fake = OnlyTheBaseImage()

@@ -258,5 +258,5 @@ def test_the_no_op_passes_over_a_deeply_nested_entry(tmp_path, monkeypatch):
     path = noop_memo.entry_path(settings.artifacts, noop._request("demo-cpu", [], settings, False))
     path.parent.mkdir(parents=True)
     for nested in _NESTED.values():
-        path.write_text('{"version": %d, "manifest": %s}' % (noop_memo.VERSION, nested))
+        path.write_text(f'{{"version": {noop_memo.VERSION}, "manifest": {nested}}}')
         assert noop.build("demo-cpu", [], settings=settings, no_preflight=False, as_json=True) is False
