@@ -193,6 +193,20 @@ def build_options(settings: Settings, *, until: str | None = None, targets: tupl
     )
 
 
+def remember_noop(recipe: str, sets, *, settings: Settings, no_preflight: bool, spec, reads: list,
+                  result, warnings) -> None:
+    """A no-op (the artifact found, nothing built or verified): recorded in the memo, for the next identical
+    request to repeat without the work; `invoke build` and a child build (cli/child.py) alike."""
+    if not result.cached or "verify" in result.durations:
+        return
+    from buildctl.cli import noop
+
+    skipped = ["image", "compile", "wheel", *(["extensions"] if spec.extensions else []),
+               *(["verify"] if result.report is not None else [])]
+    noop.remember(recipe, sets, settings=settings, no_preflight=no_preflight, spec=spec, reads=reads,
+                  result=result, shown=noop.Shown(warnings, _summary_rows(result), skipped))
+
+
 @command
 def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=False, until=None, targets=None,
           check_reproducible=False) -> None:
@@ -252,13 +266,9 @@ def build(recipe: str, sets, *, settings: Settings, no_preflight=False, as_json=
         view.summary(_summary_rows(result))
         if reproducibility is not None:
             out.print(rebuild_check.table(reproducibility))
-    if result is not None and result.cached and reproducibility is None and "verify" not in result.durations:
-        from buildctl.cli import noop  # this no-op, for the next identical request to repeat without the work
-
-        skipped = ["image", "compile", "wheel", *(["extensions"] if spec.extensions else []),
-                   *(["verify"] if result.report is not None else [])]
-        noop.remember(recipe, sets, settings=settings, no_preflight=no_preflight, spec=spec, reads=reads,
-                      result=result, shown=noop.Shown(warnings, _summary_rows(result), skipped))
+    if result is not None and reproducibility is None:
+        remember_noop(recipe, sets, settings=settings, no_preflight=no_preflight, spec=spec, reads=reads,
+                      result=result, warnings=warnings)
     if result is not None and result.verify_error is not None and not as_json:
         where = (f"published at {escape(str(result.artifact))}" if result.published else
                  f"NOT published: the wheel, its manifest and the report are kept in {escape(str(result.artifact))}")

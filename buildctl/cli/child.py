@@ -13,8 +13,10 @@ it)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from buildctl.errors import BuildctlError, InputError
@@ -31,19 +33,23 @@ def run_job(job: cb.Job, view: cb.EventView) -> cb.Result:
     from buildctl.recipe import preflight
 
     chosen = job.settings.model_copy(update={"no_verify": not job.verify})
+    reads: list = []
     spec, warnings = load_spec(job.recipe, list(job.sets), base_image=chosen.base_image, site=site_options(chosen),
-                               preflight=not job.no_preflight and job.task != "verify")
+                               preflight=not job.no_preflight and job.task != "verify", reads=reads)
     for text in warnings:
         view.emit(cb.Warned(text))
     if job.task == "verify":
         return _verify(job, spec, view)
-    from buildctl.cli.build import build_options
+    from buildctl.cli.build import build_options, remember_noop
     from buildctl.pipeline.dry_run import dry_run
 
     preflight.refuse_placeholders(spec, source=recipe_source(job.recipe), image_only=job.until == "image")
     opts = build_options(chosen, until=job.until)
+    # a no-op is remembered as `invoke build` remembers it: the parent's next `invoke build` repeats it
+    remember = functools.partial(remember_noop, job.recipe, list(job.sets), settings=chosen,
+                                 no_preflight=job.no_preflight, spec=spec, reads=reads, warnings=warnings)
     if job.task == "build" and not job.key_first:
-        return _build(spec, opts, view, None)
+        return _build(spec, opts, view, None, remember)
     try:
         key = dry_run(spec, opts).key  # nothing written, nothing pulled
     except BuildctlError as e:  # the engine, the network: nothing of the recipe's or the change's
@@ -52,10 +58,10 @@ def run_job(job: cb.Job, view: cb.EventView) -> cb.Result:
     view.emit(cb.KeyKnown(key, known))
     if job.task == "key" or known:
         return cb.Result(ok=True, key=key, known=known)
-    return _build(spec, opts, view, key)
+    return _build(spec, opts, view, key, remember)
 
 
-def _build(spec, opts, view: cb.EventView, key: str | None) -> cb.Result:
+def _build(spec, opts, view: cb.EventView, key: str | None, remember: Callable[..., None]) -> cb.Result:
     from buildctl import engine
     from buildctl.cli.build import _run_failed
     from buildctl.pipeline import pipeline
@@ -72,6 +78,7 @@ def _build(spec, opts, view: cb.EventView, key: str | None) -> cb.Result:
     if isinstance(result, pipeline.PartialResult):
         return cb.Result(ok=True, key=result.key, out_dir=str(result.out_dir.resolve()),
                          compile_cache=_ccache_stats(result.out_dir / "cache-stats.txt"))
+    remember(result=result)
     cc = result.manifest.compile_cache
     figures = {"hits": cc["hits"], "misses": cc["misses"]} \
         if isinstance(cc.get("hits"), int) and isinstance(cc.get("misses"), int) else None

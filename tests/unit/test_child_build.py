@@ -5,6 +5,7 @@ a hang), and a bisect step's spec and key computed once, in the child."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -189,3 +190,27 @@ def test_a_bisect_over_children_loads_no_spec_and_computes_no_key_itself_and_reu
     again = bisect()
     assert again.answer == outcome.answer and not any(": building (key" in line for line in said)
     assert sum(": logged (key" in line for line in said) == 4
+
+
+def test_a_child_build_that_finds_its_artifact_records_the_no_op_as_invoke_build_does(monkeypatch, tmp_path):
+    """The child of a multi-build is `invoke build` in its own process: its no-op is remembered with the same
+    call (cli/build.py's), so the parent's later `invoke build` of the recipe is answered from the memo."""
+    from types import SimpleNamespace
+
+    from buildctl.cli import noop
+    from buildctl.pipeline import pipeline
+
+    manifest = SimpleNamespace(wheels=[], toolchain={}, compile_cache={}, dist=None, memory=None, resumed=None,
+                               configure=None)
+    found = pipeline.BuildResult("demo-cpu", "k-demo", tmp_path, manifest, cached=True, durations={"total": 1.0})
+    monkeypatch.setattr(pipeline, "run", lambda spec, opts, view: found)
+    remembered: list[dict] = []
+    monkeypatch.setattr(noop, "remember", lambda recipe, sets, **kw: remembered.append({"recipe": recipe,
+                                                                                        "sets": sets, **kw}))
+    given = job("demo-cpu", sets=("build.max_jobs=2",), no_preflight=True)
+    result = child.run_job(given, cb.EventView(io.StringIO()))
+    assert result.ok and result.cached
+    [entry] = remembered
+    assert (entry["recipe"], list(entry["sets"]), entry["no_preflight"]) == ("demo-cpu", ["build.max_jobs=2"], True)
+    assert entry["settings"] == given.settings.model_copy(update={"no_verify": False}) and entry["reads"]
+    assert entry["result"] is found and entry["shown"].skipped == ["image", "compile", "wheel"]
