@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from buildctl import urls
 from buildctl.errors import BuildctlError, InputError
+from buildctl.git_env import git_mirror_env
 
 T = TypeVar("T")
 MASK = urls.MASK
@@ -252,31 +253,6 @@ class Credentials:
 
 
 S = TypeVar("S")
-
-
-def git_config_env(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """git configuration as the environment git reads it from (GIT_CONFIG_COUNT/KEY_n/VALUE_n, git >= 2.31):
-    nothing in a config file, a layer or a command line."""
-    pairs = list(pairs)
-    if not pairs:
-        return {}
-    env = {"GIT_CONFIG_COUNT": str(len(pairs))}
-    for i, (key, value) in enumerate(pairs):
-        env[f"GIT_CONFIG_KEY_{i}"] = key
-        env[f"GIT_CONFIG_VALUE_{i}"] = value
-    return env
-
-
-def git_mirror_config(site) -> list[tuple[str, str]]:
-    """git's url.<MIRROR>.insteadOf PREFIX for each site git mirror: every git of the build, its submodules'
-    too, fetches from the mirror."""
-    pairs = [m.partition("=") for m in (getattr(site, "git_mirrors", None) or ())]
-    return [(f"url.{mirror}.insteadOf", prefix) for prefix, _, mirror in pairs]
-
-
-def git_mirror_env(site) -> dict[str, str]:
-    """The site's git mirrors as git's environment (git_config_env)."""
-    return git_config_env(git_mirror_config(site))
 
 
 def mirror_for(url: str | None, site) -> str | None:

@@ -7,7 +7,7 @@ a digest of the URL without its credentials (a rotated token reuses the copy), t
 Only commits are fetched where the server can filter (`--filter=tree:0`): a bisect needs their parents and
 subjects, never their files; the build fetches the tree of each commit it builds. git is given the URL
 without its login (the copy's remote, and every command line, hold only that); the login reaches git
-through a credential helper of its environment, for that URL's host alone (git_login), and no
+through a credential helper of its environment, for that URL's host alone (git_env.git_login_env), and no
 FETCH_HEAD is written. A subject is a commit's text: shown without terminal controls, cut at 100 characters.
 """
 
@@ -21,31 +21,14 @@ from pathlib import Path
 
 from buildctl import settings, urls
 from buildctl.errors import InputError
-from buildctl.secrets import checked_argv, git_config_env, git_mirror_config
+from buildctl.git_env import git_login_env
+from buildctl.secrets import checked_argv
 from buildctl.ui import strip_controls
 from buildctl.urls import mask
 
 FETCH_TIMEOUT_S = 1800
 SUBJECT_CHARS = 100
 _SHA = re.compile(r"[0-9a-f]{40}")
-
-
-# A credential helper of git's configuration: it answers with two variables of its environment, so the login
-# stands in no file and no command line (the helper's text names the variables, never their values).
-_GIT_HELPER = ("!f() { test \"$1\" = get && printf 'username=%s\\npassword=%s\\n' \"$BUILDCTL_GIT_USERNAME\" "
-               "\"$BUILDCTL_GIT_PASSWORD\"; }; f")
-
-
-def git_login(url: str) -> tuple[str, list[tuple[str, str]], dict[str, str]]:
-    """A git URL's login handed to git the way it stays off the command line: (the URL without
-    credentials, the configuration of a credential helper for that URL's scheme and host only, the variables
-    it answers from). A URL without a login: itself, nothing, nothing."""
-    parsed = urls.split(url) if "://" in url else None
-    if parsed is None or not parsed.has_login:
-        return url, [], {}
-    scope = f"{parsed.scheme}://{parsed.host}"
-    return (urls.strip(url), [(f"credential.{scope}.helper", _GIT_HELPER)],
-            {"BUILDCTL_GIT_USERNAME": parsed.user, "BUILDCTL_GIT_PASSWORD": parsed.password or ""})
 
 
 @dataclass(frozen=True)
@@ -63,12 +46,12 @@ class History:
 
     def __init__(self, url: str, folder: Path, site=None) -> None:
         self.url, self.site = url, site
-        self.clean_url, self._login_config, self._login_env = git_login(url)
+        parsed = urls.split(url) if "://" in url else None
+        self.clean_url = urls.strip(url) if parsed is not None and parsed.has_login else url
         self.path = folder / f"{hashlib.sha256(self.clean_url.encode()).hexdigest()[:16]}.git"
 
     def _git(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
-        env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0", **self._login_env,
-               **git_config_env([*git_mirror_config(self.site), *self._login_config])}
+        env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0", **git_login_env(self.url, self.site)}
         try:
             done = subprocess.run(checked_argv(["git", "-C", str(self.path), *args]), env=env, capture_output=True, text=True,
                                   timeout=timeout, stdin=subprocess.DEVNULL)

@@ -5,7 +5,7 @@ commit (the build script checks out exactly it). A full 40-hex sha is its own co
 A ref is asked of its server with one `git ls-remote` each, through the site's git mirrors (git's
 url.<MIRROR>.insteadOf from the environment, as the build's own fetch reads them). A login in the URL
 never reaches a command line: git is given the URL without it, and the login through a credential
-helper that reads it from the environment. Each answer is recorded (`<artifacts root>/.resolved/git.json`:
+helper that reads it from the environment, for the URL's host only (git_env.git_login_env). Each answer is recorded (`<artifacts root>/.resolved/git.json`:
 the URL without its login, the ref, the commit, when); `--offline` builds from that record instead of
 asking, and says so in one line.
 """
@@ -25,14 +25,13 @@ from typing import Any
 
 from buildctl import settings, urls
 from buildctl.errors import InputError
-from buildctl.secrets import checked_argv, git_mirror_env
+from buildctl.git_env import git_login_env
+from buildctl.secrets import checked_argv
 from buildctl.ui import strip_controls
 
 SHA = re.compile(r"[0-9a-f]{40}")
 LS_REMOTE_TIMEOUT_S = 120
 RECORD = Path(".resolved") / "git.json"
-# A credential helper that answers with the login from the environment (never written to a file or argv).
-_HELPER = '!f() { test "$1" = get || exit 0; echo "username=$BUILDCTL_GIT_USER"; echo "password=$BUILDCTL_GIT_PASSWORD"; }; f'
 
 
 def git_sources(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str, str]]:
@@ -121,13 +120,7 @@ def ls_remote(url: str, ref: str, site=None) -> str:
     shown = urls.mask(url)
     if ref.startswith("-"):
         raise InputError(f"git ref {ref} of {shown}: not a ref; fix: a tag, branch or full commit sha")
-    parts = urls.split(url) if "://" in url else None
-    env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", **git_mirror_env(site)}
-    if parts is not None and parts.has_login:
-        count = int(env.get("GIT_CONFIG_COUNT", "0"))
-        env.update({"GIT_CONFIG_COUNT": str(count + 1), f"GIT_CONFIG_KEY_{count}": "credential.helper",
-                    f"GIT_CONFIG_VALUE_{count}": _HELPER, "BUILDCTL_GIT_USER": parts.user,
-                    "BUILDCTL_GIT_PASSWORD": parts.password or ""})
+    env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", **git_login_env(url, site)}
     try:
         done = subprocess.run(checked_argv(["git", "ls-remote", "--", urls.strip(url), ref, f"{ref}^{{}}"]), env=env,
                               capture_output=True, text=True, timeout=LS_REMOTE_TIMEOUT_S, stdin=subprocess.DEVNULL)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -111,6 +112,29 @@ def test_a_login_never_reaches_the_command_line(monkeypatch, tmp_path):
     assert "s3cr3t-t0k3n" not in " ".join(seen["args"])
     assert seen["env"]["BUILDCTL_GIT_PASSWORD"] == "s3cr3t-t0k3n"
     assert "s3cr3t-t0k3n" not in (tmp_path / git_refs.RECORD).read_text()
+
+
+def test_a_mirror_on_another_host_is_not_given_the_login(monkeypatch, tmp_path):
+    """git is asked, with the environment ls_remote gives it, for the login of each host: the URL's host gets
+    it, a --git-mirror's host (where git goes through url.<MIRROR>.insteadOf) does not."""
+    seen = {}
+
+    def fake(args, **kwargs):
+        seen.update(env=kwargs["env"])
+        return subprocess.CompletedProcess(args, 0, "ab" * 20 + "\trefs/heads/main\n", "")
+
+    monkeypatch.setattr(subprocess, "run", fake)
+    site = SimpleNamespace(git_mirrors=("https://git.example/=https://mirror.elsewhere/",))
+    ASK_THE_SERVER("https://ci:s3cr3t-t0k3n@git.example/fw.git", "main", site)
+    monkeypatch.undo()
+    env = {**seen["env"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+
+    def login_for(host: str) -> str:
+        return subprocess.run(["git", "credential", "fill"], input=f"protocol=https\nhost={host}\n\n", env=env,
+                              capture_output=True, text=True).stdout
+
+    assert "password=s3cr3t-t0k3n" in login_for("git.example")
+    assert "s3cr3t-t0k3n" not in login_for("mirror.elsewhere")
 
 
 def test_every_git_source_is_resolved():

@@ -28,7 +28,6 @@ OS_STARTS = ("exec", "spawn", "posix_spawn")
 # (module, function): why its argv needs no filter
 ARGV_EXEMPT = {
     ("pipeline/child_build.py", "start"): "the fixed child command (python -m buildctl.cli.child); its job goes on stdin",
-    ("store/git_refs.py", "ls_remote"): "git ls-remote of urls.strip(url): issue 41's, to move onto checked_argv",
 }
 # (module, function): what its bytes are, or why a text writer there needs no filter
 WRITER_EXEMPT = {
