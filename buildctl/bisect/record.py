@@ -12,6 +12,7 @@ from typing import Any
 
 from buildctl.bisect.search import FAIL, PASS, SKIP, Failure
 from buildctl.errors import InputError
+from buildctl.pipeline import child_build
 
 RESULTS = (PASS, FAIL, SKIP)
 
@@ -63,11 +64,8 @@ class StepCriterion:
 
 
 @dataclass(frozen=True)
-class Diagnosis:
-    id: str
-    title: str
-    cause: str = ""
-    fix: str = ""
+class Diagnosis(child_build.Diagnosis):
+    """A step's diagnosis as its child build sent it (child_build.Diagnosis), as the bisect log keeps it."""
 
     def to_json(self) -> dict:
         return {"id": self.id, "title": self.title, "cause": self.cause, "fix": self.fix}
