@@ -61,3 +61,27 @@ def test_the_runtime_image_is_built_from_the_base_id_the_artifact_recorded(tmp_p
     verify_stage.runtime_image(spec, "k", client=None, context_dir=tmp_path, namespace="n",
                                recorded=verify_stage.Recorded(base_image_id="sha256:" + "c" * 64))
     assert "BUILDCTL_BASE_IMAGE" not in asked[-1].buildargs
+
+
+def test_a_repro_replay_builds_from_the_base_id_its_bundle_records(tmp_path, monkeypatch):
+    """`invoke repro` rebuilds the failed build's image as the build did: FROM the base id the key named
+    (bundle.json records it), while the engine has it; else from the tag (a bundle whose base was removed)."""
+    from buildctl.errors import StepFailed
+    from buildctl.failure import repro
+    from buildctl.failure.repro import replayer
+    from buildctl.pipeline.stages import failure
+
+    run = stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(artifacts_root=tmp_path / "artifacts"))
+    rendered = render_mod.render(run.spec)
+    failed = failure.build_failed(run, StepFailed("image", 1, "boom"), "image", stages.Prepared(
+        rendered, tmp_path / "context", key_mod.key_inputs(rendered.files, "src", BASE_ID)), {})
+    asked = []
+    monkeypatch.setattr(engine, "build_image", lambda client, image, **kw: asked.append(image) or "sha256:built")
+    with repro.open_bundle(failed.bundle) as b:
+        assert b.data.base_image_id == BASE_ID and BASE_ID in "\n".join(repro.summary(b))
+        monkeypatch.setattr(engine, "image_exists", lambda client, ref: ref == BASE_ID)
+        replayer.replay(b, client=object())
+        assert asked[-1].buildargs["BUILDCTL_BASE_IMAGE"] == BASE_ID
+        monkeypatch.setattr(engine, "image_exists", lambda client, ref: False)
+        replayer.replay(b, client=object())
+        assert "BUILDCTL_BASE_IMAGE" not in (asked[-1].buildargs or {})

@@ -105,6 +105,8 @@ class BundleData(_Model):
     namespace: Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")] | None = None
     engine: Line | None = None  # where it failed: DOCKER_HOST (credentials masked), "local" for the default
     target: Literal["builder"] = "builder"
+    # the base image's id the key named (the build's FROM); None: an older buildctl's, or no id was read
+    base_image_id: Annotated[str, StringConstraints(strict=True, pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
     command: Annotated[list[Line], Field(min_length=1, max_length=64)] | None = None
     env: Annotated[dict[EnvName, Text], Field(max_length=256)] = {}
     volumes: dict[Line, Line] = {}

@@ -44,8 +44,11 @@ def summary(b: Bundle, *, shell: bool = False) -> list[str]:
         lines.append("  nothing in Docker: the sha256 of each file in downloads/ is checked against bundle.json")
         return lines
     net = d.network or "default"
+    bases = ', '.join(b.bases) or 'nothing'
+    if d.base_image_id:  # the base the build used, as _build picks it
+        bases = f"base {d.base_image_id} while it has it, else {bases}"
     lines.append(f"  image:   docker build --target {d.target} of the bundle's context/ (network {net}; "
-                 f"from the engine's {', '.join(b.bases) or 'nothing'})")
+                 f"from the engine's {bases})")
     if d.step == "image":
         return lines
     if shell:
@@ -122,9 +125,18 @@ def _bundle_used(b: Bundle) -> None:
         artifacts.record_use({"bundle": [f"failures/{Path(b.given).name}"]}, _root(b))
 
 
+def _base_arg(b: Bundle, client) -> dict[str, str]:
+    """FROM the base id the failed build's key named, as the build did (compile.base_image_arg), while the
+    engine has it; else {}: the Dockerfile's default, the tag (an older bundle, or its base removed since)."""
+    base_id = b.data.base_image_id
+    return {"BUILDCTL_BASE_IMAGE": base_id} if base_id and engine.image_exists(client, base_id) else {}
+
+
 def _build(b: Bundle, client, sink) -> dict | StepFailed:
     tag = f"buildctl-repro/{b.data.recipe}:{uuid.uuid4().hex[:8]}"
-    artifacts.record_images(client, b.bases, _root(b))  # invoke clean: in use (first: the image is built FROM them)
+    base_arg = _base_arg(b, client)
+    # invoke clean: in use (first: the image is built FROM them)
+    artifacts.record_images(client, [*b.bases, *base_arg.values()], _root(b))
     try:
         # The build's labels too: with them a cached rebuild is the bundle's very image id.
         image = engine.build_image(
@@ -133,6 +145,7 @@ def _build(b: Bundle, client, sink) -> dict | StepFailed:
                 b.folder / "context",
                 tag,
                 target=b.data.target,
+                buildargs=base_arg,
                 network_mode=b.data.network,
                 labels=engine.buildctl_labels(recipe=b.data.recipe, namespace=b.data.namespace),
             ),

@@ -50,6 +50,7 @@ class ReplayFacts:
     memory: str | None
     namespace: str | None = None
     engine_name: str | None = None
+    base_image_id: str | None = None  # the base the key named: the replay builds FROM it while the engine has it
 
 
 def write_bundle(*, spec, rendered, context_dir, failure: FailedStep, replay: ReplayFacts, secrets,
@@ -90,6 +91,7 @@ def write_bundle(*, spec, rendered, context_dir, failure: FailedStep, replay: Re
             "namespace": replay.namespace,
             "engine": replay.engine_name,
             "target": "builder",
+            "base_image_id": replay.base_image_id,
             "command": replay.command,
             "env": {k: mask(v) for k, v in (replay.env or {}).items()},
             "volumes": replay.volumes,

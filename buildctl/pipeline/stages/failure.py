@@ -75,6 +75,7 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
             memory=run.opts.memory,
             namespace=run.namespace,
             engine_name=engine.display_name(run.opts.engine_url),
+            base_image_id=prepared.base_image_id if prepared and prepared.base_image_id.startswith("sha256:") else None,
         ),
     )
     if refused is not None:  # the whole table beside the bundle's diagnosis: what was judged, shown, not recorded
