@@ -227,3 +227,21 @@ def test_the_manifest_records_what_apt_installed_and_diff_compares_it(tmp_path):
     rows = {r["field"]: r for r in compare.diff_paths(folder / "manifest.json", other / "manifest.json")["manifest"]}
     assert rows["apt.libc6"]["same"] is False and rows["apt.libc6"]["b"] == "2.36-9+deb12u9"
     assert rows["apt.cmake"]["same"] is True
+
+
+def test_a_bundles_context_carries_every_rendered_file_the_pip_lock_too(tmp_path):
+    # The bundle's context is what `invoke repro` builds the image from again: a rendered file missing there
+    # (pip.lock, which the Dockerfile installs from) fails the replay at the image step, not the build's step.
+    spec = recipe.load("demo-cpu")
+    rendered = render.render(spec)
+    assert "pip.lock" in rendered.files, "demo-cpu builds from its lock"
+    context = render.write(rendered, tmp_path / "build" / spec.name)
+    run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
+    bundle = repro.write_bundle(
+        spec=spec, rendered=rendered, context_dir=context, secrets=run.secrets, root=tmp_path / "artifacts",
+        failure=repro.FailedStep(step="compile", exit_code=1, log="error: x", diagnosis=None),
+        replay=repro.ReplayFacts(image_id="sha256:img", command=list(render.BUILD_COMMAND), env={},
+                                 volumes={"w": "/work"}, network="host", memory=None),
+    )
+    carried = {str(p.relative_to(bundle / "context")) for p in (bundle / "context").rglob("*") if p.is_file()}
+    assert set(rendered.files) <= carried, sorted(set(rendered.files) - carried)

@@ -64,7 +64,7 @@ def write_bundle(*, spec, rendered, context_dir, failure: FailedStep, replay: Re
     try:
         ctx = tmp / "context"
         if context_dir and Path(context_dir).is_dir():
-            shutil.copytree(context_dir, ctx, ignore=shutil.ignore_patterns("*.lock"))
+            shutil.copytree(context_dir, ctx, ignore=shutil.ignore_patterns(".*.lock"))  # locks held, not pip.lock
             for name in SITE_FILES:
                 if (ctx / name).exists():
                     (ctx / name).write_text(mask((ctx / name).read_text()))
