@@ -21,7 +21,7 @@ from buildctl.verify.expectations import Expectations, evaluate, verdict
 from buildctl.verify.options import VerifyOptions
 from buildctl.verify.runner import (
     MODULES,
-    check_compile_matrix,
+    check_probe_options,
     engine_gives_gpus,
     inspect_image,
     probe_args,
@@ -67,7 +67,6 @@ def verify_image(
     """
     from buildctl import engine
     from buildctl.engine import EngineError
-    from buildctl.in_container.probe_sweep import parse_sizes
     from buildctl.verify.expectations import merge
 
     options = options or VerifyOptions()
@@ -87,13 +86,7 @@ def verify_image(
                          "e.g. --python python3 (on the image's PATH) or --python /opt/venv/bin/python")
     if module not in MODULES.values():
         raise InputError(f"--module {ascii(str(module)[:40])[1:-1]}: not a framework module buildctl probes; fix: --module torch")
-    try:
-        parse_sizes(sizes)
-    except ValueError as e:
-        raise InputError(f"--sizes: {e}") from None
-    if iters < 1 or warmup < 0:
-        raise InputError("--iters must be >= 1 and warm-up >= 0")
-    check_compile_matrix(options.compile_matrix)
+    check_probe_options(options)
     client = client or engine.connect()
     info = inspect_image(client, image)
     ident = str(info["Id"])

@@ -67,6 +67,19 @@ def check_compile_matrix(compile_matrix: str) -> None:
                          f"--compile-matrix {' or '.join(COMPILE_MATRICES)}")
 
 
+def check_probe_options(options: VerifyOptions) -> None:
+    """The probe's --sizes, --iters, --warm-up and --compile-matrix, each refused in one line when malformed."""
+    from buildctl.in_container.probe_sweep import parse_sizes
+
+    try:
+        parse_sizes(options.sizes)
+    except ValueError as e:
+        raise InputError(f"--sizes: {e}") from None
+    if options.iters < 1 or options.warmup < 0:
+        raise InputError("--iters must be >= 1 and warm-up >= 0")
+    check_compile_matrix(options.compile_matrix)
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -124,15 +137,7 @@ def verify_wheel(
         raise InputError(f"{wheel.name} needs Python {python} and the default verification image "
                          f"({DEFAULT_BASE_IMAGE}) has Python {PYTHON_BY_DISTRO['bookworm']}; fix: --recipe with a "
                          f"matching base, or --host with python{python} installed")
-    from buildctl.in_container.probe_sweep import parse_sizes
-
-    try:
-        parse_sizes(sizes)
-    except ValueError as e:
-        raise InputError(f"--sizes: {e}") from None
-    if iters < 1 or warmup < 0:
-        raise InputError("--iters must be >= 1 and warm-up >= 0")
-    check_compile_matrix(compile_matrix)
+    check_probe_options(options)
     # Its facts read once (one bounded read of an untrusted zip, before pip or anything else opens it) and passed
     facts = WheelFacts.read(wheel)
     console = console or report_console(json_out)
