@@ -22,6 +22,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import requests
@@ -292,21 +293,14 @@ def make_base_image(
     return image_id
 
 
-def ensure_base_image(
-    client: docker.DockerClient,
-    distro: str,
-    *,
-    mirror: str | None = None,
-    tag: str | None = None,
-    on_line: LineSink | None = None,
-    no_check_gpg: bool = False,
-) -> str:
-    """The id of `tag` (default buildctl/base:<distro>), made with make_base_image only when missing."""
+def ensure_base_image(client: docker.DockerClient, distro: str, *, tag: str | None = None, **options: Any) -> str:
+    """The id of `tag` (default buildctl/base:<distro>), made with make_base_image (given `options`: its
+    mirror, on_line, no_check_gpg, ...) only when missing."""
     tag = tag or default_tag(distro)
     found = _image_id(client, tag)
     if found is not None:
         return found
-    return make_base_image(client, distro, mirror=mirror, tag=tag, on_line=on_line, no_check_gpg=no_check_gpg)
+    return make_base_image(client, distro, tag=tag, **options)
 
 
 def main(argv: list[str] | None = None) -> int:
