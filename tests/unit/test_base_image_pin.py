@@ -85,3 +85,22 @@ def test_a_repro_replay_builds_from_the_base_id_its_bundle_records(tmp_path, mon
         monkeypatch.setattr(engine, "image_exists", lambda client, ref: False)
         replayer.replay(b, client=object())
         assert "BUILDCTL_BASE_IMAGE" not in (asked[-1].buildargs or {})
+
+
+def test_invoke_debug_and_verify_take_the_runtime_image_built_from_the_base_id_the_manifest_records(tmp_path,
+                                                                                                    monkeypatch):
+    """`invoke debug` (published.debug_artifact) and `invoke verify` get their runtime image from
+    artifact_runtime_image: the base id it builds from is the one the manifest's key_inputs name."""
+    from types import SimpleNamespace
+
+    from buildctl.pipeline.stages import verify as verify_stage
+
+    spec = recipe.load("demo-cpu")
+    artifact = tmp_path / "artifacts" / "demo-cpu" / "k"
+    manifest = SimpleNamespace(runtime=None, namespace="n", key_inputs={"base_image": BASE_ID})
+    asked = []
+    monkeypatch.setattr(engine, "build_image", lambda client, image, **kw: asked.append(image) or "sha256:built")
+    monkeypatch.setattr(engine, "image_exists", lambda client, ref: ref == BASE_ID)
+    verify_stage.artifact_runtime_image(spec, SimpleNamespace(artifact=artifact, manifest=manifest, key="k"),
+                                        client=None, context_dir=tmp_path)
+    assert asked[-1].buildargs["BUILDCTL_BASE_IMAGE"] == BASE_ID
