@@ -15,6 +15,7 @@ from buildctl.recipe.fields import (
     PipPin,
     Sha256,
     Url,
+    exactly_one,
 )
 from buildctl.recipe.patch import Patch
 
@@ -31,9 +32,7 @@ class ExtensionSource(Model):
 
     @model_validator(mode="after")
     def _one_kind(self) -> ExtensionSource:
-        kinds = [k for k in ("pypi", "tarball", "git") if getattr(self, k) is not None]
-        if len(kinds) != 1:
-            raise ValueError("give exactly one of pypi, tarball, git")
+        exactly_one(self, ("pypi", "tarball", "git"))
         if self.pypi and not self.sha256:
             raise ValueError("a pypi source needs sha256 (of the sdist: pip checks it before building)")
         if self.git and not self.ref:

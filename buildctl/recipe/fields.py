@@ -70,6 +70,18 @@ def _no_dot_components(path: str) -> str:
     return path
 
 
+def exactly_one(model: BaseModel, names: tuple[str, ...], also: str = "") -> None:
+    """A model that takes one of several kinds (a source, a patch): ValueError unless exactly one is given."""
+    if sum(getattr(model, name) is not None for name in names) != 1:
+        raise ValueError(f"give exactly one of {', '.join(names)}{also}")
+
+
+def plain_path(value: str | None, field: str) -> None:
+    """A path a recipe names beside it (a patch file, a source folder): ValueError unless of ._/+- and alphanumerics."""
+    if value is not None and not re.fullmatch(r"[A-Za-z0-9._/+-]+", value):
+        raise ValueError(f"{field} may use only letters, digits and ._/+-")
+
+
 # A path inside the source tree: relative, no `..` (it names files the build script reads).
 TreePath = Annotated[str, matching(r"^[A-Za-z0-9_+-][A-Za-z0-9._/+-]*$",
                                    "use a path relative to the source tree, of letters, digits and ._/+-"),

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 from pydantic import Field, StrictInt, StrictStr, model_validator
 
-from buildctl.recipe.fields import Download, Model, Name, TreePath
+from buildctl.recipe.fields import Download, Model, Name, TreePath, exactly_one, plain_path
 
 
 class Patch(Model):
@@ -26,17 +24,14 @@ class Patch(Model):
 
     @model_validator(mode="after")
     def _one_kind(self) -> Patch:
-        kinds = [k for k in ("file", "download", "archive") if getattr(self, k) is not None]
-        if len(kinds) != 1:
-            raise ValueError("give exactly one of file, download, archive (+ series)")
+        exactly_one(self, ("file", "download", "archive"), " (+ series)")
         if self.series is not None and self.archive is None:
             raise ValueError("series names a file of an archive; add archive: {url, sha256}")
         if self.into is not None and self.archive is None:
             raise ValueError("into is where an archive is unpacked; it needs archive")
         if self.skip and self.series is None:
             raise ValueError("skip names patches of a series; it needs archive + series")
-        if self.file is not None and not re.fullmatch(r"[A-Za-z0-9._/+-]+", self.file):
-            raise ValueError("file may use only letters, digits and ._/+-")
+        plain_path(self.file, "file")
         return self
 
     @property

@@ -47,7 +47,9 @@ from buildctl.recipe.fields import (
     PythonVersion,
     Url,
     Version,
+    exactly_one,
     matching,
+    plain_path,
 )
 from buildctl.recipe.patch import Patch  # noqa: F401  (re-exported: recipes' patches)
 from buildctl.recipe.toolchains import Cuda, Cudnn, Nccl, Rocm
@@ -113,13 +115,10 @@ class Source(Model):
 
     @model_validator(mode="after")
     def _one_kind(self) -> Source:
-        kinds = [k for k in ("git", "path", "tarball", "prebuilt") if getattr(self, k) is not None]
-        if len(kinds) != 1:
-            raise ValueError("give exactly one of git, path, tarball, prebuilt")
+        exactly_one(self, ("git", "path", "tarball", "prebuilt"))
         if self.git and not self.ref:
             raise ValueError("a git source needs ref (a tag, branch or commit)")
-        if self.path is not None and not re.fullmatch(r"[A-Za-z0-9._/+-]+", self.path):
-            raise ValueError("path may use only letters, digits and ._/+-")
+        plain_path(self.path, "path")
         return self
 
     @property
