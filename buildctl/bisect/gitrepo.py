@@ -22,7 +22,7 @@ from pathlib import Path
 from buildctl import settings, urls
 from buildctl.errors import InputError
 from buildctl.git_env import git_login_env
-from buildctl.secrets import checked_argv
+from buildctl.store.git_refs import run_git
 from buildctl.ui import strip_controls
 from buildctl.urls import mask
 
@@ -52,15 +52,9 @@ class History:
 
     def _git(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
         env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0", **git_login_env(self.url, self.site)}
-        try:
-            done = subprocess.run(checked_argv(["git", "-C", str(self.path), *args]), env=env, capture_output=True, text=True,
-                                  timeout=timeout, stdin=subprocess.DEVNULL)
-        except FileNotFoundError:
-            raise InputError("git is not installed on this machine; fix: install git (a bisect over commits reads "
-                             "the history here)") from None
-        except subprocess.TimeoutExpired:
-            raise InputError(f"git {args[0]} of {mask(self.url)} took over {timeout:.0f} s; fix: check the network "
-                             "or give a --git-mirror near you") from None
+        done = run_git(["git", "-C", str(self.path), *args], env, timeout, what=f"git {args[0]} of {mask(self.url)}",
+                       needed_for="a bisect over commits reads the history here",
+                       slow_fix="check the network or give a --git-mirror near you")
         if check and done.returncode != 0:
             last = mask(strip_controls((done.stderr.strip().splitlines() or ["no message"])[-1]))[:300]
             raise InputError(f"git {args[0]} of {mask(self.url)} failed: {last}; fix: check the URL, the network, "

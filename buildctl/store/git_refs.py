@@ -121,15 +121,10 @@ def ls_remote(url: str, ref: str, site=None) -> str:
     if ref.startswith("-"):
         raise InputError(f"git ref {ref} of {shown}: not a ref; fix: a tag, branch or full commit sha")
     env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", **git_login_env(url, site)}
-    try:
-        done = subprocess.run(checked_argv(["git", "ls-remote", "--", urls.strip(url), ref, f"{ref}^{{}}"]), env=env,
-                              capture_output=True, text=True, timeout=LS_REMOTE_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise InputError("git is not installed on this machine; fix: install git (a git source's ref is resolved "
-                         "to its commit here, before the key)") from None
-    except subprocess.TimeoutExpired:
-        raise InputError(f"git ls-remote of {shown} took over {LS_REMOTE_TIMEOUT_S} s; fix: check the network, give "
-                         "a --git-mirror near you, or --offline to build the commit resolved last time") from None
+    done = run_git(["git", "ls-remote", "--", urls.strip(url), ref, f"{ref}^{{}}"], env, LS_REMOTE_TIMEOUT_S,
+                   what=f"git ls-remote of {shown}", needed_for="a git source's ref is resolved to its commit here, "
+                   "before the key", slow_fix="check the network, give a --git-mirror near you, or --offline to build "
+                   "the commit resolved last time")
     if done.returncode != 0:
         last = urls.mask_text(strip_controls((done.stderr.strip().splitlines() or ["no message"])[-1]))[:300]
         raise InputError(f"git ls-remote of {shown} failed: {last}; fix: check the URL, the network or "
@@ -145,6 +140,19 @@ def ls_remote(url: str, ref: str, site=None) -> str:
     hint = " (an abbreviated sha: give all 40 hex digits)" if re.fullmatch(r"[0-9a-f]{4,39}", ref) else ""
     raise InputError(f"git ref {ref} not found in {shown}{hint}; fix: a tag or branch it has (git ls-remote URL), "
                      "or a full commit sha")
+
+
+def run_git(argv: list[str], env: dict[str, str], timeout: float, *, what: str, needed_for: str,
+            slow_fix: str) -> subprocess.CompletedProcess:
+    """git run without a terminal, its output captured; one line (InputError) when git is missing (`needed_for`:
+    why it is needed here) or `what` takes over `timeout` seconds."""
+    try:
+        return subprocess.run(checked_argv(argv), env=env, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise InputError(f"git is not installed on this machine; fix: install git ({needed_for})") from None
+    except subprocess.TimeoutExpired:
+        raise InputError(f"{what} took over {timeout:.0f} s; fix: {slow_fix}") from None
 
 
 def _read(path: Path) -> dict[str, Any]:
