@@ -64,7 +64,7 @@ def _stream_error(lines) -> str | None:
 
 
 def fetch(client: docker.DockerClient, registry: str, recipe: str, key: str, target: str, local_tag: str,
-          on_line: LineSink = print) -> str | None:
+          on_line: LineSink) -> str | None:
     """Pull the image from the registry and tag it `local_tag`; its id, or None when the registry does not
     have it (built here then) or does not answer (one warning line)."""
     import docker.errors
@@ -91,7 +91,7 @@ def fetch(client: docker.DockerClient, registry: str, recipe: str, key: str, tar
 
 
 def share(client: docker.DockerClient, registry: str, recipe: str, key: str, target: str, local_tag: str,
-          on_line: LineSink = print) -> bool:
+          on_line: LineSink) -> bool:
     """Push the image `local_tag` to the registry under its image key; a failure is one warning line."""
     repo, tag = remote_ref(registry, recipe, key, target)
     try:

@@ -70,7 +70,7 @@ def published_artifact(spec: Spec, artifact_dir: Path, on_line=None):
         yield artifact.found(recipe, key, artifact_dir)
 
 
-def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line=None, options: VerifyOptions | None = None,
+def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line, options: VerifyOptions | None = None,
                     console=None, client=None):
     """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
     records (the runtime image's context); on the engine of `client` (None: DOCKER_HOST's)."""

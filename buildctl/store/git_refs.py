@@ -69,7 +69,7 @@ def pinned(data: dict[str, Any]) -> list[list[str]] | None:
     return out
 
 
-def pin(spec, artifacts_root: Path | None, *, offline: bool = False, on_note: Callable[[str], None] = print):
+def pin(spec, artifacts_root: Path | None, *, offline: bool = False, on_note: Callable[[str], None]):
     """`spec` with each git source's `commit` set to the commit its ref names now (or, offline, did when last
     asked); `spec` itself when it has no git source. One line each through `on_note` for what was asked."""
     data = spec.model_dump(mode="json")
@@ -89,7 +89,7 @@ class Resolver:
     """Answers which commit a git URL's ref names: asked of the server (and recorded), or read from the record."""
 
     def __init__(self, artifacts_root: Path | None, site=None, *, offline: bool = False,
-                 on_note: Callable[[str], None] = print) -> None:
+                 on_note: Callable[[str], None]) -> None:
         from buildctl.store.artifacts import artifacts_root as default_root
 
         self.record = (artifacts_root or default_root()) / RECORD

@@ -55,10 +55,10 @@ def test_the_runtime_image_is_built_from_the_base_id_the_artifact_recorded(tmp_p
     asked = []
     monkeypatch.setattr(engine, "build_image", lambda client, image, **kw: asked.append(image) or "sha256:built")
     monkeypatch.setattr(engine, "image_exists", lambda client, ref: ref == BASE_ID)
-    verify_stage.runtime_image(spec, "k", client=None, context_dir=tmp_path, namespace="n",
+    verify_stage.runtime_image(spec, "k", client=None, context_dir=tmp_path, namespace="n", on_line=lambda line: None,
                                recorded=verify_stage.Recorded(base_image_id=BASE_ID))
     assert asked[-1].buildargs["BUILDCTL_BASE_IMAGE"] == BASE_ID
-    verify_stage.runtime_image(spec, "k", client=None, context_dir=tmp_path, namespace="n",
+    verify_stage.runtime_image(spec, "k", client=None, context_dir=tmp_path, namespace="n", on_line=lambda line: None,
                                recorded=verify_stage.Recorded(base_image_id="sha256:" + "c" * 64))
     assert "BUILDCTL_BASE_IMAGE" not in asked[-1].buildargs
 
@@ -102,5 +102,5 @@ def test_invoke_debug_and_verify_take_the_runtime_image_built_from_the_base_id_t
     monkeypatch.setattr(engine, "build_image", lambda client, image, **kw: asked.append(image) or "sha256:built")
     monkeypatch.setattr(engine, "image_exists", lambda client, ref: ref == BASE_ID)
     verify_stage.artifact_runtime_image(spec, SimpleNamespace(artifact=artifact, manifest=manifest, key="k"),
-                                        client=None, context_dir=tmp_path)
+                                        client=None, context_dir=tmp_path, on_line=lambda line: None)
     assert asked[-1].buildargs["BUILDCTL_BASE_IMAGE"] == BASE_ID

@@ -89,13 +89,13 @@ def test_offline_takes_the_last_resolution_and_says_so(server, tmp_path):
     assert spec.framework.source.commit == old
     assert len(notes) == 1 and notes[0].startswith(f"buildctl: --offline: main of {url} taken as {old[:12]}")
     with pytest.raises(InputError, match="never resolved here; fix: build once without --offline"):
-        git_refs.pin(spec_for(url), tmp_path / "elsewhere", offline=True)
+        git_refs.pin(spec_for(url), tmp_path / "elsewhere", offline=True, on_note=lambda line: None)
 
 
 def test_an_unknown_ref_is_one_line(server, tmp_path):
     _, url = server
     with pytest.raises(InputError, match="git ref nope not found in"):
-        git_refs.pin(spec_for(url, "nope"), tmp_path)
+        git_refs.pin(spec_for(url, "nope"), tmp_path, on_note=lambda line: None)
 
 
 def test_a_login_never_reaches_the_command_line(monkeypatch, tmp_path):

@@ -63,7 +63,7 @@ class Recorded:
 
 
 def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace: str,
-                  on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (),
+                  on_line: Callable[[str], None], secrets: Iterable[str] = (),
                   recorded: Recorded = Recorded()) -> str:
     """The recipe's runtime image (base + toolchain runtime + venv): where verification installs the wheel.
     Pulled from the site registry when another engine built it (by its `image_key`, as the manifest records
@@ -74,7 +74,7 @@ def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace:
     tag = image_tag(spec.name, key, namespace, target="runtime")
     if engine.image_exists(client, tag):
         return tag
-    shared = registry.Shared.of(spec, client, image_key, on_line or print)
+    shared = registry.Shared.of(spec, client, image_key, on_line)
     if shared and shared.fetch("runtime", tag):
         return tag
     credentials = split_credentials(spec)[1]
@@ -99,7 +99,7 @@ def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace:
 
 
 def artifact_runtime_image(spec: Spec, published: Published, *, client, context_dir: Path | None = None,
-                           on_line: Callable[[str], None] | None = None, secrets: Iterable[str] = (),
+                           on_line: Callable[[str], None], secrets: Iterable[str] = (),
                            namespace: str | None = None) -> tuple[str, str]:
     """The runtime image of a published artifact (built from the context it records unless `context_dir`
     names the build's own) and the namespace it was built in; both images stamped as used."""
@@ -128,7 +128,7 @@ class OwnBuild:
     namespace: str | None = None
 
 
-def verify(spec: Spec, published: Published, *, client=None, on_line: Callable[[str], None] | None = None,
+def verify(spec: Spec, published: Published, *, client=None, on_line: Callable[[str], None],
            options: VerifyOptions | None = None, console=None, own: OwnBuild | None = None) -> Verified:
     """Verify a published artifact's wheel; the report is stored beside it. Raises VerificationFailed
     (with the report) when an expectation does not hold.
