@@ -20,6 +20,7 @@ from docker import errors as derr
 
 from buildctl import archive
 from buildctl.engine.failures import one_line
+from buildctl.engine.snapshot import Snapshot
 from buildctl.errors import EngineError
 from buildctl.secrets import Credentials
 
@@ -64,14 +65,6 @@ class Tree:
 
     path: Path
     keep: Callable[[str, bool], bool]
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A tar made once of a local source at its key (store/source_tree.py): sent as it is, never the live
-    folder, to every container that reads the source."""
-
-    path: Path
 
 
 def snapshot_chunks(snapshot: Snapshot, arcname: str, owner: tuple[int, int]) -> Iterator[bytes]:

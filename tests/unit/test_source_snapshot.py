@@ -99,3 +99,18 @@ def test_outside_git_everything_is_sent_empty_folders_and_any_name_bytes_keyed(t
     names = sent_of(src, tmp_path)
     assert "work/src/build/gen.so" in names and "work/src/empty" in names
     assert any(n.startswith("work/src/caf") for n in names)
+
+
+def test_taking_a_local_sources_snapshot_imports_no_docker_py(tmp_path):
+    """A no-op build takes the snapshot's digest for its key: the snapshot's record must not bring in the
+    engine's transfer code and docker-py with it (seen on a real no-op: tests/import_budget.py's list)."""
+    src = tree(tmp_path / "src")
+    code = ("import sys; from pathlib import Path; from types import SimpleNamespace\n"
+            "from buildctl.pipeline.stages import prepare\n"
+            f"run = SimpleNamespace(spec=SimpleNamespace(framework=SimpleNamespace(source=SimpleNamespace("
+            f"kind='path', path={str(src)!r}))))\n"
+            f"snap, digest = prepare._snapshot(run, Path({str(tmp_path / 'ctx')!r}))\n"
+            "assert snap is not None and digest\n"
+            "print(sorted(m for m in sys.modules if m == 'docker' or m.startswith('buildctl.engine.transfer')))\n")
+    out = subprocess.run([os.sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -25,7 +25,7 @@ from buildctl.store.key import KeyInputs
 from buildctl.verify.options import VerifyOptions
 
 if TYPE_CHECKING:
-    from buildctl.engine.transfer import Snapshot  # docker-py: a no-op imports none of it
+    from buildctl.engine.snapshot import Snapshot
     from buildctl.pipeline.configure_gate import Gate
     from buildctl.store.manifest import Manifest
     from buildctl.verify.report import Report

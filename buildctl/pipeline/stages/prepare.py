@@ -22,7 +22,7 @@ from buildctl.recipe import parallel_jobs
 from buildctl.store import artifacts, downloads, key, source_tree
 
 if TYPE_CHECKING:
-    from buildctl.engine.transfer import Snapshot
+    from buildctl.engine.snapshot import Snapshot
 
 
 def render_files(run: Run) -> render.Rendered:
@@ -56,7 +56,7 @@ def _snapshot_path(context_dir: Path) -> Path:
 def _snapshot(run: Run, context_dir: Path) -> tuple[Snapshot | None, str | None]:
     """A local source tarred once, beside this build's folder, and its digest from the same read (the key's);
     (None, None) for any other source."""
-    from buildctl.engine.transfer import Snapshot  # docker-py: only a local source's build needs it
+    from buildctl.engine.snapshot import Snapshot  # not engine.transfer: a no-op imports no docker-py
 
     src = run.spec.framework.source
     if src.kind != "path":
