@@ -240,7 +240,9 @@ def test_the_wheel_works_in_a_fresh_runtime_container(demo_rocm, docker_client, 
 
 def test_invoke_verify_prints_code_objects_rccl_and_no_gpu(ws, demo_rocm):
     assert demo_rocm.proc.returncode == 0, demo_rocm.explain()
-    run = ws.invoke("verify", "--recipe", "demo-rocm", "--set", f"framework.source.path={ws.src}", json_out=False)
+    # the artifact this build made, by its key (verify takes the request's artifact, never the newest)
+    run = ws.invoke("verify", "--recipe", "demo-rocm", "--set", f"framework.source.path={ws.src}",
+                    "--key", demo_rocm.payload["key"], json_out=False)
     out = run.proc.stdout + run.proc.stderr
     assert run.proc.returncode == 0, run.explain()
     assert "arch coverage (probe.py (.hip_fatbin offload-bundle reader))" in out
@@ -251,17 +253,20 @@ def test_invoke_verify_prints_code_objects_rccl_and_no_gpu(ws, demo_rocm):
 
 
 def test_preflight_refuses_an_arch_list_narrowed_in_build_env_in_one_line(ws):
+    # a recipe that contradicts itself is bad input: exit 2, one error line, before any engine call
     run = ws.build("--set", "build.env.PYTORCH_ROCM_ARCH=gfx90a", artifacts="artifacts-refused")
-    assert run.proc.returncode == 1 and run.payload.get("ok") is False, run.explain()
-    error = run.payload["error"]
-    assert "\n" not in error and "build.env.PYTORCH_ROCM_ARCH=gfx90a overrides toolchain.rocm.arch" in error, error
+    assert run.proc.returncode == 2, run.explain()
+    errors = [line for line in run.proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "build.env.PYTORCH_ROCM_ARCH=gfx90a overrides toolchain.rocm.arch" in errors[0], \
+        run.explain()
 
 
 def test_the_configure_gate_refuses_a_build_compiling_fewer_targets_than_the_recipe_asks(narrowed):
     run = narrowed
     assert run.proc.returncode == 1 and run.payload.get("ok") is False, run.explain()
-    error = run.payload["error"]
-    assert "failed in step configure" in error or "configure gate" in error, error
-    assert "ROCm archs: asked gfx90a;gfx942 (toolchain.rocm.arch), CMake decided gfx90a" in error, error
-    assert "build.env.PYTORCH_ROCM_ARCH" in error, error
+    assert run.payload["error"] == "build of demo-rocm failed in step configure (exit 1)", run.explain()
+    diagnosis = run.payload["diagnosis"]  # the gate's mismatches: what the recipe's field asked, and the override
+    assert diagnosis["id"] == "configure-gate", diagnosis
+    assert "ROCm archs: asked gfx90a;gfx942 (toolchain.rocm.arch), CMake decided gfx90a" in diagnosis["cause"], diagnosis
+    assert "build.env.PYTORCH_ROCM_ARCH" in diagnosis["cause"], diagnosis
     assert not run.payload.get("published"), run.payload  # nothing compiled, nothing published
