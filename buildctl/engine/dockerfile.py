@@ -9,6 +9,23 @@ from collections.abc import Mapping
 from buildctl.engine.failures import one_line
 from buildctl.errors import EngineError
 
+BASE_IMAGE_ARG = "BUILDCTL_BASE_IMAGE"  # the rendered Dockerfiles' `ARG` for their base (default: the recipe's tag)
+
+
+def base_image_arg(base_image_id: str) -> dict[str, str]:
+    """The Dockerfile's base as the key names it: the image id (FROM a tag would take whatever the tag names
+    when the build reaches that step); none when the key could name no id (the build says what is missing)."""
+    return {BASE_IMAGE_ARG: base_image_id} if base_image_id.startswith("sha256:") else {}
+
+
+def recorded_base_image_arg(client, base_image_id: str) -> dict[str, str]:
+    """An image built again later (verification's runtime image, a repro's replay) FROM the base id its
+    build's key named, while the engine still has it; else {}: the Dockerfile's default, the tag."""
+    from buildctl import engine  # the package's name, as callers and tests reach the engine
+
+    return base_image_arg(base_image_id) if base_image_id and engine.image_exists(client, base_image_id) else {}
+
+
 _VAR = re.compile(r"\$\{(\w+)(?:(:?[-+?])([^}]*))?\}|\$(\w+)")
 
 

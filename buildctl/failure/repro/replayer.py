@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from buildctl import archive, engine, settings
+from buildctl.engine.dockerfile import recorded_base_image_arg
 from buildctl.errors import InputError, StepFailed
 from buildctl.failure import diagnose
 from buildctl.failure.repro.reader import FIX_BUNDLE, SOURCE_CAPS, Bundle
@@ -126,10 +127,9 @@ def _bundle_used(b: Bundle) -> None:
 
 
 def _base_arg(b: Bundle, client) -> dict[str, str]:
-    """FROM the base id the failed build's key named, as the build did (compile.base_image_arg), while the
-    engine has it; else {}: the Dockerfile's default, the tag (an older bundle, or its base removed since)."""
-    base_id = b.data.base_image_id
-    return {"BUILDCTL_BASE_IMAGE": base_id} if base_id and engine.image_exists(client, base_id) else {}
+    """FROM the base id the failed build's key named, as the build did, while the engine has it; else {}: the
+    Dockerfile's default, the tag (an older bundle, or its base removed since)."""
+    return recorded_base_image_arg(client, b.data.base_image_id or "")
 
 
 def _build(b: Bundle, client, sink) -> dict | StepFailed:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from buildctl import engine
 from buildctl.engine import registry
+from buildctl.engine.dockerfile import base_image_arg
 from buildctl.errors import EngineError, StepFailed
 from buildctl.failure import diagnose
 from buildctl.pipeline import compile_cache, dist, memory_budget, resume
@@ -59,12 +60,6 @@ def build_image(run: Run, planned: Planned) -> ImageBuilt:
         if shared:
             shared.share("builder", tag)
     return ImageBuilt(planned, image_id)
-
-
-def base_image_arg(base_image_id: str) -> dict[str, str]:
-    """The Dockerfile's base as the key names it: the image id (FROM a tag would take whatever the tag names
-    when the build reaches that step); none when the key could name no id (the build says what is missing)."""
-    return {"BUILDCTL_BASE_IMAGE": base_image_id} if base_image_id.startswith("sha256:") else {}
 
 
 def container_env(run: Run, max_jobs: int | None) -> dict[str, str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from buildctl import engine
 from buildctl.engine import registry
+from buildctl.engine.dockerfile import recorded_base_image_arg
 from buildctl.errors import BuildctlError
 from buildctl.pipeline.engine_names import image_tag
 from buildctl.pipeline.stages import Published, Verified
@@ -68,8 +69,6 @@ def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace:
     """The recipe's runtime image (base + toolchain runtime + venv): where verification installs the wheel.
     Pulled from the site registry when another engine built it (by its `image_key`, as the manifest records
     it); built FROM the base id the key names while the engine has it (else the tag: an old artifact)."""
-    from buildctl.pipeline.stages.compile import base_image_arg  # the builder's rule, for the same base stage
-
     image_key = recorded.image_key
     tag = image_tag(spec.name, key, namespace, target="runtime")
     if engine.image_exists(client, tag):
@@ -84,8 +83,7 @@ def runtime_image(spec: Spec, key: str, *, client, context_dir: Path, namespace:
             context_dir,
             tag,
             target="runtime",
-            buildargs={**proxy_env(spec), **(base_image_arg(recorded.base_image_id) if recorded.base_image_id
-                                             and engine.image_exists(client, recorded.base_image_id) else {})},
+            buildargs={**proxy_env(spec), **recorded_base_image_arg(client, recorded.base_image_id)},
             network_mode=engine.network_mode_for(spec.site.network),
             labels=engine.buildctl_labels(recipe=spec.name, namespace=namespace),
         ),
