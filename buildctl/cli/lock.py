@@ -41,20 +41,31 @@ def _uv_env(index: str, extra: list[str]) -> dict[str, str]:
     return env
 
 
+def _extra_indexes(spec) -> list[str]:
+    """The site's extra indexes, and a prebuilt torch's own index (the builder's pip line names it too)."""
+    from buildctl.recipe.schema import PrebuiltIndex
+
+    prebuilt = spec.framework.source.prebuilt
+    own = [prebuilt.index_url] if isinstance(prebuilt, PrebuiltIndex) and prebuilt.index_url else []
+    return [*(spec.site.pip_extra_index_urls or ()), *own]
+
+
 @command
 def lock(recipe: str, sets, *, settings: Settings, index_url: str | None = None, as_json: bool = False) -> None:
     from buildctl import urls
     from buildctl.recipe import loader
     from buildctl.recipe.locks import lock_path
+    from buildctl.recipe.schema import PrebuiltIndex
     from buildctl.render import pip_lock, rendering
     from buildctl.secrets import checked_argv, filtered, mask_url
 
     if index_url and urls.problem(index_url):
         raise InputError(f"--index-url (value not shown): {urls.problem(index_url)}")
     spec, _ = load_spec(recipe, sets, base_image=settings.base_image, site=site_options(settings), preflight=False)
-    if spec.framework.source.prebuilt is not None:
-        raise InputError(f"{spec.name} installs a prebuilt framework with pip, which a lock does not cover yet; "
-                         "fix: build it unlocked (pip chooses, and the index is keyed)")
+    if spec.framework.source.prebuilt is not None and not isinstance(spec.framework.source.prebuilt, (str, PrebuiltIndex)):
+        raise InputError(f"{spec.name}: a prebuilt wheel by URL is installed with the dependencies pip chooses, which a "
+                         "lock does not cover; fix: name the torch by its index (framework.source.prebuilt.pypi, "
+                         "index_url), or build it unlocked")
     requirements, constraints = rendering.builder_requirements(spec)
     index = index_url or spec.site.pip_index_url or DEFAULT_INDEX
     path = (settings_mod.REPO_ROOT / spec.python.lock if spec.python.lock
@@ -68,7 +79,7 @@ def lock(recipe: str, sets, *, settings: Settings, index_url: str | None = None,
                 "--python-version", spec.python.version, "--python-platform", pip_lock.PLATFORM,
                 "-c", "constraints.txt", "-o", "lock.txt", "requirements.in"]
         try:
-            done = subprocess.run(checked_argv(argv), cwd=tmp, env=_uv_env(index, list(spec.site.pip_extra_index_urls or ())),
+            done = subprocess.run(checked_argv(argv), cwd=tmp, env=_uv_env(index, _extra_indexes(spec)),
                                   capture_output=True, text=True, timeout=UV_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             raise BuildctlError(f"uv pip compile did not finish in {UV_TIMEOUT_S} s against {mask_url(index)}") from None

@@ -140,8 +140,10 @@ def builder_requirements(spec: Spec, frags=None) -> tuple[list[str], list[str]]:
     constraints = sorted({*spec.python.constraints, *(c for f in frags for c in f.pip_constraints)})
     requirements = [*BASE_BUILD_REQUIREMENTS, *spec.python.packages, *(p for f in frags for p in f.pip_build),
                     *(portable.REPAIR_REQUIREMENTS if portable.repairs(spec) else ())]
-    if isinstance(spec.framework.source.prebuilt, PrebuiltIndex):  # torch and its dependencies: in the lock too
-        requirements.append(spec.framework.source.prebuilt.pypi)
+    # a prebuilt torch as the venv's pip line names it: from an index, in the lock with its dependencies; a
+    # wheel's file, which no lock covers (pip resolves its dependencies)
+    prebuilt = _framework_install(spec)
+    requirements.extend(prebuilt["framework_install"][len(prebuilt["framework_index"]):])
     return requirements, constraints
 
 
@@ -266,12 +268,13 @@ def _framework_install(spec: Spec) -> dict:
     prebuilt = spec.framework.source.prebuilt
     if isinstance(prebuilt, PrebuiltIndex):
         index = ["--extra-index-url", prebuilt.index_url] if prebuilt.index_url else []
-        return {"framework_fetch": "", "framework_install": [*index, prebuilt.pypi]}
+        # the locked install looks there too: the lock names torch's files, that index serves them
+        return {"framework_fetch": "", "framework_install": [*index, prebuilt.pypi], "framework_index": index}
     if prebuilt is None or isinstance(prebuilt, str):
-        return {"framework_fetch": "", "framework_install": []}
+        return {"framework_fetch": "", "framework_install": [], "framework_index": []}
     tmp = f"/tmp/{prebuilt.name}"
     return {"framework_fetch": f"buildctl-fetch {shlex.quote(prebuilt.url)} {prebuilt.sha256} {shlex.quote(tmp)}",
-            "framework_install": [tmp]}
+            "framework_install": [tmp], "framework_index": []}
 
 
 @dataclass(frozen=True)

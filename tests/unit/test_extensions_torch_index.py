@@ -72,6 +72,19 @@ def test_a_prebuilt_torch_wheel_reaches_the_runtime_image_too():
         assert "pip install --no-cache-dir /tmp/torch-2.6.0-cp313-cp313-linux_x86_64.whl" in venv  # with its deps
 
 
+def test_a_locked_torch_from_another_index_is_installed_from_that_index_and_a_wheel_is_never_locked():
+    """The lock names torch's files; the index that serves them reaches the locked pip line. A wheel by URL is
+    outside every lock (pip resolves its dependencies): the recipe's lock does not cover that request."""
+    cu130 = recipe.load("ext-pyg-pypi-torch2.14").model_dump(mode="json")
+    cu130["framework"]["source"]["prebuilt"]["index_url"] = "https://download.pytorch.org/whl/cu130"
+    venv = stage(render_mod.render(Spec.model_validate(cu130)).files["Dockerfile"], "venv")
+    assert ("--require-hashes --no-deps --extra-index-url https://download.pytorch.org/whl/cu130 -r "
+            "/usr/local/share/buildctl/pip.lock") in venv
+    wheel = {"url": "https://wheels.example/torch-2.6.0-cp313-cp313-linux_x86_64.whl", "sha256": "a" * 64}
+    assert recipe.load("ext-torch2.6-debian").python.lock  # the recipe is locked, the request is not covered
+    assert "pip.lock" not in render_mod.render(spec_with(framework__source={"prebuilt": wheel})).files
+
+
 def test_the_index_form_is_refused_without_a_pin_and_keyed_by_what_it_names():
     with pytest.raises(ValueError, match="pattern"):
         pypi_torch(pin="torch>=2")
