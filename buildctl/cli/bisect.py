@@ -77,6 +77,75 @@ def _secrets_masker(spec, sets: list[str], axis):
                           | secrets.split_credentials(spec)[1].values() | secrets.secret_values_from_sets(items))
 
 
+def _checked_axis(request: BisectRequest) -> tuple[str, str | None]:
+    """The axis' kind and field, once the options are checked: a contradiction is refused in one line (exit
+    2), before any build."""
+    from buildctl.bisect import axes
+
+    if request.until and request.until not in UNTIL_STEPS:
+        raise InputError(f"--until {request.until}: not a step a bisect stops after; fix: --until "
+                         f"{'|'.join(UNTIL_STEPS)}")
+    if request.test is not None and not request.test.strip():
+        raise InputError("--test is empty; fix: a shell command run against the wheel, e.g. --test 'python -c "
+                         "\"import torch\"'")
+    if request.test and request.until:
+        raise InputError("--test runs against the built wheel, --until stops before it exists; fix: one of them")
+    if not request.test_timeout > 0:
+        raise InputError(f"--test-timeout {request.test_timeout:g}: not a positive number of seconds; fix: e.g. "
+                         "1800")
+    kind, field = axes.parse_axis(request.axis)
+    if request.values and kind in ("commits", "patches"):
+        raise InputError(f"--values lists versions or a field's values; --axis {kind} takes its changes from the "
+                         f"{'history' if kind == 'commits' else 'recipe'}; fix: drop --values")
+    if request.extension and kind not in ("commits", "versions"):
+        raise InputError(f"--extension chooses the source of --axis commits or versions, not of {kind}; fix: "
+                         "drop it")
+    return kind, field
+
+
+def _log_request(request: BisectRequest, kind: str, base_sets: list[str], chosen_axis, criterion,
+                 masker) -> dict:
+    """The bisect as its log records it (and digests it, to know a log to resume): each --set masked, so a
+    rotated token resumes the same log."""
+    from buildctl.recipe import loader
+    from buildctl.secrets import mask_set
+
+    return {"recipe": str(loader.recipe_path(request.recipe).resolve()),
+            "sets": [mask_set(s, masker) for s in base_sets], "axis": kind, "target": chosen_axis.target,
+            "changes": [[mask_set(s, masker) for s in c.sets] for c in chosen_axis.changes],
+            "first_good": request.first_good, "criterion": criterion.as_dict(), "test": request.test,
+            "no_preflight": request.no_preflight}
+
+
+def _run_search(bisector, log, masker, say):
+    """The search's outcome; an interrupt says where its steps are kept, a bisect's own error (an end that
+    does not hold, a step without a result: its label, its error) is raised again masked."""
+    try:
+        return bisector.run()
+    except KeyboardInterrupt:
+        done = len(log.steps)
+        say(f"interrupted: {done} step{'' if done == 1 else 's'} kept in the log {log.path}; the same command "
+            "resumes")
+        raise
+    except BuildctlError as e:
+        if type(e) in (BuildctlError, InputError):
+            raise type(e)(masker(str(e))) from None
+        raise
+
+
+def _print_report(data: dict, masker, *, as_json: bool, markdown: str | None) -> None:
+    """The report (its data masked already): to --markdown FILE if asked, then as JSON or as text."""
+    from buildctl.bisect import report
+    from buildctl.secrets import filtered
+
+    if markdown:
+        Path(markdown).write_text(filtered(report.markdown(data), masker))
+    if as_json:
+        print_json(data)
+    else:
+        out.print(report.renderable(data))
+
+
 @command
 def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdown: str | None) -> None:
     from buildctl import engine
@@ -85,80 +154,46 @@ def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdow
     from buildctl.bisect.log import BisectLog
     from buildctl.bisect.steps import Bisector, StepBuilds
     from buildctl.cli.child_command import CHILD
-    from buildctl.recipe import loader
-    from buildctl.secrets import filtered, mask_data, mask_set
+    from buildctl.secrets import mask_data
 
-    recipe, sets, axis, values, extension = request.recipe, request.sets, request.axis, request.values, request.extension
-    until, test, test_timeout, first_good = request.until, request.test, request.test_timeout, request.first_good
-    no_preflight = request.no_preflight
-    if until and until not in UNTIL_STEPS:
-        raise InputError(f"--until {until}: not a step a bisect stops after; fix: --until {'|'.join(UNTIL_STEPS)}")
-    if test is not None and not test.strip():
-        raise InputError("--test is empty; fix: a shell command run against the wheel, e.g. --test 'python -c "
-                         "\"import torch\"'")
-    if test and until:
-        raise InputError("--test runs against the built wheel, --until stops before it exists; fix: one of them")
-    if not test_timeout > 0:
-        raise InputError(f"--test-timeout {test_timeout:g}: not a positive number of seconds; fix: e.g. 1800")
-    kind, field = axes.parse_axis(axis)
-    if values and kind in ("commits", "patches"):
-        raise InputError(f"--values lists versions or a field's values; --axis {kind} takes its changes from the "
-                         f"{'history' if kind == 'commits' else 'recipe'}; fix: drop --values")
-    if extension and kind not in ("commits", "versions"):
-        raise InputError(f"--extension chooses the source of --axis commits or versions, not of {kind}; fix: drop it")
+    kind, field = _checked_axis(request)
     site = site_options(settings)
-    base_sets = list(sets or [])
-    spec, _ = load_spec(recipe, base_sets, base_image=settings.base_image, site=site, preflight=not no_preflight)
+    base_sets = list(request.sets or [])
+    spec, _ = load_spec(request.recipe, base_sets, base_image=settings.base_image, site=site,
+                        preflight=not request.no_preflight)
     root = Path(settings.artifacts)
-    chosen_axis = _axis(spec, kind, field, request, axes.split_values(list(values)), root)
+    chosen_axis = _axis(spec, kind, field, request, axes.split_values(list(request.values)), root)
     masker = _secrets_masker(spec, base_sets, chosen_axis)
     specs: dict[int, object] = {}
 
     def spec_for(position: int):
         if position not in specs:
-            specs[position], _ = load_spec(recipe, [*base_sets, *chosen_axis.changes[position].sets],
-                                           base_image=settings.base_image, site=site, preflight=False)
+            sets = [*base_sets, *chosen_axis.changes[position].sets]
+            specs[position], _ = load_spec(request.recipe, sets, base_image=settings.base_image, site=site,
+                                           preflight=False)
         return specs[position]
 
     if kind != "commits":  # a value the recipe refuses is bad input, before any build (commits are refs: valid)
         for position in range(len(chosen_axis.changes)):
             spec_for(position)
-    criterion = Criterion(until=until, verify=not settings.no_verify, test=test, test_timeout=test_timeout)
-    # The log's request, and its digest, hold each --set masked: a rotated token resumes the same log.
-    request = {"recipe": str(loader.recipe_path(recipe).resolve()), "sets": [mask_set(s, masker) for s in base_sets],
-               "axis": kind, "target": chosen_axis.target,
-               "changes": [[mask_set(s, masker) for s in c.sets] for c in chosen_axis.changes],
-               "first_good": first_good, "criterion": criterion.as_dict(), "test": test, "no_preflight": no_preflight}
-    log = BisectLog(root, request, masker=masker)
+    criterion = Criterion(until=request.until, verify=not settings.no_verify, test=request.test,
+                          test_timeout=request.test_timeout)
+    log = BisectLog(root, _log_request(request, kind, base_sets, chosen_axis, criterion, masker),
+                    masker=masker)
 
     def say(line: str) -> None:
         console.print(strip_controls(masker(line)), markup=False, highlight=False, soft_wrap=True)
 
-    say(f"bisect {spec.name}: {chosen_axis.describe()}, {'first good' if first_good else 'first bad'} by "
-        f"{criterion.describe()}; the two ends first")
+    side = "first good" if request.first_good else "first bad"
+    say(f"bisect {spec.name}: {chosen_axis.describe()}, {side} by {criterion.describe()}; the two ends first")
     with log.held(), engine.terminate_as_interrupt():
         for note in log.notes:
             say(note)
-        builds = StepBuilds(recipe, base_sets, spec_for, CHILD, no_preflight=no_preflight)
-        bisector = Bisector(builds=builds, axis=chosen_axis, criterion=criterion, first_good=first_good,
-                            chosen=settings, log=log, say=say)
-        try:
-            outcome = bisector.run()
-        except KeyboardInterrupt:
-            done = len(log.steps)
-            say(f"interrupted: {done} step{'' if done == 1 else 's'} kept in the log {log.path}; the same command "
-                "resumes")
-            raise
-        except BuildctlError as e:  # an end that does not hold, a step without a result: its label, its error
-            if type(e) in (BuildctlError, InputError):
-                raise type(e)(masker(str(e))) from None
-            raise
-    data = report.to_dict(outcome, recipe=recipe, sets=base_sets, axis=chosen_axis, criterion=criterion,
-                          first_good=first_good, log_path=str(log.path))
-    data = mask_data(data, masker)
-    if markdown:
-        Path(markdown).write_text(filtered(report.markdown(data), masker))
-    if as_json:
-        print_json(data)
-    else:
-        out.print(report.renderable(data))
+        builds = StepBuilds(request.recipe, base_sets, spec_for, CHILD,
+                            no_preflight=request.no_preflight)
+        bisector = Bisector(builds=builds, axis=chosen_axis, criterion=criterion,
+                            first_good=request.first_good, chosen=settings, log=log, say=say)
+        outcome = _run_search(bisector, log, masker, say)
+    data = report.to_dict(outcome, recipe=request.recipe, sets=base_sets, axis=chosen_axis,
+                          criterion=criterion, first_good=request.first_good, log_path=str(log.path))
+    _print_report(mask_data(data, masker), masker, as_json=as_json, markdown=markdown)

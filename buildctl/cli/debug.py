@@ -83,28 +83,21 @@ def debug(request: DebugRequest, *, settings: Settings, as_json: bool) -> None:
     from buildctl.verify import debug_report
     from buildctl.verify.debug import Program, check_timeout
 
-    recipe, sets, artifact, code, script, shell = (
-        request.recipe,
-        list(request.sets),
-        request.artifact,
-        request.code,
-        request.script,
-        request.shell,
-    )
-    if shell and as_json:
+    if request.shell and as_json:
         raise InputError("--shell opens an interactive terminal, which has no JSON; fix: leave out --json")
     # bad input refused before the recipe, the artifact or the engine; a shell may start with no program
-    program = None if shell and code is None and script is None else Program.of(code, script)
+    bare_shell = request.shell and request.code is None and request.script is None
+    program = None if bare_shell else Program.of(request.code, request.script)
     timeout = check_timeout(request.timeout)
-    spec, _ = load_spec(recipe or "", sets, base_image=settings.base_image, site=site_options(settings),
-                        preflight=False)
-    found = _artifact_of(spec, artifact, request.key, settings)
+    spec, _ = load_spec(request.recipe or "", list(request.sets), base_image=settings.base_image,
+                        site=site_options(settings), preflight=False)
+    found = _artifact_of(spec, request.artifact, request.key, settings)
     cache_dir = settings_mod.cache_dir()
 
     def on_line(line: str) -> None:
         console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
 
-    if shell:
+    if request.shell:
         raise Exit(code=published.debug_artifact(spec, found, program, timeout=timeout, cache_dir=cache_dir,
                                                 shell=True, on_line=on_line))
     result = published.debug_artifact(spec, found, program, timeout=timeout, cache_dir=cache_dir, on_line=on_line)

@@ -153,30 +153,45 @@ def render(spec: Spec) -> Rendered:
     shown = resolved_yaml(spec)  # credentials masked as ***, so a reader sees where they were
     spec, _ = split_credentials(spec)
     frags = providers.fragments(spec, _render_stage)
-    venv = spec.python.venv
-    python = f"python{spec.python.version}"
-    path = ":".join([f"{venv}/bin", *(p for f in frags for p in f.path), DEFAULT_PATH])
-    ld = ":".join(p for f in frags for p in f.ld_library_path)
-    image_env: dict[str, str] = {}
+    build_env, requested = _build_env(spec, frags)
+    build_requirements, constraints = builder_requirements(spec, frags)
+    lock = pip_lock.read(spec, build_requirements, constraints)
+    ctx = _template_context(spec, frags, build_env, build_requirements, constraints, lock)
+    files = _folder_files(spec, ctx, shown, constraints)
+    patches = patch_files(spec)
+    files.update({name: text for name, (_, text) in patches.items()})
+    for f in frags:
+        if f.stage_name:
+            files[f"downloads/{f.stage_name}/.keep"] = ""
+    reads = tuple((source, hashlib.sha256(text.encode()).hexdigest()) for source, text in patches.values())
+    if lock:
+        files[pip_lock.FILE], reads = lock[0], (*reads, lock[1])
+    return Rendered(spec, files, tuple(frags), reads, requested)
+
+
+def _build_env(spec: Spec, frags) -> tuple[dict[str, str], dict[str, Requested]]:
+    """What the build script exports to the framework's build: the toolchains', the build-env contract's,
+    build.features' (1 or 0); and, with build.env over them, each value with the recipe field that asks it."""
     build_env: dict[str, str] = {}
     asked_by: dict[str, str] = {}
-    version_probes: dict[str, str] = {}
     for f in frags:
-        image_env.update(f.image_env)
         build_env.update(f.build_env)
         asked_by.update(dict.fromkeys(f.build_env, f"toolchain.{f.provider.split('-')[0]}"))
-        version_probes.update(f.version_probes)
     for key, (value, by) in _contract_env(spec).items():
         build_env[key], asked_by[key] = value, by
     for key, on in sorted(spec.build.features.items()):  # a canonical order: the order written cannot matter
         build_env[key], asked_by[key] = "1" if on else "0", f"build.features.{key}"
     requested = {key: Requested(value, asked_by[key]) for key, value in build_env.items()}
     requested.update({key: Requested(value, f"build.env.{key}") for key, value in spec.build.env.items()})
+    return build_env, requested
+
+
+def _template_context(spec: Spec, frags, build_env: dict[str, str], build_requirements: list[str],
+                      constraints: list[str], lock) -> dict:
+    """What the Dockerfile and build script templates are rendered with."""
+    python = f"python{spec.python.version}"
     per_job, reserve = _jobs_rule(spec.accelerator, spec.build.type)
-    build_requirements, constraints = builder_requirements(spec, frags)
-    repair = portable.repairs(spec)
-    lock = pip_lock.read(spec, build_requirements, constraints)
-    ctx = dict(
+    return dict(
         build_command=BUILD_COMMAND[0],
         frontend=spec.framework.frontend,
         probe_files=[p.name for p in PROBE_FILES],
@@ -186,20 +201,20 @@ def render(spec: Spec) -> Rendered:
         stages=[f for f in frags if f.stage],
         build_requirements=build_requirements,
         pip_lock=pip_lock.FILE if lock else None,
-        repair_args=portable.repair_args(spec) if repair else None,
+        repair_args=portable.repair_args(spec) if portable.repairs(spec) else None,
         runtime_requirements=[p for f in frags for p in f.pip_runtime],
         apt_packages=sorted({p for f in frags for p in f.apt_packages}),
         cache_pkg={"ccache": "ccache", "sccache": "sccache", "none": ""}[spec.build.cache],
         links_run=_join_run(
             f"mkdir -p {shlex.quote(str(Path(link).parent))} && ln -sfn {shlex.quote(target)} {shlex.quote(link)}"
             for f in frags for link, target in f.links),
-        path=path,
-        ld_library_path=ld,
-        image_env=image_env,
+        path=":".join([f"{spec.python.venv}/bin", *(p for f in frags for p in f.path), DEFAULT_PATH]),
+        ld_library_path=":".join(p for f in frags for p in f.ld_library_path),
+        image_env={key: value for f in frags for key, value in f.image_env.items()},  # a later one wins
         checks_run=_join_run(c for f in frags for c in f.image_checks),
         build_env=build_env,
         user_env=dict(sorted(spec.build.env.items())),  # values quoted: the order written cannot matter
-        version_probes=version_probes,
+        version_probes={name: probe for f in frags for name, probe in f.version_probes.items()},
         patch_lines=patch_lines(spec),
         build_packages=sorted({*spec.packages.build, *spec.packages.runtime}),
         runtime_packages=sorted({*spec.packages.runtime, *(p for f in frags for p in f.apt_runtime),
@@ -224,6 +239,11 @@ def render(spec: Spec) -> Rendered:
         # a framework the base image has installed: the venvs see the system site-packages
         system_site_packages=spec.framework.source.prebuilt == "base-image",
     )
+
+
+def _folder_files(spec: Spec, ctx: dict, shown: str, constraints: list[str]) -> dict[str, str]:
+    """The build folder's files, less the recipe's patches and pip lock: the templates rendered, the scripts
+    and helpers the build runs, the resolved recipe as shown, the site's files."""
     files = {
         "Dockerfile": _env.get_template("Dockerfile.j2").render(**ctx),
         "build.sh": _env.get_template("build.sh.j2").render(**ctx),
@@ -236,21 +256,13 @@ def render(spec: Spec) -> Rendered:
         **{p.name: p.read_text() for p in PROBE_FILES},
         "wheelnorm.py": WHEELNORM.read_text(),
         "frontend.py": FRONTEND.read_text(),
-        **({"wheelrepair.py": WHEELREPAIR.read_text()} if repair else {}),
+        **({"wheelrepair.py": WHEELREPAIR.read_text()} if portable.repairs(spec) else {}),
         **({p.name: p.read_text() for p in EXTENSION_BUILD_FILES} if spec.extensions else {}),
         "recipe.resolved.yaml": shown,
         ".dockerignore": "downloads/**/.keep\n",
     }
     files.update(_site_files(spec))
-    patches = patch_files(spec)
-    files.update({name: text for name, (_, text) in patches.items()})
-    for f in frags:
-        if f.stage_name:
-            files[f"downloads/{f.stage_name}/.keep"] = ""
-    reads = tuple((source, hashlib.sha256(text.encode()).hexdigest()) for source, text in patches.values())
-    if lock:
-        files[pip_lock.FILE], reads = lock[0], (*reads, lock[1])
-    return Rendered(spec, files, tuple(frags), reads, requested)
+    return files
 
 
 def _prebuilt(spec: Spec) -> str | None:
