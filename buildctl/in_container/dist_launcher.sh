@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# buildctl's distributed-compile launcher (buildctl/pipeline/dist.py copies it into the compile container and
-# names it in CCACHE_PREFIX): ccache runs `dist_launcher.sh COMPILER ARGS...` for each compile it did not
-# find cached, in the compile's own directory, and caches what it makes.
+# buildctl's distributed-compile launcher (buildctl/pipeline/build_cluster.py copies it into the compile
+# container and names it in CCACHE_PREFIX): ccache runs `dist_launcher.sh COMPILER ARGS...` for each compile
+# it did not find cached, in the compile's own directory, and caches what it makes.
 #
 # A compile runs here while one of BUILDCTL_DIST_LOCAL_JOBS local slots is free, else on the cluster through
 # sccache's client (nvcc through nvcc_dist.py: nvcc's own plan, its device and host compiles sent). What

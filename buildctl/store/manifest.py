@@ -159,7 +159,7 @@ class Manifest(_Section):
     max_jobs: int | None = None
     peak_memory_bytes: int | None = None
     compile_cache: dict[str, Any] = {}
-    dist: dict[str, Any] | None = None  # the build cluster (pipeline/dist.py), when a scheduler was set
+    dist: dict[str, Any] | None = None  # the build cluster (pipeline/build_cluster.py), when a scheduler was set
     # the memory budget (pipeline/memory_budget.py): seconds units waited, the largest units, OOM kills
     memory: dict[str, Any] | None = None
     resumed: dict[str, Any] | None = None

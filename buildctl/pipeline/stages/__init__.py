@@ -39,7 +39,7 @@ class BuildOptions:
     keep_container: bool = False
     memory: str | None = None  # container memory limit, e.g. "2g" (shared CI hosts; OOM repro)
     cpuset: str | None = None  # the CPUs the compile container may use (docker's --cpuset-cpus): bench/dist.py
-    dist_local_jobs: str | int = "auto"  # with a dist scheduler: compiles run here at once (pipeline/dist.py)
+    dist_local_jobs: str | int = "auto"  # with a dist scheduler: compiles run here at once (pipeline/build_cluster.py)
     render_root: Path = Path("build")
     artifacts_root: Path | None = None
     verify_options: VerifyOptions = VerifyOptions()
@@ -165,7 +165,8 @@ class Compiled:
     out_dir: Path
     max_jobs: int  # as the compile finished: halved once when memory killed the first attempt
     configure: Gate | None = None  # the configure gate's table (the manifest records it)
-    dist: Mapping[str, Any] | None = None  # the build cluster's part (pipeline/dist.py), when a scheduler was set
+    # the build cluster's part (pipeline/build_cluster.py), when a scheduler was set
+    dist: Mapping[str, Any] | None = None
     memory: Mapping[str, Any] | None = None  # the memory budget's record (pipeline/memory_budget.py), when it ran
 
 

