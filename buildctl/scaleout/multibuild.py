@@ -40,7 +40,7 @@ from buildctl.ui import View, print_json, strip_controls, warning_console
 
 
 @dataclass
-class Outcome:
+class RecipeOutcome:
     """One recipe's run, as the table shows it and --json prints it."""
 
     recipe: str
@@ -112,7 +112,7 @@ def build_job(placement: plan.Placement, recipe: str, fleet: Fleet) -> child_bui
 class _OutcomeView(View):
     """A child's steps and last log lines, shown in its row of the table."""
 
-    def __init__(self, outcome: Outcome, changed: Callable[[], None]) -> None:
+    def __init__(self, outcome: RecipeOutcome, changed: Callable[[], None]) -> None:
         super().__init__()
         self.outcome, self.changed = outcome, changed
 
@@ -125,7 +125,8 @@ class _OutcomeView(View):
         self.outcome.log_tail = [*self.outcome.log_tail[-4:], strip_controls(text)[:300]]
 
 
-def _child(job: child_build.Job, fleet: Fleet, outcome: Outcome, changed: Callable[[], None]) -> child_build.Result:
+def _child(job: child_build.Job, fleet: Fleet, outcome: RecipeOutcome,
+           changed: Callable[[], None]) -> child_build.Result:
     """One child run with `job`; its events move `outcome`; its result (a stream that does not read: a
     failure of buildctl's, with the reason)."""
     view = _OutcomeView(outcome, changed)
@@ -137,7 +138,8 @@ def _child(job: child_build.Job, fleet: Fleet, outcome: Outcome, changed: Callab
         return child_build.Result(ok=False, failure=child_build.Failure("buildctl", str(e)))
 
 
-def run_one(placement: plan.Placement, recipe: str, fleet: Fleet, outcome: Outcome, changed: Callable[[], None]) -> None:
+def run_one(placement: plan.Placement, recipe: str, fleet: Fleet, outcome: RecipeOutcome,
+            changed: Callable[[], None]) -> None:
     """The placement's build (and, elsewhere, its verification) as child processes; fills `outcome`."""
     outcome.started = time.monotonic()
     result = _child(build_job(placement, recipe, fleet), fleet, outcome, changed)
@@ -163,7 +165,7 @@ def run_one(placement: plan.Placement, recipe: str, fleet: Fleet, outcome: Outco
     changed()
 
 
-def table(outcomes: list[Outcome]) -> Table:
+def table(outcomes: list[RecipeOutcome]) -> Table:
     t = Table(title="Builds", title_justify="left")
     for col in ("recipe", "engine", "step", "time", "result"):
         t.add_column(col, overflow="fold")
@@ -175,7 +177,7 @@ def table(outcomes: list[Outcome]) -> Table:
 
 
 def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Settings, *, child: child_build.Child,
-        as_json: bool, no_preflight: bool = False) -> list[Outcome]:
+        as_json: bool, no_preflight: bool = False) -> list[RecipeOutcome]:
     """Build `specs` ((recipe argument, spec) pairs) over the chosen engines, each a child process started
     as `child` says; the outcomes, in plan order."""
     urls_given = list(chosen.engines) or [settings.docker_host()]
@@ -199,7 +201,8 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
             for _, spec in specs]
     placements = plan.plan(work, capacities)
     fleet = Fleet(tuple(sets), urls, chosen, child, no_preflight)
-    outcomes = {p.job.recipe: Outcome(p.job.recipe, p.engine, verification_engine(p, chosen)) for p in placements}
+    outcomes = {p.job.recipe: RecipeOutcome(p.job.recipe, p.engine, verification_engine(p, chosen))
+                for p in placements}
     ordered = [outcomes[p.job.recipe] for p in placements]
     lock = threading.Lock()
     live = Live(table(ordered), console=err, refresh_per_second=2, transient=False) if err.is_terminal and not as_json \
@@ -236,7 +239,7 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
     return ordered
 
 
-def print_outcomes(outcomes: list[Outcome], *, as_json: bool, out: Console) -> None:
+def print_outcomes(outcomes: list[RecipeOutcome], *, as_json: bool, out: Console) -> None:
     if as_json:
         print_json({"ok": all(o.ok for o in outcomes), "builds": [o.to_dict() for o in outcomes]})
         return

@@ -48,8 +48,8 @@ def test_a_flag_wins_over_its_variable_in_the_childs_settings(monkeypatch):
 
 
 def test_outcomes_print_as_json_with_where_each_build_ran(capsys):
-    ok = multibuild.Outcome("demo-cpu", "unix:///a.sock", None, ok=True, seconds=61.0, key="k", artifact="/art/k")
-    bad = multibuild.Outcome("broken", "ssh://b", None, ok=False, error="build of broken failed in step source")
+    ok = multibuild.RecipeOutcome("demo-cpu", "unix:///a.sock", None, ok=True, seconds=61.0, key="k", artifact="/art/k")
+    bad = multibuild.RecipeOutcome("broken", "ssh://b", None, ok=False, error="build of broken failed in step source")
     multibuild.print_outcomes([ok, bad], as_json=True, out=None)
     out = capsys.readouterr().out
     assert '"ok": false' in out and '"engine": "ssh://b"' in out and '"verified_on": null' in out
@@ -86,7 +86,7 @@ def test_a_gpu_recipe_is_verified_on_the_gpu_engine_and_with_no_verify_nowhere(m
     urls = {"ssh://cpu-box": "ssh://cpu-box", "tcp://gpu-box:2376": "tcp://gpu-box:2376"}
     _RecordedChild.calls = []
     monkeypatch.setattr(child_build.subprocess, "Popen", _RecordedChild)
-    outcome = multibuild.Outcome("demo-cuda13", placement.engine, placement.verify_on)
+    outcome = multibuild.RecipeOutcome("demo-cuda13", placement.engine, placement.verify_on)
     multibuild.run_one(placement, "demo-cuda13", fleet(urls, Settings.from_cli("build")), outcome, lambda: None)
     build, verify = (child_build.Job.from_json(json.loads(c["stdin"])) for c in _RecordedChild.calls)
     assert not build.verify and build.engine_url == "ssh://cpu-box"
@@ -171,7 +171,7 @@ def test_a_child_build_gets_its_job_on_stdin_never_on_its_command_line_or_in_its
     monkeypatch.setattr(child_build.subprocess, "Popen", _RecordedChild)
     placement = plan.plan([plan.Job("demo-cpu", "cpu", 60.0)],
                           [plan.EngineCapacity("unix:///b.sock", 2, 8 << 30, frozenset({"cpu"}))])[0]
-    outcome = multibuild.Outcome("demo-cpu", placement.engine, None)
+    outcome = multibuild.RecipeOutcome("demo-cpu", placement.engine, None)
     sets = [f"framework.source.git=https://ci:{token}@git.example/o/demofw.git"]
     multibuild.run_one(placement, "demo-cpu", fleet({"unix:///b.sock": "unix:///b.sock"}, chosen, sets), outcome,
                        lambda: None)

@@ -13,7 +13,10 @@ from buildctl.verify.schema.fields import MAX_ITEMS, Int, Key, Scalar, Str, Stri
 from buildctl.verify.schema.probe_json import Probe
 
 
-class WheelFacts(StrictModel):
+class ReportedWheel(StrictModel):
+    """The wheel a report verified, as report.json names it (store/wheel_facts.py's WheelFacts is what a
+    wheel says of itself)."""
+
     path: Str | None = None
     name: Str
     size: Int | None = None
@@ -63,7 +66,7 @@ class ReportModel(StrictModel):
     verdict: Str
     mode: Literal["host", "container", "image"]
     module: Str
-    wheel: WheelFacts | None = None
+    wheel: ReportedWheel | None = None
     image: ImageFacts | None = None
     environment: Annotated[dict[Key, Scalar], Field(max_length=MAX_ITEMS)] = {}
     spec: SpecFacts | None = None
