@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
 from buildctl import urls
 
-# The fix shown when a value does not match its type's pattern, kept with the pattern: recipe.py looks
+# The fix shown when a value does not match its type's pattern, kept with the pattern: loader.py looks
 # it up by the pattern pydantic reports (tests/unit/test_recipe.py checks every pattern of Spec has one).
 PATTERN_HINTS: dict[str, str] = {}
 

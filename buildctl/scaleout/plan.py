@@ -1,12 +1,13 @@
 """Several recipes over several engines: which engine builds what, and in which order (pure).
 
 Each engine's capacity for a recipe is the MAX_JOBS rule on that engine's own cores and memory
-(`jobs.max_jobs`, from `docker info`), so a 64-core engine counts as 32 2-core ones for a C++ build
-and a memory-poor engine counts less for a CUDA build. The plan is the classic longest-job-first list
-schedule: recipes by estimated cost (core-seconds), largest first, each to the engine where it would
-finish earliest. An engine runs its recipes one after the other with all its jobs; engines run side
-by side. Verification needs the recipe's accelerator: a CUDA recipe is verified on an engine with the
-NVIDIA runtime when one is in the list (else its build is verified without a GPU, as on one engine).
+(recipe/parallel_jobs.py's `max_jobs`, from `docker info`), so a 64-core engine counts as 32 2-core ones
+for a C++ build and a memory-poor engine counts less for a CUDA build. The plan is the classic
+longest-job-first list schedule: recipes by estimated cost (core-seconds), largest first, each to the
+engine where it would finish earliest. An engine runs its recipes one after the other with all its
+jobs; engines run side by side. Verification needs the recipe's accelerator: a CUDA recipe is verified
+on an engine with the NVIDIA runtime when one is in the list (else its build is verified without a
+GPU, as on one engine).
 """
 
 from __future__ import annotations

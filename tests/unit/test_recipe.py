@@ -570,14 +570,15 @@ def _patterns(annotation, seen: set) -> set[str]:
 
 
 def test_every_pattern_of_the_spec_has_its_hint():
-    """Hints were chosen by matching the start of each regex in recipe.py, so a changed pattern silently
-    lost its hint, and python.constraints (pattern '...==...') got the generic 'use only letters, digits and
-    ._+- (pattern ^...$)'. Now each pattern is declared with its hint (spec.matching)."""
+    """Hints were chosen by matching the start of each regex of the recipe schema, so a changed pattern
+    silently lost its hint, and python.constraints (pattern '...==...') got the generic 'use only letters,
+    digits and ._+- (pattern ^...$)'. Now each pattern is declared with its hint (recipe/fields.py's
+    matching)."""
 
     patterns = _patterns(Spec, set())
     assert len(patterns) >= 17
     missing = sorted(p for p in patterns if p not in fields.PATTERN_HINTS)
-    assert not missing, f"declare these with spec.matching(pattern, hint): {missing}"
+    assert not missing, f"declare these with fields.matching(pattern, hint): {missing}"
     for pattern in patterns:
         err = {"type": "string_pattern_mismatch", "loc": ("x",), "input": "?", "ctx": {"pattern": pattern}}
         assert loader._hint_for(err) == fields.PATTERN_HINTS[pattern]

@@ -47,7 +47,8 @@ class BuildOptions:
     until: str | None = None  # configure | compile | wheel: stop after that step, publish nothing
     targets: tuple[str, ...] = ()  # with until=compile: build only these ninja outputs (a sample)
     lock_timeout: float | None = None  # seconds; None: the recipe's build.timeout + LOCK_SLACK_S
-    # --check-reproducible's second build (reproducible.py): a fresh build directory mounted here, no compile cache
+    # --check-reproducible's second build (pipeline/rebuild_check.py): a fresh build directory mounted here, no
+    # compile cache
     rebuild_dir: str | None = None
     offline: bool = False  # --offline: each git ref's last resolution here, no git ls-remote (store/git_refs.py)
 

@@ -1,4 +1,4 @@
-"""fanout.plan: recipes spread over engines by the MAX_JOBS each engine's cores and memory allow (pure)."""
+"""scaleout/plan.py: recipes spread over engines by the MAX_JOBS each engine's cores and memory allow (pure)."""
 
 import pytest
 
