@@ -35,7 +35,8 @@ from pathlib import Path
 from buildctl import urls
 from buildctl.secrets import mask_url
 
-# In the compile container (copied in before the start; /dev/shm is memory, in no layer).
+# In the compile container (copied in before the start; /dev/shm is memory, in no layer). CONTAINER_DIR's files
+# are in no key: store/key.py's RUN_TIME_NOT_KEYED declares them by this folder, with why.
 CONTAINER_DIR = "/usr/local/lib/buildctl-dist"
 CONFIG_PATH = "/dev/shm/buildctl-sccache.toml"
 CONFIG_ENV = "BUILDCTL_DIST_CONFIG"  # credentials: the client's config, token included

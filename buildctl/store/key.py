@@ -36,6 +36,19 @@ NOT_KEYED = {
     "recipe.resolved.yaml": "a record for people and repro bundles: the build reads none of it, and what of it "
                             "reaches the build is in the keyed files",
 }
+# What the compile stage copies into the compile container at run time (never rendered, so in no key): each
+# declared by its folder in the container, with why. tests/unit/test_artifact_key.py checks every file the
+# build cluster and the memory launcher copy in, for every shipped recipe. (A local source's snapshot, also
+# copied in, is keyed: source_digest.)
+RUN_TIME_NOT_KEYED = {
+    "/usr/local/lib/buildctl-dist/": "the build cluster's sccache client, launcher (dist_launcher.sh) and nvcc "
+                                     "driver (nvcc_dist.py), copied in when a scheduler answers: they decide where "
+                                     "a unit compiles, not what it compiles to, and a build on the cluster shares "
+                                     "the key of a local one (demo-cuda13 with every unit on the cluster makes the "
+                                     "local build's wheel byte for byte: tests/integration/test_build_integration.py)",
+    "/usr/local/lib/buildctl-memory/": "the memory launcher (memory_launcher.py, memory_predict.py) and its table "
+                                       "of predictions: they decide when a unit starts, never what it compiles to",
+}
 # The verification's own files: they decide how the wheel is checked, not the wheel; verification copies
 # buildctl's current ones into its container, and the report records their digest (verification_files_sha256).
 VERIFICATION_ONLY = "verification only: how the wheel is checked, never what is built (the report records them)"
@@ -54,6 +67,12 @@ def not_keyed_because(path: str, files: Mapping[str, str] | None = None) -> str 
         if path == declared or (declared.endswith("/") and path.startswith(declared)):
             return why
     return None
+
+
+def run_time_not_keyed_because(container_path: str) -> str | None:
+    """Why a file the compile stage copies into the compile container is not part of the artifact key, or
+    None: nothing declares it."""
+    return next((why for folder, why in RUN_TIME_NOT_KEYED.items() if container_path.startswith(folder)), None)
 
 
 def source_digest(spec: Spec) -> str:

