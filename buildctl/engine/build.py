@@ -17,9 +17,9 @@ import ipaddress
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import docker
 import requests
@@ -68,62 +68,33 @@ def build_image(
     Proxy build args (HTTP_PROXY & co.) are left out of the image history by Docker itself.
     `credentials` are served to the RUN steps for the duration of the build (`_credential_hosts`).
     """
-    context_dir, tag, buildargs, network_mode, target = (Path(spec.context_dir), spec.tag, spec.buildargs,
-                                                         spec.network_mode, spec.target)
-    labels, nocache, dockerfile, allow_pull = spec.labels, spec.nocache, spec.dockerfile, spec.allow_pull
-    buildargs = {str(k): str(v) for k, v in (buildargs or {}).items()}
+    context_dir = Path(spec.context_dir)
+    buildargs = {str(k): str(v) for k, v in (spec.buildargs or {}).items()}
     masker = Masker([*secrets, *(s for v in buildargs.values() for s in url_secrets(v)),
                      *(credentials.values() if credentials else ())])
-    df = context_dir / dockerfile
-    if not df.is_file():
-        raise EngineError(f"no {dockerfile} in the build context {context_dir}")
-    if not allow_pull:
-        for ref in base_image_refs(df.read_text(errors="replace"), buildargs):
-            if not image_exists(client, ref):
-                raise EngineError(pull_hint(ref))
+    _refuse_an_absent_dockerfile_or_base_image(client, spec, context_dir, buildargs)
 
     emit = StepLog(masker, on_line)
 
-    splitter = LineSplitter()
-    image_id: str | None = None
-    built: str | None = None  # "Successfully built <short id>": the build, not a stage, ended
-    error: str | None = None
-    error_detail: dict[str, Any] = {}
-    doing = f"building {tag}"
-    with terminate_as_interrupt(), _credential_hosts(client, credentials, network_mode) as extra_hosts:
+    doing = f"building {spec.tag}"
+    with terminate_as_interrupt(), _credential_hosts(client, credentials, spec.network_mode) as extra_hosts:
         try:
             stream = client.api.build(
                 path=str(context_dir),
-                dockerfile=dockerfile,
-                tag=tag,
+                dockerfile=spec.dockerfile,
+                tag=spec.tag,
                 buildargs=buildargs,
                 extra_hosts=_extra_hosts(client, extra_hosts),
-                network_mode=network_mode_for(network_mode),
-                target=target,
-                labels=_labels(client, buildctl_labels(labels)),
-                nocache=nocache,
+                network_mode=network_mode_for(spec.network_mode),
+                target=spec.target,
+                labels=_labels(client, buildctl_labels(spec.labels)),
+                nocache=spec.nocache,
                 rm=True,
                 forcerm=True,
                 pull=False,
                 decode=True,
             )
-            for chunk in stream:
-                if "stream" in chunk:
-                    for ln in splitter.feed(str(chunk["stream"])):
-                        emit(ln)
-                        if m := _BUILT.match(ln):
-                            built = m.group(1)
-                elif "status" in chunk:  # pull progress and the like
-                    emit(" ".join(str(chunk.get(k, "")) for k in ("status", "id") if chunk.get(k)))
-                aux = chunk.get("aux")
-                if isinstance(aux, dict) and aux.get("ID"):  # the classic builder sends one as each stage ends
-                    image_id = str(aux["ID"])
-                if "error" in chunk or "errorDetail" in chunk:
-                    error, error_detail = _error_text(chunk)
-            for ln in splitter.flush():
-                emit(ln)
-                if m := _BUILT.match(ln):
-                    built = m.group(1)
+            end = _follow_build(stream, emit)
         except derr.APIError as e:
             raise api_error(e, doing, masker) from e
         except (requests.exceptions.ConnectionError, derr.DockerException) as e:
@@ -134,34 +105,84 @@ def build_image(
                 client.api.close()
             raise
 
-    if error is None and built is None:  # no error and no end: never a stage's image taken for the build's
+    error = end.error
+    if error is None and end.built is None:  # no error and no end: never a stage's image taken for the build's
         last = next((ln for ln in reversed(emit.lines) if ln.strip()), "")
         error = ("the engine's build stream ended before the build did, without an error (the connection closed "
                  f"or the engine stopped the build; see the engine's log); last line: {last}")
     if error is not None:
-        message = masker(one_line(error, 400))
-        emit(f"error: {message}")  # the engine's words in the build's log: build.log, first_error, the diagnosis
-        if NO_SPACE.search(message) or any(NO_SPACE.search(ln) for ln in emit.lines[-50:]):
-            raise EngineError(f"the Docker engine ran out of disk space while {doing}; {CLEAN_FIX}")
-        if re.search(
-            r"pull access denied|manifest unknown|registry-1\.docker\.io|repository does not exist", message
-        ):
-            raise EngineError(
-                f"{message}; fix: the base image must be in the engine already (buildctl never pulls)"
-            )
-        code = error_detail.get("code")
-        if not isinstance(code, int) or code == 0:
-            # Docker: "returned a non-zero code: 3"; Podman (buildah): "while running runtime: exit status 3"
-            m = re.search(r"non-zero code: (\d+)|exit status (\d+)", message)
-            code = int(m.group(1) or m.group(2)) if m else 1
-        # The build's RUN container is gone and its OOMKilled unknown: exit 137 alone is any SIGKILL.
-        raise StepFailed("image", code, "\n".join(emit.lines), detail=message)
-    if image_id is None or not _short_id(image_id).startswith(built or ""):
+        _raise_build_failure(masker(one_line(error, 400)), end.error_detail, emit, doing)
+    image_id = end.image_id
+    if image_id is None or not _short_id(image_id).startswith(end.built or ""):
         try:
-            image_id = str(client.api.inspect_image(tag)["Id"])
+            image_id = str(client.api.inspect_image(spec.tag)["Id"])
         except derr.APIError as e:
-            raise api_error(e, f"inspecting the built image {tag}") from e
+            raise api_error(e, f"inspecting the built image {spec.tag}") from e
     return image_id
+
+
+def _refuse_an_absent_dockerfile_or_base_image(client: docker.DockerClient, spec: ImageSpec, context_dir: Path,
+                                               buildargs: Mapping[str, str]) -> None:
+    """EngineError when the context has no `spec.dockerfile`, or (unless `spec.allow_pull`) a base image it
+    names is not in the engine: buildctl never pulls one."""
+    df = context_dir / spec.dockerfile
+    if not df.is_file():
+        raise EngineError(f"no {spec.dockerfile} in the build context {context_dir}")
+    if not spec.allow_pull:
+        for ref in base_image_refs(df.read_text(errors="replace"), buildargs):
+            if not image_exists(client, ref):
+                raise EngineError(pull_hint(ref))
+
+
+@dataclass
+class _BuildEnd:
+    """What the build stream said by its end."""
+
+    image_id: str | None = None  # the last aux ID: the classic builder sends one as each stage ends
+    built: str | None = None  # "Successfully built <short id>": the build, not a stage, ended
+    error: str | None = None  # the engine's last error
+    error_detail: dict[str, Any] = field(default_factory=dict)
+
+
+def _follow_build(stream: Iterable[Mapping[str, Any]], emit: LineSink) -> _BuildEnd:
+    """Each line of the build's stream to `emit` as it comes; what the stream said by its end."""
+    end = _BuildEnd()
+    splitter = LineSplitter()
+    for chunk in stream:
+        if "stream" in chunk:
+            for ln in splitter.feed(str(chunk["stream"])):
+                emit(ln)
+                if m := _BUILT.match(ln):
+                    end.built = m.group(1)
+        elif "status" in chunk:  # pull progress and the like
+            emit(" ".join(str(chunk.get(k, "")) for k in ("status", "id") if chunk.get(k)))
+        aux = chunk.get("aux")
+        if isinstance(aux, dict) and aux.get("ID"):
+            end.image_id = str(aux["ID"])
+        if "error" in chunk or "errorDetail" in chunk:
+            end.error, end.error_detail = _error_text(chunk)
+    for ln in splitter.flush():
+        emit(ln)
+        if m := _BUILT.match(ln):
+            end.built = m.group(1)
+    return end
+
+
+def _raise_build_failure(message: str, error_detail: Mapping[str, Any], emit: StepLog, doing: str) -> NoReturn:
+    """The failed build's error (`message`, masked) as EngineError (a full disk, an absent base image) or
+    StepFailed with the step's exit code; the message goes into the build's log first."""
+    emit(f"error: {message}")  # the engine's words in the build's log: build.log, first_error, the diagnosis
+    if NO_SPACE.search(message) or any(NO_SPACE.search(ln) for ln in emit.lines[-50:]):
+        raise EngineError(f"the Docker engine ran out of disk space while {doing}; {CLEAN_FIX}")
+    if re.search(r"pull access denied|manifest unknown|registry-1\.docker\.io|repository does not exist", message):
+        raise EngineError(f"{message}; fix: the base image must be in the engine already (buildctl never pulls)")
+    code = error_detail.get("code")
+    if not isinstance(code, int) or code == 0:
+        # Docker: "returned a non-zero code: 3"; Podman (buildah): "while running runtime: exit status 3"
+        m = re.search(r"non-zero code: (\d+)|exit status (\d+)", message)
+        code = int(m.group(1) or m.group(2)) if m else 1
+    # The build's RUN container is gone and its OOMKilled unknown: exit 137 alone is any SIGKILL.
+    raise StepFailed("image", code, "\n".join(emit.lines), detail=message)
 
 
 # Docker's classic builder and Podman's Docker API end a build with `Successfully built <12 hex digits>`

@@ -192,21 +192,16 @@ def run_container(
     on_interrupt(container id): called on Ctrl-C/SIGTERM while the container still runs, before it is
     removed (e.g. to record what was in flight); its own errors are ignored.
     """
-    image, command, env, inputs, outputs = spec.image, spec.command, spec.env, spec.inputs, spec.outputs
-    volumes, network_mode, mem_limit, cpuset_cpus, gpus = (spec.volumes, spec.network_mode, spec.mem_limit,
-                                                           spec.cpuset_cpus, spec.gpus)
-    workdir, user, keep, name, labels = spec.workdir, spec.user, spec.keep, spec.name, spec.labels
-    shm_size, ipc_mode, timeout, entrypoint = spec.shm_size, spec.ipc_mode, spec.timeout, spec.entrypoint
     if credentials:
         refuse_in_clear(client)
-    env = {str(k): str(v) for k, v in (env or {}).items()}
+    env = {str(k): str(v) for k, v in (spec.env or {}).items()}
     masker = Masker([*secrets, *secret_values_from_env(env), *(credentials.values() if credentials else ())])
-    all_labels = buildctl_labels(labels)
-    name = name or f"buildctl-{uuid.uuid4().hex[:12]}"
-    doing = f"running container {name}" if name else f"running {image}"
-    _refuse_what_the_engine_ignores(client, mem_limit, gpus)
-    for vol in volumes or {}:
-        _ensure_volume(client, vol, all_labels)
+    labels = buildctl_labels(spec.labels)
+    name = spec.name or f"buildctl-{uuid.uuid4().hex[:12]}"
+    doing = f"running container {name}"
+    _refuse_what_the_engine_ignores(client, spec.mem_limit, spec.gpus)
+    for vol in spec.volumes or {}:
+        _ensure_volume(client, vol, labels)
 
     emit = StepLog(masker, on_line)
 
@@ -218,74 +213,15 @@ def run_container(
     stopped_by_timeout = threading.Event()
     with terminate_as_interrupt():
         try:
-            host_config = client.api.create_host_config(
-                binds={vol: {"bind": path, "mode": "rw"} for vol, path in (volumes or {}).items()},
-                network_mode=network_mode_for(network_mode),
-                mem_limit=mem_limit,
-                memswap_limit=mem_limit,  # no swap on top: a limit is a limit
-                cpuset_cpus=cpuset_cpus,
-                device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else None,
-                shm_size=shm_size,
-                ipc_mode=ipc_mode,
-            )
-            try:
-                cid = client.api.create_container(
-                    image,
-                    command=list(command),
-                    entrypoint=entrypoint,
-                    environment=env,
-                    working_dir=workdir,
-                    user=user,
-                    labels={**all_labels, OWNER_LABEL: process_owner(), **({KEEP_LABEL: "1"} if keep else {})},
-                    host_config=host_config,
-                    name=name,
-                    detach=True,
-                )["Id"]
-            except derr.ImageNotFound as e:
-                raise EngineError(pull_hint(image)) from e
-            except derr.APIError as e:
-                # the name is someone else's container: never remove it (Docker answers 409; Podman
-                # 500 "... is already in use by <id>. You have to remove that container ...")
-                if e.status_code == 409 or "is already in use" in str(e.explanation or ""):
-                    name_taken = True
-                    raise ContainerNameInUse(
-                        f"a container named {name} exists already ({one_line(e.explanation or str(e), 200)}); "
-                        f"fix: wait for the run that owns it, or remove it (docker rm -f {name}) if nothing runs it"
-                    ) from e
-                raise
-            owner = owner_of(user)
-            if credentials:
-                put_credentials(client, cid, credentials, owner)
-            for container_path, host_path in (inputs or {}).items():
-                put_input(client, cid, container_path, host_path, owner)
+            cid = _create_container(client, spec, name, env, labels)
+            _copy_inputs_in(client, cid, spec, credentials)
             # Attach before start (as `docker run` does): nothing is missed, no log driver is needed,
             # and stdout/stderr arrive apart, so a partial line of one is never glued to the other.
             attached = client.api.attach(cid, stdout=True, stderr=True, stream=True, logs=True, demux=True)
             client.api.start(cid)
-            if timeout is not None:
-                started_id = cid
-
-                def stop() -> None:
-                    try:
-                        client.api.kill(started_id)
-                    except (derr.APIError, requests.exceptions.RequestException, OSError):
-                        return  # it finished meanwhile: not a timeout
-                    stopped_by_timeout.set()
-
-                timer = threading.Timer(max(0.0, timeout), stop)
-                timer.daemon = True
-                timer.start()
-            streams = [
-                (codecs.getincrementaldecoder("utf-8")(errors="replace"), LineSplitter()) for _ in range(2)
-            ]
-            for frame in attached:
-                for (decoder, splitter), data in zip(streams, frame, strict=True):
-                    if data:
-                        for ln in splitter.feed(decoder.decode(data)):
-                            emit(ln)
-            for decoder, splitter in streams:
-                for ln in splitter.feed(decoder.decode(b"", final=True)) + splitter.flush():
-                    emit(ln)
+            if spec.timeout is not None:
+                timer = _kill_after(client, cid, spec.timeout, stopped_by_timeout)
+            _stream_lines(attached, emit)
             status = client.api.wait(cid, timeout=None)
             if timer is not None:
                 timer.cancel()
@@ -293,18 +229,17 @@ def run_container(
             code = int(status.get("StatusCode", -1))
             state = client.api.inspect_container(cid).get("State") or {}
             oom = bool(state.get("OOMKilled"))
-            missing = tuple(
-                cpath
-                for cpath, hdir in (outputs or {}).items()
-                if not get_output(client, cid, cpath, Path(hdir))
-            )
+            missing = _copy_outputs_out(client, cid, spec.outputs)
             finished = True
             return ContainerResult(code, oom, "\n".join(emit.lines), cid, missing, stopped_by_timeout.is_set())
+        except ContainerNameInUse:
+            name_taken = True  # the name is someone else's container: never remove it
+            raise
         except derr.APIError as e:
             raise api_error(e, doing, masker) from e
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as e:
             engine_gone = True  # nothing can be removed there now: the next build of the key removes it
-            raise connection_lost(e, doing, left=name or cid) from e
+            raise connection_lost(e, doing, left=name) from e
         except KeyboardInterrupt:
             if on_interrupt is not None and cid:
                 with contextlib.suppress(Exception):
@@ -313,5 +248,88 @@ def run_container(
         finally:
             if timer is not None:
                 timer.cancel()
-            if not (keep and finished) and not name_taken and not engine_gone:
+            if not (spec.keep and finished) and not name_taken and not engine_gone:
                 remove_container(client, cid or name)
+
+
+def _create_container(client: docker.DockerClient, spec: ContainerSpec, name: str, env: dict[str, str],
+                      labels: dict[str, str]) -> str:
+    """Create (not start) the container `name` of `spec`; its id. ContainerNameInUse when the name is taken."""
+    host_config = client.api.create_host_config(
+        binds={vol: {"bind": path, "mode": "rw"} for vol, path in (spec.volumes or {}).items()},
+        network_mode=network_mode_for(spec.network_mode),
+        mem_limit=spec.mem_limit,
+        memswap_limit=spec.mem_limit,  # no swap on top: a limit is a limit
+        cpuset_cpus=spec.cpuset_cpus,
+        device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])] if spec.gpus else None,
+        shm_size=spec.shm_size,
+        ipc_mode=spec.ipc_mode,
+    )
+    try:
+        return client.api.create_container(
+            spec.image,
+            command=list(spec.command),
+            entrypoint=spec.entrypoint,
+            environment=env,
+            working_dir=spec.workdir,
+            user=spec.user,
+            labels={**labels, OWNER_LABEL: process_owner(), **({KEEP_LABEL: "1"} if spec.keep else {})},
+            host_config=host_config,
+            name=name,
+            detach=True,
+        )["Id"]
+    except derr.ImageNotFound as e:
+        raise EngineError(pull_hint(spec.image)) from e
+    except derr.APIError as e:
+        # Docker answers 409; Podman 500 "... is already in use by <id>. You have to remove that container ..."
+        if e.status_code == 409 or "is already in use" in str(e.explanation or ""):
+            raise ContainerNameInUse(
+                f"a container named {name} exists already ({one_line(e.explanation or str(e), 200)}); "
+                f"fix: wait for the run that owns it, or remove it (docker rm -f {name}) if nothing runs it"
+            ) from e
+        raise
+
+
+def _copy_inputs_in(client: docker.DockerClient, cid: str, spec: ContainerSpec,
+                    credentials: Credentials | None) -> None:
+    """The credentials and `spec.inputs` into the created container, owned by `spec.user` when numeric."""
+    owner = owner_of(spec.user)
+    if credentials:
+        put_credentials(client, cid, credentials, owner)
+    for container_path, host_path in (spec.inputs or {}).items():
+        put_input(client, cid, container_path, host_path, owner)
+
+
+def _kill_after(client: docker.DockerClient, cid: str, timeout: float, killed: threading.Event) -> threading.Timer:
+    """A started timer that kills container `cid` after `timeout` seconds and then sets `killed`."""
+
+    def stop() -> None:
+        try:
+            client.api.kill(cid)
+        except (derr.APIError, requests.exceptions.RequestException, OSError):
+            return  # it finished meanwhile: not a timeout
+        killed.set()
+
+    timer = threading.Timer(max(0.0, timeout), stop)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _stream_lines(attached: Iterable[tuple[bytes | None, bytes | None]], emit: LineSink) -> None:
+    """The attached container's stdout and stderr frames, each stream decoded and split into lines on
+    its own, to `emit` as they come; the last partial lines when the streams end."""
+    streams = [(codecs.getincrementaldecoder("utf-8")(errors="replace"), LineSplitter()) for _ in range(2)]
+    for frame in attached:
+        for (decoder, splitter), data in zip(streams, frame, strict=True):
+            if data:
+                for ln in splitter.feed(decoder.decode(data)):
+                    emit(ln)
+    for decoder, splitter in streams:
+        for ln in splitter.feed(decoder.decode(b"", final=True)) + splitter.flush():
+            emit(ln)
+
+
+def _copy_outputs_out(client: docker.DockerClient, cid: str, outputs: Mapping[str, Path] | None) -> tuple[str, ...]:
+    """Copy `outputs` {container path: host dir} out of the exited container; the container paths absent."""
+    return tuple(cpath for cpath, hdir in (outputs or {}).items() if not get_output(client, cid, cpath, Path(hdir)))
