@@ -51,14 +51,15 @@ def run_job(job: cb.Job, view: cb.EventView) -> cb.Result:
     if job.task == "build" and not job.key_first:
         return _build(spec, opts, view, None, remember)
     try:
-        key = dry_run(spec, opts).key  # nothing written, nothing pulled
+        looked = dry_run(spec, opts)  # nothing written, nothing pulled
     except BuildctlError as e:  # the engine, the network: nothing of the recipe's or the change's
         return cb.Result(ok=False, failure=cb.Failure("buildctl", f"its key: {_first_line(e)}"))
-    known = key in job.known_keys
-    view.emit(cb.KeyKnown(key, known))
+    known = looked.key in job.known_keys
+    view.emit(cb.KeyKnown(looked.key, known))
     if job.task == "key" or known:
-        return cb.Result(ok=True, key=key, known=known)
-    return _build(spec, opts, view, key, remember)
+        return cb.Result(ok=True, key=looked.key, known=known)
+    # the spec as the dry run resolved it: each git ref asked once per step, the build checks out that commit
+    return _build(looked.spec or spec, opts, view, looked.key, remember)
 
 
 def _build(spec, opts, view: cb.EventView, key: str | None, remember: Callable[..., None]) -> cb.Result:

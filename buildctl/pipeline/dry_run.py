@@ -30,6 +30,7 @@ class DryRun:
     resolved: tuple[str, ...] = ()  # what the resolve step asked (a git ref's commit, git ls-remote), one line each
     source_rule: str | None = None  # a local source: what it sends and keys (store/source_tree.py)
     pip: str = ""  # what pip installs into the builder venv: the lock, or that pip chooses (render/pip_lock.py)
+    spec: Spec | None = None  # the request resolved (git refs pinned): a build after it starts from this one
 
     def to_json(self) -> dict:
         return {"recipe": self.recipe, "key": self.key, "up_to_date": self.up_to_date,
@@ -66,7 +67,7 @@ def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
                                                     f"by the pull policy, and the key then names its id)",
                   tuple(run.log.lines),
                   source_tree.rule(Path(spec.framework.source.path)) if spec.framework.source.kind == "path" else None,
-                  pip_line(spec, "pip.lock" in rendered.files))
+                  pip_line(spec, "pip.lock" in rendered.files), run.spec)
 
 
 def changes_since_latest(spec: Spec, inputs: key_mod.KeyInputs, root: Path | None) -> tuple[Path | None, list[dict]]:

@@ -71,16 +71,21 @@ def pinned(data: dict[str, Any]) -> list[list[str]] | None:
 
 def pin(spec, artifacts_root: Path | None, *, offline: bool = False, on_note: Callable[[str], None]):
     """`spec` with each git source's `commit` set to the commit its ref names now (or, offline, did when last
-    asked); `spec` itself when it has no git source. One line each through `on_note` for what was asked."""
+    asked); `spec` itself when it has no git source left to resolve. A source that has its commit already (a
+    spec this step resolved, a bundle's or a manifest's resolved recipe) is resolved: kept, never asked again.
+    One line each through `on_note` for what was asked."""
     data = spec.model_dump(mode="json")
-    sources = git_sources(data)
-    if not sources:
-        return spec
-    resolver = Resolver(artifacts_root, getattr(spec, "site", None), offline=offline, on_note=on_note)
-    for path, url, ref in sources:
+    unresolved = []
+    for path, url, ref in git_sources(data):
         node: Any = data
         for part in path:
             node = node[part]
+        if not node.get("commit"):
+            unresolved.append((node, url, ref))
+    if not unresolved:
+        return spec
+    resolver = Resolver(artifacts_root, getattr(spec, "site", None), offline=offline, on_note=on_note)
+    for node, url, ref in unresolved:
         node["commit"] = resolver.commit(url, ref)
     return type(spec).model_validate(data)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from buildctl import recipe
 from buildctl.bisect import axes, log
 from buildctl.bisect.child import Criterion
 from buildctl.bisect.steps import Bisector, StepBuilds
@@ -127,14 +128,18 @@ def test_a_child_step_loads_its_spec_and_computes_its_key_once_and_builds_only_a
         counts["spec"] += 1
         return real_load(*args, **kwargs)
 
+    resolved = recipe.load("demo-cpu", ["build.type=Debug"])  # stands for the dry run's resolved spec
+
     class DryRun:
         key = "k-demo"
+        spec = resolved
 
     def look(spec, opts):
         counts["key"] += 1
         return DryRun()
 
     def run(spec, opts, view):
+        assert spec is resolved, "the build starts from the spec the dry run resolved"
         counts["build"] += 1
         view.step_started("configure")
         return pipeline.PartialResult(spec.name, "k-demo", "configure", tmp_path, "vol")

@@ -179,3 +179,14 @@ def test_the_memo_says_what_it_asked_on_stderr_under_json(monkeypatch, capsys):
     assert noop.build("demo-cpu", [], settings=Settings(), no_preflight=False, as_json=True)
     out, err = capsys.readouterr()
     assert out == "" and "(git ls-remote)" in err
+
+
+def test_a_resolved_spec_is_never_asked_again(server, tmp_path):
+    """A bisect step's child resolves once: its dry run's resolved spec is what it builds (cli/child.py), and a
+    bundle's or manifest's resolved recipe keeps the commit it recorded, though the branch moved since."""
+    repo, url = server
+    asked: list[str] = []
+    first = git_refs.pin(spec_for(url), tmp_path, on_note=asked.append)
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "two")
+    again = git_refs.pin(first, tmp_path, on_note=asked.append)
+    assert again is first and len(asked) == 1
