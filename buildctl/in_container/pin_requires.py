@@ -76,7 +76,8 @@ def relabel(name, old_version, new_version):
     return name
 
 
-def pin(wheel, dist, version, out_dir=None, requires=(), label=None):
+def checked_pins(dist, version, requires, label):
+    """[(name, exact version)] to pin: the framework, then each --require; bad input refused."""
     if label is not None and not re.fullmatch(r"[a-z0-9]+", label):
         raise BadInput(f"--label {label!r}: not a local version label; give one like pt214cu130")
     pins = [(dist, version)]
@@ -90,66 +91,98 @@ def pin(wheel, dist, version, out_dir=None, requires=(), label=None):
             raise BadInput(f"{name!r}: not a distribution name; give one like torch")
         if not VERSION.match(exact):
             raise BadInput(f"{name}=={exact}: not a PEP 440 version; give one like 2.6.0 or 2.6.0+buildctl")
+    return pins
+
+
+def metadata_members(src, wheel):
+    """(METADATA's member name, RECORD's): a wheel holds one .dist-info/METADATA, its RECORD beside it."""
+    names = [i.filename for i in src.infolist()]
+    meta = [n for n in names if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+    if len(meta) != 1:
+        raise BadInput(f"{wheel}: {len(meta)} .dist-info/METADATA files; a wheel has exactly one")
+    record_name = meta[0].rsplit("/", 1)[0] + "/RECORD"
+    if record_name not in names:
+        raise BadInput(f"{wheel}: no {record_name}; a wheel needs one")
+    return meta[0], record_name
+
+
+def pinned_metadata(text, pins, label, wheel):
+    """(METADATA with each pin, its Version before, its Version now: --label's local label added)."""
+    for name, exact in pins:
+        text = pin_metadata(text, name, exact)
+    old_version = re.search(r"^Version:[ \t]*(\S+)", text, re.M)
+    if old_version is None:
+        raise BadInput(f"{wheel}: its METADATA has no Version; a wheel needs one")
+    old_version = old_version.group(1)
+    new_version = old_version
+    if label is not None:
+        if "+" in old_version:
+            raise BadInput(f"{wheel}: version {old_version} has a local label already; build it without one")
+        new_version = f"{old_version}+{label}"
+        text = re.sub(r"^Version:[ \t]*\S+", f"Version: {new_version}", text, count=1, flags=re.M)
+    return text, old_version, new_version
+
+
+def rewritten_record(text, meta_name, new_meta, rename):
+    """RECORD with METADATA's new sha256 and size, and every path renamed."""
+    record = []
+    for row in text.splitlines():
+        if row.split(",")[0] == meta_name:
+            row = f"{rename(meta_name)},{record_hash(new_meta)},{len(new_meta)}"
+        elif row:
+            path, comma, rest = row.partition(",")
+            row = rename(path) + comma + rest
+        record.append(row)
+    return ("\n".join(record) + "\n").encode("utf-8")
+
+
+def wheel_file_name(wheel, old_version, new_version):
+    """The wheel's file name, its version part following a relabelled version."""
+    base = os.path.basename(wheel)
+    if new_version != old_version:
+        parts = base.split("-")
+        parts[1] = new_version.replace("-", "_")
+        base = "-".join(parts)
+    return base
+
+
+def write_members(src, path, replaced, rename):
+    """Every member of `src`, renamed, into a new zip at `path`, in order, with its date, mode and
+    compression; those in `replaced` ({name: bytes}) with their new content."""
+    with zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            if info.filename.endswith("/RECORD.jws") or info.filename.endswith("/RECORD.p7s"):
+                continue  # a signature over the old RECORD no longer holds
+            data = replaced.get(info.filename)
+            if data is None:
+                data = src.read(info)
+            renamed = rename(info.filename)
+            if renamed != info.filename:
+                moved = zipfile.ZipInfo(renamed, info.date_time)
+                moved.external_attr, moved.compress_type = info.external_attr, info.compress_type
+                info = moved
+            dst.writestr(info, data, compress_type=info.compress_type)
+
+
+def pin(wheel, dist, version, out_dir=None, requires=(), label=None):
+    pins = checked_pins(dist, version, requires, label)
     try:
         src = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as e:
         raise BadInput(f"{wheel}: not a readable wheel ({e}); name a .whl file") from None
     with src:
-        infos = src.infolist()
-        names = [i.filename for i in infos]
-        meta = [n for n in names if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
-        if len(meta) != 1:
-            raise BadInput(f"{wheel}: {len(meta)} .dist-info/METADATA files; a wheel has exactly one")
-        meta_name = meta[0]
-        record_name = meta_name.rsplit("/", 1)[0] + "/RECORD"
-        if record_name not in names:
-            raise BadInput(f"{wheel}: no {record_name}; a wheel needs one")
+        meta_name, record_name = metadata_members(src, wheel)
         text = src.read(meta_name).decode("utf-8")
-        for name, exact in pins:
-            text = pin_metadata(text, name, exact)
-        old_version = re.search(r"^Version:[ \t]*(\S+)", text, re.M)
-        if old_version is None:
-            raise BadInput(f"{wheel}: its METADATA has no Version; a wheel needs one")
-        old_version = old_version.group(1)
-        new_version = old_version
-        if label is not None:
-            if "+" in old_version:
-                raise BadInput(f"{wheel}: version {old_version} has a local label already; build it without one")
-            new_version = f"{old_version}+{label}"
-            text = re.sub(r"^Version:[ \t]*\S+", f"Version: {new_version}", text, count=1, flags=re.M)
+        text, old_version, new_version = pinned_metadata(text, pins, label, wheel)
         rename = lambda n: relabel(n, old_version, new_version)  # noqa: E731
         new_meta = text.encode("utf-8")
-        record = []
-        for row in src.read(record_name).decode("utf-8").splitlines():
-            if row.split(",")[0] == meta_name:
-                row = f"{rename(meta_name)},{record_hash(new_meta)},{len(new_meta)}"
-            elif row:
-                path, comma, rest = row.partition(",")
-                row = rename(path) + comma + rest
-            record.append(row)
-        new_record = ("\n".join(record) + "\n").encode("utf-8")
-        base = os.path.basename(wheel)
-        if new_version != old_version:
-            parts = base.split("-")
-            parts[1] = new_version.replace("-", "_")
-            base = "-".join(parts)
-        target = os.path.join(out_dir or os.path.dirname(os.path.abspath(wheel)), base)
+        new_record = rewritten_record(src.read(record_name).decode("utf-8"), meta_name, new_meta, rename)
+        target = os.path.join(out_dir or os.path.dirname(os.path.abspath(wheel)),
+                              wheel_file_name(wheel, old_version, new_version))
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".whl.part")
         os.close(fd)
         try:
-            with zipfile.ZipFile(tmp, "w") as dst:
-                for info in infos:
-                    if info.filename.endswith("/RECORD.jws") or info.filename.endswith("/RECORD.p7s"):
-                        continue  # a signature over the old RECORD no longer holds
-                    data = {meta_name: new_meta, record_name: new_record}.get(info.filename)
-                    if data is None:
-                        data = src.read(info)
-                    renamed = rename(info.filename)
-                    if renamed != info.filename:
-                        moved = zipfile.ZipInfo(renamed, info.date_time)
-                        moved.external_attr, moved.compress_type = info.external_attr, info.compress_type
-                        info = moved
-                    dst.writestr(info, data, compress_type=info.compress_type)
+            write_members(src, tmp, {meta_name: new_meta, record_name: new_record}, rename)
             os.replace(tmp, target)
             if target != os.path.abspath(wheel) and out_dir is None:
                 os.unlink(wheel)

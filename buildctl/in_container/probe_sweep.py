@@ -112,77 +112,72 @@ def plan_sweep(mod, runtime: dict, dist_facts: dict, facts: dict) -> dict:
             "timer": "perf_counter+barrier"}
 
 
-def _sweep_worker(rank: int, cfg: dict) -> None:
-    """One rank of the sweep (top level so that spawn can import it)."""
-    import torch
-    import torch.distributed as dist
+class _Rank:
+    """This process' rank of the sweep: its device chosen, its process group joined, and the waits and timed
+    blocks of the sweep on it."""
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(cfg["port"]), RANK=str(rank),
-                      WORLD_SIZE=str(cfg["world_size"]), LOCAL_RANK=str(rank))
-    n, backend, device = cfg["world_size"], cfg["backend"], cfg["device"]
-    devmod = None
-    if device == "cuda":
-        torch.cuda.set_device(rank)
-        devmod = torch.cuda
-    elif device == "npu":
-        import torch_npu  # noqa: F401
+    def __init__(self, torch, dist, rank: int, cfg: dict) -> None:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(cfg["port"]), RANK=str(rank),
+                          WORLD_SIZE=str(cfg["world_size"]), LOCAL_RANK=str(rank))
+        self.torch, self.dist, self.rank, self.n = torch, dist, rank, cfg["world_size"]
+        self.devmod = None
+        device = cfg["device"]
+        if device == "cuda":
+            torch.cuda.set_device(rank)
+            self.devmod = torch.cuda
+        elif device == "npu":
+            import torch_npu  # noqa: F401
 
-        torch.npu.set_device(rank)
-        devmod = torch.npu
-    else:
-        torch.set_num_threads(1)  # n processes on few cores: do not oversubscribe
-    dev = torch.device(device, rank) if device != "cpu" else torch.device("cpu")
-    dist.init_process_group(backend, rank=rank, world_size=n,
-                            timeout=datetime.timedelta(seconds=cfg["timeout"]))
+            torch.npu.set_device(rank)
+            self.devmod = torch.npu
+        else:
+            torch.set_num_threads(1)  # n processes on few cores: do not oversubscribe
+        self.dev = torch.device(device, rank) if device != "cpu" else torch.device("cpu")
+        dist.init_process_group(cfg["backend"], rank=rank, world_size=self.n,
+                                timeout=datetime.timedelta(seconds=cfg["timeout"]))
+        self.flag = torch.zeros(1, dtype=torch.float32, device=self.dev)
 
-    def sync():
-        if devmod is not None:
-            devmod.synchronize()
+    def sync(self) -> None:
+        if self.devmod is not None:
+            self.devmod.synchronize()
 
-    flag = torch.zeros(1, dtype=torch.float32, device=dev)
-
-    def barrier():
+    def barrier(self) -> None:
         # A 1-element all-reduce: NCCL's barrier() guesses devices and warns.
-        dist.all_reduce(flag)
-        sync()
+        self.dist.all_reduce(self.flag)
+        self.sync()
 
-    sizes, iters, warmup = cfg["sizes"], cfg["iters"], cfg["warmup"]
-    buf = torch.zeros(max(sizes) // DTYPE_BYTES, dtype=torch.float32, device=dev)
-    events = None
-    if devmod is not None and hasattr(devmod, "Event"):
+    def timing_events(self):
+        """(start, end) events timing on the device, or None where there are none (the host's clock times)."""
+        if self.devmod is None or not hasattr(self.devmod, "Event"):
+            return None
         # Created and recorded once up front: a CUDA event is created lazily at its first record, and
         # the first creation in a process is slow enough to inflate whichever size is timed first.
-        events = (devmod.Event(enable_timing=True), devmod.Event(enable_timing=True))
+        events = (self.devmod.Event(enable_timing=True), self.devmod.Event(enable_timing=True))
         for ev in events:
             ev.record()
-        sync()
-    # Warm-up, untimed: creates the communicator (lazily, at the first collective) and, on a GPU,
-    # keeps it busy long enough to leave its idle clocks before the first (smallest) size is timed
-    # (on CPU: lets both ranks settle into the loop).
-    for _ in range(max(warmup, 1000 if devmod is not None else 100)):
-        dist.all_reduce(buf[: sizes[0] // DTYPE_BYTES])
-    for _ in range(warmup):
-        dist.all_reduce(buf)
-    sync()
-    rows = []
-    expect = float(n * (n + 1) // 2)
-    # One discarded pass of the smallest size: on an H200 the first timed block came out 2-3x slow
-    # (host-side, once per process) even after the warm-up above.
-    for i, size in enumerate([sizes[0], *sizes]):
-        pilot = i == 0
-        count = size // DTYPE_BYTES
-        t = buf[:count]
-        t.zero_()  # in-place all-reduce accumulates; zeros stay finite
-        for _ in range(max(warmup, 1)):  # per size: protocol/algorithm of this size warmed up
-            dist.all_reduce(t)
-        barrier()
+        self.sync()
+        return events
+
+    def warm_up(self, buf, smallest: int, warmup: int) -> None:
+        # Warm-up, untimed: creates the communicator (lazily, at the first collective) and, on a GPU,
+        # keeps it busy long enough to leave its idle clocks before the first (smallest) size is timed
+        # (on CPU: lets both ranks settle into the loop).
+        for _ in range(max(warmup, 1000 if self.devmod is not None else 100)):
+            self.dist.all_reduce(buf[: smallest // DTYPE_BYTES])
+        for _ in range(warmup):
+            self.dist.all_reduce(buf)
+        self.sync()
+
+    def timed(self, t, iters: int, events) -> tuple[float, float]:
+        """(time_us, host_us): one call's share of `iters` back-to-back all-reduces of `t`, on the device's
+        events where there are (else the host's clock) and on the host's."""
         gc.disable()  # no collector pauses inside a timed block (as timeit does)
         if events is not None:
             start, end = events
             h0 = time.perf_counter()
             start.record()
             for _ in range(iters):
-                dist.all_reduce(t)
+                self.dist.all_reduce(t)
             end.record()
             end.synchronize()
             host_us = (time.perf_counter() - h0) * 1e6 / iters
@@ -190,39 +185,66 @@ def _sweep_worker(rank: int, cfg: dict) -> None:
         else:
             h0 = time.perf_counter()
             for _ in range(iters):
-                dist.all_reduce(t)
-            sync()
+                self.dist.all_reduce(t)
+            self.sync()
             host_us = (time.perf_counter() - h0) * 1e6 / iters
             time_us = host_us
         gc.enable()
-        if pilot:
-            continue
-        # Correctness, untimed: refill (earlier calls accumulated), reduce once, compare exactly.
-        t.fill_(float(rank + 1))
-        dist.all_reduce(t)
-        sync()
-        wrong = int((t != expect).sum().item())
-        stats = torch.tensor([time_us, host_us, float(wrong)], dtype=torch.float64, device=dev)
+        return time_us, host_us
+
+    def checked_row(self, t, size: int, time_us: float, host_us: float) -> dict:
+        """The size's row of the table: the times averaged over the ranks (and the slowest), and its
+        correctness, untimed: refill (earlier calls accumulated), reduce once, compare exactly."""
+        n = self.n
+        t.fill_(float(self.rank + 1))
+        self.dist.all_reduce(t)
+        self.sync()
+        wrong = int((t != float(n * (n + 1) // 2)).sum().item())
+        stats = self.torch.tensor([time_us, host_us, float(wrong)], dtype=self.torch.float64, device=self.dev)
         tmax = stats.clone()
-        dist.all_reduce(stats)
-        dist.all_reduce(tmax, op=dist.ReduceOp.MAX)
-        sync()
+        self.dist.all_reduce(stats)
+        self.dist.all_reduce(tmax, op=self.dist.ReduceOp.MAX)
+        self.sync()
         mean_us, mean_host = stats[0].item() / n, stats[1].item() / n
         alg = algbw_gbs(size, mean_us)
-        rows.append({"size": size, "count": count, "time_us": round(mean_us, 3),
-                     "time_us_max": round(tmax[0].item(), 3), "host_us": round(mean_host, 3),
-                     "algbw_gbs": alg, "busbw_gbs": busbw_gbs(alg, n),
-                     "wrong": int(stats[2].item())})
+        return {"size": size, "count": size // DTYPE_BYTES, "time_us": round(mean_us, 3),
+                "time_us_max": round(tmax[0].item(), 3), "host_us": round(mean_host, 3),
+                "algbw_gbs": alg, "busbw_gbs": busbw_gbs(alg, n),
+                "wrong": int(stats[2].item())}
+
+
+def _sweep_worker(rank: int, cfg: dict) -> None:
+    """One rank of the sweep (top level so that spawn can import it)."""
+    import torch
+    import torch.distributed as dist
+
+    me = _Rank(torch, dist, rank, cfg)
+    sizes, iters, warmup = cfg["sizes"], cfg["iters"], cfg["warmup"]
+    buf = torch.zeros(max(sizes) // DTYPE_BYTES, dtype=torch.float32, device=me.dev)
+    events = me.timing_events()
+    me.warm_up(buf, sizes[0], warmup)
+    rows = []
+    # One discarded pass of the smallest size: on an H200 the first timed block came out 2-3x slow
+    # (host-side, once per process) even after the warm-up above.
+    for i, size in enumerate([sizes[0], *sizes]):
+        t = buf[: size // DTYPE_BYTES]
+        t.zero_()  # in-place all-reduce accumulates; zeros stay finite
+        for _ in range(max(warmup, 1)):  # per size: protocol/algorithm of this size warmed up
+            dist.all_reduce(t)
+        me.barrier()
+        time_us, host_us = me.timed(t, iters, events)
+        if i > 0:  # the pilot pass is discarded
+            rows.append(me.checked_row(t, size, time_us, host_us))
     graph = {"state": "n/a", "reason": "CUDA graphs need a GPU", "latency_us": None, "ops": None}
-    if device == "cuda" and n == 1:
+    if cfg["device"] == "cuda" and me.n == 1:
         graph["reason"] = "1 rank: an in-place all-reduce launches no kernel, the graph would be empty"
-    elif device == "cuda":
-        graph = _graph_latency(torch, dist, buf[: sizes[0] // DTYPE_BYTES], iters, barrier)
+    elif cfg["device"] == "cuda":
+        graph = _graph_latency(torch, dist, buf[: sizes[0] // DTYPE_BYTES], iters, me.barrier)
     if rank == 0:
         with open(cfg["result_path"], "w") as f:
             json.dump({"rows": rows, "graph": graph}, f)
     try:
-        barrier()
+        me.barrier()
         dist.destroy_process_group()
     except Exception:  # noqa: BLE001
         pass
