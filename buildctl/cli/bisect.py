@@ -10,10 +10,13 @@ from rich.markup import escape
 
 from buildctl.cli.common import command, console, load_spec, out, print_json, site_options
 from buildctl.errors import BuildctlError, InputError
+from buildctl.pipeline import stages
 from buildctl.settings import Settings
 from buildctl.ui import strip_controls
 
-UNTIL_STEPS = ("configure", "compile", "wheel", "extensions")
+# The build's --until steps but the image: it is the toolchain alone, built without the framework's source,
+# so a step stopped there would not build the change the bisect steps over.
+BISECT_UNTIL_STEPS = tuple(step for step in stages.UNTIL_STEPS if step != "image")
 
 
 @dataclass(frozen=True)
@@ -82,9 +85,9 @@ def _checked_axis(request: BisectRequest) -> tuple[str, str | None]:
     2), before any build."""
     from buildctl.bisect import axes
 
-    if request.until and request.until not in UNTIL_STEPS:
+    if request.until and request.until not in BISECT_UNTIL_STEPS:
         raise InputError(f"--until {request.until}: not a step a bisect stops after; fix: --until "
-                         f"{'|'.join(UNTIL_STEPS)}")
+                         f"{'|'.join(BISECT_UNTIL_STEPS)}")
     if request.test is not None and not request.test.strip():
         raise InputError("--test is empty; fix: a shell command run against the wheel, e.g. --test 'python -c "
                          "\"import torch\"'")

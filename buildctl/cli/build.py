@@ -97,9 +97,6 @@ def _count(option: str, value: str, *, minimum: int) -> str | int:
     return int(value)
 
 
-UNTIL_STEPS = ("image", "configure", "compile", "wheel", "extensions")
-
-
 def _print_partial(result, as_json: bool) -> None:
     """`--until STEP`: show what the step produced (the CMake summary for configure)."""
     from rich.table import Table
@@ -176,8 +173,8 @@ def build_options(settings: Settings, *, until: str | None = None, targets: tupl
         raise InputError(f"--cpuset {settings.cpuset!r}: not a CPU list; fix: e.g. --cpuset 0 or --cpuset 0-3,6")
     if check_reproducible and until:
         raise InputError("--check-reproducible compares two whole wheels; fix: drop --until")
-    if until and until not in UNTIL_STEPS:
-        raise InputError(f"--until {until}: not a step; fix: --until {'|'.join(UNTIL_STEPS)}")
+    if until and until not in stages.UNTIL_STEPS:
+        raise InputError(f"--until {until}: not a step; fix: --until {'|'.join(stages.UNTIL_STEPS)}")
     if targets and until != "compile":
         raise InputError("--target builds a sample of the compile step; fix: add --until compile")
     for target in targets:

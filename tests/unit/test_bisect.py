@@ -295,6 +295,15 @@ def test_parse_axis_and_values():
     assert axes.split_values(["a,b", " c ,a", ""]) == ["a", "b", "c"]
 
 
+def test_a_bisect_stops_after_any_step_of_the_build_but_the_image():
+    from buildctl.cli.bisect import BisectRequest, _checked_axis
+
+    assert _checked_axis(BisectRequest("demo-cpu", until="configure")) == ("commits", None)
+    with pytest.raises(InputError, match=r"^--until image: not a step a bisect stops after; fix: --until "
+                                         r"configure\|compile\|wheel\|extensions$"):
+        _checked_axis(BisectRequest("demo-cpu", until="image"))
+
+
 # --- the log -------------------------------------------------------------------------------------
 
 

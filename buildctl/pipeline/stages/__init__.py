@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 
 
 
+# The steps a build may stop after (--until), in the order it runs them.
+UNTIL_STEPS = ("image", "configure", "compile", "wheel", "extensions")
+
+
 @dataclass(frozen=True)
 class BuildOptions:
     jobs: str | int = "auto"
@@ -44,7 +48,7 @@ class BuildOptions:
     artifacts_root: Path | None = None
     verify_options: VerifyOptions = VerifyOptions()
     engine_url: str | None = None  # the engine to build on (--engine); None: DOCKER_HOST's, else the local one
-    until: str | None = None  # configure | compile | wheel: stop after that step, publish nothing
+    until: str | None = None  # one of UNTIL_STEPS: stop after that step, publish nothing
     targets: tuple[str, ...] = ()  # with until=compile: build only these ninja outputs (a sample)
     lock_timeout: float | None = None  # seconds; None: the recipe's build.timeout + LOCK_SLACK_S
     # --check-reproducible's second build (pipeline/rebuild_check.py): a fresh build directory mounted here, no
