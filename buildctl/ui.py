@@ -254,7 +254,9 @@ def report_console(json_out: bool = False) -> Console:
 
 
 def print_json(data) -> None:
-    """`data` as the JSON a --json command prints on stdout (indented, anything else as its str)."""
+    """`data` as the JSON a --json command prints on stdout (indented, anything else as its str). Left for
+    verify/runner.py only (issue 42): the CLI's is cli/base.py's, where this one goes once verify returns its
+    report."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     sys.stdout.flush()
 

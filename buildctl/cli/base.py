@@ -64,4 +64,6 @@ def read_ca_certs(paths) -> dict[str, str]:
 
 
 def print_json(data) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """`data` as the JSON a --json command prints on stdout (indented, anything else as its str)."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.flush()

@@ -333,7 +333,7 @@ def build_several(recipes: list[str], labels: list[str], sets, *, settings: Sett
     """`invoke build` with several --recipe, a --label or several --engine (scaleout.multibuild);
     `one_build_options`: --until, --target or --check-reproducible was given (refused here)."""
     from buildctl.cli.child_command import CHILD
-    from buildctl.scaleout.multibuild import print_outcomes, run, select
+    from buildctl.scaleout.multibuild import outcomes_json, print_outcomes, run, select
 
     if one_build_options:
         raise InputError("--until, --target and --check-reproducible take one recipe on one engine; "
@@ -351,7 +351,10 @@ def build_several(recipes: list[str], labels: list[str], sets, *, settings: Sett
         specs.append((arg, spec))
     outcomes = run(specs, list(sets or []), settings, child=CHILD, as_json=as_json,
                    no_preflight=no_preflight)
-    print_outcomes(outcomes, as_json=as_json, out=out)
+    if as_json:
+        print_json(outcomes_json(outcomes))
+    else:
+        print_outcomes(outcomes, out)
     failed = [o for o in outcomes if not o.ok]
     if failed:
         raise BuildctlError(f"{len(failed)} of {len(outcomes)} builds failed: "

@@ -36,7 +36,7 @@ from buildctl.recipe.schema import Spec
 from buildctl.scaleout import plan
 from buildctl.store import artifacts
 from buildctl.store.manifest import Manifest
-from buildctl.ui import View, print_json, strip_controls, warning_console
+from buildctl.ui import View, strip_controls, warning_console
 
 
 @dataclass
@@ -239,10 +239,12 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
     return ordered
 
 
-def print_outcomes(outcomes: list[RecipeOutcome], *, as_json: bool, out: Console) -> None:
-    if as_json:
-        print_json({"ok": all(o.ok for o in outcomes), "builds": [o.to_dict() for o in outcomes]})
-        return
+def outcomes_json(outcomes: list[RecipeOutcome]) -> dict:
+    """What --json prints: whether every build worked, and each build."""
+    return {"ok": all(o.ok for o in outcomes), "builds": [o.to_dict() for o in outcomes]}
+
+
+def print_outcomes(outcomes: list[RecipeOutcome], out: Console) -> None:
     out.print(table(outcomes))
     for o in outcomes:
         if not o.ok:

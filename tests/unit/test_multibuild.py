@@ -9,6 +9,7 @@ import pytest
 from invoke_here import invoke_here
 
 from buildctl import recipe
+from buildctl.cli.base import print_json
 from buildctl.cli.child_command import CHILD
 from buildctl.errors import InputError
 from buildctl.pipeline import child_build
@@ -50,7 +51,7 @@ def test_a_flag_wins_over_its_variable_in_the_childs_settings(monkeypatch):
 def test_outcomes_print_as_json_with_where_each_build_ran(capsys):
     ok = multibuild.RecipeOutcome("demo-cpu", "unix:///a.sock", None, ok=True, seconds=61.0, key="k", artifact="/art/k")
     bad = multibuild.RecipeOutcome("broken", "ssh://b", None, ok=False, error="build of broken failed in step source")
-    multibuild.print_outcomes([ok, bad], as_json=True, out=None)
+    print_json(multibuild.outcomes_json([ok, bad]))
     out = capsys.readouterr().out
     assert '"ok": false' in out and '"engine": "ssh://b"' in out and '"verified_on": null' in out
 
