@@ -261,11 +261,6 @@ def print_json(data) -> None:
     sys.stdout.flush()
 
 
-def warning_console() -> Console:
-    """Where a library call's warnings go when its caller gives no console: stderr."""
-    return Console(stderr=True, highlight=False)
-
-
 def make_view(as_json: bool) -> View:
     if as_json:
         return QuietView()

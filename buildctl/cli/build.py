@@ -349,7 +349,7 @@ def build_several(recipes: list[str], labels: list[str], sets, *, settings: Sett
             raise InputError(f"--recipe {arg}: {spec.name} is selected twice; fix: name each recipe once")
         names.add(spec.name)
         specs.append((arg, spec))
-    outcomes = run(specs, list(sets or []), settings, child=CHILD, as_json=as_json,
+    outcomes = run(specs, list(sets or []), settings, child=CHILD, console=console, as_json=as_json,
                    no_preflight=no_preflight)
     if as_json:
         print_json(outcomes_json(outcomes))

@@ -14,12 +14,15 @@ Driver, DockerRootDir, NCPU, MemTotal, Runtimes) are read too. Missing keys show
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from buildctl.errors import RecipeError
 from buildctl.host.gpus import NO_DRIVER, GpuReport, inventory
 from buildctl.recipe import parallel_jobs, preflight
 from buildctl.recipe.schema import Spec
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 GiB = 1024**3
 GB, MB = 10**9, 10**6  # the units the figures were measured in (docker images, du, file sizes)
@@ -259,14 +262,13 @@ def doctor(
     }
 
 
-def print_doctor(report: dict, console=None) -> None:
-    """Render a doctor report with rich tables."""
+def print_doctor(report: dict, console: Console) -> None:
+    """Render a doctor report with rich tables on the caller's console."""
     from rich.table import Table
     from rich.text import Text
 
-    from buildctl.ui import print_detail, report_console
+    from buildctl.ui import print_detail
 
-    console = console or report_console()
     eng = report["engine"]
     if not eng["ok"]:
         console.print(f"[bold red]engine:[/] {eng['error']}")

@@ -36,7 +36,7 @@ from buildctl.recipe.schema import Spec
 from buildctl.scaleout import plan
 from buildctl.store import artifacts
 from buildctl.store.manifest import Manifest
-from buildctl.ui import View, strip_controls, warning_console
+from buildctl.ui import View, strip_controls
 
 
 @dataclass
@@ -177,16 +177,16 @@ def table(outcomes: list[RecipeOutcome]) -> Table:
 
 
 def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Settings, *, child: child_build.Child,
-        as_json: bool, no_preflight: bool = False) -> list[RecipeOutcome]:
+        console: Console, as_json: bool, no_preflight: bool = False) -> list[RecipeOutcome]:
     """Build `specs` ((recipe argument, spec) pairs) over the chosen engines, each a child process started
-    as `child` says; the outcomes, in plan order."""
+    as `child` says; the outcomes, in plan order. The warnings and the progress (a live table on a terminal,
+    else a line per step) go to `console`, the caller's (stderr: --json's stdout carries the JSON)."""
     urls_given = list(chosen.engines) or [settings.docker_host()]
     capacities, urls = [], {}
-    err = warning_console()
     for url in urls_given:
         cap, why = engine_capacity(url)
         if cap is None:
-            err.print(f"warning: engine {why}; building on the others", markup=False)
+            console.print(f"warning: engine {why}; building on the others", markup=False)
             continue
         if cap.name in urls:
             raise InputError(f"--engine {cap.name} is given twice; fix: give each engine once")
@@ -205,8 +205,8 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
                 for p in placements}
     ordered = [outcomes[p.job.recipe] for p in placements]
     lock = threading.Lock()
-    live = Live(table(ordered), console=err, refresh_per_second=2, transient=False) if err.is_terminal and not as_json \
-        else None
+    live = Live(table(ordered), console=console, refresh_per_second=2, transient=False) \
+        if console.is_terminal and not as_json else None
     printed: dict[str, str] = {}
 
     def changed() -> None:
@@ -217,7 +217,7 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
             for o in ordered:  # plain lines (CI logs): one per step change
                 if printed.get(o.recipe) != o.step:
                     printed[o.recipe] = o.step
-                    err.print(f"==> {o.recipe} on {o.engine}: {o.step}", markup=False)
+                    console.print(f"==> {o.recipe} on {o.engine}: {o.step}", markup=False)
 
     def engine_queue(queue: list[plan.Placement]) -> None:
         for p in queue:
