@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import tempfile
-import time
 from pathlib import Path
 
 from rich.console import Console
@@ -15,23 +14,23 @@ from buildctl.errors import InputError
 from buildctl.in_container import probe_inputs
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts
-from buildctl.ui import report_console, strip_controls
+from buildctl.ui import report_console
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import Expectations, evaluate, verdict
 from buildctl.verify.options import VerifyOptions
 from buildctl.verify.runner import (
     MODULES,
     check_probe_options,
+    console_lines,
     engine_gives_gpus,
     inspect_image,
     probe_args,
     publish_report,
+    resolved,
     spec_facts,
+    timed,
 )
-from buildctl.verify.targets import (
-    last_lines,
-    probe_in_container,
-)
+from buildctl.verify.targets import LineSink, last_lines, probe_in_container
 
 # A reference as Docker reads one (name[:tag][@digest], or an image id); refused before the engine sees it.
 IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")
@@ -66,61 +65,61 @@ def verify_image(
     lacks; VerificationFailed (one line, after writing the report) when a check fails.
     """
     from buildctl import engine
-    from buildctl.engine import EngineError
     from buildctl.verify.expectations import merge
 
     options = options or VerifyOptions()
-    module = options.module or "torch"
-    sizes, iters, warmup, json_out, sweep = (
-        options.sizes,
-        options.iters,
-        options.warmup,
-        options.json_out,
-        options.sweep,
+    _check_arguments(image, python, options)
+    client = client or engine.connect()
+    info = inspect_image(client, image)
+    ident = str(info["Id"])
+    console = console or report_console(options.json_out)
+    out_dir = Path(out_dir) if out_dir else default_image_out_dir(image, ident)
+    options = resolved(options, spec, options.module or "torch")
+    on_line = console_lines(console)
+    gpus = engine_gives_gpus(client)  # the image may hold a CUDA build: give it the GPUs its engine has
+    console.print(f"[bold]verify[/] {escape(image)} ({escape(ident[:19])}, {escape(python)}, fresh container)")
+    if engine.is_buildctl_image(info.get("RepoTags") or [], (info.get("Config") or {}).get("Labels")):
+        artifacts.record_images(client, [ident])  # for invoke clean (by id: any name); a user's image is not its to age
+    probe, environment = timed(lambda: _probe_image(client, image, ident, python, options, gpus, on_line))
+    exp = Expectations.from_spec(spec) if spec is not None else Expectations()
+    if expect is not None:
+        exp = merge(exp, expect)
+    report = rep.Report(
+        wheel=None, image={"reference": image, "id": ident, "python": python}, mode="image", module=options.module,
+        environment=environment, expectations=exp.to_dict(), checks=evaluate(exp, probe, subject="image"),
+        probe=probe, verdict=verdict(probe), spec=spec_facts(spec),
     )
+    return publish_report(report, out_dir, options.json_out, console)
+
+
+def _check_arguments(image: str, python: str, options: VerifyOptions) -> None:
+    """The image reference, the Python path, the module and the probe's options, each refused in one line when
+    malformed, before the engine is asked."""
     if not IMAGE_REF.fullmatch(image or ""):
         raise InputError(f"--image {ascii(str(image)[:100])[1:-1]}: not an image reference; fix: give a local image as "
                          "docker images lists it, e.g. --image nvcr.io/nvidia/pytorch:25.01-py3")
     if not PYTHON_PATH.fullmatch(python or ""):
         raise InputError(f"--python {ascii(str(python)[:100])[1:-1]}: not a command name or an absolute path; fix: "
                          "e.g. --python python3 (on the image's PATH) or --python /opt/venv/bin/python")
+    module = options.module or "torch"
     if module not in MODULES.values():
         raise InputError(f"--module {ascii(str(module)[:40])[1:-1]}: not a framework module buildctl probes; fix: --module torch")
     check_probe_options(options)
-    client = client or engine.connect()
-    info = inspect_image(client, image)
-    ident = str(info["Id"])
-    console = console or report_console(json_out)
-    out_dir = Path(out_dir) if out_dir else default_image_out_dir(image, ident)
-    if sweep is None:
-        sweep = spec.verify.allreduce if spec is not None else True
 
-    def on_line(line: str) -> None:
-        console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
 
-    gpus = engine_gives_gpus(client)  # the image may hold a CUDA build: give it the GPUs its engine has
-    console.print(f"[bold]verify[/] {escape(image)} ({escape(ident[:19])}, {escape(python)}, fresh container)")
-    if engine.is_buildctl_image(info.get("RepoTags") or [], (info.get("Config") or {}).get("Labels")):
-        artifacts.record_images(client, [ident])  # for invoke clean (by id: any name); a user's image is not its to age
+def _probe_image(client, image: str, ident: str, python: str, options: VerifyOptions, gpus: bool,
+                 on_line: LineSink) -> tuple[dict, dict]:
+    """The probe, run by the image's own `python` in a fresh container of `ident` (`image`'s id); (probe JSON,
+    environment facts). InputError when the image has no such Python."""
+    from buildctl import engine
+    from buildctl.engine import EngineError
+
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-empty-") as empty:
-        t0 = time.monotonic()
         try:
             # By id, not by name: what runs is what is recorded, even if the tag moves meanwhile. As root, so
             # that the probe can write /verify/out whatever USER the image sets; no shell (distroless images)
             # and no ENTRYPOINT (an image's `python` or launcher script would take the command as arguments).
-            command = [
-                python,
-                "/verify/in/probe.py",
-                *probe_args(
-                    module,
-                    "/verify/out/probe.json",
-                    sweep=sweep,
-                    sizes=sizes,
-                    iters=iters,
-                    warmup=warmup,
-                    compile_matrix=options.compile_matrix,
-                ),
-            ]
+            command = [python, "/verify/in/probe.py", *probe_args(options, "/verify/out/probe.json")]
             container = engine.ContainerSpec(
                 ident,
                 command,
@@ -131,13 +130,8 @@ def verify_image(
                 user="0",
                 entrypoint=[""],
             )
-            probe, res = probe_in_container(
-                client,
-                container,
-                shown=image,
-                on_line=on_line,
-                what=f"probe.json of {image} (written by its own {python})",
-            )
+            probe, res = probe_in_container(client, container, shown=image, on_line=on_line,
+                                            what=f"probe.json of {image} (written by its own {python})")
         except EngineError as e:
             if python in str(e) and _NO_EXECUTABLE.search(str(e)):
                 found = re.search(r'exec: "[^"]*": .*?(?=: unknown|$)', str(e))
@@ -148,14 +142,4 @@ def verify_image(
                     "(python3.12) or an absolute path (/opt/conda/bin/python)"
                 ) from None
             raise
-    environment = {"image": image, "image_id": ident, "python": python, "exit_code": res.exit_code,
-                   "seconds": round(time.monotonic() - t0, 1)}
-    exp = Expectations.from_spec(spec) if spec is not None else Expectations()
-    if expect is not None:
-        exp = merge(exp, expect)
-    report = rep.Report(
-        wheel=None, image={"reference": image, "id": ident, "python": python}, mode="image", module=module,
-        environment=environment, expectations=exp.to_dict(), checks=evaluate(exp, probe, subject="image"),
-        probe=probe, verdict=verdict(probe), spec=spec_facts(spec),
-    )
-    return publish_report(report, out_dir, json_out, console)
+    return probe, {"image": image, "image_id": ident, "python": python, "exit_code": res.exit_code}

@@ -14,10 +14,10 @@ from rich.text import Text
 
 from buildctl.errors import BuildctlError, InputError
 from buildctl.store import artifacts
-from buildctl.ui import strip_controls
 from buildctl.verify import schema
 from buildctl.verify.expectations import Check, failed
 from buildctl.verify.expectations.evaluation import cell_name
+from buildctl.verify.report_hardware import coverage_section, gpus_section, probe_text
 
 if TYPE_CHECKING:
     from buildctl.failure.diagnose import Diagnosis
@@ -209,25 +209,8 @@ def tcpstore_text(store: dict) -> str:
         f" ({store['reason']})" if store.get("reason") else "")
 
 
-def _text(value: Any, style: str = "") -> Text:
-    """Probe and wheel strings are shown as they are: never read as rich markup, no terminal controls."""
-    return Text(strip_controls(str(value)), style=style)
-
-
-def rocm_coverage_table(cov: dict) -> Table:
-    """Code objects per gfx target and library (ROCm builds), from the binary's .hip_fatbin."""
-    t = Table(title=_text(f"arch coverage ({cov.get('tool')})"), title_justify="left")
-    for col in ("library", "gfx target", "code objects", "bytes", "note"):
-        t.add_column(col, overflow="fold")
-    for lib in cov.get("libraries") or []:
-        objects = sorted((lib.get("code_objects") or {}).items())
-        for target, co in objects or [("-", {"count": 0, "bytes": 0})]:
-            t.add_row(_text(lib["path"]), _text(target), str(co["count"]), str(co["bytes"]), _text(lib.get("error") or ""))
-    return t
-
-
 def sweep_table(sw: dict) -> Table:
-    t = Table(title=_text(f"all-reduce sweep: {sw.get('label')}"), title_justify="left")
+    t = Table(title=probe_text(f"all-reduce sweep: {sw.get('label')}"), title_justify="left")
     for col in ("size (B)", "count", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"):
         t.add_column(col, justify="right")
     for r in sw.get("rows") or []:
@@ -264,77 +247,57 @@ def render(report: Report, console: Console) -> None:
         env = report.image.get("id")
     else:
         env = report.environment.get("image") or report.environment.get("python") or ""
-    console.print(Panel(Text.assemble(_text(f"{report.subject}\n{report.mode}: {env}\n{report.verdict}\n"),
+    console.print(Panel(Text.assemble(probe_text(f"{report.subject}\n{report.mode}: {env}\n{report.verdict}\n"),
                                       status), title="buildctl verify", title_align="left"))
     if p.get("fatal"):
-        console.print(Text.assemble(("probe crashed: ", "bold red"), _text(p["fatal"])))
-        console.print(_text(p.get("traceback", "")))
+        console.print(Text.assemble(("probe crashed: ", "bold red"), probe_text(p["fatal"])))
+        console.print(probe_text(p.get("traceback", "")))
     config = (p.get("config") or {}).get("text")
     if config:
-        console.print(Panel(_text(config.rstrip()), title=_text(f"{report.module}.__config__.show()"),
+        console.print(Panel(probe_text(config.rstrip()), title=probe_text(f"{report.module}.__config__.show()"),
                             title_align="left"))
-
-    facts = Table(title="build facts", title_justify="left", show_header=False)
-    facts.add_column(style="bold")
-    facts.add_column(overflow="fold")
-    for k, v in _facts_rows(report):
-        facts.add_row(k, _text(v))
-    console.print(facts)
-
-    checks = Table(title="expectations", title_justify="left")
-    for col in ("check", "expected", "actual", "result", "detail"):
-        checks.add_column(col, overflow="fold")
-    for c in report.checks:
-        sign, style = result_mark(c.ok)
-        checks.add_row(_text(c.name), _text(c.expected), _text(c.actual), Text(sign, style=style), _text(c.detail))
-    console.print(checks)
-
-    cov = p.get("arch_coverage") or {}
-    if cov.get("state") == "ok" and "gfx" in cov:
-        console.print(rocm_coverage_table(cov))
-    elif cov.get("state") == "ok":
-        t = Table(title=_text(f"arch coverage ({cov.get('tool')})"), title_justify="left")
-        for col in ("library", "SASS (cubin: count)", "PTX"):
-            t.add_column(col, overflow="fold")
-        for lib in cov.get("libraries") or []:
-            t.add_row(_text(lib["path"]), _text(" ".join(f"{k}:{v}" for k, v in (lib.get("sass") or {}).items())),
-                      _text(" ".join(lib.get("ptx") or {}) or "-"))
-        console.print(t)
-    elif cov:
-        console.print(_text(f"arch coverage: {cov.get('state')} ({cov.get('reason')})"))
-
-    inv = p.get("gpus") or {}
-    amd = p.get("amd_gpus")
-    if amd is not None:  # a ROCm build: the NVIDIA inventory does not apply
-        console.print(_text(f"AMD GPUs: {amd.get('devices')}" if amd.get("state") == "ok"
-                            else f"AMD GPUs: {amd.get('state')} ({amd.get('reason')})"))
-    elif inv.get("devices"):
-        t = Table(title=_text(f"GPUs (driver {inv.get('driver_version')}, CUDA <= {inv.get('cuda_driver_version')})"),
-                  title_justify="left")
-        for col in ("#", "name", "compute capability", "memory (GiB)"):
-            t.add_column(col)
-        for d in inv["devices"]:
-            mem = d.get("memory_total")
-            t.add_row(str(d["index"]), _text(d["name"]), _text(d.get("compute_capability")),
-                      f"{mem / (1 << 30):.1f}" if mem else "-")
-        console.print(t)
-    else:
-        console.print(_text(f"GPUs: {inv.get('state')} ({inv.get('reason') or 'none visible'})"))
-
+    console.print(facts_table(report))
+    console.print(checks_table(report.checks))
+    coverage = coverage_section(p.get("arch_coverage") or {})
+    if coverage is not None:
+        console.print(coverage)
+    console.print(gpus_section(p))
     sw = report.sweep
     if sw.get("rows"):
         console.print(sweep_table(sw))
         if sw.get("capped"):
-            console.print(Text.assemble(("note: ", "yellow"), _text(sw["capped"]["reason"])))
+            console.print(Text.assemble(("note: ", "yellow"), probe_text(sw["capped"]["reason"])))
         g = sw.get("graph") or {}
         if g.get("state") == "error":
-            console.print(Text.assemble(("CUDA-graph latency failed: ", "yellow"), _text(g.get("reason"))))
+            console.print(Text.assemble(("CUDA-graph latency failed: ", "yellow"), probe_text(g.get("reason"))))
     matrix = compile_matrix_table(report)
-    console.print(matrix if matrix is not None else _text(compile_skipped(report)))
-    console.print(_text(headline_text(report), style="bold"))
+    console.print(matrix if matrix is not None else probe_text(compile_skipped(report)))
+    console.print(probe_text(headline_text(report), style="bold"))
     files = ", ".join(f"{k} {v}" for k, v in report.files.items() if v)
     if files:
-        console.print(_text(f"written: {files}"))
+        console.print(probe_text(f"written: {files}"))
+
+
+def facts_table(report: Report) -> Table:
+    """What the probe found of the build: version, CUDA, NCCL, arch list, ABI, distributed backends, CPU."""
+    facts = Table(title="build facts", title_justify="left", show_header=False)
+    facts.add_column(style="bold")
+    facts.add_column(overflow="fold")
+    for k, v in _facts_rows(report):
+        facts.add_row(k, probe_text(v))
+    return facts
+
+
+def checks_table(checks: list[Check]) -> Table:
+    """The expectations, one row a check: expected, actual, the result and why."""
+    t = Table(title="expectations", title_justify="left")
+    for col in ("check", "expected", "actual", "result", "detail"):
+        t.add_column(col, overflow="fold")
+    for c in checks:
+        sign, style = result_mark(c.ok)
+        t.add_row(probe_text(c.name), probe_text(c.expected), probe_text(c.actual), Text(sign, style=style),
+                  probe_text(c.detail))
+    return t
 
 
 # --------------------------------------------------------------------------- markdown
@@ -370,7 +333,7 @@ def compile_matrix_table(report: Report) -> Table | None:
     cells = compile_cells(report)
     if not cells:
         return None
-    t = Table(title=_text(compile_title(report)), title_justify="left", caption_justify="left")
+    t = Table(title=probe_text(compile_title(report)), title_justify="left", caption_justify="left")
     t.add_column("cell (backend, mode, axes)", overflow="fold")
     for col in ("result", "compile s", "step ms", "2nd shape"):
         t.add_column(col, justify="left" if col in ("result", "2nd shape") else "right", no_wrap=True)
@@ -378,12 +341,12 @@ def compile_matrix_table(report: Report) -> Table | None:
     for c in cells:
         name = cell_name(c).removeprefix("torch.compile ")
         style = {"pass": "green", "skipped": "dim"}.get(c["state"], "red")
-        t.add_row(_text(name), _text(c["state"], style=style), num(c.get("compile_s")), num(c.get("run_ms")),
-                  _text(second_shape(c)))
+        t.add_row(probe_text(name), probe_text(c["state"], style=style), num(c.get("compile_s")),
+                  num(c.get("run_ms")), probe_text(second_shape(c)))
         if c.get("error") or c.get("reason"):
             notes.append(f"{name}: {c.get('error') or c.get('reason')}")
     if notes:
-        t.caption = _text("\n".join(notes))
+        t.caption = probe_text("\n".join(notes))
     return t
 
 

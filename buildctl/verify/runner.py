@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -51,13 +52,13 @@ MODULES = {"pytorch": "torch", "torch": "torch", "demofw": "demofw"}
 COMPILE_MATRICES = ("smoke", "full")  # probe.py --compile-matrix: the smoke set of cells, or the whole cross
 
 
-def probe_args(module: str, out: str, *, sweep: bool, sizes: str, iters: int, warmup: int,
-               compile_matrix: str = "smoke") -> list[str]:
-    args = ["--module", module, "--out", out]
-    if sweep:
-        args += ["--sweep", "--sizes", sizes, "--iters", str(iters), "--warmup", str(warmup)]
-    if compile_matrix != "smoke":
-        args += ["--compile-matrix", compile_matrix]
+def probe_args(options: VerifyOptions, out: str) -> list[str]:
+    """probe.py's arguments, `options` resolved (module, sweep: `resolved`)."""
+    args = ["--module", options.module, "--out", out]
+    if options.sweep:
+        args += ["--sweep", "--sizes", options.sizes, "--iters", str(options.iters), "--warmup", str(options.warmup)]
+    if options.compile_matrix != "smoke":
+        args += ["--compile-matrix", options.compile_matrix]
     return args
 
 
@@ -67,17 +68,48 @@ def check_compile_matrix(compile_matrix: str) -> None:
                          f"--compile-matrix {' or '.join(COMPILE_MATRICES)}")
 
 
-def check_probe_options(options: VerifyOptions) -> None:
-    """The probe's --sizes, --iters, --warm-up and --compile-matrix, each refused in one line when malformed."""
+def check_sizes(sizes: str) -> None:
     from buildctl.in_container.probe_sweep import parse_sizes
 
     try:
-        parse_sizes(options.sizes)
+        parse_sizes(sizes)
     except ValueError as e:
         raise InputError(f"--sizes: {e}") from None
+
+
+def check_probe_options(options: VerifyOptions) -> None:
+    """The probe's --sizes, --iters, --warm-up and --compile-matrix, each refused in one line when malformed."""
+    check_sizes(options.sizes)
     if options.iters < 1 or options.warmup < 0:
         raise InputError("--iters must be >= 1 and warm-up >= 0")
     check_compile_matrix(options.compile_matrix)
+
+
+def resolved(options: VerifyOptions, spec: Spec | None, module: str, **more) -> VerifyOptions:
+    """`options` with the defaults only a run can know filled in, once: the module, the sweep (the recipe's
+    verify.allreduce when not given; on without a recipe) and the download cache; `more` set as well."""
+    sweep = options.sweep
+    if sweep is None:
+        sweep = spec.verify.allreduce if spec is not None else True
+    cache_dir = Path(options.cache_dir or settings.cache_dir())
+    return replace(options, module=module, sweep=sweep, cache_dir=cache_dir, **more)
+
+
+def console_lines(console: Console) -> Callable[[str], None]:
+    """Where a run's output lines go: `console`, indented and dim, never read as markup."""
+
+    def on_line(line: str) -> None:
+        console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
+
+    return on_line
+
+
+def timed(run: Callable[[], tuple[dict, dict]]) -> tuple[dict, dict]:
+    """run()'s (probe JSON, environment facts), the facts given the seconds it took."""
+    t0 = time.monotonic()
+    probe, environment = run()
+    environment["seconds"] = round(time.monotonic() - t0, 1)
+    return probe, environment
 
 
 # --------------------------------------------------------------------------- entry point
@@ -116,9 +148,46 @@ def verify_wheel(
     if wheel is None:  # a prebuilt framework: its extension set only
         return _verify_prebuilt(spec=spec, image=image, options=options, out_dir=out_dir, console=console,
                                 client=client, artifact=artifact)
-    host, sizes, iters, warmup = options.host, options.sizes, options.iters, options.warmup
-    json_out, timeout, compile_matrix = options.json_out, options.timeout, options.compile_matrix
     wheel = Path(wheel).resolve()
+    module, python = _module_and_python(wheel, spec, image, options)
+    check_probe_options(options)
+    # Its facts read once (one bounded read of an untrusted zip, before pip or anything else opens it) and passed
+    facts = WheelFacts.read(wheel)
+    console = console or report_console(options.json_out)
+    out_dir = Path(out_dir) if out_dir else default_out_dir(wheel)
+    options = resolved(options, spec, module)
+    on_line = console_lines(console)
+    cuda = facts.is_cuda(spec)
+    plats = manylinux_platforms(_target_glibc(spec, options.host), platform.machine())
+    ext_set = _extension_set(spec, artifact, python, plats, options, on_line)
+    reqs = _requirements(options, ext_set)
+    where = "fresh venv on this host" if options.host else "fresh container"
+    console.print(f"[bold]verify[/] {escape(wheel.name)} ({where})")
+    optional = [*OPTIONAL_TOOLS, *(CUDA_TOOLS if cuda else ())]
+    wheelhouse, have_optional = prepare_wheelhouse(facts, reqs, optional, python, plats, options.cache_dir, on_line)
+    venv = VenvContents(wheel, wheelhouse, reqs + have_optional, python, ext_set)
+    if not options.host:
+        from buildctl import engine
+
+        client = client or engine.connect()
+    probe, environment = timed(lambda: _probe_wheel(venv, image, spec, options, on_line, client, cuda))
+
+    exp = Expectations.from_spec(spec) if spec is not None else Expectations.from_wheel_name(wheel.name)
+    checks = _checks(exp, probe, environment)
+    if not options.host and artifact is not None:  # a repaired wheel, also where none of its build's packages are
+        checks += _portable_checks(artifact, facts, spec, client=client, plats=plats, on_line=on_line, options=options)
+    report = rep.Report(
+        wheel={"path": str(wheel), "name": wheel.name, "size": wheel.stat().st_size, "sha256": sha256_of(wheel)},
+        mode="host" if options.host else "container", module=module, environment=environment,
+        expectations=exp.to_dict(), checks=checks, probe=probe, verdict=verdict(probe),
+        spec=spec_facts(spec),
+    )
+    return publish_report(report, out_dir, options.json_out, console)
+
+
+def _module_and_python(wheel: Path, spec: Spec | None, image: str | None, options: VerifyOptions) -> tuple[str, str]:
+    """The module the probe imports and the CPython version of `wheel` (the recipe's, else its tags'); InputError
+    when neither can be told, when they disagree, or when the default image's Python is not the wheel's."""
     if not wheel.is_file():
         raise InputError(f"{wheel}: no such wheel; fix: give the path of a .whl file")
     tags = wheel_tags(wheel)
@@ -133,77 +202,40 @@ def verify_wheel(
     if tags["python"] and tags["python"] != python:
         raise InputError(f"{wheel.name} is for Python {tags['python']}, the recipe's Python is {python}; "
                          "fix: verify the wheel built by this recipe")
-    if not host and spec is None and image is None and python != PYTHON_BY_DISTRO["bookworm"]:
+    if not options.host and spec is None and image is None and python != PYTHON_BY_DISTRO["bookworm"]:
         raise InputError(f"{wheel.name} needs Python {python} and the default verification image "
                          f"({DEFAULT_BASE_IMAGE}) has Python {PYTHON_BY_DISTRO['bookworm']}; fix: --recipe with a "
                          f"matching base, or --host with python{python} installed")
-    check_probe_options(options)
-    # Its facts read once (one bounded read of an untrusted zip, before pip or anything else opens it) and passed
-    facts = WheelFacts.read(wheel)
-    console = console or report_console(json_out)
-    cache_dir = Path(options.cache_dir or settings.cache_dir())
-    out_dir = Path(out_dir) if out_dir else default_out_dir(wheel)
-    sweep = options.sweep
-    if sweep is None:
-        sweep = spec.verify.allreduce if spec is not None else True
-    options = replace(options, module=module, cache_dir=cache_dir, sweep=sweep)  # resolved, once
+    return module, python
 
-    def on_line(line: str) -> None:
-        console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
 
-    cuda = facts.is_cuda(spec)
-    reqs = [*(["numpy"] if module == "torch" else []), *options.extra_requirements]
-    if host:  # the runtime pip packages of the recipe (in its image otherwise)
-        reqs += [p for p in options.runtime_requirements if p not in reqs]
-    optional = [*OPTIONAL_TOOLS, *(CUDA_TOOLS if cuda else ())]
+def _target_glibc(spec: Spec | None, host: bool) -> tuple[int, int]:
+    """The glibc where the probe runs: this host's, else the distro's of the recipe's base (Debian bookworm's)."""
     if host:
-        glibc = host_glibc()
-    else:
-        glibc = DISTRO_GLIBC.get(spec.base.distro if spec else "bookworm", (2, 17))
-    plats = manylinux_platforms(glibc, platform.machine())
-    ext_set = _extension_set(spec, artifact, python, plats, options,
-                             on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim", markup=False))
+        return host_glibc()
+    return DISTRO_GLIBC.get(spec.base.distro if spec else "bookworm", (2, 17))
+
+
+def _requirements(options: VerifyOptions, ext_set) -> list[str]:
+    """What is installed beside the wheel: numpy for torch, the extra requirements, with options.host the
+    recipe's runtime pip packages (in its image otherwise), and the extension set's requirements."""
+    reqs = [*(["numpy"] if options.module == "torch" else []), *options.extra_requirements]
+    if options.host:
+        reqs += [p for p in options.runtime_requirements if p not in reqs]
     if ext_set is not None:
         reqs += [r for r in ext_set.requirements if r not in reqs]
-    console.print(f"[bold]verify[/] {escape(wheel.name)} ({'fresh venv on this host' if host else 'fresh container'})")
-    wheelhouse, have_optional = prepare_wheelhouse(facts, reqs, optional, python, plats, cache_dir, on_line)
-    install = reqs + have_optional
+    return reqs
 
-    def args_for(out: str) -> list[str]:
-        return probe_args(module, out, sweep=sweep, sizes=sizes, iters=iters, warmup=warmup,
-                          compile_matrix=compile_matrix)
 
-    t0 = time.monotonic()
-    if host:
-        probe, environment = run_on_host(wheel, wheelhouse, install, python, args_for, on_line, timeout)
-    else:
-        from buildctl import engine
-
-        client = client or engine.connect()
-        venv = VenvContents(wheel, wheelhouse, install, python, ext_set)
-        probe, environment = run_in_container(
-            venv,
-            image,
-            spec,
-            args_for,
-            on_line,
-            gpus=cuda and engine_gives_gpus(client),
-            options=options,
-            client=client,
-        )
-    environment["seconds"] = round(time.monotonic() - t0, 1)
-
-    exp = Expectations.from_spec(spec) if spec is not None else Expectations.from_wheel_name(wheel.name)
-    checks = _checks(exp, probe, environment)
-    if not host and artifact is not None:  # a repaired wheel, also where none of its build's packages are
-        checks += _portable_checks(artifact, facts, spec, client=client, plats=plats, on_line=on_line, options=options)
-    report = rep.Report(
-        wheel={"path": str(wheel), "name": wheel.name, "size": wheel.stat().st_size, "sha256": sha256_of(wheel)},
-        mode="host" if host else "container", module=module, environment=environment,
-        expectations=exp.to_dict(), checks=checks, probe=probe, verdict=verdict(probe),
-        spec=spec_facts(spec),
-    )
-    return publish_report(report, out_dir, json_out, console)
+def _probe_wheel(venv: VenvContents, image: str | None, spec: Spec | None, options: VerifyOptions, on_line,
+                 client, cuda: bool) -> tuple[dict, dict]:
+    """The probe of `venv`'s wheel in a fresh venv on this host (options.host) or in a fresh container (given
+    the GPUs for a CUDA wheel where its engine has them); (probe JSON, environment facts)."""
+    if options.host:
+        return run_on_host(venv.wheel, venv.wheelhouse, venv.requirements, venv.python, partial(probe_args, options),
+                           on_line, options.timeout)
+    return run_in_container(venv, image, spec, partial(probe_args, options), on_line,
+                            gpus=cuda and engine_gives_gpus(client), options=options, client=client)
 
 
 def _extension_set(spec: Spec | None, artifact: Path | None, python: str, plats: Sequence[str],
@@ -257,36 +289,21 @@ def _verify_prebuilt(*, spec: Spec | None, image: str | None, options: VerifyOpt
         raise InputError("a prebuilt framework's extension set is verified from its artifact; fix: invoke verify "
                          "--recipe R")
     module, python = spec.framework.dist, spec.python.version
-    sizes, iters, warmup, json_out = options.sizes, options.iters, options.warmup, options.json_out
-    console = console or report_console(json_out)
-    cache_dir = Path(options.cache_dir or settings.cache_dir())
+    console = console or report_console(options.json_out)
     out_dir = Path(out_dir) if out_dir else artifact
-    sweep = spec.verify.allreduce if options.sweep is None else options.sweep
-    options = replace(options, module=module, cache_dir=cache_dir, sweep=sweep, host=False)  # resolved, once
-    from buildctl.in_container.probe_sweep import parse_sizes
-
-    try:
-        parse_sizes(sizes)
-    except ValueError as e:
-        raise InputError(f"--sizes: {e}") from None
-
-    def on_line(line: str) -> None:
-        console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)
-
-    plats = manylinux_platforms(DISTRO_GLIBC.get(spec.base.distro, (2, 17)), platform.machine())
+    options = resolved(options, spec, module, host=False)
+    check_sizes(options.sizes)
+    on_line = console_lines(console)
+    plats = manylinux_platforms(_target_glibc(spec, host=False), platform.machine())
     ext_set = _extension_set(spec, artifact, python, plats, options, on_line)
     console.print(f"[bold]verify[/] the extension set of {escape(spec.name)} against {module} as {escape(image)} "
                   "has it (fresh container)")
     wheelhouse, have_optional = prepare_wheelhouse(None, list(ext_set.requirements), OPTIONAL_TOOLS, python, plats,
-                                                   cache_dir, on_line)
+                                                   options.cache_dir, on_line)
     client = client or engine.connect()
-    t0 = time.monotonic()
-    probe, environment = run_in_container(
-        VenvContents(None, wheelhouse, (*ext_set.requirements, *have_optional), python, ext_set), image, spec,
-        lambda out: probe_args(module, out, sweep=sweep, sizes=sizes, iters=iters, warmup=warmup,
-                               compile_matrix=options.compile_matrix), on_line,
-        gpus=engine_gives_gpus(client), options=options, client=client)
-    environment["seconds"] = round(time.monotonic() - t0, 1)
+    venv = VenvContents(None, wheelhouse, (*ext_set.requirements, *have_optional), python, ext_set)
+    probe, environment = timed(lambda: run_in_container(venv, image, spec, partial(probe_args, options), on_line,
+                                                        gpus=engine_gives_gpus(client), options=options, client=client))
     exp = Expectations.from_spec(spec)
     ident = image_id(client, image)
     report = rep.Report(
@@ -294,7 +311,7 @@ def _verify_prebuilt(*, spec: Spec | None, image: str | None, options: VerifyOpt
         mode="container", module=module, environment=environment, expectations=exp.to_dict(),
         checks=_checks(exp, probe, environment, subject="image"), probe=probe, verdict=verdict(probe),
         spec=spec_facts(spec))
-    return publish_report(report, out_dir, json_out, console)
+    return publish_report(report, out_dir, options.json_out, console)
 
 
 def engine_gives_gpus(client) -> bool:

@@ -258,43 +258,34 @@ def run_in_container(
     facts, with the set's results under "extensions"). `options`: its network_mode and timeout."""
     from buildctl import engine
 
-    wheel, wheelhouse, reqs, python, ext_set = (
-        venv.wheel,
-        venv.wheelhouse,
-        venv.requirements,
-        venv.python,
-        venv.ext_set,
-    )
-    network_mode, timeout = options.network_mode, options.timeout
-
     client = client or engine.connect()
     if image is None:
         base = spec.base.image if spec else DEFAULT_BASE_IMAGE
         artifacts.record_images(client, [base])  # for invoke clean: in use (the image may be built from it now)
-        image = ensure_verify_image(client, base, python, network_mode=network_mode, on_line=on_line)
+        image = ensure_verify_image(client, base, venv.python, network_mode=options.network_mode, on_line=on_line)
     artifacts.record_images(client, [image])  # for invoke clean: this image is in use
     venv_dir = spec.python.venv if spec else DEFAULT_VENV
-    script = container_script(
-        venv_dir, python, wheel.name if wheel else None, reqs, args_for("/verify/out/probe.json"), ext_set
-    )
+    wheel = venv.wheel
+    script = container_script(venv_dir, venv.python, wheel.name if wheel else None, venv.requirements,
+                              args_for("/verify/out/probe.json"), venv.ext_set)
     subject = wheel.name if wheel else "the extension set"
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-set-") as set_dir:
         inputs = {**({f"/verify/in/{wheel.name}": wheel} if wheel else {}), **probe_inputs("/verify/in"),
-                  "/verify/wheelhouse": wheelhouse}
-        if ext_set is not None:
+                  "/verify/wheelhouse": venv.wheelhouse}
+        if venv.ext_set is not None:
             from buildctl.verify import extensions
 
-            inputs.update(extensions.container_inputs(ext_set, Path(set_dir)))
+            inputs.update(extensions.container_inputs(venv.ext_set, Path(set_dir)))
         results: dict = {}
 
         def read_out(out: Path) -> None:
-            if ext_set is not None:
+            if venv.ext_set is not None:
                 from buildctl.verify import extensions
 
                 results["extensions"] = extensions.load_result(out / extensions.RESULT_FILE, f"{subject} in {image}")
 
         container = engine.ContainerSpec(image, ["/bin/sh", "-c", script], inputs=inputs, gpus=gpus,
-                                         network_mode=network_mode, timeout=timeout)
+                                         network_mode=options.network_mode, timeout=options.timeout)
         probe, res = probe_in_container(client, container, shown=image, on_line=on_line, read_out=read_out,
                                         what=f"probe.json of {subject} (written in a container of {image})")
     return probe, {"image": image, "venv": venv_dir, "exit_code": res.exit_code, **results}

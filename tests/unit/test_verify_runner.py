@@ -31,7 +31,8 @@ def test_manylinux_platforms_cover_the_target_glibc():
 
 
 def test_container_script_installs_offline_then_runs_the_probe():
-    argv = runner.probe_args("torch", "/verify/out/probe.json", sweep=True, sizes="8:1M", iters=5, warmup=2)
+    options = VerifyOptions(module="torch", sweep=True, sizes="8:1M", iters=5, warmup=2)
+    argv = runner.probe_args(options, "/verify/out/probe.json")
     assert argv == ["--module", "torch", "--out", "/verify/out/probe.json", "--sweep", "--sizes", "8:1M",
                     "--iters", "5", "--warmup", "2"]
     script = targets.container_script("/opt/venv", "3.11", "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
@@ -43,7 +44,7 @@ def test_container_script_installs_offline_then_runs_the_probe():
     assert "--no-index --find-links /verify/wheelhouse" in install and shlex.split(install)[-2:] == [
         "numpy", "nvidia-ml-py"]
     assert lines[-1].startswith("exec /opt/venv/bin/python /verify/in/probe.py --module torch")
-    assert runner.probe_args("demofw", "x", sweep=False, sizes="8:1M", iters=5, warmup=2) == [
+    assert runner.probe_args(VerifyOptions(module="demofw", sweep=False), "x") == [
         "--module", "demofw", "--out", "x"]
 
 
