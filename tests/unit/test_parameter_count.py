@@ -36,3 +36,56 @@ def test_the_count_counts_every_kind_of_parameter():
 
 def test_no_function_in_buildctl_takes_more_than_8_parameters():
     assert long_parameter_lists() == {}, "fix: pass the option object whole, or group the values in a frozen record"
+
+
+# --- issue 42: short functions, option objects read where they are used -----------------------------------
+
+MAX_LINES = 80
+MAX_UNPACKED = 4
+
+
+def unpacked_fields(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:
+    """{parameter: how many of its fields the function copies into locals} (`x = options.x`, also in a tuple
+    assignment), for the parameters that have more than MAX_UNPACKED copied."""
+    params = {p.arg for p in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)} - {"self", "cls"}
+    fields: dict[str, set[str]] = {}
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Assign):
+            continue
+        pairs = []
+        for target in node.targets:
+            if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                pairs += zip(target.elts, node.value.elts, strict=False)  # `a, b = *x`: as many as pair
+            else:
+                pairs.append((target, node.value))
+        for target, value in pairs:
+            if isinstance(target, ast.Name) and isinstance(value, ast.Attribute) \
+                    and isinstance(value.value, ast.Name) and value.value.id in params:
+                fields.setdefault(value.value.id, set()).add(value.attr)
+    return {p: len(f) for p, f in fields.items() if len(f) > MAX_UNPACKED}
+
+
+def functions() -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                found.append((f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}", node))
+    return found
+
+
+def test_the_checks_see_a_long_function_and_an_unpacked_option_object():
+    body = "".join(f"    x{i} = options.f{i}\n" for i in range(5)) + "    y, z = spec.a, spec.b\n"
+    fn = ast.parse(f"def f(options, spec):\n{body}" + "    pass\n" * 80).body[0]
+    assert unpacked_fields(fn) == {"options": 5}
+    assert fn.end_lineno - fn.lineno + 1 > MAX_LINES
+
+
+def test_no_function_in_buildctl_is_longer_than_80_lines():
+    long = {name: fn.end_lineno - fn.lineno + 1 for name, fn in functions() if fn.end_lineno - fn.lineno + 1 > MAX_LINES}
+    assert long == {}, "fix: split it where its steps are, each part named for what it does"
+
+
+def test_no_function_in_buildctl_unpacks_more_than_4_fields_of_an_option_object():
+    unpacking = {name: found for name, fn in functions() if (found := unpacked_fields(fn))}
+    assert unpacking == {}, "fix: read the option object's field where it is used (options.x), not into a local"
