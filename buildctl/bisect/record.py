@@ -1,4 +1,4 @@
-"""A bisect log's entries as frozen records (log.py writes and reads them; steps.py makes them; report.py
+"""A bisect log's entries as frozen records (log.py writes and reads them; bisector.py makes them; report.py
 shows them), each with to_json/from_json as store/key.py's KeyInputs has.
 
 The JSON is the shape the log has always had (version 1): a log written before these records is read

@@ -18,9 +18,9 @@ from rich.table import Table
 from rich.text import Text
 
 from buildctl.bisect.axes import Axis
+from buildctl.bisect.bisector import Outcome
 from buildctl.bisect.child import Criterion
 from buildctl.bisect.record import failure_json
-from buildctl.bisect.steps import Outcome
 from buildctl.secrets import mask_set
 from buildctl.ui import strip_controls
 

@@ -1,5 +1,5 @@
 """`invoke bisect`: the options checked (one line and exit 2 before any build), the axis made, the search
-run over ordinary builds (bisect/steps.py), the report printed (plain, --json, --markdown FILE)."""
+run over ordinary builds (bisect/bisector.py), the report printed (plain, --json, --markdown FILE)."""
 
 from __future__ import annotations
 
@@ -153,9 +153,9 @@ def _print_report(data: dict, masker, *, as_json: bool, markdown: str | None) ->
 def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdown: str | None) -> None:
     from buildctl import engine
     from buildctl.bisect import axes, report
+    from buildctl.bisect.bisector import Bisector, StepBuilds
     from buildctl.bisect.child import Criterion
     from buildctl.bisect.log import BisectLog
-    from buildctl.bisect.steps import Bisector, StepBuilds
     from buildctl.cli.child_command import CHILD
     from buildctl.secrets import mask_data
 

@@ -17,9 +17,9 @@ from rich.console import Console
 
 from buildctl import recipe, settings
 from buildctl.bisect import axes, child, log, report, search
+from buildctl.bisect.bisector import Outcome
 from buildctl.bisect.gitrepo import History, parse_log
 from buildctl.bisect.record import BuildRecord, CacheFigures, Entry, StepCriterion
-from buildctl.bisect.steps import Outcome
 from buildctl.cli.child_command import CHILD
 from buildctl.errors import InputError
 from buildctl.pipeline import child_build as cb
@@ -486,7 +486,7 @@ def test_the_report_of_a_range_says_which_steps_were_skipped():
 
 def test_a_step_that_ends_without_a_result_stops_the_bisect_instead_of_being_skipped(tmp_path):
     """An engine lost mid-step says nothing of the change: the bisect stops (exit 1), the log kept."""
-    from buildctl.bisect.steps import Bisector, StepBuilds
+    from buildctl.bisect.bisector import Bisector, StepBuilds
     from buildctl.errors import BuildctlError
     from buildctl.settings import Settings
 

@@ -19,11 +19,11 @@ import pytest
 from invoke_here import invoke_here
 
 from buildctl.bisect import axes, report
+from buildctl.bisect.bisector import Outcome
 from buildctl.bisect.child import Criterion
 from buildctl.bisect.gitrepo import History
 from buildctl.bisect.record import BuildRecord, Entry, StepCriterion
 from buildctl.bisect.search import Answer
-from buildctl.bisect.steps import Outcome
 
 REPO = Path(__file__).resolve().parents[2]
 TOKENS = ("BaseTok3n4x", "ValTok3n1a", "ValTok3n2b", "ValTok3n3c", "EnvTok3n9z")

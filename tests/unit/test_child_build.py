@@ -16,8 +16,8 @@ import pytest
 
 from buildctl import recipe
 from buildctl.bisect import axes, log
+from buildctl.bisect.bisector import Bisector, StepBuilds
 from buildctl.bisect.child import Criterion
-from buildctl.bisect.steps import Bisector, StepBuilds
 from buildctl.cli import child
 from buildctl.cli.child_command import CHILD
 from buildctl.errors import InputError

@@ -1,6 +1,7 @@
-"""The steps of `invoke bisect`: each an ordinary build (`invoke build --recipe R --set ... --json`, a child
-command as scale-out runs them: its own signal handling, key lock, clean-up, artifact or repro bundle),
-on one engine or several side by side; with --test, the test in the artifact's runtime image.
+"""The driver of `invoke bisect` (Bisector): its steps, each an ordinary build (`invoke build --recipe R
+--set ... --json`, a child command as scale-out runs them: its own signal handling, key lock, clean-up,
+artifact or repro bundle), on one engine or several side by side; with --test, the test in the artifact's
+runtime image.
 
 The run: the two ends first (the passing one must pass, the failing one fail: else one line and exit 2,
 naming the end and its diagnosis), then the middle of what is left, until the search has its answer.
