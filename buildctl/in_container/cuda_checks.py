@@ -124,8 +124,10 @@ def wheel_metadata(zf):
     return get.get("Name"), get.get("Version"), [v.strip() for k, _, v in fields if k == "Requires-Dist"]
 
 
-def check_wheel(wheel, facts, dist, arch_list=None):
-    """{"wheel", "so": [{"so", "needed", "sass", "ptx", "missing"}], "refused": [one line each]}."""
+def check_wheel(wheel, facts, dist, arch_list=None, pin_version=None):
+    """{"wheel", "so": [{"so", "needed", "sass", "ptx", "missing"}], "refused": [one line each]}. `pin_version`:
+    the installed distribution's (importlib.metadata), what the pin names and pip compares; torch.__version__ (the
+    facts') may carry a local label the distribution has not (PyPI's CUDA torch: 2.14.1+cu130 vs 2.14.1)."""
     try:
         zf = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as e:
@@ -133,7 +135,7 @@ def check_wheel(wheel, facts, dist, arch_list=None):
     report = {"wheel": os.path.basename(wheel), "so": [], "refused": []}
     with zf, tempfile.TemporaryDirectory() as tmp:
         name, version, requires = wheel_metadata(zf)
-        problem = pin_problem(requires, dist, facts["version"])
+        problem = pin_problem(requires, dist, pin_version or facts["version"])
         if problem:
             report["refused"].append(f"{name} {version}: {problem}")
         for member in sorted(n for n in zf.namelist() if re.search(r"\.so(\.\d+)*$", n)):
@@ -167,6 +169,7 @@ def main(argv=None):
     parser.add_argument("--dist", default="torch")
     parser.add_argument("--archs", help="wheel: TORCH_CUDA_ARCH_LIST, e.g. 8.0;9.0+PTX")
     parser.add_argument("--report", help="wheel: append its JSON line here")
+    parser.add_argument("--version", help="wheel: the framework distribution's version the pin must name")
     args = parser.parse_args(argv)
     try:
         with open(args.facts, encoding="utf-8") as fh:
@@ -181,7 +184,7 @@ def main(argv=None):
             return 0
         if not args.wheel:
             raise BadInput("wheel: name the wheel to check")
-        report = check_wheel(args.wheel, facts, args.dist, args.archs)
+        report = check_wheel(args.wheel, facts, args.dist, args.archs, args.version)
     except (OSError, ValueError, KeyError, BadInput, abi_check.BadInput) as e:
         print(f"cuda_checks: {e}", file=sys.stderr)
         return 2

@@ -202,6 +202,20 @@ def test_a_wheel_is_checked_as_a_whole_and_refused_with_the_reason(tmp_path, mon
                                  "(a GPU-less builder builds CPU-only ops otherwise)"]
 
 
+def test_the_pin_checked_is_the_installed_distributions_version_not_torch_dunder_version(tmp_path, monkeypatch):
+    """PyPI's CUDA torch 2.14.1 says torch.__version__ 2.14.1+cu130 (the facts' version), its distribution is
+    2.14.1: the pin (pin_requires --version, importlib.metadata's) is torch==2.14.1, which pip's torch 2.14.1
+    satisfies and ==2.14.1+cu130 would not. Seen refusing every wheel of the real ext-pyg-pypi-torch2.14 build."""
+    wheel = _wheel(tmp_path, "torch_scatter", "2.1.2+pt214cu130", ["torch==2.14.1"], so=b"\x7fELF fake")
+    monkeypatch.setattr(cuda_checks, "needed", lambda path: ["libcudart.so.13", "libc10_cuda.so"])
+    monkeypatch.setattr(cuda_checks, "cuobjdump", lambda path: (LIST_ELF, ""))
+    facts = tmp_path / "built-against.json"
+    facts.write_text('{"version": "2.14.1+cu130", "cuda": "13.0"}')
+    checked = ["wheel", str(wheel), "--facts", str(facts), "--dist", "torch", "--archs", "8.0;9.0"]
+    assert cuda_checks.main([*checked, "--version", "2.14.1"]) == 0
+    assert cuda_checks.main([*checked, "--version", "2.14.1+cu130"]) == 1
+
+
 # --- 5. one index, a set per torch ---------------------------------------------------------------------
 
 

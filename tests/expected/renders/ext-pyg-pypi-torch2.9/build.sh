@@ -228,7 +228,7 @@ fi
     pinned=$(python /usr/local/share/buildctl/pin_requires.py "$wheel" --dist torch --version "$FRAMEWORK_VERSION" --label "$EXT_LABEL" --out "$OUT/extensions")
     # Before anything is published: the exact torch pin, every .so's CUDA major, device code per arch asked.
     python /usr/local/share/buildctl/cuda_checks.py wheel "$pinned" --facts "$OUT/extensions/built-against.json" \
-      --dist torch --archs "$TORCH_CUDA_ARCH_LIST" --report "$OUT/extensions/checks.jsonl"
+      --dist torch --version "$FRAMEWORK_VERSION" --archs "$TORCH_CUDA_ARCH_LIST" --report "$OUT/extensions/checks.jsonl"
   done
   version=$(basename "$pinned" | cut -d- -f2)
   echo "torch-scatter seconds=$(( $(date +%s) - started )) frontend=$ext_frontend version=$version" >> "$OUT/extensions/built.txt"
@@ -264,7 +264,7 @@ fi
       --require "torch-scatter==$(built_version torch-scatter)" --label "$EXT_LABEL" --out "$OUT/extensions")
     # Before anything is published: the exact torch pin, every .so's CUDA major, device code per arch asked.
     python /usr/local/share/buildctl/cuda_checks.py wheel "$pinned" --facts "$OUT/extensions/built-against.json" \
-      --dist torch --archs "$TORCH_CUDA_ARCH_LIST" --report "$OUT/extensions/checks.jsonl"
+      --dist torch --version "$FRAMEWORK_VERSION" --archs "$TORCH_CUDA_ARCH_LIST" --report "$OUT/extensions/checks.jsonl"
   done
   version=$(basename "$pinned" | cut -d- -f2)
   echo "torch-sparse seconds=$(( $(date +%s) - started )) frontend=$ext_frontend version=$version" >> "$OUT/extensions/built.txt"
@@ -299,7 +299,7 @@ fi
     pinned=$(python /usr/local/share/buildctl/pin_requires.py "$wheel" --dist torch --version "$FRAMEWORK_VERSION" --label "$EXT_LABEL" --out "$OUT/extensions")
     # Before anything is published: the exact torch pin, every .so's CUDA major, device code per arch asked.
     python /usr/local/share/buildctl/cuda_checks.py wheel "$pinned" --facts "$OUT/extensions/built-against.json" \
-      --dist torch --archs "$TORCH_CUDA_ARCH_LIST" --report "$OUT/extensions/checks.jsonl"
+      --dist torch --version "$FRAMEWORK_VERSION" --archs "$TORCH_CUDA_ARCH_LIST" --report "$OUT/extensions/checks.jsonl"
   done
   version=$(basename "$pinned" | cut -d- -f2)
   echo "torch-cluster seconds=$(( $(date +%s) - started )) frontend=$ext_frontend version=$version" >> "$OUT/extensions/built.txt"

@@ -213,7 +213,7 @@ fi
     pinned=$(python /usr/local/share/buildctl/pin_requires.py "$wheel" --dist torch --version "$FRAMEWORK_VERSION" --label "$EXT_LABEL" --out "$OUT/extensions")
     # Before anything is published: the exact torch pin, every .so's CUDA major.
     python /usr/local/share/buildctl/cuda_checks.py wheel "$pinned" --facts "$OUT/extensions/built-against.json" \
-      --dist torch --report "$OUT/extensions/checks.jsonl"
+      --dist torch --version "$FRAMEWORK_VERSION" --report "$OUT/extensions/checks.jsonl"
   done
   version=$(basename "$pinned" | cut -d- -f2)
   echo "torch-scatter seconds=$(( $(date +%s) - started )) frontend=$ext_frontend version=$version" >> "$OUT/extensions/built.txt"
