@@ -107,9 +107,12 @@ def _wheel(folder: Path, name: str, version: str, modules: dict[str, str], requi
 
 
 def _torch(folder: Path, version: str, cuda: str, *cuda_wheels: str) -> None:
+    # as PyPI's CUDA torch: torch.__version__ carries +cuNNN, the distribution's version does not (2.14.1+cu130
+    # and 2.14.1); the pin is the distribution's, which pip compares
+    label = "+cu" + cuda.replace(".", "")
     _wheel(folder, "torch", version, {
         "torch/__init__.py": TORCH_INIT,
-        "torch/version.py": f"__version__ = {version!r}\ncuda = {cuda!r}\nhip = None\ngit_version = 'stand-in'\n",
+        "torch/version.py": f"__version__ = {version + label!r}\ncuda = {cuda!r}\nhip = None\ngit_version = 'stand-in'\n",
         "torch/_C.py": "_GLIBCXX_USE_CXX11_ABI = True\n",
         # PyPI's torch lists the archs it has kernels for; the verification compares the recipe's with them
         "torch/cuda.py": "def get_arch_list():\n    return ['sm_80', 'sm_90', 'sm_100', 'sm_120']\n",
@@ -162,12 +165,12 @@ def test_the_kernel_is_built_for_each_arch_labelled_pinned_and_verified_beside_t
     assert row["file"] == "buildctl_test_demokernel-0.1.0+pt299cu132-cp311-cp311-linux_x86_64.whl"
     assert "torch==2.99.0" in row["requires"]
     against = manifest["extensions"]["built_against"]
-    assert against["version"] == "2.99.0" and against["cuda"] == "13.2" and against["from"] == "index torch==2.99.0"
+    assert against["version"] == "2.99.0+cu132" and against["cuda"] == "13.2" and against["from"] == "index torch==2.99.0"
     with zipfile.ZipFile(cuda_build["artifact"] / row["file"]) as zf:
         assert "demokernel/_kernel.so" in zf.namelist()
     checks = {c["name"]: c for c in report["checks"]}
     assert report["ok"] is True and checks["extension buildctl-test-demokernel"]["ok"] is True, checks
-    assert report["probe"]["extensions"]["torch"]["version"] == "2.99.0"  # the index's torch, in the runtime image
+    assert report["probe"]["extensions"]["torch"]["version"] == "2.99.0+cu132"  # the index's torch, in the runtime image
 
 
 def test_each_wheel_was_checked_before_publish(cuda_build, docker_client):
@@ -190,7 +193,7 @@ def test_a_torch_of_another_cuda_major_than_the_nvcc_is_refused_before_anything_
                                                                                          docker_client):
     proc, payload, _ = _build(index, tmp_path, torch="2.98.0")
     assert proc.returncode == 1 and not payload.get("ok")
-    assert "nvcc is CUDA 13.2, torch 2.98.0 was built with CUDA 12.8: another major; fix: set " \
+    assert "nvcc is CUDA 13.2, torch 2.98.0+cu128 was built with CUDA 12.8: another major; fix: set " \
            "toolchain.cuda.version to 12.x" in proc.stderr, proc.stderr[-3000:]
     assert "buildctl: extension buildctl-test-demokernel" not in proc.stderr
     if payload.get("key"):
