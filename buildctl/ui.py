@@ -5,7 +5,6 @@ on a terminal, plain lines for CI logs, and silence (stderr stage lines only) un
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -68,7 +67,8 @@ class View:
     """Base: shows what the pipeline reports (steps started and finished, log lines); subclasses
     decide how. What it keeps (status, durations) is for showing; the pipeline never reads it.
     `console`: where the verification report prints (the live view's own, above its live region: a
-    second console on the same terminal would print into it; under --json stderr)."""
+    second console on the same terminal would print into it; under --json stderr); a view of a build
+    that verifies has one: the pipeline hands it down, verification chooses none."""
 
     console: Console | None = None
 
@@ -245,20 +245,6 @@ def print_detail(console: Console, name: str, text: str, *, style: str = "bold")
     grid.add_column(overflow="fold")  # words wrap; only a word wider than the column is cut
     grid.add_row(Text(f"{name}: ", style), Text(text))
     console.print(grid)
-
-
-def report_console(json_out: bool = False) -> Console:
-    """Where a command's tables and progress go when its caller gives no console: stdout, or stderr when
-    stdout carries the JSON. The one place outside the CLI that makes a console (tests/unit/test_printing.py)."""
-    return Console(stderr=json_out)
-
-
-def print_json(data) -> None:
-    """`data` as the JSON a --json command prints on stdout (indented, anything else as its str). Left for
-    verify/runner.py only (issue 42): the CLI's is cli/base.py's, where this one goes once verify returns its
-    report."""
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-    sys.stdout.flush()
 
 
 def make_view(as_json: bool) -> View:

@@ -90,8 +90,6 @@ def _build(spec, opts, view: cb.EventView, key: str | None, remember: Callable[.
 
 def _verify(job: cb.Job, spec, view: cb.EventView) -> cb.Result:
     """The published artifact the job names (the build's, on another engine), verified on the job's engine."""
-    from rich.console import Console
-
     from buildctl import engine
     from buildctl.pipeline import published
     from buildctl.verify.options import VerifyOptions
@@ -99,7 +97,7 @@ def _verify(job: cb.Job, spec, view: cb.EventView) -> cb.Result:
     if not job.artifact:
         raise InputError("a verify job names no artifact; fix: give the build's artifact")
     report = published.verify_artifact(spec, Path(job.artifact), on_line=view.line, options=VerifyOptions(json_out=True),
-                                       console=Console(stderr=True, highlight=False),
+                                       console=view.console,
                                        client=engine.connect(job.engine_url) if job.engine_url else None)
     if report.ok:
         return cb.Result(ok=True, artifact=job.artifact)
@@ -163,9 +161,11 @@ def _ccache_stats(path: Path) -> dict[str, int] | None:
 
 
 def main() -> int:
+    from rich.console import Console
+
     events = sys.stdout
     sys.stdout = sys.stderr  # the stream is the events' alone: anything else printed goes to stderr
-    view = cb.EventView(events)
+    view = cb.EventView(events, Console(stderr=True, highlight=False))
     try:
         job = cb.Job.from_json(json.loads(sys.stdin.read(cb.MAX_JOB_BYTES)))
         result = run_job(job, view)

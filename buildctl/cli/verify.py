@@ -3,14 +3,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from buildctl.cli.common import command, console, load_spec, site_options
+from rich.console import Console
+
+from buildctl.cli.common import command, console, load_spec, print_json, site_options
 from buildctl.errors import InputError
 from buildctl.settings import Settings
-from buildctl.ui import report_console, strip_controls
+from buildctl.ui import strip_controls
 from buildctl.verify.options import VerifyOptions
+
+if TYPE_CHECKING:
+    from buildctl.verify.report import Report
 
 
 def _request_artifact(spec, key: str | None, settings: Settings) -> Path:
@@ -31,6 +38,21 @@ def _artifact_wheel(artifact: Path) -> Path:
     if not name or "/" in name or name in (".", ".."):
         raise InputError(f"{artifact}/manifest.json names no wheel file (wheels[0].file); {fix}")
     return artifact / name
+
+
+def _printed(verification: Callable[[Console], Report], json_out: bool) -> None:
+    """`verification` run with the console its progress and tables print on (stdout, or stderr when stdout carries
+    the JSON); with --json its report then printed on stdout, passed or failed."""
+    from buildctl.verify.report import VerificationFailed
+
+    try:
+        report = verification(Console(stderr=json_out))
+    except VerificationFailed as e:
+        if json_out and e.report is not None:  # judged: the report says what failed
+            print_json(e.report.to_dict())
+        raise
+    if json_out:
+        print_json(report.to_dict())
 
 
 @dataclass(frozen=True)
@@ -84,14 +106,16 @@ def verify(request: VerifyRequest, *, options: VerifyOptions, settings: Settings
         if host and spec is not None:  # as the recipe's runtime image has them, from what its build recorded
             requirements = recorded_requirements(wheel_path.resolve().parent, wheel_path)
             options = replace(options, runtime_requirements=tuple(requirements))
-        runner.verify_wheel(wheel_path, spec=spec, options=options, console=report_console(options.json_out))
+        _printed(lambda shown: runner.verify_wheel(wheel_path, spec=spec, options=options, console=shown),
+                 options.json_out)
         return
     # The runtime image is built from the context the artifact records (the recipe is not rendered again).
-    published.verify_artifact(spec, _request_artifact(spec, request.key, settings),
-                             on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim",
-                                                                markup=False, highlight=False),
-                             options=options, console=report_console(options.json_out),
-                             client=engine.connect(engine_url) if engine_url else None)
+    artifact = _request_artifact(spec, request.key, settings)
+    client = engine.connect(engine_url) if engine_url else None
+    _printed(lambda shown: published.verify_artifact(
+        spec, artifact, on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim", markup=False,
+                                                           highlight=False),
+        options=options, console=shown, client=client), options.json_out)
 
 
 def _verify_image(request: VerifyRequest, options: VerifyOptions, settings: Settings) -> None:
@@ -111,5 +135,6 @@ def _verify_image(request: VerifyRequest, options: VerifyOptions, settings: Sett
         raise InputError("--set changes a recipe; fix: add --recipe R, or use --expect key=value")
     network = spec.site.network if spec else settings.network
     options = replace(options, module=module, network_mode=engine.network_mode_for(network))
-    image_verify.verify_image(request.image, python=request.python or "python3", expect=expectations, spec=spec,
-                              options=options, console=report_console(options.json_out))
+    _printed(lambda shown: image_verify.verify_image(request.image, python=request.python or "python3",
+                                                     expect=expectations, spec=spec, options=options, console=shown),
+             options.json_out)

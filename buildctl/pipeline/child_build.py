@@ -24,11 +24,14 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from buildctl.errors import BuildctlError, InputError
 from buildctl.settings import Settings
 from buildctl.ui import View, strip_controls
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SCHEMA = 1
 TASKS = ("build", "verify", "key")
@@ -215,11 +218,12 @@ def _check_types(event: Event) -> None:
 
 
 class EventView(View):
-    """The child's view: every step change and log line as an event on `stream` (the child's stdout)."""
+    """The child's view: every step change and log line as an event on `stream` (the child's stdout);
+    `console`: where a verification prints its report (the child's stderr, never the stream)."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], console: Console) -> None:
         super().__init__()
-        self.stream = stream
+        self.stream, self.console = stream, console
         self._lock = threading.Lock()  # the pipeline reports from more than one thread
 
     def emit(self, event: Event) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildctl import engine
 from buildctl.errors import InputError
@@ -17,6 +18,9 @@ from buildctl.pipeline.stages import artifact
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts
 from buildctl.verify.options import VerifyOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 KEY = re.compile(r"[0-9a-f]{16}")  # store.key.KeyInputs.key
 
@@ -70,10 +74,11 @@ def published_artifact(spec: Spec, artifact_dir: Path, on_line=None):
         yield artifact.found(recipe, key, artifact_dir)
 
 
-def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line, options: VerifyOptions | None = None,
-                    console=None, client=None):
+def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line, console: Console,
+                    options: VerifyOptions | None = None, client=None):
     """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
-    records (the runtime image's context); on the engine of `client` (None: DOCKER_HOST's)."""
+    records (the runtime image's context); on the engine of `client` (None: DOCKER_HOST's); its report
+    printed on `console`, the command's."""
     from buildctl.pipeline.stages import verify as verify_stage
 
     with published_artifact(spec, artifact_dir, on_line) as published:

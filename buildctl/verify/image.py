@@ -14,7 +14,6 @@ from buildctl.errors import InputError
 from buildctl.in_container import probe_inputs
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts
-from buildctl.ui import report_console
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import Expectations, evaluate, verdict
 from buildctl.verify.options import VerifyOptions
@@ -54,12 +53,13 @@ def verify_image(
     spec: Spec | None = None,
     options: VerifyOptions | None = None,
     out_dir: Path | None = None,
-    console: Console | None = None,
+    console: Console,
     client=None,
 ) -> rep.Report:
     """Verify the framework installed in `image`: the probe runs with the image's own `python` in a fresh
     container of it (root, removed on every path), nothing installed; the same report, checks and files
-    as verify_wheel. Expectations: the recipe's (`spec`), then `expect` over them.
+    as verify_wheel, printed on `console` as verify_wheel prints them (the caller's, as the JSON is).
+    Expectations: the recipe's (`spec`), then `expect` over them.
 
     Raises InputError for a bad reference or Python path, an image the engine lacks or a Python the image
     lacks; VerificationFailed (one line, after writing the report) when a check fails.
@@ -72,7 +72,6 @@ def verify_image(
     client = client or engine.connect()
     info = inspect_image(client, image)
     ident = str(info["Id"])
-    console = console or report_console(options.json_out)
     out_dir = Path(out_dir) if out_dir else default_image_out_dir(image, ident)
     options = resolved(options, spec, options.module or "torch")
     on_line = console_lines(console)

@@ -26,7 +26,7 @@ from buildctl.recipe.compat import PYTHON_BY_DISTRO
 from buildctl.recipe.schema import Spec
 from buildctl.store.artifacts import sha256_of
 from buildctl.store.wheel_facts import WheelFacts, wheel_tags
-from buildctl.ui import print_json, report_console, strip_controls
+from buildctl.ui import strip_controls
 from buildctl.verify import report as rep
 from buildctl.verify import report_files
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
@@ -131,10 +131,10 @@ def verify_wheel(
     out_dir: Path | None = None,
     artifact: Path | None = None,
     client=None,
-    console: Console | None = None,
+    console: Console,
 ) -> rep.Report:
-    """Verify `wheel`; write report.json/.md/.png to `out_dir`; print tables (or the JSON with
-    options.json_out).
+    """Verify `wheel`; write report.json/.md/.png to `out_dir`; print its progress and tables on `console`, the
+    caller's (with options.json_out one line instead of the tables: the report's JSON is the caller's to print).
 
     `artifact`: the artifact folder whose manifest lists extensions built against `wheel`: they are
     installed beside it and checked (verify/extensions.py), with the `options.beside` packages (NAME==VERSION).
@@ -153,7 +153,6 @@ def verify_wheel(
     check_probe_options(options)
     # Its facts read once (one bounded read of an untrusted zip, before pip or anything else opens it) and passed
     facts = WheelFacts.read(wheel)
-    console = console or report_console(options.json_out)
     out_dir = Path(out_dir) if out_dir else default_out_dir(wheel)
     options = resolved(options, spec, module)
     on_line = console_lines(console)
@@ -280,7 +279,7 @@ def _checks(exp: Expectations, probe: dict, environment: dict, subject: str = "w
 
 
 def _verify_prebuilt(*, spec: Spec | None, image: str | None, options: VerifyOptions, out_dir: Path | None,
-                     console: Console | None, client, artifact: Path | None) -> rep.Report:
+                     console: Console, client, artifact: Path | None) -> rep.Report:
     """A prebuilt framework's extension set, in a fresh container of the recipe's runtime image: the
     framework as the image has it (probed like a wheel), the set installed beside it and checked."""
     from buildctl import engine
@@ -289,7 +288,6 @@ def _verify_prebuilt(*, spec: Spec | None, image: str | None, options: VerifyOpt
         raise InputError("a prebuilt framework's extension set is verified from its artifact; fix: invoke verify "
                          "--recipe R")
     module, python = spec.framework.dist, spec.python.version
-    console = console or report_console(options.json_out)
     out_dir = Path(out_dir) if out_dir else artifact
     options = resolved(options, spec, module, host=False)
     check_sizes(options.sizes)
@@ -337,11 +335,11 @@ def spec_facts(spec: Spec | None) -> dict | None:
 
 
 def publish_report(report: rep.Report, out_dir: Path, json_out: bool, console: Console) -> rep.Report:
-    """Write report.json/.md/.png, append the step summary, print it; VerificationFailed when a check failed."""
+    """Write report.json/.md/.png, append the step summary, print its tables on `console` (with `json_out` its
+    outcome in one line: the caller prints the JSON); VerificationFailed (with the report) when a check failed."""
     report_files.write_all(report, out_dir)
     report_files.append_step_summary(report)
     if json_out:
-        print_json(report.to_dict())
         console.print(f"{'passed' if report.ok else 'FAILED'}: {summary_line(report.checks)}; "
                       f"{rep.headline_text(report)}", markup=False, highlight=False)
     else:

@@ -11,6 +11,7 @@ by buildctl itself, which the tests check) and the reports (in tmp_path).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DEBIAN_TORCH, containers_made_since, default_sigint
+from rich.console import Console
 from verify_fixtures import cpu_probe, make_report
 
 from buildctl import engine
@@ -190,6 +192,6 @@ def test_gpus_are_the_engines_fact_not_this_hosts(docker_client, base_image, tmp
         "550.54.15", "12.4", [gpus.GpuInfo(0, "NVIDIA H100 80GB HBM3", "9.0", 80 << 30)]))
     with pytest.raises(InputError, match=f"image {base_image} has no Python at python3 "):
         image_verify.verify_image(base_image, out_dir=tmp_path / "report", options=VerifyOptions(sweep=False),
-                                  client=docker_client)
+                                  client=docker_client, console=Console(file=io.StringIO()))
     assert containers_made_since(docker_client, started, image=docker_client.images.get(base_image).id,
                                  labels=("buildctl.role=verify",)) == []

@@ -97,14 +97,17 @@ def test_host_mode_cpu_wheel(torch_wheel, tmp_path, monkeypatch):
 def test_host_mode_failing_expectation_exits_nonzero_with_json(torch_wheel, tmp_path, capsys):
     out = tmp_path / "out"
     spec = make_spec(expect={"nccl": "2.28.9"})
+    console = Console(record=True, width=200)
     with pytest.raises(VerificationFailed) as e:
-        verify_wheel(torch_wheel, spec=spec, out_dir=out,
+        verify_wheel(torch_wheel, spec=spec, out_dir=out, console=console,
                      options=VerifyOptions(host=True, sweep=False, json_out=True, cache_dir=CACHE, **SMALL))
     assert e.value.exit_code == 1
     msg = str(e.value)
     assert "\n" not in msg and "NCCL absent in the wheel, verify.expect says 2.28.9" in msg
-    printed = json.loads(capsys.readouterr().out)  # --json: the report on stdout, nothing else
+    assert capsys.readouterr().out == ""  # the JSON is the command's to print (cli/verify.py), with the report
+    printed = e.value.report.to_dict()
     assert printed["ok"] is False and printed["probe"]["sweep"]["state"] == "skipped"
+    assert console.export_text().splitlines()[-1].startswith("FAILED: ")  # --json: one line, not the tables
     assert json.loads((out / "report.json").read_text())["ok"] is False
     assert not (out / "report.png").exists()  # no sweep, no plot
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from buildctl import recipe
 from buildctl.bisect import axes, log
@@ -157,7 +158,7 @@ def test_a_child_step_loads_its_spec_and_computes_its_key_once_and_builds_only_a
         def flush(self) -> None:
             pass
 
-    view = cb.EventView(Stream())
+    view = cb.EventView(Stream(), Console(file=io.StringIO()))
     known = child.run_job(job("demo-cpu", until="configure", no_preflight=True, key_first=True,
                               known_keys=frozenset({"k-demo"})), view)
     assert known == cb.Result(ok=True, key="k-demo", known=True)
@@ -213,7 +214,7 @@ def test_a_child_build_that_finds_its_artifact_records_the_no_op_as_invoke_build
     monkeypatch.setattr(noop, "remember", lambda recipe, sets, **kw: remembered.append({"recipe": recipe,
                                                                                         "sets": sets, **kw}))
     given = job("demo-cpu", sets=("build.max_jobs=2",), no_preflight=True)
-    result = child.run_job(given, cb.EventView(io.StringIO()))
+    result = child.run_job(given, cb.EventView(io.StringIO(), Console(file=io.StringIO())))
     assert result.ok and result.cached
     [entry] = remembered
     assert (entry["recipe"], list(entry["sets"]), entry["no_preflight"]) == ("demo-cpu", ["build.max_jobs=2"], True)

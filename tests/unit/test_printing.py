@@ -1,7 +1,7 @@
 """Printing only through the view and the CLI (issue 37): no module outside buildctl/cli/ and buildctl/ui.py
 makes a rich Console, calls print() or writes to sys.stdout/sys.stderr itself; a library call reports
 through the callbacks (on_line) and the console its caller gives. Nor does it choose a console through ui.py's
-factories (issue 42): what prints JSON or a report, and where, is the CLI's to say."""
+view factory or print JSON (issue 42): what prints JSON or a report, and where, is the CLI's to say."""
 
 from __future__ import annotations
 
@@ -15,14 +15,9 @@ EXCEPTIONS = {
     "in_container/": "runs inside the containers as its own program; its stdout is what the build or the probe reads",
     "host/base_images.py": "its main() is `python -m buildctl.host.base_images`, .ci/bootstrap's command line",
 }
-# ui.py's console factories and its JSON printer: called or handed on, each chooses where output goes.
-CONSOLE_CHOOSERS = ("report_console", "warning_console", "print_json")
-# Still choosing a console: the only known exceptions, to be emptied (an entry that no longer does fails).
-# issue 42: the verify helper's files, next.
-KNOWN_CHOOSERS = {
-    "verify/runner.py": "defaults to report_console when its caller gives no console; prints its report with print_json",
-    "verify/image.py": "defaults to report_console when its caller gives no console",
-}
+# ui.py's view factory (it picks the console by the terminal) and the CLI's JSON printer: called or handed on,
+# each chooses where output goes.
+CONSOLE_CHOOSERS = ("make_view", "print_json")
 
 
 def printing(path: Path) -> list[int]:
@@ -47,8 +42,8 @@ def printing(path: Path) -> list[int]:
 
 
 def choosing_a_console(path: Path) -> list[int]:
-    """The lines of `path` that name one of ui.py's CONSOLE_CHOOSERS: called (`console or report_console()`,
-    a default argument's value) or handed on as a value (`on_json=print_json`)."""
+    """The lines of `path` that name one of the CONSOLE_CHOOSERS: called (`view or ui.make_view(False)`, a
+    default argument's value) or handed on as a value (`on_json=print_json`)."""
     tree = ast.parse(path.read_text(), str(path))
     return sorted(node.lineno for node in ast.walk(tree)
                   if (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
@@ -75,8 +70,8 @@ def test_only_the_cli_and_the_view_print():
 
 def test_the_check_sees_each_way_of_choosing_a_console(tmp_path):
     f = tmp_path / "m.py"
-    f.write_text("from buildctl import ui\nconsole = console or ui.report_console()\n"
-                 "def f(err=warning_console()): pass\ndef g(on_json=print_json): pass\nprint_json(data)\n"
+    f.write_text("from buildctl import ui\nview = view or ui.make_view(False)\n"
+                 "def f(view=make_view(True)): pass\ndef g(on_json=print_json): pass\nprint_json(data)\n"
                  "console.print('fine: a console given')\n")
     assert choosing_a_console(f) == [2, 3, 4, 5]
 
@@ -87,6 +82,4 @@ def test_only_the_cli_chooses_a_console():
         rel = path.relative_to(PACKAGE).as_posix()
         if not rel.startswith(MAY_PRINT) and (lines := choosing_a_console(path)):
             found[rel] = lines
-    assert found.keys() - KNOWN_CHOOSERS.keys() == set(), (
-        f"{found}; fix: take a console, a view or an on_... callback from the caller (the CLI), with no default")
-    assert KNOWN_CHOOSERS.keys() - found.keys() == set(), "fix: remove these from KNOWN_CHOOSERS: they choose none"
+    assert found == {}, "fix: take a console, a view or an on_... callback from the caller (the CLI), with no default"

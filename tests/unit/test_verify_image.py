@@ -4,6 +4,7 @@ The runs against the real engine are in test_verify_image_integration.py."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -188,7 +189,8 @@ class NoSuchImage:
 
 def test_missing_image_is_one_line_with_the_fix(tmp_path):
     with pytest.raises(InputError) as e:
-        image_verify.verify_image("registry.example/team/torch:old", client=NoSuchImage(), out_dir=tmp_path)
+        image_verify.verify_image("registry.example/team/torch:old", client=NoSuchImage(), out_dir=tmp_path,
+                                  console=Console(file=io.StringIO()))
     msg = str(e.value)
     assert msg == ("image registry.example/team/torch:old is not in the Docker engine, and buildctl never pulls; "
                    "fix: `docker pull registry.example/team/torch:old` (or docker load / docker build it) first")
@@ -210,7 +212,8 @@ def test_bad_arguments_are_refused_before_the_engine(kwargs, words):
     with pytest.raises(InputError) as e:
         image = args.pop("image")
         options = VerifyOptions(**{k: args.pop(k) for k in ("module", "sizes") if k in args})
-        image_verify.verify_image(image, client=object(), options=options, **args)  # object(): any engine call would fail
+        image_verify.verify_image(image, client=object(), options=options, console=Console(file=io.StringIO()),
+                                  **args)  # object(): any engine call would fail
     assert words in str(e.value) and "\n" not in str(e.value)
 
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import shlex
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from verify_fixtures import make_spec
 
 from buildctl.errors import InputError
 from buildctl.store import wheel_facts
 from buildctl.verify import runner, targets, wheelhouse
 from buildctl.verify.options import VerifyOptions
+
+QUIET = Console(file=io.StringIO())  # what a verification prints is not what these tests look at
 
 
 def test_wheel_tags():
@@ -61,21 +65,21 @@ def test_default_out_dir(tmp_path):
 
 def test_bad_arguments_are_input_errors(tmp_path):
     with pytest.raises(InputError, match="no such wheel"):
-        runner.verify_wheel(tmp_path / "missing.whl", options=VerifyOptions(host=True))
+        runner.verify_wheel(tmp_path / "missing.whl", options=VerifyOptions(host=True), console=QUIET)
     wheel = tmp_path / "torch-2.13.0+cpu-cp312-cp312-manylinux_2_28_x86_64.whl"
     wheel.write_bytes(b"")
     with pytest.raises(InputError, match="recipe's Python is 3.11"):
-        runner.verify_wheel(wheel, spec=make_spec(), options=VerifyOptions(host=True))
+        runner.verify_wheel(wheel, spec=make_spec(), options=VerifyOptions(host=True), console=QUIET)
     with pytest.raises(InputError, match="default verification image"):
-        runner.verify_wheel(wheel, options=VerifyOptions(host=False))
+        runner.verify_wheel(wheel, options=VerifyOptions(host=False), console=QUIET)
     ok = tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
     ok.write_bytes(b"")
     with pytest.raises(InputError, match="--sizes"):
-        runner.verify_wheel(ok, options=VerifyOptions(host=True, sizes="8:1"))
+        runner.verify_wheel(ok, options=VerifyOptions(host=True, sizes="8:1"), console=QUIET)
     other = tmp_path / "other-1.0-cp311-cp311-linux_x86_64.whl"
     other.write_bytes(b"")
     with pytest.raises(InputError, match="cannot tell the module"):
-        runner.verify_wheel(other, options=VerifyOptions(host=True))
+        runner.verify_wheel(other, options=VerifyOptions(host=True), console=QUIET)
 
 
 def test_wheel_requirements_are_judged_for_the_target_python():
@@ -144,5 +148,43 @@ def test_verifying_a_wheel_opens_its_zip_once(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "run_on_host", lambda *a, **k: ({"ok": False, "fatal": "stood in"}, {}))
     options = VerifyOptions(host=True, sweep=False, cache_dir=tmp_path / "cache")
     with pytest.raises(VerificationFailed):
-        runner.verify_wheel(wheel, spec=make_spec(framework="demofw"), options=options, out_dir=tmp_path / "out")
+        runner.verify_wheel(wheel, spec=make_spec(framework="demofw"), options=options, out_dir=tmp_path / "out",
+                            console=QUIET)
     assert [name for name in opened if name.endswith(".whl")] == [str(wheel)]
+
+
+@pytest.mark.parametrize("json_out, passed", [(True, True), (True, False), (False, True)])
+def test_invoke_verify_prints_the_json_itself_and_gives_the_verification_its_console(json_out, passed, tmp_path,
+                                                                                    monkeypatch, capsys):
+    """Issue 42: the runner returns its report (or raises with it) on the console the command gives, and the
+    command prints the JSON: with --json the report alone on stdout, passed or failed, the progress on stderr."""
+    import json
+
+    from invoke.exceptions import Exit
+    from verify_fixtures import make_report
+
+    from buildctl.cli.verify import VerifyRequest, verify
+    from buildctl.settings import Settings
+    from buildctl.verify.report import VerificationFailed
+
+    report = make_report()
+
+    def verify_wheel(wheel, *, console, **kwargs):
+        console.print("verify: progress")
+        if not passed:
+            raise VerificationFailed("wheel: a check failed", report=report)
+        return report
+
+    monkeypatch.setattr(runner, "verify_wheel", verify_wheel)
+    request = VerifyRequest(wheel=str(tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"))
+    if passed:
+        verify(request, options=VerifyOptions(json_out=json_out), settings=Settings.model_validate({}))
+    else:
+        with pytest.raises(Exit):
+            verify(request, options=VerifyOptions(json_out=json_out), settings=Settings.model_validate({}))
+    out, err = capsys.readouterr()
+    if json_out:
+        assert json.loads(out) == json.loads(json.dumps(report.to_dict(), default=str))
+        assert err.startswith("verify: progress\n")
+    else:
+        assert out == "verify: progress\n" and err == ""

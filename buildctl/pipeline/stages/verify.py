@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildctl import engine
 from buildctl.engine import registry
@@ -21,6 +22,9 @@ from buildctl.recipe.schema import Spec
 from buildctl.secrets import proxy_env, split_credentials
 from buildctl.store import artifacts
 from buildctl.verify.options import VerifyOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def stored_report(published: Published, spec: Spec):
@@ -126,10 +130,10 @@ class OwnBuild:
     namespace: str | None = None
 
 
-def verify(spec: Spec, published: Published, *, client=None, on_line: Callable[[str], None],
-           options: VerifyOptions | None = None, console=None, own: OwnBuild | None = None) -> Verified:
-    """Verify a published artifact's wheel; the report is stored beside it. Raises VerificationFailed
-    (with the report) when an expectation does not hold.
+def verify(spec: Spec, published: Published, *, client=None, on_line: Callable[[str], None], console: Console,
+           options: VerifyOptions | None = None, own: OwnBuild | None = None) -> Verified:
+    """Verify a published artifact's wheel; the report is stored beside it and printed on `console` (the view's
+    or the command's). Raises VerificationFailed (with the report) when an expectation does not hold.
 
     `own`: the build that made it; a verify run on its own (None) builds the runtime image from the
     artifact's recorded context."""
