@@ -6,6 +6,7 @@ wheel and the dependency wheelhouse are cached under .cache/buildctl-test/ betwe
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -97,14 +98,14 @@ def test_host_mode_cpu_wheel(torch_wheel, tmp_path, monkeypatch):
 def test_host_mode_failing_expectation_exits_nonzero_with_json(torch_wheel, tmp_path, capsys):
     out = tmp_path / "out"
     spec = make_spec(expect={"nccl": "2.28.9"})
-    console = Console(record=True, width=200)
+    console = Console(file=io.StringIO(), record=True, width=200)
     with pytest.raises(VerificationFailed) as e:
         verify_wheel(torch_wheel, spec=spec, out_dir=out, console=console,
                      options=VerifyOptions(host=True, sweep=False, json_out=True, cache_dir=CACHE, **SMALL))
     assert e.value.exit_code == 1
     msg = str(e.value)
     assert "\n" not in msg and "NCCL absent in the wheel, verify.expect says 2.28.9" in msg
-    assert capsys.readouterr().out == ""  # the JSON is the command's to print (cli/verify.py), with the report
+    assert capsys.readouterr().out == ""  # the console given takes it all; the JSON is the command's (cli/verify.py)
     printed = e.value.report.to_dict()
     assert printed["ok"] is False and printed["probe"]["sweep"]["state"] == "skipped"
     assert console.export_text().splitlines()[-1].startswith("FAILED: ")  # --json: one line, not the tables
