@@ -15,23 +15,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-# Terminal control sequences: CSI (ESC [ ... final byte, or the 8-bit CSI), OSC/DCS/SOS/PM/APC strings
-# (ESC ] P X ^ _ ..., ended by BEL or ST, or unterminated: to the end of the line), any other ESC x,
-# then every remaining C0/C1 control except tab and newline, DEL, and the Unicode bidi overrides
-# that make a line display other than it reads.
-_CONTROL = re.compile(
-    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
-    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\n]*?(?:\x07|\x1b\\|\x9c|(?=\n)|\Z)"
-    r"|\x1b[ -/]*[0-~]?"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
-)
-
-
-def strip_controls(text: str) -> str:
-    """`text` as it may reach a terminal: escape sequences and control characters removed (tabs and
-    newlines kept). For what a person sees; stored logs keep their bytes as they came."""
-    return _CONTROL.sub("", text)
-
+from buildctl.terminal_text import strip_controls
 
 STAGES = ("fetch", "image", "source", "configure", "compile", "wheel", "extensions", "publish", "verify")
 NINJA = re.compile(r"^\[([0-9]{1,12})/([0-9]{1,12})\]")  # the build's log is untrusted: few ASCII digits
@@ -230,21 +214,6 @@ def _summary_table(rows: list[tuple[str, str]], view: View) -> Table:
     for k, v in rows:  # values come from the manifest, partly from the build container's output
         table.add_row(Text(strip_controls(k)), Text(strip_controls(v)))
     return table
-
-
-def print_detail(console: Console, name: str, text: str, *, style: str = "bold") -> None:
-    """`name: text` under a table. On a terminal (or a console that wraps), wrapped at words at its
-    width with the text hanging under itself (a terminal breaks a long line mid-word); piped through a
-    soft-wrapping console (a CI log), one line as before. Text, never markup: details quote paths and
-    recipe values."""
-    if console.soft_wrap and not console.is_terminal:
-        console.print(Text.assemble((name, style), ": ", text), soft_wrap=True)
-        return
-    grid = Table.grid()
-    grid.add_column(no_wrap=True)
-    grid.add_column(overflow="fold")  # words wrap; only a word wider than the column is cut
-    grid.add_row(Text(f"{name}: ", style), Text(text))
-    console.print(grid)
 
 
 def make_view(as_json: bool) -> View:

@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from buildctl.errors import InputError
 from buildctl.recipe.schema import Spec
 from buildctl.secrets import mask_set
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 from buildctl.urls import mask
 
 if TYPE_CHECKING:

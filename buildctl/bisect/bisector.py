@@ -34,7 +34,8 @@ from buildctl.errors import BuildctlError, InputError
 from buildctl.pipeline import child_build
 from buildctl.pipeline.published import test_artifact
 from buildctl.recipe.schema import Spec
-from buildctl.ui import View, strip_controls
+from buildctl.terminal_text import strip_controls
+from buildctl.ui import View
 
 WORD = {search.PASS: "good", search.FAIL: "bad", search.SKIP: "skip"}
 STOP_WAIT_S = 300  # a child stopping after Ctrl-C removes its container; it gets this long

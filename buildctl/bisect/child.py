@@ -12,7 +12,7 @@ from buildctl import settings
 from buildctl.bisect import search
 from buildctl.bisect.record import BuildRecord, CacheFigures, Diagnosis, Entry, StepCriterion
 from buildctl.pipeline import child_build
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 
 FIRST_ERROR_LINES = 12
 

@@ -23,7 +23,7 @@ from buildctl import settings, urls
 from buildctl.errors import InputError
 from buildctl.git_env import git_login_env
 from buildctl.store.git_refs import run_git
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 from buildctl.urls import mask
 
 FETCH_TIMEOUT_S = 1800

@@ -22,7 +22,7 @@ from buildctl.bisect.bisector import Outcome
 from buildctl.bisect.child import Criterion
 from buildctl.bisect.record import failure_json
 from buildctl.secrets import mask_set
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 
 NOUN = {"commits": "commit", "versions": "version", "patches": "patch", "set": "value"}
 RESULT = {"pass": "good", "fail": "bad", "skip": "skip"}

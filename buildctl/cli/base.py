@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from buildctl.errors import BuildctlError, InputError
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 
 console = Console(stderr=True, highlight=False)
 out = Console(highlight=False, soft_wrap=True)

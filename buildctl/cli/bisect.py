@@ -12,7 +12,7 @@ from buildctl.cli.common import command, console, load_spec, out, print_json, si
 from buildctl.errors import BuildctlError, InputError
 from buildctl.pipeline import stages
 from buildctl.settings import Settings
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 
 # The build's --until steps but the image: it is the toolchain alone, built without the framework's source,
 # so a step stopped there would not build the change the bisect steps over.

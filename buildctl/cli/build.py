@@ -23,7 +23,7 @@ from buildctl.cli.common import (
 from buildctl.errors import BuildctlError, InputError
 from buildctl.pipeline import memory_budget, resume, stages
 from buildctl.settings import Settings
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 
 
 def _summary_rows(result) -> list[tuple[str, str]]:

@@ -28,7 +28,7 @@ from buildctl.cli.common import (
 )
 from buildctl.errors import BuildctlError, InputError
 from buildctl.settings import Settings
-from buildctl.ui import print_detail, strip_controls
+from buildctl.terminal_text import print_detail, strip_controls
 
 # tasks.py calls cli.<command>; the tests and tasks.py use the shared helpers through here too.
 # --- tasks ------------------------------------------------------------------------------------

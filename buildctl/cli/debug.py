@@ -11,7 +11,7 @@ from buildctl import settings as settings_mod
 from buildctl.cli.common import command, console, load_spec, out, print_json, site_options
 from buildctl.errors import InputError
 from buildctl.settings import Settings
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 
 
 def _artifact_of(spec, artifact: str | None, key: str | None, settings: Settings) -> Path:

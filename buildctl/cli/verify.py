@@ -13,7 +13,7 @@ from rich.console import Console
 from buildctl.cli.common import command, console, load_spec, print_json, site_options
 from buildctl.errors import InputError
 from buildctl.settings import Settings
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 from buildctl.verify.options import VerifyOptions
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from buildctl.failure.patterns import SIGNATURES, Signature, explain_nccl_report
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 
 MAX_EVIDENCE = 5
 _MAX_LINE = 300  # evidence and first_error lines are cut here: compile commands run to kilobytes

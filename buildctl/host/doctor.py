@@ -267,7 +267,7 @@ def print_doctor(report: dict, console: Console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from buildctl.ui import print_detail
+    from buildctl.terminal_text import print_detail
 
     eng = report["engine"]
     if not eng["ok"]:

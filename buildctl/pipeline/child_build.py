@@ -28,7 +28,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from buildctl.errors import BuildctlError, InputError
 from buildctl.settings import Settings
-from buildctl.ui import View, strip_controls
+from buildctl.terminal_text import strip_controls
+from buildctl.ui import View
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -24,7 +24,8 @@ from buildctl.pipeline.stages import compile as compile_stage
 from buildctl.pipeline.stages.failure import BuildFailed
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts, wheel_diff
-from buildctl.ui import View, strip_controls
+from buildctl.terminal_text import strip_controls
+from buildctl.ui import View
 
 REBUILD_DIR = "/rebuild/work"  # not /work: another path, and of another length
 

@@ -36,7 +36,8 @@ from buildctl.recipe.schema import Spec
 from buildctl.scaleout import plan
 from buildctl.store import artifacts
 from buildctl.store.manifest import Manifest
-from buildctl.ui import View, strip_controls
+from buildctl.terminal_text import strip_controls
+from buildctl.ui import View
 
 
 @dataclass

@@ -27,7 +27,7 @@ from buildctl import settings, urls
 from buildctl.errors import InputError
 from buildctl.git_env import git_login_env
 from buildctl.secrets import checked_argv
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 
 SHA = re.compile(r"[0-9a-f]{40}")
 LS_REMOTE_TIMEOUT_S = 120

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from buildctl.errors import InputError
 from buildctl.store import artifacts
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 from buildctl.verify import schema
 from buildctl.verify.report import JSON_NAME, Report, blas_kinds, fmt_size, headline
 

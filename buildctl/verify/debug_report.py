@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 
 MAX_REPORT_BYTES = 4 << 20  # gdb_crash.py's JSON: 64 frames of long C++ names fit many times over
 MAX_STACK_BYTES = 256 << 10  # faulthandler's text: at most 100 frames of one thread

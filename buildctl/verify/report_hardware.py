@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 
 
 def probe_text(value: Any, style: str = "") -> Text:

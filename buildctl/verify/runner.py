@@ -26,7 +26,7 @@ from buildctl.recipe.compat import PYTHON_BY_DISTRO
 from buildctl.recipe.schema import Spec
 from buildctl.store.artifacts import sha256_of
 from buildctl.store.wheel_facts import WheelFacts, wheel_tags
-from buildctl.ui import strip_controls
+from buildctl.terminal_text import strip_controls
 from buildctl.verify import report as rep
 from buildctl.verify import report_files
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict

@@ -10,9 +10,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "buildctl"
 # Lowest first: what a folder may import is what stands before it.
-LAYERS = ("errors", "urls", "git_env", "ui", "archive", "secrets", "settings", "in_container", "recipe", "render",
+LAYERS = ("errors", "urls", "git_env", "terminal_text", "ui", "archive", "secrets", "settings", "in_container", "recipe", "render",
           "engine", "store", "failure", "verify", "pipeline", "host", "scaleout", "bisect", "cli")
-TOP_MODULES = {"__init__", "errors", "urls", "ui", "archive", "secrets", "git_env", "settings"}
+TOP_MODULES = {"__init__", "errors", "urls", "terminal_text", "ui", "archive", "secrets", "git_env", "settings"}
 
 
 def module_name(path: Path) -> str:

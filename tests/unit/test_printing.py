@@ -50,6 +50,44 @@ def choosing_a_console(path: Path) -> list[int]:
                       else None) in CONSOLE_CHOOSERS)
 
 
+# What a module outside cli/ may import from ui.py: the view types it is handed (a subclass is made of View), and
+# the build's step names in the order the view shows them (the failure bundle's steps are these). Terminal text
+# (strip_controls, print_detail) is terminal_text.py's; make_view and the views themselves are the CLI's to pick.
+MAY_IMPORT_FROM_UI = {"View", "TimeLeft", "STAGES"}
+
+
+def ui_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, name) of what `path` imports from buildctl.ui beyond MAY_IMPORT_FROM_UI; the whole module
+    (`from buildctl import ui`, `import buildctl.ui`) counts as all of it."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "buildctl.ui":
+            found += [(node.lineno, a.name) for a in node.names if a.name not in MAY_IMPORT_FROM_UI]
+        elif isinstance(node, ast.ImportFrom) and node.module == "buildctl":
+            found += [(node.lineno, "ui") for a in node.names if a.name == "ui"]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("buildctl.ui")]
+    return found
+
+
+def test_the_check_sees_each_way_of_importing_from_ui(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("from buildctl.ui import TimeLeft, View\nfrom buildctl.ui import View, strip_controls\n"
+                 "from buildctl import errors, ui\nimport buildctl.ui\ndef f():\n    from buildctl.ui import make_view\n"
+                 "from buildctl.terminal_text import strip_controls\n")
+    assert ui_imports(f) == [(2, "strip_controls"), (3, "ui"), (4, "buildctl.ui"), (6, "make_view")]
+
+
+def test_outside_the_cli_ui_is_imported_only_for_the_view_types():
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if not rel.startswith(MAY_PRINT) and (names := ui_imports(path)):
+            found[rel] = names
+    assert found == {}, "fix: strip_controls and print_detail from buildctl.terminal_text; a view from the caller"
+
+
 def test_the_check_sees_each_way_of_printing(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("import sys, rich.console\nprint(1)\nrich.console.Console()\nsys.stderr.write('x')\n"

@@ -3,7 +3,7 @@
 A compile step (a hostile setup.py, or just a colourful tool) writes what it likes to its log: an OSC
 sequence retitles the terminal or plants a hyperlink, CSI sequences clear the screen or move the
 cursor over earlier lines, a bidi override makes a line read differently than it runs. Rich passes
-ESC through (it strips only BEL, BS, CR and a few others), and so did every view before ui.strip_controls.
+ESC through (it strips only BEL, BS, CR and a few others), and so did every view before strip_controls (terminal_text.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from buildctl import cli, ui
+from buildctl import cli, terminal_text, ui
 from buildctl.failure import diagnose
 from buildctl.pipeline import stages
 from buildctl.pipeline.stages.failure import BuildFailed
@@ -34,7 +34,7 @@ SHOWN = "make title link red    rtlexe.txt end"
     ("progress\r100%", "progress100%"),
 ])
 def test_strip_controls(raw, shown):
-    assert ui.strip_controls(raw) == shown
+    assert terminal_text.strip_controls(raw) == shown
 
 
 def _has_controls(text: str) -> bool:
@@ -133,7 +133,7 @@ def test_details_under_the_recipes_table_wrap_at_words_at_80_columns():
 
 def test_a_detail_line_hangs_under_its_text():
     buf = io.StringIO()
-    ui.print_detail(Console(file=buf, width=40, force_terminal=True, color_system=None), "name",
+    terminal_text.print_detail(Console(file=buf, width=40, force_terminal=True, color_system=None), "name",
                     "alpha beta gamma delta epsilon zeta eta theta iota kappa")
     lines = [ln.rstrip() for ln in buf.getvalue().splitlines()]
     assert lines[0].startswith("name: alpha") and all(ln.startswith("      ") for ln in lines[1:]), lines

@@ -29,12 +29,13 @@ from pydantic import (
     model_validator,
 )
 
-from buildctl import archive, engine, ui
+from buildctl import archive, engine
 from buildctl.errors import EngineError, InputError
 from buildctl.failure.repro.writer import CARRY_LIMIT
+from buildctl.ui import STAGES
 
 # The build's stages that can fail into a bundle (publish and verify write none).
-STEPS = tuple(s for s in ui.STAGES if s not in ("publish", "verify"))
+STEPS = tuple(s for s in STAGES if s not in ("publish", "verify"))
 CONTAINER_STEPS = tuple(s for s in STEPS if s not in ("fetch", "image", "wheel"))  # the build script's own
 MOUNT_POINTS = ("/work", "/cache")
 MAX_BUNDLE_JSON = 1 << 20  # bytes; buildctl writes a few KB
