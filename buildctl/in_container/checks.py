@@ -248,7 +248,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _ddp_rank() -> dict:
+def _ddp_rank() -> None:
+    """One rank's step; prints its result before the process group is torn down, since gloo's teardown can
+    abort the process after the step itself agreed (pytorch/pytorch#190489)."""
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
@@ -275,11 +277,12 @@ def _ddp_rank() -> dict:
                     for name, t in (("loss", loss.detach().reshape(1)), ("grads", grads), ("params", params))}
         for name, t in (("loss", loss.detach().reshape(1)), ("grads", grads), ("params", params)):
             dist.all_gather(gathered[name], t)
-        return {"rank": rank, "loss": float(loss),
+        result = {"rank": rank, "loss": float(loss),
                 "losses_equal": all(torch.equal(t, gathered["loss"][0]) for t in gathered["loss"]),
                 "grads_equal_across_ranks": all(torch.allclose(t, gathered["grads"][0], atol=1e-6) for t in gathered["grads"]),
                 "grads_match_reference": bool(torch.allclose(grads, ref_grads, rtol=1e-5, atol=1e-6)),
                 "params_equal_after_step": all(torch.equal(t, gathered["params"][0]) for t in gathered["params"])}
+        print(json.dumps(result), flush=True)
     finally:
         dist.destroy_process_group()
 
@@ -297,8 +300,8 @@ def ddp_step(torch, world_size: int = 2, timeout: float = DDP_TIMEOUT_S) -> dict
     t0 = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "ddp-rank"], env={**env, "RANK": str(r)},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world_size)]
-    ranks, errors = [], []
-    for p in procs:
+    ranks, errors, teardown = [], [], []
+    for rank, p in enumerate(procs):
         try:
             out, err = p.communicate(timeout=max(1.0, timeout - (time.perf_counter() - t0)))
         except subprocess.TimeoutExpired:
@@ -306,16 +309,20 @@ def ddp_step(torch, world_size: int = 2, timeout: float = DDP_TIMEOUT_S) -> dict
                 q.kill()
             return {"state": "error", "reason": f"DDP step did not finish within {timeout:.0f} s", "ranks": ranks}
         result = _last_json(out)
-        if p.returncode != 0 or result is None:
+        if result is None:
             errors.append(_first_line(err) or f"exit {p.returncode}")
-        else:
-            ranks.append(result)
+            continue
+        ranks.append(result)
+        if p.returncode != 0:  # the step is judged by what the ranks printed; a fault after it is reported
+            teardown.append(f"rank {rank} exited {p.returncode} after its result: "
+                            f"{_first_line(err) or 'no message'}")
     if errors:
         return {"state": "error", "reason": errors[0], "ranks": ranks}
     keys = ("losses_equal", "grads_equal_across_ranks", "grads_match_reference", "params_equal_after_step")
     bad = [k for k in keys if not all(r[k] for r in ranks)]
     return {"state": "failed" if bad else "ok", "reason": ", ".join(bad) or None, "backend": "gloo",
-            "world_size": world_size, "seconds": round(time.perf_counter() - t0, 2), "ranks": ranks}
+            "world_size": world_size, "seconds": round(time.perf_counter() - t0, 2), "ranks": ranks,
+            "teardown": teardown}
 
 
 # --------------------------------------------------------------------------- entry points
@@ -340,8 +347,8 @@ def main(argv: list[str]) -> int:
         print(json.dumps(result), flush=True)
         return 0
     if argv[:1] == ["ddp-rank"]:
-        print(json.dumps(_ddp_rank()), flush=True)
-        return 0
+        _ddp_rank()
+        os._exit(0)  # past the interpreter's finalization, where gloo's threads can still abort a finished rank
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -180,6 +180,8 @@ def framework_checks(mod, args, report: dict) -> dict:
     log("DDP training step, 2 ranks over gloo")
     out["ddp"] = checks.ddp_step(mod)
     log(f"  {out['ddp']['state']}{': ' + out['ddp']['reason'] if out['ddp'].get('reason') else ''}")
+    for fault in out["ddp"].get("teardown") or []:
+        log(f"  {fault}")
     log("debug-only assertions: a CPU kernel of aten::neg that returns its input")
     out["debug_assert"] = probe_facts.debug_assert(mod)
     da = out["debug_assert"]

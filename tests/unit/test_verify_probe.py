@@ -213,3 +213,54 @@ def test_a_cell_without_a_cxx_compiler_is_skipped_with_the_reason(monkeypatch):
     result = checks.compile_matrix(type("torch", (), {"compile": object()}), "cpu", 60)
     inductor = [c for c in result["cells"] if c["backend"] == "inductor" and c["mode"] == "default"]
     assert all(c["state"] == "skipped" and "no C++ compiler (g++)" in c["reason"] for c in inductor)
+
+
+# --------------------------------------------------------------------------- the DDP step's ranks
+
+
+class _Rank:
+    """A rank's process as ddp_step sees it: what it printed, then how it exited."""
+
+    def __init__(self, stdout: str, stderr: str, returncode: int):
+        self.stdout, self.stderr, self.returncode = stdout, stderr, returncode
+
+    def communicate(self, timeout=None):
+        return self.stdout, self.stderr
+
+
+def _ddp(monkeypatch, *ranks: _Rank) -> dict:
+    import types
+
+    from buildctl.in_container import checks
+
+    distributed = types.SimpleNamespace(is_available=lambda: True, is_gloo_available=lambda: True)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(distributed=distributed))
+    monkeypatch.setitem(sys.modules, "torch.distributed", distributed)
+    started = iter(ranks)
+    monkeypatch.setattr(checks.subprocess, "Popen", lambda argv, **kw: next(started))
+    return checks.ddp_step(sys.modules["torch"], world_size=len(ranks))
+
+
+_AGREED = json.dumps({"rank": 0, "loss": 1.0, "losses_equal": True, "grads_equal_across_ranks": True,
+                      "grads_match_reference": True, "params_equal_after_step": True})
+_ABORT = "terminate called without an active exception\n"
+
+
+def test_a_rank_that_aborts_in_teardown_after_its_result_does_not_fail_the_step_but_is_recorded(monkeypatch):
+    # Seen in CI (stop 47): gloo's worker threads abort a rank at exit after the step agreed on both ranks.
+    result = _ddp(monkeypatch, _Rank(_AGREED + "\n", "", 0), _Rank(_AGREED + "\n", _ABORT, -6))
+    assert result["state"] == "ok" and result["reason"] is None and len(result["ranks"]) == 2
+    assert result["teardown"] == ["rank 1 exited -6 after its result: terminate called without an active exception"]
+
+    from buildctl.verify.expectations import Expectations, framework_check_results
+    from buildctl.verify.schema.probe_json import Ddp
+
+    Ddp.model_validate(result)  # the report's schema takes it
+    check = {c.name: c for c in framework_check_results(Expectations(), {"checks": {"ddp": result}})}
+    ddp_check = check["DDP step (2 ranks, gloo)"]
+    assert ddp_check.ok and "rank 1 exited -6 after its result" in ddp_check.detail
+
+
+def test_a_rank_that_aborts_before_its_result_is_an_error(monkeypatch):
+    result = _ddp(monkeypatch, _Rank(_AGREED + "\n", "", 0), _Rank("", _ABORT, -6))
+    assert result["state"] == "error" and result["reason"] == "terminate called without an active exception"

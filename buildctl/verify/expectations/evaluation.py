@@ -129,7 +129,9 @@ def framework_check_results(exp: Expectations, probe: dict) -> list[Check]:
         r = res.get(name) or {}
         if r.get("state") in ("ok", "failed", "error"):
             ok = r["state"] == "ok"
-            out.append(Check(label, "ok", r["state"], ok, "" if ok else str(r.get("reason") or "")))
+            # A rank that aborted in teardown after the step agreed passes, and the check says so.
+            detail = "; ".join(r.get("teardown") or []) if ok else str(r.get("reason") or "")
+            out.append(Check(label, "ok", r["state"], ok, detail))
     cells = (res.get("compile") or {}).get("cells") or []
     for c in cells:
         if c.get("backend") in REQUIRED_COMPILE_BACKENDS and c.get("state") != "skipped":

@@ -251,6 +251,7 @@ class Ddp(StrictModel):
     world_size: Int | None = None
     seconds: Num | None = None
     ranks: Annotated[list[DdpRank], Field(max_length=MAX_ITEMS)] = []
+    teardown: Annotated[list[Str], Field(max_length=MAX_ITEMS)] = []  # a rank's fault after its result
 
 
 class DebugLibrary(StrictModel):
