@@ -18,9 +18,13 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildctl.errors import BuildctlError, InputError
 from buildctl.pipeline import child_build as cb
+
+if TYPE_CHECKING:
+    from buildctl.pipeline.dry_run import DryRun
 
 MAX_BUNDLE_JSON = 4 << 20
 FIRST_ERROR_LINES = 12
@@ -58,21 +62,25 @@ def run_job(job: cb.Job, view: cb.EventView) -> cb.Result:
     view.emit(cb.KeyKnown(looked.key, known))
     if job.task == "key" or known:
         return cb.Result(ok=True, key=looked.key, known=known)
-    # the spec as the dry run resolved it: each git ref asked once per step, the build checks out that commit
-    return _build(looked.spec or spec, opts, view, looked.key, remember)
+    # the spec as the dry run resolved it (each git ref asked once per step, the build checks out that commit),
+    # with its rendered files and key inputs: one render and one key per step
+    return _build(looked.spec or spec, opts, view, looked, remember)
 
 
-def _build(spec, opts, view: cb.EventView, key: str | None, remember: Callable[..., None]) -> cb.Result:
+def _build(spec, opts, view: cb.EventView, looked: DryRun | None, remember: Callable[..., None]) -> cb.Result:
+    """The build; after a dry run (`looked`), from what it rendered and keyed. Its result names the build's
+    key: the dry run's, unless the build keyed a base it pulled (prepare.build_inputs)."""
     from buildctl import engine
     from buildctl.cli.build import _run_failed
     from buildctl.pipeline import pipeline
 
     try:
         with engine.terminate_as_interrupt():
-            result = pipeline.run(spec, opts, view)
+            result = pipeline.run(spec, opts, view, keyed=looked.keyed if looked is not None else None)
     except BuildctlError as e:
         if not _run_failed(e):
             raise
+        key = getattr(e, "key", None) or (looked.key if looked is not None else None)  # a failed step's: the build's
         return cb.Result(ok=False, key=key, failure=_failure_of(e))
     finally:
         view.close()

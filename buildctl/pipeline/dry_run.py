@@ -10,7 +10,7 @@ from pathlib import Path
 from buildctl import engine
 from buildctl.engine import pull
 from buildctl.errors import InputError
-from buildctl.pipeline.stages import BuildOptions, Run, prepare
+from buildctl.pipeline.stages import BuildOptions, KeyedRender, Run, prepare
 from buildctl.recipe.loader import masked_dump
 from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts, source_tree
@@ -31,6 +31,9 @@ class DryRun:
     source_rule: str | None = None  # a local source: what it sends and keys (store/source_tree.py)
     pip: str = ""  # what pip installs into the builder venv: the lock, or that pip chooses (render/pip_lock.py)
     spec: Spec | None = None  # the request resolved (git refs pinned): a build after it starts from this one
+    # what was rendered and keyed of `spec`: a build after it takes them (pipeline.run's `keyed`), rendering
+    # and keying once; it keys again only what it builds differently (prepare.build_inputs: a pulled base)
+    keyed: KeyedRender | None = None
 
     def to_json(self) -> dict:
         return {"recipe": self.recipe, "key": self.key, "up_to_date": self.up_to_date,
@@ -67,7 +70,7 @@ def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
                                                     f"by the pull policy, and the key then names its id)",
                   tuple(run.log.lines),
                   source_tree.rule(Path(spec.framework.source.path)) if spec.framework.source.kind == "path" else None,
-                  pip_line(spec, "pip.lock" in rendered.files), run.spec)
+                  pip_line(spec, "pip.lock" in rendered.files), run.spec, KeyedRender(run.spec, rendered, inputs))
 
 
 def changes_since_latest(spec: Spec, inputs: key_mod.KeyInputs, root: Path | None) -> tuple[Path | None, list[dict]]:

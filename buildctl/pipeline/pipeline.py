@@ -42,6 +42,7 @@ from buildctl.pipeline.stages import (
     BuildLog,
     BuildOptions,
     ImageBuilt,
+    KeyedRender,
     Published,
     Run,
     Verified,
@@ -159,8 +160,9 @@ class Steps:
         return step
 
 
-def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResult:
-    """Build (or find) the artifact of `spec`; verify it unless told not to."""
+def run(spec: Spec, opts: BuildOptions, view: View, keyed: KeyedRender | None = None) -> BuildResult | PartialResult:
+    """Build (or find) the artifact of `spec`; verify it unless told not to. `keyed`: a dry run's render and
+    key inputs (a bisect step's child): taken instead of rendering and keying again when of this very spec."""
     t0 = time.monotonic()
     steps = Steps(view)
 
@@ -170,7 +172,8 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
 
     steps.start("fetch")
     ctx = Run.of(spec, opts, BuildLog(on_line), engine.EngineConnection.open(opts.engine_url))
-    reached = rendered = prepare.render_files(ctx)
+    looked = keyed if keyed is not None and keyed.spec == ctx.spec else None
+    reached = rendered = looked.rendered if looked is not None else prepare.render_files(ctx)
     prepared = None
     # The key's lock is held until the artifact is verified: shared while a found artifact is read (builds
     # that find it read it together), exclusive while one is built; `invoke clean` removes none of it meanwhile.
@@ -178,7 +181,7 @@ def run(spec: Spec, opts: BuildOptions, view: View) -> BuildResult | PartialResu
     try:
         with held:
             try:
-                reached = prepared = prepare.prepare(ctx, rendered)
+                reached = prepared = prepare.prepare(ctx, rendered, looked.inputs if looked is not None else None)
                 steps.finish()
                 if opts.until:
                     from buildctl.pipeline.stages import compile as compile_stage

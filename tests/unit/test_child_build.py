@@ -134,12 +134,13 @@ def test_a_child_step_loads_its_spec_and_computes_its_key_once_and_builds_only_a
     class DryRun:
         key = "k-demo"
         spec = resolved
+        keyed = None  # what it rendered and keyed (tests/unit/test_bisect_step_once.py)
 
     def look(spec, opts):
         counts["key"] += 1
         return DryRun()
 
-    def run(spec, opts, view):
+    def run(spec, opts, view, keyed=None):
         assert spec is resolved, "the build starts from the spec the dry run resolved"
         counts["build"] += 1
         view.step_started("configure")
@@ -209,7 +210,7 @@ def test_a_child_build_that_finds_its_artifact_records_the_no_op_as_invoke_build
     manifest = SimpleNamespace(wheels=[], toolchain={}, compile_cache={}, dist=None, memory=None, resumed=None,
                                configure=None)
     found = pipeline.BuildResult("demo-cpu", "k-demo", tmp_path, manifest, cached=True, durations={"total": 1.0})
-    monkeypatch.setattr(pipeline, "run", lambda spec, opts, view: found)
+    monkeypatch.setattr(pipeline, "run", lambda spec, opts, view, keyed=None: found)
     remembered: list[dict] = []
     monkeypatch.setattr(noop, "remember", lambda recipe, sets, **kw: remembered.append({"recipe": recipe,
                                                                                         "sets": sets, **kw}))

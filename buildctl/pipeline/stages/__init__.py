@@ -103,6 +103,17 @@ class Run:
 
 
 @dataclass(frozen=True)
+class KeyedRender:
+    """What a dry run (pipeline/dry_run.py) computed of a request: the spec as it resolved it, its rendered
+    files and its key's inputs, read with the base image the engine had then. A build of that same spec starts
+    from them (pipeline.run's `keyed`): a bisect step renders and keys once."""
+
+    spec: Spec
+    rendered: Rendered
+    inputs: KeyInputs
+
+
+@dataclass(frozen=True)
 class Prepared:
     """fetch: the rendered files in this build's private folder (the images are built from exactly
     the files the key is computed from) and the artifact key; all an unchanged artifact needs."""

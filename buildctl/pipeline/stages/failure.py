@@ -93,7 +93,8 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
     elif first:
         lines.append("first error:\n  " + "\n  ".join(first[:20]))
     lines.append(f"repro bundle: {bundle}  (replay: invoke repro {bundle})")
-    return BuildFailed("\n".join(lines), step=step, bundle=bundle, diagnosis=diag, durations=durations)
+    return BuildFailed("\n".join(lines), step=step, bundle=bundle, diagnosis=diag, durations=durations,
+                       key=prepared.key if prepared else None)
 
 
 def _host_diagnosis(step: str, reason: str) -> Diagnosis:
@@ -159,7 +160,8 @@ class BuildFailed(BuildctlError):
     were written."""
 
     def __init__(self, message: str, *, step: str, bundle: Path, diagnosis: Diagnosis | None,
-                 durations: Mapping[str, float] | None = None):
+                 durations: Mapping[str, float] | None = None, key: str | None = None):
         super().__init__(message)
         self.step, self.bundle, self.diagnosis = step, bundle, diagnosis
+        self.key = key  # the build's key, once its fetch computed it
         self.durations = dict(durations or {})  # each step's seconds up to the failure

@@ -30,8 +30,9 @@ def render_files(run: Run) -> render.Rendered:
     return render.render(run.spec)
 
 
-def prepare(run: Run, rendered: render.Rendered) -> Prepared:
-    """This build's own folder with the pre-staged downloads in it, its key, and MAX_JOBS."""
+def prepare(run: Run, rendered: render.Rendered, looked: key.KeyInputs | None = None) -> Prepared:
+    """This build's own folder with the pre-staged downloads in it, its key, and MAX_JOBS. `looked`: the key's
+    inputs a dry run computed from these rendered files (build_inputs says when they are this build's)."""
     context_dir = write_context(run, rendered)
     try:
         base = _base_image(run)
@@ -39,7 +40,7 @@ def prepare(run: Run, rendered: render.Rendered) -> Prepared:
         if base is not None:  # invoke clean: in use, cached or not
             artifacts.record_inspected([base], run.opts.artifacts_root)
         snapshot, source = _snapshot(run, context_dir)
-        inputs = request_inputs(run, rendered, base_id, source)
+        inputs = build_inputs(run, rendered, base_id, source, looked)
         place_render(context_dir, run.opts.render_root / run.spec.name / inputs.key)
         # MAX_JOBS and the engine's facts wait for `plan`: an unchanged artifact needs neither
         return Prepared(rendered, context_dir, inputs, registry.image_key(rendered.files, base_id), snapshot)
@@ -79,6 +80,23 @@ def request_inputs(run: Run, rendered: render.Rendered, base_id: str, source: st
     env = run.spec.build.env
     salt = key.host_salt(settings.key_salt_file()) if key.credential_digests(env, b"") else b""
     return key.request_inputs(rendered, base_id, salt, env, source)
+
+
+def build_inputs(run: Run, rendered: render.Rendered, base_id: str, source: str | None,
+                 looked: key.KeyInputs | None) -> key.KeyInputs:
+    """The key's inputs of what this build builds: `looked` (a dry run's, of the same rendered files) when
+    the base image and the source are those it keyed, else computed again. The dry run read the base's id
+    without pulling; the pull policy may since have pulled a newer base (or the absent one), and a local
+    source is keyed by the snapshot the build sends, read now: the key must name what is built, so then the
+    dry run's key was provisional and this one is the build's (its result reports it)."""
+    if looked is not None and looked.base_image == base_id and (source is None or source == looked.source):
+        return looked
+    inputs = request_inputs(run, rendered, base_id, source)
+    if looked is not None and inputs.key != looked.key:
+        changed = "base image" if looked.base_image != base_id else "local source"
+        run.log(f"buildctl: key {inputs.key}, not {looked.key}: the {changed} is not the one the key was first "
+                "computed with")
+    return inputs
 
 
 def write_context(run: Run, rendered: render.Rendered) -> Path:
