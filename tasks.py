@@ -53,7 +53,7 @@ def settings_task(*groups_or_names, help=None, iterable=(), **task_kwargs):
             from buildctl.cli.base import command
 
             given = {flag: kwargs.pop(flag) for flag in flags if flag in kwargs}
-            chosen = command(settings.Settings.from_cli)(body.__name__, **given)
+            chosen = command(settings.Settings.from_cli)(body.__name__, environ=os.environ, **given)
             return body(c, *args, settings=chosen, **kwargs)
 
         run.__name__, run.__doc__, run.__module__ = body.__name__, body.__doc__, body.__module__

@@ -7,17 +7,20 @@ group says which tasks take it (`settings_task` in tasks.py builds their signatu
 Fields of the SITE group also go into the recipe's `site:` section (spec.Site adds any it does not
 declare itself), so adding a site option is adding a field here.
 
-Nothing here reads the environment at import time; `from_environment()` reads it when a library call
-is given no value (there is no "current settings" a command sets for code below it to read).
+Nothing here reads the environment: the CLI hands it in as a mapping (`Settings.from_env(os.environ, ...)`),
+and the Settings object keeps it, never as a field (an environment holds secrets; settings are serialized
+into a child build's job), for what library code needs of it: `environ()` (what a child process starts
+from), `docker_host`, `cache_dir`... There is no "current settings" a command sets for code below it to read.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, field_validator
 from pydantic.fields import FieldInfo
 
 from buildctl.errors import InputError
@@ -50,14 +53,50 @@ def option(default: Any, help: str, *, group: str, env: str | None = None, flag:
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
-    def __init__(self, **values: Any) -> None:
-        """The values given over the variables (env_name; empty ones unset, names in any case), over the
-        defaults. A variable's value is its text: a list field splits it in its validator. (Read here, not
-        through pydantic-settings: that import alone cost every command ~0.1 s, issue 23.)"""
-        environ = {key.upper(): value for key, value in os.environ.items() if value}
-        variables = {name: environ[env_name(name, type(self))] for name in type(self).model_fields
-                     if env_name(name, type(self)) in environ}
-        super().__init__(**{**variables, **values})
+    # The environment the settings were read from (from_env): what child processes start from. A private
+    # attribute, never a field: model_dump() and a child's job never carry it.
+    _environ: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], **values: Any) -> Settings:
+        """The values given over the variables of `environ` (env_name; empty ones unset, names in any case),
+        over the defaults; the settings keep `environ` (never as a field). A bad value is one InputError line
+        naming its variable."""
+        return _validated(cls, environ, values)
+
+    def with_environ(self, environ: Mapping[str, str]) -> Settings:
+        """These settings (their values as they are, none read from `environ`) with `environ` as theirs:
+        a child build's job settings in the child's own environment."""
+        copy = self.model_copy()
+        copy._environ = dict(environ)
+        return copy
+
+    def environ(self) -> dict[str, str]:
+        """A copy of the environment the settings were read from: what a child process (git, docker, pip) starts
+        from, the engine's DOCKER_* variables, an index server's credentials. Empty for Settings(...)."""
+        return dict(self._environ)
+
+    @property
+    def docker_host(self) -> str:
+        """DOCKER_HOST as set ("" when unset): the engine a build, a connection or a message means by default."""
+        return self._environ.get("DOCKER_HOST", "")
+
+    @property
+    def cache_dir(self) -> Path:
+        """The verification cache (wheelhouses): BUILDCTL_CACHE, default .cache/buildctl."""
+        return Path(self._environ.get("BUILDCTL_CACHE") or ".cache/buildctl")
+
+    @property
+    def user_cache_home(self) -> Path:
+        """$XDG_CACHE_HOME, else ~/.cache."""
+        return Path(self._environ.get("XDG_CACHE_HOME") or os.path.join(_home(self._environ), ".cache"))
+
+    @property
+    def key_salt_file(self) -> Path:
+        """This host's salt for the keyed digests of credential values (store.key.host_salt): $XDG_CONFIG_HOME
+        (else ~/.config)/buildctl/key-salt, outside any artifacts root."""
+        config = self._environ.get("XDG_CONFIG_HOME") or os.path.join(_home(self._environ), ".config")
+        return Path(config) / "buildctl" / "key-salt"
 
     # --- site: host and network facts, never part of the artifact key (spec.Site) --------------
     ca_certs: tuple[str, ...] = option(
@@ -158,24 +197,30 @@ class Settings(BaseModel):
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items() if v not in (None, "", ())}
 
     @classmethod
-    def from_cli(cls, task: str = "TASK", **given: Any) -> Settings:
-        """Settings from the task's parameters (by flag name) over the environment. A parameter not given
-        (None, "", [], False: tasks.py gives every option such a default) leaves the variable, then the
-        default, in force; a value given wins, even one equal to the default (`--jobs auto`)."""
+    def from_cli(cls, task: str = "TASK", *, environ: Mapping[str, str], **given: Any) -> Settings:
+        """Settings from the task's parameters (by flag name) over `environ` (the process's, which only the
+        CLI reads). A parameter not given (None, "", [], False: tasks.py gives every option such a default)
+        leaves the variable, then the default, in force; a value given wins, even one equal to the default
+        (`--jobs auto`)."""
         by_flag = {flag_name(name): name for name in cls.model_fields}
         values = {}
         for key, value in given.items():
             if value in (None, "", [], (), False):
                 continue
             values[by_flag.get(key, key)] = tuple(value) if isinstance(value, list) else value
-        return _validated(values, task, flags=set(given))
+        return _validated(cls, environ, values, task, flags=set(given))
 
 
-def _validated(values: dict[str, Any], task: str | None = None, flags: set[str] = frozenset()) -> Settings:
-    """Settings(**values) over the environment; a bad value is one InputError line, in every command: it names
-    the flag and its variable when the task (`task`) takes that flag (`flags`), else the variable alone."""
+def _validated(model: type[Settings], environ: Mapping[str, str], values: dict[str, Any], task: str | None = None,
+               flags: set[str] = frozenset()) -> Settings:
+    """`values` over the variables of `environ` over the defaults (a variable's value is its text: a list field
+    splits it in its validator; read here, not through pydantic-settings: that import alone cost every
+    command ~0.1 s, issue 23). A bad value is one InputError line, in every command: it names the flag and
+    its variable when the task (`task`) takes that flag (`flags`), else the variable alone."""
+    upper = {key.upper(): value for key, value in environ.items() if value}
+    variables = {name: upper[env_name(name, model)] for name in model.model_fields if env_name(name, model) in upper}
     try:
-        return Settings(**values)
+        return model(**{**variables, **values}).with_environ(environ)
     except ValidationError as e:
         first = e.errors()[0]
         name = _field_of(str(first["loc"][0]) if first["loc"] else "")
@@ -184,6 +229,11 @@ def _validated(values: dict[str, Any], task: str | None = None, flags: set[str] 
             raise InputError(f"{env_name(name)}: {first['msg']}; fix: correct or unset {env_name(name)}") from None
         raise InputError(f"--{flag_name(name).replace('_', '-')} [{env_name(name)}]: {first['msg']}; "
                          f"fix: see `invoke {task} --help`") from None
+
+
+def _home(environ: Mapping[str, str]) -> str:
+    """$HOME of `environ`, else the user's home as the system has it (os.path.expanduser's fallback)."""
+    return environ.get("HOME") or os.path.expanduser("~")
 
 
 def _field_of(key: str) -> str:
@@ -259,4 +309,4 @@ def from_environment() -> Settings:
     """The settings the BUILDCTL_* variables give, read now (a bad variable: InputError): the defaults of
     library calls that are given no value (where the artifacts and recipes are, the namespace). A
     command's own choices (its flags) are passed down as arguments, never through here."""
-    return _validated({})
+    return Settings.from_env(os.environ)

@@ -69,14 +69,14 @@ def _masked(url: str) -> str:
     return mask(url)
 
 
-def _secrets_masker(spec, sets: list[str], axis):
+def _secrets_masker(spec, sets: list[str], axis, environ: dict[str, str]):
     """What the bisect writes (its log) and shows (each step, its errors, the report) is masked with every
     credential it knows of: the recipe's, the environment's and those of every --set and --values item (a
     step's build gets them whole, on its stdin)."""
-    from buildctl import secrets, settings
+    from buildctl import secrets
 
     items = [*sets, *(item for change in axis.changes for item in change.sets)]
-    return secrets.Masker(secrets.secret_values_from_env_and_site(spec.site, settings.environ())
+    return secrets.Masker(secrets.secret_values_from_env_and_site(spec.site, environ)
                           | secrets.split_credentials(spec)[1].values() | secrets.secret_values_from_sets(items))
 
 
@@ -166,7 +166,7 @@ def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdow
                         preflight=not request.no_preflight)
     root = Path(settings.artifacts)
     chosen_axis = _axis(spec, kind, field, request, axes.split_values(list(request.values)), root)
-    masker = _secrets_masker(spec, base_sets, chosen_axis)
+    masker = _secrets_masker(spec, base_sets, chosen_axis, settings.environ())
     specs: dict[int, object] = {}
 
     def spec_for(position: int):

@@ -7,14 +7,15 @@ E` on its own.
 
 Its stdout carries only the event stream (anything else the code below prints goes to stderr); its
 result is the last event, exit code 0, 1 (the build failed) or 2 (the job was bad input). The settings are
-the parent's, never read again from the environment (which the child inherits as the parent was given
-it)."""
+the parent's, never read again from the environment; they carry the child's own environment (inherited
+from the parent, never written into the job: it holds secrets) for what the build starts."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -175,7 +176,7 @@ def main() -> int:
     sys.stdout = sys.stderr  # the stream is the events' alone: anything else printed goes to stderr
     view = cb.EventView(events, Console(stderr=True, highlight=False))
     try:
-        job = cb.Job.from_json(json.loads(sys.stdin.read(cb.MAX_JOB_BYTES)))
+        job = cb.Job.from_json(json.loads(sys.stdin.read(cb.MAX_JOB_BYTES)), environ=os.environ)
         result = run_job(job, view)
     except KeyboardInterrupt:
         return 130  # stopped: no result (the parent stopped it, or a Ctrl-C)

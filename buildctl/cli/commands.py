@@ -6,6 +6,7 @@ line on stderr, never as a traceback (set BUILDCTL_DEBUG=1 to see one for a bug)
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from invoke.exceptions import Exit
@@ -263,7 +264,7 @@ def publish(recipe: str | None, artifact_dirs, *, to: str | None, as_json: bool,
     from buildctl.store import publish as publish_mod
 
     to = env_value(to, "BUILDCTL_PUBLISH_TO", "")
-    chosen = settings or Settings()
+    chosen = settings or Settings.from_env(os.environ)
     if (sets or key) and not recipe:
         raise InputError(f"{'--set' if sets else '--key'} names an artifact of a recipe; fix: add --recipe R")
     if recipe and artifact_dirs:

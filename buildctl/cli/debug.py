@@ -7,7 +7,6 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
-from buildctl import settings as settings_mod
 from buildctl.cli.common import command, console, load_spec, out, print_json, site_options
 from buildctl.errors import InputError
 from buildctl.settings import Settings
@@ -92,7 +91,7 @@ def debug(request: DebugRequest, *, settings: Settings, as_json: bool) -> None:
     spec, _ = load_spec(request.recipe or "", list(request.sets), base_image=settings.base_image,
                         site=site_options(settings), preflight=False)
     found = _artifact_of(spec, request.artifact, request.key, settings)
-    cache_dir = settings_mod.cache_dir()
+    cache_dir = settings.cache_dir
 
     def on_line(line: str) -> None:
         console.print(f"  {strip_controls(line)}", style="dim", markup=False, highlight=False)

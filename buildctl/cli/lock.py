@@ -15,10 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from buildctl import settings as settings_mod
 from buildctl.cli.common import command, load_spec, out, print_json, site_options
 from buildctl.errors import BuildctlError, InputError
-from buildctl.settings import Settings
+from buildctl.settings import REPO_ROOT, Settings
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 UV_TIMEOUT_S = 600
@@ -32,9 +31,9 @@ def _uv() -> str:
     return found
 
 
-def _uv_env(index: str, extra: list[str]) -> dict[str, str]:
-    """This process's environment without pip's and uv's own settings, the indexes given as uv reads them."""
-    env = {k: v for k, v in settings_mod.environ().items() if not k.startswith(("PIP_", "UV_"))}
+def _uv_env(environ: dict[str, str], index: str, extra: list[str]) -> dict[str, str]:
+    """`environ` (the command's) without pip's and uv's own settings, the indexes given as uv reads them."""
+    env = {k: v for k, v in environ.items() if not k.startswith(("PIP_", "UV_"))}
     env.update(PIP_CONFIG_FILE=os.devnull, UV_NO_CONFIG="1", UV_DEFAULT_INDEX=index)
     if extra:
         env["UV_INDEX"] = " ".join(extra)
@@ -68,7 +67,7 @@ def lock(recipe: str, sets, *, settings: Settings, index_url: str | None = None,
                          "index_url), or build it unlocked")
     requirements, constraints = rendering.builder_requirements(spec)
     index = index_url or spec.site.pip_index_url or DEFAULT_INDEX
-    path = (settings_mod.REPO_ROOT / spec.python.lock if spec.python.lock
+    path = (REPO_ROOT / spec.python.lock if spec.python.lock
             else lock_path(loader.recipe_path(recipe)))
     facts = pip_lock.made_for(spec.python.version, requirements, constraints)
     with tempfile.TemporaryDirectory(prefix="buildctl-lock-") as tmp:
@@ -79,7 +78,7 @@ def lock(recipe: str, sets, *, settings: Settings, index_url: str | None = None,
                 "--python-version", spec.python.version, "--python-platform", pip_lock.PLATFORM,
                 "-c", "constraints.txt", "-o", "lock.txt", "requirements.in"]
         try:
-            done = subprocess.run(checked_argv(argv), cwd=tmp, env=_uv_env(index, _extra_indexes(spec)),
+            done = subprocess.run(checked_argv(argv), cwd=tmp, env=_uv_env(settings.environ(), index, _extra_indexes(spec)),
                                   capture_output=True, text=True, timeout=UV_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             raise BuildctlError(f"uv pip compile did not finish in {UV_TIMEOUT_S} s against {mask_url(index)}") from None

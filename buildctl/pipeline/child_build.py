@@ -22,7 +22,7 @@ import json
 import subprocess
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
@@ -89,13 +89,16 @@ class Job:
                 "settings": self.settings.model_dump(mode="json")}
 
     @classmethod
-    def from_json(cls, data: Any) -> Job:
+    def from_json(cls, data: Any, *, environ: Mapping[str, str]) -> Job:
+        """The job `data` holds; its settings carry `environ`, the child's own environment (inherited from
+        the parent, never written into the job: it holds secrets), and take none of their values from it."""
         data = _version(data, "the child's job")
         if data.get("task") not in TASKS or not isinstance(data.get("recipe"), str):
             raise InputError(f"the child's job: task {data.get('task')!r} or its recipe does not read; fix: "
                              f"task one of {', '.join(TASKS)}, with a recipe")
-        # model_validate, not Settings(...): the values as the parent chose them, never the environment's
-        return cls(data["task"], data["recipe"], Settings.model_validate(data.get("settings") or {}),
+        # model_validate, not from_env: the values as the parent chose them, never the environment's
+        settings = Settings.model_validate(data.get("settings") or {}).with_environ(environ)
+        return cls(data["task"], data["recipe"], settings,
                    tuple(str(s) for s in data.get("sets") or ()), data.get("until"), bool(data.get("verify", True)),
                    bool(data.get("no_preflight")), data.get("artifact"), bool(data.get("key_first")),
                    frozenset(str(k) for k in data.get("known_keys") or ()))

@@ -47,7 +47,7 @@ def job(recipe: str, **fields) -> cb.Job:
 def test_a_job_and_every_event_read_back_as_written():
     written = job("demo-cpu", sets=("a=1",), until="compile", verify=False, key_first=True,
                   known_keys=frozenset({"k2", "k1"}))
-    assert cb.Job.from_json(json.loads(json.dumps(written.to_json()))) == written
+    assert cb.Job.from_json(json.loads(json.dumps(written.to_json())), environ={}) == written
     events = [cb.StepStarted("fetch"), cb.StepFinished("fetch", 1.5, "cached"), cb.Line("x"), cb.Warned("w"),
               cb.KeyKnown("k", known=True),
               cb.Result(ok=False, key="k", failure=cb.Failure("compile", "failed", cb.Diagnosis("oom", "Out of memory"),
@@ -58,7 +58,7 @@ def test_a_job_and_every_event_read_back_as_written():
 @pytest.mark.parametrize("data", [{"v": 2, "event": "line", "text": "x"}, {"v": None, "task": "build"}])
 def test_another_schema_version_is_refused_in_one_line(data):
     with pytest.raises(InputError) as info:
-        cb.from_json(data) if "event" in data else cb.Job.from_json(data)
+        cb.from_json(data) if "event" in data else cb.Job.from_json(data, environ={})
     assert "schema version" in str(info.value) and "fix: run the parent and the child from the same buildctl" \
         in str(info.value) and "\n" not in str(info.value)
 

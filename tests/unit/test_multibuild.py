@@ -25,14 +25,14 @@ def fleet(urls: dict[str, str], chosen: Settings, sets=()) -> multibuild.Fleet:
 
 def test_a_child_job_carries_the_settings_and_its_own_engine(monkeypatch):
     monkeypatch.setenv("BUILDCTL_CACHE_URL", "redis://:pw-from-env@cache:6379/0")  # taken into the settings
-    chosen = Settings.from_cli(ca_cert=["/etc/ca.pem", "/etc/ca2.pem"], network="host", no_verify=True,
+    chosen = Settings.from_cli(environ=os.environ, ca_cert=["/etc/ca.pem", "/etc/ca2.pem"], network="host", no_verify=True,
                                engine=["unix:///a.sock", "ssh://builder"], jobs="4")
     placement = plan.plan([plan.Job("demo-cpu", "cpu", 60.0)],
                           [plan.EngineCapacity("ssh://builder", 2, 8 << 30, frozenset({"cpu"}))])[0]
     build = multibuild.build_job(placement, "demo-cpu", fleet({"ssh://builder": "ssh://builder"}, chosen,
                                                               ["build.type=Debug"]))
     assert (build.task, build.engine_url, build.sets) == ("build", "ssh://builder", ("build.type=Debug",))
-    assert child_build.Job.from_json(json.loads(json.dumps(build.to_json()))) == build
+    assert child_build.Job.from_json(json.loads(json.dumps(build.to_json())), environ=os.environ) == build
     child = build.settings
     assert child.engines == ("ssh://builder",)  # a child builds on its one engine
     assert child.ca_certs == ("/etc/ca.pem", "/etc/ca2.pem") and child.network == "host"
@@ -44,7 +44,7 @@ def test_a_flag_wins_over_its_variable_in_the_childs_settings(monkeypatch):
     monkeypatch.setenv("BUILDCTL_ENGINES", "unix:///a.sock ssh://builder")
     placement = plan.plan([plan.Job("demo-cpu", "cpu", 60.0)],
                           [plan.EngineCapacity("local", 2, 8 << 30, frozenset({"cpu"}))])[0]
-    build = multibuild.build_job(placement, "demo-cpu", fleet({"local": ""}, Settings.from_cli("build", network="host")))
+    build = multibuild.build_job(placement, "demo-cpu", fleet({"local": ""}, Settings.from_cli("build", environ=os.environ, network="host")))
     assert build.settings.network == "host" and build.settings.engines == ()  # "": DOCKER_HOST's
 
 
@@ -88,16 +88,16 @@ def test_a_gpu_recipe_is_verified_on_the_gpu_engine_and_with_no_verify_nowhere(m
     _RecordedChild.calls = []
     monkeypatch.setattr(child_build.subprocess, "Popen", _RecordedChild)
     outcome = multibuild.RecipeOutcome("demo-cuda13", placement.engine, placement.verify_on)
-    multibuild.run_one(placement, "demo-cuda13", fleet(urls, Settings.from_cli("build")), outcome, lambda: None)
-    build, verify = (child_build.Job.from_json(json.loads(c["stdin"])) for c in _RecordedChild.calls)
+    multibuild.run_one(placement, "demo-cuda13", fleet(urls, Settings.from_cli("build", environ=os.environ)), outcome, lambda: None)
+    build, verify = (child_build.Job.from_json(json.loads(c["stdin"]), environ=os.environ) for c in _RecordedChild.calls)
     assert not build.verify and build.engine_url == "ssh://cpu-box"
     assert (verify.task, verify.engine_url, verify.artifact) == ("verify", "tcp://gpu-box:2376", "/a/demo-cpu/k")
     assert outcome.ok
-    chosen = Settings.from_cli("build", no_verify=True)
+    chosen = Settings.from_cli("build", environ=os.environ, no_verify=True)
     _RecordedChild.calls = []
     multibuild.run_one(placement, "demo-cuda13", fleet(urls, chosen), outcome, lambda: None)
     [call] = _RecordedChild.calls  # no verification on the GPU engine
-    assert not child_build.Job.from_json(json.loads(call["stdin"])).verify  # nor in the build
+    assert not child_build.Job.from_json(json.loads(call["stdin"]), environ=os.environ).verify  # nor in the build
     assert multibuild.verification_engine(placement, chosen) is None  # --json's verified_on: null
 
 
@@ -166,7 +166,7 @@ def test_a_child_build_gets_its_job_on_stdin_never_on_its_command_line_or_in_its
     token = "k5e3cret9tok"
     monkeypatch.setenv("buildctl_engines", "unix:///a.sock unix:///b.sock")
     before = dict(os.environ)
-    chosen = Settings.from_cli("build", cache_url=f"redis://:{token}@cache:6379/0", network="host")
+    chosen = Settings.from_cli("build", environ=os.environ, cache_url=f"redis://:{token}@cache:6379/0", network="host")
     assert chosen.engines == ("unix:///a.sock", "unix:///b.sock")
     _RecordedChild.calls = []
     monkeypatch.setattr(child_build.subprocess, "Popen", _RecordedChild)
@@ -180,7 +180,7 @@ def test_a_child_build_gets_its_job_on_stdin_never_on_its_command_line_or_in_its
     [call] = _RecordedChild.calls
     assert not any(token in arg or "--set" in arg or "demo-cpu" in arg for arg in call["cmd"]), call["cmd"]
     assert call["env"] == before, {k: v for k, v in call["env"].items() if before.get(k) != v}
-    job = child_build.Job.from_json(json.loads(call["stdin"]))
+    job = child_build.Job.from_json(json.loads(call["stdin"]), environ=os.environ)
     assert (job.recipe, list(job.sets), job.engine_url) == ("demo-cpu", sets, "unix:///b.sock")
     child = job.settings  # the child reads no setting from its environment
     assert child.engines == ("unix:///b.sock",) and child.network == "host" and child.cache_url == chosen.cache_url
@@ -192,7 +192,7 @@ def test_the_child_builds_on_its_one_engine_whatever_its_environment_says(tmp_pa
     never the multi-engine path ("no engine answered", or children of its own)."""
     import subprocess
 
-    chosen = Settings.from_cli("build", engine=["unix:///nonexistent/c.sock"], no_verify=True)
+    chosen = Settings.from_cli("build", environ=os.environ, engine=["unix:///nonexistent/c.sock"], no_verify=True)
     job = child_build.Job("build", "demo-cpu", chosen, no_preflight=True, verify=False).to_json()
     env = {**os.environ, "buildctl_engines": "unix:///nonexistent/a.sock unix:///nonexistent/b.sock",
            "BUILDCTL_ARTIFACTS": str(tmp_path / "artifacts"), "BUILDCTL_DEBUG": ""}

@@ -95,5 +95,5 @@ def test_publish_of_a_release_request_after_a_debug_build_publishes_the_release_
 
     monkeypatch.setenv("BUILDCTL_ARTIFACTS", str(store))
     index = tmp_path / "index"
-    commands.publish("demo-cpu", None, to=str(index), as_json=True, settings=Settings())
+    commands.publish("demo-cpu", None, to=str(index), as_json=True, settings=Settings.from_env(os.environ))
     assert sorted(p.name for p in (index / "files" / "bctl-demo").glob("*.whl")) == ["bctl_demo-1.0+release-py3-none-any.whl"]

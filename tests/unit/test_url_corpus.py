@@ -462,7 +462,7 @@ def test_a_registry_with_a_login_is_refused_without_it(form, shape):
         for value in (f"{login(form, secret)}@registry.corp.example:5000/ml",
                       f"https://{login(form, secret)}@registry.corp.example:5000/ml"):
             with pytest.raises(InputError) as e:
-                Settings.from_cli("build", registry=value)
+                Settings.from_cli("build", environ=os.environ, registry=value)
             message = str(e.value)
             assert "\n" not in message and "fix: " in message and "--registry" in message, message
             assert leaks(message, shape) == [], message
