@@ -274,7 +274,8 @@ def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, h
     request = VerifyRequest(recipe=recipe or None, key=key or None, wheel=wheel or None, sets=tuple(set or ()),
                             image=image or None, python=python or None, expect=tuple(expect or ()))
     options = VerifyOptions(sizes=sizes, iters=iters, json_out=json, module=module or None, host=host,
-                            beside=tuple(beside or ()), compile_matrix=compile_matrix)
+                            beside=tuple(beside or ()), compile_matrix=compile_matrix, cache_dir=settings.cache_dir,
+                            step_summary=settings.step_summary)
     verify_command(request, options=options, settings=settings)
 
 

@@ -28,6 +28,7 @@ from buildctl.errors import InputError
 SITE, RECIPE, BUILD, CLEAN, ENV_ONLY = "site", "recipe", "build", "clean", "env-only"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PullPolicy = Literal["missing", "always", "never"]
+DEFAULT_CACHE_DIR = Path(".cache/buildctl")  # the verification cache when BUILDCTL_CACHE is not set
 CHECKOUT_FILES = ("templates", "recipes", "tasks.py")  # beside the package in a checkout, not in a wheel
 
 
@@ -84,7 +85,12 @@ class Settings(BaseModel):
     @property
     def cache_dir(self) -> Path:
         """The verification cache (wheelhouses): BUILDCTL_CACHE, default .cache/buildctl."""
-        return Path(self._environ.get("BUILDCTL_CACHE") or ".cache/buildctl")
+        return Path(self._environ.get("BUILDCTL_CACHE") or DEFAULT_CACHE_DIR)
+
+    @property
+    def step_summary(self) -> str | None:
+        """$GITHUB_STEP_SUMMARY (GitHub Actions): where a verification appends its report."""
+        return self._environ.get("GITHUB_STEP_SUMMARY") or None
 
     @property
     def user_cache_home(self) -> Path:

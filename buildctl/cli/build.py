@@ -24,6 +24,7 @@ from buildctl.errors import BuildctlError, InputError
 from buildctl.pipeline import memory_budget, resume, stages
 from buildctl.settings import Settings
 from buildctl.terminal_text import strip_controls
+from buildctl.verify.options import VerifyOptions
 
 
 def _summary_rows(result) -> list[tuple[str, str]]:
@@ -187,6 +188,7 @@ def build_options(settings: Settings, *, until: str | None = None, targets: tupl
         artifacts_root=settings.artifacts,
         until=until or None, targets=targets, engine_url=settings.engines[0] if settings.engines else None,
         offline=settings.offline,
+        verify_options=VerifyOptions(cache_dir=settings.cache_dir, step_summary=settings.step_summary),
     )
 
 

@@ -105,9 +105,10 @@ def _verify(job: cb.Job, spec, view: cb.EventView) -> cb.Result:
 
     if not job.artifact:
         raise InputError("a verify job names no artifact; fix: give the build's artifact")
-    report = published.verify_artifact(spec, Path(job.artifact), on_line=view.line, options=VerifyOptions(json_out=True),
-                                       console=view.console,
-                                       client=engine.connect(job.engine_url) if job.engine_url else None)
+    options = VerifyOptions(json_out=True, cache_dir=job.settings.cache_dir, step_summary=job.settings.step_summary)
+    client = engine.connect(job.engine_url, environ=job.settings.environ()) if job.engine_url else None
+    report = published.verify_artifact(spec, Path(job.artifact), on_line=view.line, options=options,
+                                       console=view.console, client=client)
     if report.ok:
         return cb.Result(ok=True, artifact=job.artifact)
     return cb.Result(ok=False, artifact=job.artifact, failure=_checks_failure(report, "verification failed"))

@@ -219,7 +219,7 @@ def repro(bundle: str, *, shell: bool, as_json: bool) -> None:
         for line in repro_mod.summary(b, shell=shell):
             console.print(strip_controls(line), markup=False, highlight=False, soft_wrap=True)
         if shell:
-            code = repro_mod.shell(b, client, on_line=lambda line: print(line, flush=True))
+            code = repro_mod.shell(b, client, on_line=lambda line: print(line, flush=True), environ=os.environ)
             if code:
                 raise Exit(code=code)
             return
@@ -271,14 +271,14 @@ def publish(recipe: str | None, artifact_dirs, *, to: str | None, as_json: bool,
         raise InputError("give --recipe R or --artifact DIR, not both; fix: drop one of them")
     if recipe:
         if not to:  # refused before the engine is asked for the key
-            publish_mod.publish(to)
+            publish_mod.publish(to, environ=chosen.environ())
         from buildctl.pipeline.published import request_artifact
 
         spec, _ = load_spec(recipe, list(sets or []), base_image=chosen.base_image, site=site_options(chosen),
                             preflight=False)
         artifact_dirs = [str(request_artifact(spec, key=key or None, root=chosen.artifacts,
                                               engine_url=chosen.engines[0] if chosen.engines else None))]
-    result = publish_mod.publish(to, artifact_dirs=artifact_dirs or (), root=chosen.artifacts)
+    result = publish_mod.publish(to, artifact_dirs=artifact_dirs or (), root=chosen.artifacts, environ=chosen.environ())
     if as_json:
         return print_json(result)
     table = Table(title=f"Published to {result['to']}", title_justify="left")

@@ -98,8 +98,9 @@ def debug(request: DebugRequest, *, settings: Settings, as_json: bool) -> None:
 
     if request.shell:
         raise Exit(code=published.debug_artifact(spec, found, program, timeout=timeout, cache_dir=cache_dir,
-                                                shell=True, on_line=on_line))
-    result = published.debug_artifact(spec, found, program, timeout=timeout, cache_dir=cache_dir, on_line=on_line)
+                                                environ=settings.environ(), shell=True, on_line=on_line))
+    result = published.debug_artifact(spec, found, program, timeout=timeout, cache_dir=cache_dir,
+                                      environ=settings.environ(), on_line=on_line)
     if result.crashed and not result.has_lines and result.facts.get("build_type") != "Debug":
         result = dataclasses.replace(result, facts={**result.facts, "debug_recipe": debug_recipe_of(spec.name)})
     if as_json:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,17 +88,18 @@ def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line, console: Console
 
 
 def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout: float, cache_dir: Path,
-                   shell: bool = False):
+                   environ: Mapping[str, str], shell: bool = False):
     """`invoke debug`: `program` (verify.debug.Program) under gdb against a published artifact's wheel, in
     a fresh container of its runtime image (as verification builds it); the DebugResult. `shell`: that
-    container interactive instead, with the build directory's sources; the shell's exit code."""
+    container interactive instead, with the build directory's sources; the shell's exit code. `environ`:
+    the command's (the engine it names, what the shell's `docker run` starts from)."""
     from buildctl.pipeline.stages import verify as verify_stage
     from buildctl.verify import debug
     from buildctl.verify.targets import RuntimeImage
 
     with published_artifact(spec, artifact_dir, on_line) as published:
         manifest = published.manifest
-        client = engine.connect()
+        client = engine.connect(environ=environ)
         image, namespace = verify_stage.artifact_runtime_image(spec, published, client=client, on_line=on_line)
         facts = {"recipe": manifest.recipe, "key": published.key, "build_type": manifest.build_type,
                  "artifact": str(artifact_dir), "image": image}
@@ -105,7 +107,7 @@ def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout:
         runtime = RuntimeImage(spec, image, namespace, client)
         if shell:
             return debug.open_shell(wheel, program, runtime=runtime, on_line=on_line, cache_dir=cache_dir,
-                                    volume=work_volume_name(spec.name, published.key, namespace))
+                                    environ=environ, volume=work_volume_name(spec.name, published.key, namespace))
         return debug.run_program(wheel, program, runtime=runtime, on_line=on_line, timeout=timeout,
                                  cache_dir=cache_dir, facts=facts)
 

@@ -182,7 +182,7 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
     """Build `specs` ((recipe argument, spec) pairs) over the chosen engines, each a child process started
     as `child` says; the outcomes, in plan order. The warnings and the progress (a live table on a terminal,
     else a line per step) go to `console`, the caller's (stderr: --json's stdout carries the JSON)."""
-    urls_given = list(chosen.engines) or [settings.docker_host()]
+    urls_given = list(chosen.engines) or [chosen.docker_host]
     capacities, urls = [], {}
     for url in urls_given:
         cap, why = engine_capacity(url)

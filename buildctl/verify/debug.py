@@ -18,11 +18,10 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.in_container import HERE as IN_CONTAINER
 from buildctl.recipe.schema import Spec
@@ -264,9 +263,10 @@ def _csv(fields: list[str]) -> str:
 
 
 def open_shell(wheel: Path, program: Program | None, *, runtime: RuntimeImage, volume: str | None,
-               on_line: Callable[[str], None], cache_dir: Path) -> int:
+               on_line: Callable[[str], None], cache_dir: Path, environ: Mapping[str, str]) -> int:
     """`invoke debug --shell`: the container `run_program` would run, interactive, with gdb, the program
-    and the build directory's sources (when its volume is still there) mounted; the shell's exit code."""
+    and the build directory's sources (when its volume is still there) mounted; the shell's exit code.
+    `environ`: the command's, what `docker run` starts from."""
     from buildctl import engine
 
     if shutil.which("docker") is None:
@@ -287,4 +287,4 @@ def open_shell(wheel: Path, program: Program | None, *, runtime: RuntimeImage, v
         cmd = shell_command(image, shell_script(spec.python.venv, python, wheel.name, reqs, program, sources),
                             mounts=mounts, env=env, network=engine.network_mode_for(spec.site.network),
                             labels={"buildctl.role": "debug", **engine.buildctl_labels(recipe=spec.name, namespace=namespace)})
-        return subprocess.run(checked_argv(cmd), env={**settings.environ(), **env}, check=False).returncode
+        return subprocess.run(checked_argv(cmd), env={**environ, **env}, check=False).returncode

@@ -88,7 +88,7 @@ def verify_image(
         environment=environment, expectations=exp.to_dict(), checks=evaluate(exp, probe, subject="image"),
         probe=probe, verdict=verdict(probe), spec=spec_facts(spec),
     )
-    return publish_report(report, out_dir, options.json_out, console)
+    return publish_report(report, out_dir, options, console)
 
 
 def _check_arguments(image: str, python: str, options: VerifyOptions) -> None:

@@ -24,4 +24,5 @@ class VerifyOptions:
     timeout: float = 3600  # seconds for one verification container (or host run)
     extra_requirements: tuple[str, ...] = ()
     runtime_requirements: tuple[str, ...] = ()  # with host: the pip packages the recipe's runtime image holds
-    cache_dir: Path | None = None  # the download cache (wheelhouse); None: the settings' cache folder
+    cache_dir: Path | None = None  # the download cache (wheelhouse): the CLI gives the settings' (BUILDCTL_CACHE); None: .cache/buildctl
+    step_summary: str | None = None  # $GITHUB_STEP_SUMMARY (GitHub Actions), given by the CLI: the report is appended

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from buildctl import settings
 from buildctl.secrets import filtered
 from buildctl.verify.report import (
     JSON_NAME,
@@ -70,9 +69,9 @@ def markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def append_step_summary(report: Report, env: dict[str, str] | None = None) -> Path | None:
-    """Append the Markdown to $GITHUB_STEP_SUMMARY when set (GitHub Actions); returns the path."""
-    target = (env if env is not None else settings.environ()).get("GITHUB_STEP_SUMMARY")
+def append_step_summary(report: Report, target: str | None) -> Path | None:
+    """Append the Markdown to `target` ($GITHUB_STEP_SUMMARY: VerifyOptions.step_summary) when set (GitHub
+    Actions); returns the path."""
     if not target:
         return None
     with open(target, "a") as f:

@@ -20,10 +20,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.recipe.compat import PYTHON_BY_DISTRO
 from buildctl.recipe.schema import Spec
+from buildctl.settings import DEFAULT_CACHE_DIR
 from buildctl.store.artifacts import sha256_of
 from buildctl.store.wheel_facts import WheelFacts, wheel_tags
 from buildctl.terminal_text import strip_controls
@@ -91,7 +91,7 @@ def resolved(options: VerifyOptions, spec: Spec | None, module: str, **more) -> 
     sweep = options.sweep
     if sweep is None:
         sweep = spec.verify.allreduce if spec is not None else True
-    cache_dir = Path(options.cache_dir or settings.cache_dir())
+    cache_dir = Path(options.cache_dir or DEFAULT_CACHE_DIR)
     return replace(options, module=module, sweep=sweep, cache_dir=cache_dir, **more)
 
 
@@ -181,7 +181,7 @@ def verify_wheel(
         expectations=exp.to_dict(), checks=checks, probe=probe, verdict=verdict(probe),
         spec=spec_facts(spec),
     )
-    return publish_report(report, out_dir, options.json_out, console)
+    return publish_report(report, out_dir, options, console)
 
 
 def _module_and_python(wheel: Path, spec: Spec | None, image: str | None, options: VerifyOptions) -> tuple[str, str]:
@@ -309,7 +309,7 @@ def _verify_prebuilt(*, spec: Spec | None, image: str | None, options: VerifyOpt
         mode="container", module=module, environment=environment, expectations=exp.to_dict(),
         checks=_checks(exp, probe, environment, subject="image"), probe=probe, verdict=verdict(probe),
         spec=spec_facts(spec))
-    return publish_report(report, out_dir, options.json_out, console)
+    return publish_report(report, out_dir, options, console)
 
 
 def engine_gives_gpus(client) -> bool:
@@ -334,12 +334,13 @@ def spec_facts(spec: Spec | None) -> dict | None:
             "sha256": spec_hash(spec), "checks_sha256": verification_files_sha256()}
 
 
-def publish_report(report: rep.Report, out_dir: Path, json_out: bool, console: Console) -> rep.Report:
-    """Write report.json/.md/.png, append the step summary, print its tables on `console` (with `json_out` its
-    outcome in one line: the caller prints the JSON); VerificationFailed (with the report) when a check failed."""
+def publish_report(report: rep.Report, out_dir: Path, options: VerifyOptions, console: Console) -> rep.Report:
+    """Write report.json/.md/.png, append the step summary (options.step_summary), print its tables on `console`
+    (with options.json_out its outcome in one line: the caller prints the JSON); VerificationFailed (with the
+    report) when a check failed."""
     report_files.write_all(report, out_dir)
-    report_files.append_step_summary(report)
-    if json_out:
+    report_files.append_step_summary(report, options.step_summary)
+    if options.json_out:
         console.print(f"{'passed' if report.ok else 'FAILED'}: {summary_line(report.checks)}; "
                       f"{rep.headline_text(report)}", markup=False, highlight=False)
     else:

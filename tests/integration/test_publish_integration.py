@@ -151,7 +151,7 @@ def test_pip_installs_from_the_served_folder(tmp_path, store, wheel_dir):
     """What a team does: serve the folder with any web server, point pip at /simple/."""
     art = make_artifact(store, "demo-cpu", "k", make_wheel(wheel_dir, "bctl-demo", "1.0", body="VALUE = 7\n"))
     index = tmp_path / "index"
-    publish.publish(str(index), artifact_dirs=[str(art)], root=store)
+    publish.publish(str(index), artifact_dirs=[str(art)], root=store, environ={})
     target = tmp_path / "site"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")

@@ -35,7 +35,7 @@ def test_folder_index_has_pep503_pages_with_hashes(tmp_path, store, wheel_dir):
     b = make_artifact(store, "other", "k2", make_wheel(wheel_dir / "b", "zz-other", "2.0", requires_python=None))
     index = tmp_path / "index"
 
-    result = publish.publish(str(index), artifact_dirs=[str(a), str(b)], root=store)
+    result = publish.publish(str(index), artifact_dirs=[str(a), str(b)], root=store, environ={})
 
     assert result["kind"] == "folder" and [w["status"] for w in result["wheels"]] == ["added", "added"]
     root = (index / "simple" / "index.html").read_text()
@@ -59,7 +59,7 @@ def test_hrefs_are_percent_encoded_as_pip_reads_them(tmp_path, store, wheel_dir)
     download.pytorch.org write it; pip decodes it back to the file's name (issue 20, item 12)."""
     art = make_artifact(store, "demo-cpu", "k1", make_wheel(wheel_dir, "bctl-demo", "1.0+cpu"))
     index = tmp_path / "index"
-    publish.publish(str(index), artifact_dirs=[str(art)], root=store)
+    publish.publish(str(index), artifact_dirs=[str(art)], root=store, environ={})
     [link] = links((index / "simple" / "bctl-demo" / "index.html").read_text())
     assert link["href"].startswith("../../files/bctl-demo/bctl_demo-1.0%2Bcpu-py3-none-any.whl#sha256=")
     assert (index / "files" / "bctl-demo" / "bctl_demo-1.0+cpu-py3-none-any.whl").is_file()
@@ -71,8 +71,8 @@ def test_a_folder_of_the_users_keeps_its_mode(tmp_path, store, wheel_dir):
     private, made = tmp_path / "private", tmp_path / "made" / "index"
     private.mkdir(mode=0o700)
     private.chmod(0o700)
-    publish.publish(str(private), artifact_dirs=[str(art)], root=store)
-    publish.publish(str(made), artifact_dirs=[str(art)], root=store)
+    publish.publish(str(private), artifact_dirs=[str(art)], root=store, environ={})
+    publish.publish(str(made), artifact_dirs=[str(art)], root=store, environ={})
     assert private.stat().st_mode & 0o777 == 0o700
     assert made.stat().st_mode & 0o777 == 0o755
 
@@ -80,10 +80,10 @@ def test_a_folder_of_the_users_keeps_its_mode(tmp_path, store, wheel_dir):
 def test_publishing_again_changes_nothing(tmp_path, store, wheel_dir):
     art = make_artifact(store, "demo-cpu", "k1", make_wheel(wheel_dir, "bctl-demo", "1.0"))
     index = tmp_path / "index"
-    publish.publish(str(index), artifact_dirs=[str(art)], root=store)
+    publish.publish(str(index), artifact_dirs=[str(art)], root=store, environ={})
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in index.rglob("*") if p.is_file()}
 
-    again = publish.publish(str(index), recipe="demo-cpu", root=store)
+    again = publish.publish(str(index), recipe="demo-cpu", root=store, environ={})
 
     assert [w["status"] for w in again["wheels"]] == ["unchanged"]
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in index.rglob("*") if p.is_file()} == before
@@ -93,7 +93,7 @@ def test_a_second_version_joins_the_project_page(tmp_path, store, wheel_dir):
     index = tmp_path / "index"
     for version in ("1.0", "1.1"):
         art = make_artifact(store, "demo-cpu", f"k{version}", make_wheel(wheel_dir / version, "bctl-demo", version))
-        publish.publish(str(index), artifact_dirs=[str(art)], root=store)
+        publish.publish(str(index), artifact_dirs=[str(art)], root=store, environ={})
     hrefs = [a["href"].split("#")[0].rsplit("/", 1)[1] for a in
              links((index / "simple" / "bctl-demo" / "index.html").read_text())]
     assert hrefs == ["bctl_demo-1.0-py3-none-any.whl", "bctl_demo-1.1-py3-none-any.whl"]
@@ -247,7 +247,7 @@ def test_hostile_artifact_is_refused_before_anything_is_written(tmp_path, store,
     expected = make_hostile(art, tmp_path / "outside")
     index = tmp_path / "index"
     with pytest.raises(InputError) as err:
-        publish.publish(str(index), artifact_dirs=[str(art)], root=store)
+        publish.publish(str(index), artifact_dirs=[str(art)], root=store, environ={})
     message = str(err.value)
     assert expected in message and "fix:" in message and "\n" not in message, message
     assert not index.exists()
@@ -259,11 +259,11 @@ def test_a_different_file_of_the_same_name_in_the_index_is_refused(tmp_path, sto
     index = tmp_path / "index"
     first = make_artifact(store, "demo-cpu", "k1", make_wheel(wheel_dir / "1", "bctl-demo", "1.0", body="A = 1\n"))
     second = make_artifact(store, "demo-cpu", "k2", make_wheel(wheel_dir / "2", "bctl-demo", "1.0", body="A = 2\n"))
-    publish.publish(str(index), artifact_dirs=[str(first)], root=store)
+    publish.publish(str(index), artifact_dirs=[str(first)], root=store, environ={})
     before = {p: p.read_bytes() for p in index.rglob("*") if p.is_file()}
     with pytest.raises(publish.PublishError, match=r"already holds bctl_demo-1.0-py3-none-any.whl with sha256 "
                                                    r"\w+…, not this build's"):
-        publish.publish(str(index), artifact_dirs=[str(second)], root=store)
+        publish.publish(str(index), artifact_dirs=[str(second)], root=store, environ={})
     assert {p: p.read_bytes() for p in index.rglob("*") if p.is_file()} == before
 
 
@@ -273,10 +273,10 @@ def test_two_artifacts_making_one_file_name_differently_are_refused(tmp_path, st
     a = make_artifact(store, "demo-cpu", "k1", make_wheel(wheel_dir / "1", "bctl-demo", "1.0", body="A = 1\n"))
     b = make_artifact(store, "demo-cuda13", "k2", make_wheel(wheel_dir / "2", "bctl-demo", "1.0", body="A = 2\n"))
     with pytest.raises(InputError, match="both make it with different contents.*framework.version"):
-        publish.publish(str(tmp_path / "index"), root=store)
+        publish.publish(str(tmp_path / "index"), root=store, environ={})
     assert not (tmp_path / "index").exists()
     same = make_artifact(store, "demo-again", "k3", a / "bctl_demo-1.0-py3-none-any.whl")
-    rows = publish.publish(str(tmp_path / "index"), artifact_dirs=[str(a), str(same)], root=store)["wheels"]
+    rows = publish.publish(str(tmp_path / "index"), artifact_dirs=[str(a), str(same)], root=store, environ={})["wheels"]
     assert [r["artifact"] for r in rows] == [str(a)]  # the same file from two artifacts: published once
     assert b.is_dir()
 
@@ -462,7 +462,7 @@ def test_publish_holds_the_artifacts_it_reads_against_clean(tmp_path, store, whe
         return real(wheels, index)
 
     monkeypatch.setattr(publish, "publish_to_folder", clean_comes_meanwhile)
-    result = publish.publish(str(tmp_path / "index"), artifact_dirs=[str(art)], root=store)
+    result = publish.publish(str(tmp_path / "index"), artifact_dirs=[str(art)], root=store, environ={})
     assert [w["status"] for w in result["wheels"]] == ["added"] and art.is_dir()
     assert cleaned[0]["removed"] == [] and cleaned[0]["failed"] == [
         {"kind": "artifact", "name": "demo-cpu/0123456789abcdef", "error": "a build of this key is running (its lock is held)"}]

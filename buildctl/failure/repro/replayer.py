@@ -9,10 +9,10 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from buildctl import archive, engine, settings
+from buildctl import archive, engine
 from buildctl.engine.dockerfile import recorded_base_image_arg
 from buildctl.errors import InputError, StepFailed
 from buildctl.failure import diagnose
@@ -203,10 +203,10 @@ def _outcome(data: dict, step: str, exit_code: int, log: str, oom: bool = False)
             "expected": data.get("diagnosis"), "first_error": diagnose.first_error(log)}
 
 
-def shell(b: Bundle, client=None, *, on_line: Callable[[str], None]) -> int:
+def shell(b: Bundle, client=None, *, on_line: Callable[[str], None], environ: Mapping[str, str]) -> int:
     """An interactive shell at the failing step: same image, (fresh copies of the) volumes and environment.
     Returns the shell's exit code; the volumes are removed afterwards. `on_line`: the image build's lines,
-    then the step's command, before the shell starts."""
+    then the step's command, before the shell starts; `environ`: the command's, what `docker run` starts from."""
     client = client or preflight(b, shell=True)
     _bundle_used(b)
     built = _build(b, client, on_line)
@@ -228,4 +228,4 @@ def shell(b: Bundle, client=None, *, on_line: Callable[[str], None]) -> int:
             cmd += ["--memory", str(b.data.memory), "--memory-swap", str(b.data.memory)]
         cmd += [built["image_id"], "bash"]
         on_line(f"buildctl: rerun the step with: {shlex.join(b.command or [])}")
-        return subprocess.run(checked_argv(cmd), env={**settings.environ(), **b.data.env}, check=False).returncode
+        return subprocess.run(checked_argv(cmd), env={**environ, **b.data.env}, check=False).returncode

@@ -47,8 +47,9 @@ LOCK_WAIT_S = 120  # for `invoke clean` to finish removing what it started on (t
 
 
 def publish(to: str, *, recipe: str | None = None, artifact_dirs: Iterable[str] = (), root: Path | None = None,
-            environ: Mapping[str, str] | None = None) -> dict:
-    """Check the selected artifacts, then publish their wheels to `to` (a folder or an http(s) URL)."""
+            environ: Mapping[str, str]) -> dict:
+    """Check the selected artifacts, then publish their wheels to `to` (a folder or an http(s) URL); `environ`:
+    the command's environment (an index server's credentials, REQUESTS_CA_BUNDLE: server.publish_to_server)."""
     if not to:
         raise InputError("--to is required; fix: --to FOLDER (a static index) or --to http://HOST:PORT/ "
                          "(an index server's upload URL) [BUILDCTL_PUBLISH_TO]")

@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
-from buildctl import settings, urls
+from buildctl import urls
 from buildctl.errors import InputError
 from buildctl.secrets import Masker, mask_url, secret_values_from_env, url_secrets
 from buildctl.store.publish.wheels import PublishError, Wheel, conflict
@@ -90,12 +90,12 @@ def masker_for(server_url: str, server: Server | None, environ: Mapping[str, str
     return Masker(secrets)
 
 
-def publish_to_server(wheels: list[Wheel], url: str, environ: Mapping[str, str] | None = None) -> tuple[list[dict], str]:
+def publish_to_server(wheels: list[Wheel], url: str, environ: Mapping[str, str]) -> tuple[list[dict], str]:
     """Upload with twine, checked before and after against the server's simple pages. Returns the rows
     and the simple index URL pip should use (without credentials)."""
     import requests
 
-    env = settings.environ() if environ is None else environ
+    env = environ
     server = Server.from_url(url, env)
     masker = masker_for(url, server, env)
     shown = mask_url(server.url)
@@ -150,7 +150,7 @@ def publish_to_server(wheels: list[Wheel], url: str, environ: Mapping[str, str] 
         else:
             todo.append(w)
     if todo:
-        _twine_upload(server, [w.path for w in todo], masker, shown)
+        _twine_upload(server, [w.path for w in todo], masker, shown, env.get("REQUESTS_CA_BUNDLE") or None)
     for w in todo:
         held = listed(w.project).get(w.filename, "missing")
         if held != w.sha256:
@@ -204,8 +204,9 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0][:300]
 
 
-def _twine_upload(server: Server, paths: list[Path], masker: Masker, shown: str) -> None:
-    """twine's upload API, quiet (its console and log are captured: --json keeps stdout clean)."""
+def _twine_upload(server: Server, paths: list[Path], masker: Masker, shown: str, cacert: str | None) -> None:
+    """twine's upload API, quiet (its console and log are captured: --json keeps stdout clean); `cacert`: the
+    environment's REQUESTS_CA_BUNDLE."""
     import requests
     from twine import exceptions as twine_errors
     from twine import settings as twine_settings
@@ -214,7 +215,7 @@ def _twine_upload(server: Server, paths: list[Path], masker: Masker, shown: str)
     upload_settings = twine_settings.Settings(
         repository_url=server.url, username=server.username or "", password=server.password or "",
         non_interactive=True, disable_progress_bar=True, config_file=os.devnull,
-        cacert=settings.environ().get("REQUESTS_CA_BUNDLE") or None)
+        cacert=cacert)
     captured = io.StringIO()
     handler = logging.StreamHandler(captured)
     twine_log = logging.getLogger("twine")
