@@ -280,11 +280,13 @@ def extend_site(declared: type[BaseModel]) -> type[BaseModel]:
 
 def cache_dir() -> Path:
     """The verification cache (wheelhouses): BUILDCTL_CACHE, default .cache/buildctl."""
-    return Path(os.environ.get("BUILDCTL_CACHE") or ".cache/buildctl")
+    return Path(os.environ.get("BUILDCTL_CACHE") or DEFAULT_CACHE_DIR)
 
 
-# The environment is read here, in the CLI and on the container side only (tests/unit/test_environment_reads.py):
-# library code takes a value from one of these, or is handed a mapping.
+# Going (issue 42): the module functions below read this process's environment for library calls that are
+# given no value. Each goes with its last caller (tests/unit/test_environment_reads.py lists those left);
+# new code takes the value from the Settings the CLI hands down (their methods of the same names), or a
+# mapping, or a parameter.
 
 
 def environ() -> dict[str, str]:
