@@ -99,10 +99,8 @@ class Settings(BaseModel):
 
     @property
     def key_salt_file(self) -> Path:
-        """This host's salt for the keyed digests of credential values (store.key.host_salt): $XDG_CONFIG_HOME
-        (else ~/.config)/buildctl/key-salt, outside any artifacts root."""
-        config = self._environ.get("XDG_CONFIG_HOME") or os.path.join(_home(self._environ), ".config")
-        return Path(config) / "buildctl" / "key-salt"
+        """This host's key salt file (key_salt_file_of) as the settings' environment places it."""
+        return key_salt_file_of(self._environ)
 
     # --- site: host and network facts, never part of the artifact key (spec.Site) --------------
     ca_certs: tuple[str, ...] = option(
@@ -237,6 +235,13 @@ def _validated(model: type[Settings], environ: Mapping[str, str], values: dict[s
                          f"fix: see `invoke {task} --help`") from None
 
 
+def key_salt_file_of(environ: Mapping[str, str]) -> Path:
+    """This host's salt for the keyed digests of credential values (store.key.host_salt): $XDG_CONFIG_HOME
+    (else ~/.config)/buildctl/key-salt of `environ`, outside any artifacts root."""
+    config = environ.get("XDG_CONFIG_HOME") or os.path.join(_home(environ), ".config")
+    return Path(config) / "buildctl" / "key-salt"
+
+
 def _home(environ: Mapping[str, str]) -> str:
     """$HOME of `environ`, else the user's home as the system has it (os.path.expanduser's fallback)."""
     return environ.get("HOME") or os.path.expanduser("~")
@@ -304,13 +309,6 @@ def docker_host() -> str:
 def user_cache_home() -> Path:
     """$XDG_CACHE_HOME, else ~/.cache."""
     return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"))
-
-
-def key_salt_file() -> Path:
-    """This host's salt for the keyed digests of credential values (store.key.host_salt): $XDG_CONFIG_HOME
-    (else ~/.config)/buildctl/key-salt, outside any artifacts root."""
-    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(config) / "buildctl" / "key-salt"
 
 
 def from_environment() -> Settings:

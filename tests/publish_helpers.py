@@ -14,6 +14,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -96,7 +97,7 @@ def assembled_artifact(spec, tmp_path: Path, wheel: str, versions: str = "",
     from buildctl import render
     from buildctl.pipeline.stages import artifact
 
-    run = stages.Run.of(spec, stages.BuildOptions(render_root=tmp_path / "build"))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, render_root=tmp_path / "build"))
     prepared = stages.Prepared(render.render(spec), tmp_path / "context", KeyInputs({}, "source", "sha256:base"))
     planned = stages.Planned(prepared, 2, {}, {}, {})
     out, folder = tmp_path / "out", tmp_path / "artifact"

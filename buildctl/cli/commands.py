@@ -277,7 +277,8 @@ def publish(recipe: str | None, artifact_dirs, *, to: str | None, as_json: bool,
         spec, _ = load_spec(recipe, list(sets or []), base_image=chosen.base_image, site=site_options(chosen),
                             preflight=False)
         artifact_dirs = [str(request_artifact(spec, key=key or None, root=chosen.artifacts,
-                                              engine_url=chosen.engines[0] if chosen.engines else None))]
+                                              engine_url=chosen.engines[0] if chosen.engines else None,
+                                              environ=chosen.environ()))]
     result = publish_mod.publish(to, artifact_dirs=artifact_dirs or (), root=chosen.artifacts, environ=chosen.environ())
     if as_json:
         return print_json(result)

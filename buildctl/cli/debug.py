@@ -24,7 +24,8 @@ def _artifact_of(spec, artifact: str | None, key: str | None, settings: Settings
         raise InputError("--artifact and --key both name an artifact; fix: give one of them")
     if artifact is None:
         found = request_artifact(spec, key=key, root=settings.artifacts,
-                                 engine_url=settings.engines[0] if settings.engines else None)
+                                 engine_url=settings.engines[0] if settings.engines else None,
+                                 environ=settings.environ())
     else:
         found = Path(artifact)
         if not (found / "manifest.json").is_file():

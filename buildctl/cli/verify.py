@@ -25,7 +25,7 @@ def _request_artifact(spec, key: str | None, settings: Settings) -> Path:
     from buildctl.pipeline.published import request_artifact
 
     return request_artifact(spec, key=key, root=settings.artifacts,
-                            engine_url=settings.engines[0] if settings.engines else None)
+                            engine_url=settings.engines[0] if settings.engines else None, environ=settings.environ())
 
 
 def _artifact_wheel(artifact: Path) -> Path:

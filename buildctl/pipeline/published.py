@@ -27,10 +27,11 @@ KEY = re.compile(r"[0-9a-f]{16}")  # store.key.KeyInputs.key
 
 
 def request_artifact(spec: Spec, *, key: str | None = None, root: Path | None = None,
-                     engine_url: str | None = None) -> Path:
+                     engine_url: str | None = None, environ: Mapping[str, str]) -> Path:
     """The artifact folder of the key the request names: `key` (--key) when given, else the key a build of
     `spec` has now (`invoke build --dry-run`'s: the engine is asked for the base image's id, nothing is built or
-    pulled). InputError in one line when the store holds none, naming the recipe's newest and how to take it."""
+    pulled). InputError in one line when the store holds none, naming the recipe's newest and how to take it.
+    `environ`: the command's (BuildOptions.environ of the dry run)."""
     from buildctl.pipeline.dry_run import dry_run
     from buildctl.pipeline.stages import BuildOptions
     from buildctl.store import key as key_mod
@@ -47,7 +48,7 @@ def request_artifact(spec: Spec, *, key: str | None = None, root: Path | None = 
     elif artifacts.newest(spec.name, root) is None:  # said without asking the engine for the key
         raise InputError(f"no artifact of {spec.name} yet; fix: invoke build --recipe {spec.name}")
     else:
-        look = dry_run(spec, BuildOptions(artifacts_root=root, engine_url=engine_url))
+        look = dry_run(spec, BuildOptions(artifacts_root=root, engine_url=engine_url, environ=environ))
         found = artifacts.artifact_dir(spec.name, look.key, root)
         if not (found / "manifest.json").is_file():
             newest = artifacts.newest(spec.name, root)

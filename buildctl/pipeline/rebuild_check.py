@@ -59,7 +59,7 @@ def check(spec: Spec, opts: stages.BuildOptions, view: View,
     result = pipeline.run(spec, opts, view)
     first_s = round(time.monotonic() - t0, 1)
     view.close()
-    client = engine.connect(opts.engine_url)
+    client = engine.connect(opts.engine_url, environ=opts.environ)
     volume = engine_names.rebuild_volume_name(spec.name, result.key, artifacts.namespace(opts.artifacts_root))
     engine.remove_volume(client, volume)  # a check killed earlier may have left one: the rebuild starts clean
     rebuild_opts = dataclasses.replace(opts, until="wheel", targets=(), verify=False, keep_container=False,

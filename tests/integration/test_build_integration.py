@@ -892,7 +892,7 @@ def test_key_covers_what_changes_the_output_and_nothing_else(ws, tmp_path, base_
     """Keys as `invoke build` computes them (fetch stage only: no image, no container)."""
     def key(sets=(), site=None) -> str:
         spec = recipe.load("demo-cpu", [f"framework.source.path={ws.src}", *sets], site=site)
-        opts = stages.BuildOptions(render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts")
+        opts = stages.BuildOptions(environ=os.environ, render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts")
         run = stages.Run.of(spec, opts, client=engine.connect())
         prepared = prepare.prepare(run, prepare.render_files(run))
         shutil.rmtree(prepared.context_dir)

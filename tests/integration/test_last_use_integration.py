@@ -233,7 +233,7 @@ def test_a_cached_build_holds_its_artifact_against_a_clean_at_that_moment(built,
         return found
 
     monkeypatch.setattr(artifacts, "lookup", lookup_then_clean)
-    opts = BuildOptions(artifacts_root=built.root, render_root=tmp_path / "build")
+    opts = BuildOptions(environ=os.environ, artifacts_root=built.root, render_root=tmp_path / "build")
     result = pipeline.run(spec, opts, ui.QuietView())
     assert result.cached and result.key == built.key and result.report is not None
     assert (built.artifact / "manifest.json").is_file() and list(built.artifact.glob("*.whl"))

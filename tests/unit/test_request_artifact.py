@@ -36,7 +36,7 @@ def store(tmp_path, monkeypatch) -> Path:
     monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None: OnlyTheBaseImage()))
     root = tmp_path / "artifacts"
     for n, (kind, sets) in enumerate((("release", []), ("debug", ["build.type=Debug"]))):
-        key = dry_run(recipe.load("demo-cpu", sets), BuildOptions(artifacts_root=root)).key
+        key = dry_run(recipe.load("demo-cpu", sets), BuildOptions(environ=os.environ, artifacts_root=root)).key
         folder = root / "demo-cpu" / key
         folder.mkdir(parents=True)
         wheel = make_wheel(folder, "bctl-demo", f"1.0+{kind}")
@@ -57,9 +57,9 @@ def test_the_request_names_its_own_artifact_not_the_newest(store):
     from buildctl.store import artifacts
 
     assert artifacts.newest("demo-cpu", store).name == (store / "debug").read_text()
-    release = request_artifact(recipe.load("demo-cpu"), root=store)
+    release = request_artifact(recipe.load("demo-cpu"), root=store, environ=os.environ)
     assert release == store / "demo-cpu" / (store / "release").read_text()
-    debug = request_artifact(recipe.load("demo-cpu", ["build.type=Debug"]), root=store)
+    debug = request_artifact(recipe.load("demo-cpu", ["build.type=Debug"]), root=store, environ=os.environ)
     assert debug.name == (store / "debug").read_text()
 
 
@@ -67,20 +67,20 @@ def test_key_names_another_artifact_of_the_recipe(store):
     from buildctl.pipeline.published import request_artifact
 
     debug_key = (store / "debug").read_text()
-    assert request_artifact(recipe.load("demo-cpu"), key=debug_key, root=store).name == debug_key
+    assert request_artifact(recipe.load("demo-cpu"), key=debug_key, root=store, environ=os.environ).name == debug_key
     with pytest.raises(InputError) as e:
-        request_artifact(recipe.load("demo-cpu"), key="0123456789abcdef", root=store)
+        request_artifact(recipe.load("demo-cpu"), key="0123456789abcdef", root=store, environ=os.environ)
     assert str(e.value).startswith("--key 0123456789abcdef: no artifact of demo-cpu with that key in ")
     assert "\n" not in str(e.value)
     with pytest.raises(InputError, match="--key ../x: not an artifact key"):
-        request_artifact(recipe.load("demo-cpu"), key="../x", root=store)
+        request_artifact(recipe.load("demo-cpu"), key="../x", root=store, environ=os.environ)
 
 
 def test_a_request_without_its_artifact_is_refused_naming_the_newest(store):
     from buildctl.pipeline.published import request_artifact
 
     with pytest.raises(InputError) as e:
-        request_artifact(recipe.load("demo-cpu", ["build.type=RelWithDebInfo"]), root=store)
+        request_artifact(recipe.load("demo-cpu", ["build.type=RelWithDebInfo"]), root=store, environ=os.environ)
     message = str(e.value)
     newest = (store / "debug").read_text()
     assert message.startswith("no artifact of demo-cpu for this request (key ")

@@ -11,11 +11,10 @@ fails raises errors.StepFailed; the pipeline turns that into BuildFailed (stages
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from buildctl import settings
 from buildctl.engine.lazy import EngineConnection
 from buildctl.recipe.schema import Spec
 from buildctl.render.rendering import Rendered
@@ -55,6 +54,9 @@ class BuildOptions:
     # compile cache
     rebuild_dir: str | None = None
     offline: bool = False  # --offline: each git ref's last resolution here, no git ls-remote (store/git_refs.py)
+    # The command's environment (Settings.environ(), handed down by the CLI; required): the secrets masked in what
+    # the build writes, the host's key salt, the engine's DOCKER_* variables. Never shown nor compared.
+    environ: Mapping[str, str] = field(kw_only=True, repr=False, compare=False)
 
 
 class BuildLog:
@@ -92,7 +94,7 @@ class Run:
         log = log or BuildLog()
         spec = git_refs.pin(spec, opts.artifacts_root, offline=opts.offline, on_note=log)
         credentials = split_credentials(spec)[1]
-        secrets = frozenset(secret_values_from_env_and_site(spec.site, settings.environ()) | credentials.values())
+        secrets = frozenset(secret_values_from_env_and_site(spec.site, opts.environ) | credentials.values())
         engine = client if client is None or isinstance(client, EngineConnection) else EngineConnection(client=client)
         return cls(spec, opts, log, engine, credentials, secrets, artifacts.namespace(opts.artifacts_root))
 

@@ -13,12 +13,13 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from buildctl import engine, render, settings
+from buildctl import engine, render
 from buildctl.engine import pull, registry
 from buildctl.errors import InputError
 from buildctl.pipeline import memory_budget
 from buildctl.pipeline.stages import Planned, Prepared, Run
 from buildctl.recipe import parallel_jobs
+from buildctl.settings import key_salt_file_of
 from buildctl.store import artifacts, downloads, key, source_tree
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def request_inputs(run: Run, rendered: render.Rendered, base_id: str, source: st
     digest salted with this host's salt, read only when there is one. `source`: a local source's snapshot
     digest (else the source's digest is taken from the spec)."""
     env = run.spec.build.env
-    salt = key.host_salt(settings.key_salt_file()) if key.credential_digests(env, b"") else b""
+    salt = key.host_salt(key_salt_file_of(run.opts.environ)) if key.credential_digests(env, b"") else b""
     return key.request_inputs(rendered, base_id, salt, env, source)
 
 
