@@ -72,7 +72,7 @@ def _git_refs_hold(entry: dict, settings: Settings, on_note) -> bool:
     if not pinned:
         return True
     resolver = git_refs.Resolver(settings.artifacts, SimpleNamespace(git_mirrors=settings.git_mirrors),
-                                 offline=settings.offline, on_note=on_note)
+                                 offline=settings.offline, on_note=on_note, environ=settings.environ())
     return all(resolver.commit(url, ref) == commit for url, ref, commit in pinned)
 
 
@@ -86,7 +86,7 @@ def _still_valid(digest: str, settings: Settings, notes: list[str]) -> dict | No
     if entry is None:
         return None
     try:
-        engine = EngineConnection(settings.engines[0] if settings.engines else None)
+        engine = EngineConnection(settings.engines[0] if settings.engines else None, environ=settings.environ())
         answered, base = engine.local_inspection(entry["base_image"])
         if not answered or decide(entry["base_image"], entry["pull"], base is not None) != "use":
             return None

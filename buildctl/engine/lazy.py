@@ -17,16 +17,14 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from buildctl import settings
-
 CONNECT_TIMEOUT = 20  # seconds to reach the engine at all (and here, for its answer)
 DEFAULT_SOCKET = "/var/run/docker.sock"  # docker-py's engine when DOCKER_HOST is not set
 
 
-def local_socket(url: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:
-    """The unix socket of the engine at `url` (else DOCKER_HOST's, else the default); None for an engine
-    reached over the network (tcp://, ssh://, http[s]://)."""
-    host = (url or (settings.docker_host() if environ is None else environ.get("DOCKER_HOST", ""))).strip()
+def local_socket(url: str | None, environ: Mapping[str, str]) -> str | None:
+    """The unix socket of the engine at `url` (else `environ`'s DOCKER_HOST's, else the default); None for an
+    engine reached over the network (tcp://, ssh://, http[s]://)."""
+    host = (url or environ.get("DOCKER_HOST", "")).strip()
     if not host:
         return DEFAULT_SOCKET
     scheme, _, path = host.partition("://")
@@ -50,19 +48,23 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
 
 
 class EngineConnection:
-    """The engine at `url` (None: DOCKER_HOST's, else the local one); `client` connects through docker-py
-    on first use. `client` given: that client, already connected (the local socket is not used)."""
+    """The engine at `url` (None: DOCKER_HOST's of `environ`, the command's, else the local one); `client`
+    connects through docker-py on first use. `client` given: that client, already connected (the local socket
+    is not used, `environ` not needed)."""
 
-    def __init__(self, url: str | None = None, *, client: Any = None) -> None:
+    def __init__(self, url: str | None = None, *, client: Any = None, environ: Mapping[str, str] | None = None) -> None:
+        if client is None and environ is None:
+            raise TypeError("EngineConnection: give the command's environ, or a connected client")
         self.url = url
         self._client = client
-        self._socket = local_socket(url) if client is None else None
+        self._environ = environ
+        self._socket = local_socket(url, environ) if environ is not None and client is None else None
 
     @classmethod
-    def open(cls, url: str | None = None) -> EngineConnection:
+    def open(cls, url: str | None = None, *, environ: Mapping[str, str]) -> EngineConnection:
         """The engine, reached now (an engine that does not answer is connect's one-line EngineError,
         before anything is rendered): over its local socket when it has one, else through docker-py."""
-        engine = cls(url)
+        engine = cls(url, environ=environ)
         answer = engine._get("/_ping")
         if answer is None or answer[0] != 200:
             engine.client  # noqa: B018 - connects, or raises what is wrong
@@ -74,7 +76,7 @@ class EngineConnection:
         if self._client is None:
             from buildctl import engine
 
-            self._client = engine.connect(self.url)
+            self._client = engine.connect(self.url, environ=self._environ)
         return self._client
 
     def inspect_image(self, ref: str) -> dict | None:

@@ -48,7 +48,7 @@ def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
 
     run = Run.of(spec, opts)
     rendered = prepare.render_files(run)
-    base = engine.EngineConnection.open(opts.engine_url).inspect_image(spec.base.image)  # never pulled here
+    base = engine.EngineConnection.open(opts.engine_url, environ=opts.environ).inspect_image(spec.base.image)  # never pulled here
     base_id = prepare.base_image_id(run, base)
     policy = spec.site.pull or "missing"
     asks = base is not None and pull.decide(spec.base.image, policy, True) == "pull"

@@ -171,7 +171,7 @@ def run(spec: Spec, opts: BuildOptions, view: View, keyed: KeyedRender | None = 
         view.line(line)
 
     steps.start("fetch")
-    ctx = Run.of(spec, opts, BuildLog(on_line), engine.EngineConnection.open(opts.engine_url))
+    ctx = Run.of(spec, opts, BuildLog(on_line), engine.EngineConnection.open(opts.engine_url, environ=opts.environ))
     looked = keyed if keyed is not None and keyed.spec == ctx.spec else None
     reached = rendered = looked.rendered if looked is not None else prepare.render_files(ctx)
     prepared = None

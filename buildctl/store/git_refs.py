@@ -19,11 +19,11 @@ import re
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from buildctl import settings, urls
+from buildctl import urls
 from buildctl.errors import InputError
 from buildctl.git_env import git_login_env
 from buildctl.secrets import checked_argv
@@ -69,11 +69,12 @@ def pinned(data: dict[str, Any]) -> list[list[str]] | None:
     return out
 
 
-def pin(spec, artifacts_root: Path | None, *, offline: bool = False, on_note: Callable[[str], None]):
+def pin(spec, artifacts_root: Path | None, *, offline: bool = False, on_note: Callable[[str], None],
+        environ: Mapping[str, str]):
     """`spec` with each git source's `commit` set to the commit its ref names now (or, offline, did when last
     asked); `spec` itself when it has no git source left to resolve. A source that has its commit already (a
     spec this step resolved, a bundle's or a manifest's resolved recipe) is resolved: kept, never asked again.
-    One line each through `on_note` for what was asked."""
+    One line each through `on_note` for what was asked; `environ`: the command's, what git starts from."""
     data = spec.model_dump(mode="json")
     unresolved = []
     for path, url, ref in git_sources(data):
@@ -84,7 +85,7 @@ def pin(spec, artifacts_root: Path | None, *, offline: bool = False, on_note: Ca
             unresolved.append((node, url, ref))
     if not unresolved:
         return spec
-    resolver = Resolver(artifacts_root, getattr(spec, "site", None), offline=offline, on_note=on_note)
+    resolver = Resolver(artifacts_root, getattr(spec, "site", None), offline=offline, on_note=on_note, environ=environ)
     for node, url, ref in unresolved:
         node["commit"] = resolver.commit(url, ref)
     return type(spec).model_validate(data)
@@ -94,11 +95,11 @@ class Resolver:
     """Answers which commit a git URL's ref names: asked of the server (and recorded), or read from the record."""
 
     def __init__(self, artifacts_root: Path | None, site=None, *, offline: bool = False,
-                 on_note: Callable[[str], None]) -> None:
+                 on_note: Callable[[str], None], environ: Mapping[str, str]) -> None:
         from buildctl.store.artifacts import artifacts_root as default_root
 
         self.record = (artifacts_root or default_root()) / RECORD
-        self.site, self.offline, self.on_note = site, offline, on_note
+        self.site, self.offline, self.on_note, self.environ = site, offline, on_note, environ
 
     def commit(self, url: str, ref: str) -> str:
         if SHA.fullmatch(ref):
@@ -114,18 +115,19 @@ class Resolver:
             self.on_note(f"buildctl: --offline: {ref} of {shown} taken as {entry['commit'][:12]}, as resolved "
                          f"{when} (not asked again)")
             return entry["commit"]
-        sha = ls_remote(url, ref, self.site)
+        sha = ls_remote(url, ref, self.site, environ=self.environ)
         self.on_note(f"buildctl: {ref} of {shown} is {sha[:12]} (git ls-remote)")
         _write(self.record, entry_name, {"url": urls.mask(clean), "ref": ref, "commit": sha, "at": int(time.time())})
         return sha
 
 
-def ls_remote(url: str, ref: str, site=None) -> str:
-    """The commit `ref` (a tag, peeled; a branch; a full ref name) names on the server; one line when none."""
+def ls_remote(url: str, ref: str, site=None, *, environ: Mapping[str, str]) -> str:
+    """The commit `ref` (a tag, peeled; a branch; a full ref name) names on the server; one line when none.
+    `environ`: the command's, what git starts from."""
     shown = urls.mask(url)
     if ref.startswith("-"):
         raise InputError(f"git ref {ref} of {shown}: not a ref; fix: a tag, branch or full commit sha")
-    env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", **git_login_env(url, site)}
+    env = {**environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", **git_login_env(url, site)}
     done = run_git(["git", "ls-remote", "--", urls.strip(url), ref, f"{ref}^{{}}"], env, LS_REMOTE_TIMEOUT_S,
                    what=f"git ls-remote of {shown}", needed_for="a git source's ref is resolved to its commit here, "
                    "before the key", slow_fix="check the network, give a --git-mirror near you, or --offline to build "

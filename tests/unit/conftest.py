@@ -50,9 +50,9 @@ def _no_git_server(monkeypatch: pytest.MonkeyPatch) -> None:
 
     real = git_refs.ls_remote
 
-    def answer(url: str, ref: str, site=None) -> str:
+    def answer(url: str, ref: str, site=None, *, environ) -> str:
         if url.startswith("file://"):
-            return real(url, ref, site)
+            return real(url, ref, site, environ=environ)
         return hashlib.sha1(f"{url} {ref}".encode()).hexdigest()
 
     monkeypatch.setattr(git_refs, "ls_remote", answer)

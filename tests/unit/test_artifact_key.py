@@ -176,7 +176,7 @@ def test_a_stored_report_is_not_reused_after_the_expectations_changed(tmp_path, 
     from buildctl.verify import report as rep
     from buildctl.verify import runner
 
-    spec = git_refs.pin(make_spec(), tmp_path, on_note=lambda line: None)  # as the build verified it: ref resolved
+    spec = git_refs.pin(make_spec(), tmp_path, on_note=lambda line: None, environ=os.environ)  # as the build verified it: ref resolved
     report = make_report(spec=spec)
     report.spec = runner.spec_facts(spec)  # what the verification records of the recipe it checked against
     rep.write_json(report, tmp_path / "report.json")
@@ -259,8 +259,8 @@ def test_the_dry_run_says_the_key_of_every_shipped_recipe_asking_the_engine_only
     from buildctl.store import git_refs
 
     fake = OnlyTheBaseImage()
-    monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None: fake))
-    monkeypatch.setattr(git_refs, "ls_remote", lambda url, ref, site=None: "c" * 40)  # the server's answer
+    monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None, environ=None: fake))
+    monkeypatch.setattr(git_refs, "ls_remote", lambda url, ref, site=None, environ=None: "c" * 40)  # the server's answer
     spec = recipe.load(name, SETS.get(name, []))
     found = dry_run(spec, BuildOptions(environ=os.environ, artifacts_root=tmp_path))
     assert fake.asked == [spec.base.image]
@@ -269,7 +269,7 @@ def test_the_dry_run_says_the_key_of_every_shipped_recipe_asking_the_engine_only
                                "latest": None, "changed": [], "base_image": "sha256:" + "b" * 64,
                                "resolved": list(found.resolved), "source_rule": found.source_rule, "pip": found.pip}
     assert all(line.endswith(f"is {'c' * 12} (git ls-remote)") for line in asked)
-    pinned = git_refs.pin(spec, tmp_path, on_note=lambda line: None)
+    pinned = git_refs.pin(spec, tmp_path, on_note=lambda line: None, environ=os.environ)
     assert found.key == key_mod.artifact_key(render_mod.render(pinned).files, key_mod.source_digest(pinned),
                                              "sha256:" + "b" * 64)
     # nothing stamped: only the record of what the refs resolved to (for --offline)
@@ -285,7 +285,7 @@ def test_the_dry_run_names_what_changed_since_the_latest_artifact(tmp_path, monk
     from buildctl.pipeline.dry_run import dry_run
     from buildctl.pipeline.stages import BuildOptions
 
-    monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None: OnlyTheBaseImage()))
+    monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None, environ=None: OnlyTheBaseImage()))
     spec = recipe.load("demo-cpu")
     inputs = key_mod.key_inputs(render_mod.render(spec).files, key_mod.source_digest(spec), "sha256:" + "b" * 64)
     folder = tmp_path / "demo-cpu" / inputs.key

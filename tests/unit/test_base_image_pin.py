@@ -41,7 +41,7 @@ def test_dry_run_with_pull_always_says_it_would_ask_the_registry(tmp_path, monke
 
     from buildctl.pipeline.dry_run import dry_run
 
-    monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None: OnlyTheBaseImage()))
+    monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None, environ=None: OnlyTheBaseImage()))
     spec = recipe.load("demo-cpu", ["base.image=debian:bookworm-slim"], site={"pull": "always"})
     found = dry_run(spec, stages.BuildOptions(environ=os.environ, artifacts_root=tmp_path))
     assert "would ask the registry" in found.base_image and "pull always" in found.base_image

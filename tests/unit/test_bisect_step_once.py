@@ -66,7 +66,7 @@ def counted(monkeypatch, tmp_path):
 
 def step(tmp_path, fake: BaseOnly, monkeypatch) -> tuple[list[dict], cb.Result | None]:
     """One bisect step's child build of demo-cpu: its events, and its result (None: it reached the plan)."""
-    monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None: fake))
+    monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None, environ=None: fake))
     chosen = Settings.model_validate({"engines": ["unix:///nonexistent/x.sock"], "artifacts": str(tmp_path / "a")})
     job = build_job("demo-cpu", [], Criterion(), chosen, "unix:///nonexistent/x.sock", no_preflight=True)
     assert job.key_first
@@ -148,7 +148,7 @@ def test_the_dry_run_hands_on_what_it_rendered_and_keyed_and_writes_nothing(tmp_
     from buildctl.pipeline.dry_run import dry_run
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None: BaseOnly(OLD_BASE)))
+    monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None, environ=None: BaseOnly(OLD_BASE)))
     looked = dry_run(recipe.load("demo-cpu"), stages.BuildOptions(environ=os.environ, artifacts_root=tmp_path / "a"))
     assert looked.keyed is not None and looked.keyed.spec is looked.spec
     assert looked.keyed.inputs.key == looked.key and looked.keyed.inputs.base_image == OLD_BASE

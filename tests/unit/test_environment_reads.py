@@ -23,12 +23,10 @@ LEFT = {
     "bisect/gitrepo.py": ["environ"],
     "engine/connection.py": ["environ", "environ"],
     "engine/failures.py": ["docker_host"],
-    "engine/lazy.py": ["docker_host"],
     "host/base_images.py": ["environ"],
     "recipe/loader.py": ["from_environment"],
     "render/rendering.py": ["user_cache_home"],
     "store/artifacts.py": ["from_environment", "from_environment"],
-    "store/git_refs.py": ["environ"],
     "store/source_tree.py": ["environ"],
     "verify/targets.py": ["environ"],
 }

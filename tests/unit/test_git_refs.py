@@ -5,6 +5,7 @@ takes the last resolution and says so; a login never reaches a command line. A l
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -48,13 +49,13 @@ def key_over(spec) -> tuple[key_mod.KeyInputs, render_mod.Rendered]:
 def test_a_moved_branch_gives_a_new_key_and_changed_names_the_commit(server, tmp_path):
     repo, url = server
     notes: list[str] = []
-    first = git_refs.pin(spec_for(url), tmp_path / "artifacts", on_note=notes.append)
+    first = git_refs.pin(spec_for(url), tmp_path / "artifacts", on_note=notes.append, environ=os.environ)
     old = _git(repo, "rev-parse", "HEAD")
     assert first.framework.source.commit == old
     assert notes == [f"buildctl: main of {url} is {old[:12]} (git ls-remote)"]
     _git(repo, "commit", "-q", "--allow-empty", "-m", "two")
     new = _git(repo, "rev-parse", "HEAD")
-    second = git_refs.pin(spec_for(url), tmp_path / "artifacts", on_note=notes.append)
+    second = git_refs.pin(spec_for(url), tmp_path / "artifacts", on_note=notes.append, environ=os.environ)
     (was, _), (now, rendered) = key_over(first), key_over(second)
     assert was.key != now.key
     assert f"\"$SRC\" 1 {new}" in rendered.files["build.sh"]  # the build checks out exactly the commit keyed
@@ -69,33 +70,33 @@ def test_a_full_sha_needs_no_network(monkeypatch, tmp_path):
 
     monkeypatch.setattr(subprocess, "run", no_git)
     sha = "0123456789abcdef" * 2 + "01234567"
-    spec = git_refs.pin(spec_for("https://git.invalid/fw.git", sha), tmp_path, on_note=lambda line: None)
+    spec = git_refs.pin(spec_for("https://git.invalid/fw.git", sha), tmp_path, on_note=lambda line: None, environ=os.environ)
     assert spec.framework.source.commit == sha
 
 
 def test_an_annotated_tag_is_its_commit(server, tmp_path):
     repo, url = server
     _git(repo, "tag", "-a", "v1.0", "-m", "release")
-    spec = git_refs.pin(spec_for(url, "v1.0"), tmp_path, on_note=lambda line: None)
+    spec = git_refs.pin(spec_for(url, "v1.0"), tmp_path, on_note=lambda line: None, environ=os.environ)
     assert spec.framework.source.commit == _git(repo, "rev-parse", "HEAD")
 
 
 def test_offline_takes_the_last_resolution_and_says_so(server, tmp_path):
     repo, url = server
-    old = git_refs.pin(spec_for(url), tmp_path, on_note=lambda line: None).framework.source.commit
+    old = git_refs.pin(spec_for(url), tmp_path, on_note=lambda line: None, environ=os.environ).framework.source.commit
     _git(repo, "commit", "-q", "--allow-empty", "-m", "two")
     notes: list[str] = []
-    spec = git_refs.pin(spec_for(url), tmp_path, offline=True, on_note=notes.append)
+    spec = git_refs.pin(spec_for(url), tmp_path, offline=True, on_note=notes.append, environ=os.environ)
     assert spec.framework.source.commit == old
     assert len(notes) == 1 and notes[0].startswith(f"buildctl: --offline: main of {url} taken as {old[:12]}")
     with pytest.raises(InputError, match="never resolved here; fix: build once without --offline"):
-        git_refs.pin(spec_for(url), tmp_path / "elsewhere", offline=True, on_note=lambda line: None)
+        git_refs.pin(spec_for(url), tmp_path / "elsewhere", offline=True, on_note=lambda line: None, environ=os.environ)
 
 
 def test_an_unknown_ref_is_one_line(server, tmp_path):
     _, url = server
     with pytest.raises(InputError, match="git ref nope not found in"):
-        git_refs.pin(spec_for(url, "nope"), tmp_path, on_note=lambda line: None)
+        git_refs.pin(spec_for(url, "nope"), tmp_path, on_note=lambda line: None, environ=os.environ)
 
 
 def test_a_login_never_reaches_the_command_line(monkeypatch, tmp_path):
@@ -107,7 +108,7 @@ def test_a_login_never_reaches_the_command_line(monkeypatch, tmp_path):
 
     monkeypatch.setattr(subprocess, "run", fake)
     monkeypatch.setattr(git_refs, "ls_remote", ASK_THE_SERVER)
-    spec = git_refs.pin(spec_for("https://ci:s3cr3t-t0k3n@git.example/fw.git"), tmp_path, on_note=lambda line: None)
+    spec = git_refs.pin(spec_for("https://ci:s3cr3t-t0k3n@git.example/fw.git"), tmp_path, on_note=lambda line: None, environ=os.environ)
     assert spec.framework.source.commit == "ab" * 20
     assert "s3cr3t-t0k3n" not in " ".join(seen["args"])
     assert seen["env"]["BUILDCTL_GIT_PASSWORD"] == "s3cr3t-t0k3n"
@@ -125,7 +126,7 @@ def test_a_mirror_on_another_host_is_not_given_the_login(monkeypatch, tmp_path):
 
     monkeypatch.setattr(subprocess, "run", fake)
     site = SimpleNamespace(git_mirrors=("https://git.example/=https://mirror.elsewhere/",))
-    ASK_THE_SERVER("https://ci:s3cr3t-t0k3n@git.example/fw.git", "main", site)
+    ASK_THE_SERVER("https://ci:s3cr3t-t0k3n@git.example/fw.git", "main", site, environ=os.environ)
     monkeypatch.undo()
     env = {**seen["env"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
 
@@ -186,7 +187,7 @@ def test_a_resolved_spec_is_never_asked_again(server, tmp_path):
     bundle's or manifest's resolved recipe keeps the commit it recorded, though the branch moved since."""
     repo, url = server
     asked: list[str] = []
-    first = git_refs.pin(spec_for(url), tmp_path, on_note=asked.append)
+    first = git_refs.pin(spec_for(url), tmp_path, on_note=asked.append, environ=os.environ)
     _git(repo, "commit", "-q", "--allow-empty", "-m", "two")
-    again = git_refs.pin(first, tmp_path, on_note=asked.append)
+    again = git_refs.pin(first, tmp_path, on_note=asked.append, environ=os.environ)
     assert again is first and len(asked) == 1

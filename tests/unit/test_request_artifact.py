@@ -33,7 +33,7 @@ def store(tmp_path, monkeypatch) -> Path:
     from buildctl.pipeline.dry_run import dry_run
     from buildctl.pipeline.stages import BuildOptions
 
-    monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None: OnlyTheBaseImage()))
+    monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None, environ=None: OnlyTheBaseImage()))
     root = tmp_path / "artifacts"
     for n, (kind, sets) in enumerate((("release", []), ("debug", ["build.type=Debug"]))):
         key = dry_run(recipe.load("demo-cpu", sets), BuildOptions(environ=os.environ, artifacts_root=root)).key

@@ -92,7 +92,7 @@ class Run:
         """`client`: the engine's connection, or a docker client already connected. The resolve step runs
         here, before anything renders: each git ref pinned to its commit (store/git_refs.py)."""
         log = log or BuildLog()
-        spec = git_refs.pin(spec, opts.artifacts_root, offline=opts.offline, on_note=log)
+        spec = git_refs.pin(spec, opts.artifacts_root, offline=opts.offline, on_note=log, environ=opts.environ)
         credentials = split_credentials(spec)[1]
         secrets = frozenset(secret_values_from_env_and_site(spec.site, opts.environ) | credentials.values())
         engine = client if client is None or isinstance(client, EngineConnection) else EngineConnection(client=client)
