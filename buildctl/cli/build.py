@@ -188,7 +188,8 @@ def build_options(settings: Settings, *, until: str | None = None, targets: tupl
         artifacts_root=settings.artifacts,
         until=until or None, targets=targets, engine_url=settings.engines[0] if settings.engines else None,
         offline=settings.offline, environ=settings.environ(),
-        verify_options=VerifyOptions(cache_dir=settings.cache_dir, step_summary=settings.step_summary),
+        verify_options=VerifyOptions(cache_dir=settings.cache_dir, step_summary=settings.step_summary,
+                                     environ=settings.environ()),
     )
 
 

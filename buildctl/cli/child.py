@@ -105,7 +105,8 @@ def _verify(job: cb.Job, spec, view: cb.EventView) -> cb.Result:
 
     if not job.artifact:
         raise InputError("a verify job names no artifact; fix: give the build's artifact")
-    options = VerifyOptions(json_out=True, cache_dir=job.settings.cache_dir, step_summary=job.settings.step_summary)
+    options = VerifyOptions(json_out=True, cache_dir=job.settings.cache_dir, step_summary=job.settings.step_summary,
+                            environ=job.settings.environ())
     client = engine.connect(job.engine_url, environ=job.settings.environ()) if job.engine_url else None
     report = published.verify_artifact(spec, Path(job.artifact), on_line=view.line, options=options,
                                        console=view.console, client=client)

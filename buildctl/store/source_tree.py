@@ -18,7 +18,6 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.secrets import checked_argv
 
@@ -29,15 +28,16 @@ _CHUNK = 1 << 20
 
 
 def _git_members(root: Path) -> list[bytes] | None:
-    """The members git lists in `root` (relative, as bytes), or None when `root` is not in a git work tree."""
-    env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0"}
+    """The members git lists in `root` (relative, as bytes), or None when `root` is not in a git work tree.
+    git inherits this process's environment (HOME's configuration, PATH): a local command, it asks no server,
+    so nothing of the environment is given or changed here."""
     try:
-        inside = subprocess.run(checked_argv(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"]), env=env,
+        inside = subprocess.run(checked_argv(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"]),
                                 capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
         if inside.returncode != 0 or inside.stdout.strip() != b"true":
             return None
         done = subprocess.run(checked_argv(["git", "-C", str(root), "-c", "core.quotePath=false", "ls-files", "-z",
-                                            "--cached", "--others", "--exclude-standard", "--", "."]), env=env,
+                                            "--cached", "--others", "--exclude-standard", "--", "."]),
                               capture_output=True,
                               stdin=subprocess.DEVNULL, timeout=600)
     except (OSError, subprocess.TimeoutExpired):

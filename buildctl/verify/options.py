@@ -5,7 +5,8 @@ with the wheel in hand (module, cache folder, sweep) once, with `dataclasses.rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -26,3 +27,6 @@ class VerifyOptions:
     runtime_requirements: tuple[str, ...] = ()  # with host: the pip packages the recipe's runtime image holds
     cache_dir: Path | None = None  # the download cache (wheelhouse): the CLI gives the settings' (BUILDCTL_CACHE); None: .cache/buildctl
     step_summary: str | None = None  # $GITHUB_STEP_SUMMARY (GitHub Actions), given by the CLI: the report is appended
+    # The command's environment, given by the CLI (Settings.environ()): what a verification on this host (`host`)
+    # starts its venv from; required there. Never shown nor compared.
+    environ: Mapping[str, str] | None = field(default=None, repr=False, compare=False)

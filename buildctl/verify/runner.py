@@ -232,7 +232,7 @@ def _probe_wheel(venv: VenvContents, image: str | None, spec: Spec | None, optio
     the GPUs for a CUDA wheel where its engine has them); (probe JSON, environment facts)."""
     if options.host:
         return run_on_host(venv.wheel, venv.wheelhouse, venv.requirements, venv.python, partial(probe_args, options),
-                           on_line, options.timeout)
+                           on_line, options.timeout, options.environ)
     return run_in_container(venv, image, spec, partial(probe_args, options), on_line,
                             gpus=cuda and engine_gives_gpus(client), options=options, client=client)
 

@@ -15,12 +15,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from buildctl import settings
 from buildctl.errors import InputError
 from buildctl.in_container import PROBE, probe_inputs
 from buildctl.recipe.schema import Spec
@@ -80,20 +79,24 @@ def _stream(cmd: list[str], on_line: LineSink, env: dict[str, str], timeout: flo
     return rc, "\n".join(lines)
 
 
-def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in settings.environ().items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+def _clean_env(environ: Mapping[str, str] | None) -> dict[str, str]:
+    """`environ` without another Python's settings: what a fresh venv on this host starts from."""
+    if environ is None:
+        raise ValueError("a verification on this host starts from the command's environment: VerifyOptions.environ")
+    env = {k: v for k, v in environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env["PYTHONUNBUFFERED"] = "1"
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env
 
 
 def run_on_host(wheel: Path, wheelhouse: Path, reqs: Sequence[str], python: str, args_for: Callable[[str], list[str]],
-                on_line: LineSink, timeout: float) -> tuple[dict, dict]:
-    """Fresh venv in a temp dir, install, probe. (probe JSON, environment facts)."""
+                on_line: LineSink, timeout: float, environ: Mapping[str, str] | None) -> tuple[dict, dict]:
+    """Fresh venv in a temp dir, install, probe. (probe JSON, environment facts). `environ`: the command's, what
+    the venv starts from (required)."""
     interpreter = _find_python(python)
     with tempfile.TemporaryDirectory(prefix="buildctl-verify-") as tmp:
         venv = Path(tmp) / "venv"
-        env = _clean_env()
+        env = _clean_env(environ)
         rc, log = _stream([interpreter, "-m", "venv", str(venv)], on_line, env, 300)
         if rc != 0:
             raise VerificationFailed(f"cannot create a venv with {interpreter}: {log.strip()[-300:]}; "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import time
@@ -82,7 +83,7 @@ def test_host_mode_cpu_wheel(torch_wheel, tmp_path, monkeypatch):
     console = Console(record=True, width=200)
     out = tmp_path / "out"
     report = verify_wheel(torch_wheel, spec=make_spec(), out_dir=out, console=console,
-                          options=VerifyOptions(host=True, cache_dir=CACHE, **SMALL))
+                          options=VerifyOptions(host=True, cache_dir=CACHE, environ=os.environ, **SMALL))
     assert report.mode == "host" and report.module == "torch"
     assert_cpu_verdict_and_checks(report)
     assert_sane_gloo_sweep(report)
@@ -101,7 +102,8 @@ def test_host_mode_failing_expectation_exits_nonzero_with_json(torch_wheel, tmp_
     console = Console(file=io.StringIO(), record=True, width=200)
     with pytest.raises(VerificationFailed) as e:
         verify_wheel(torch_wheel, spec=spec, out_dir=out, console=console,
-                     options=VerifyOptions(host=True, sweep=False, json_out=True, cache_dir=CACHE, **SMALL))
+                     options=VerifyOptions(host=True, sweep=False, json_out=True, cache_dir=CACHE, environ=os.environ,
+                                           **SMALL))
     assert e.value.exit_code == 1
     msg = str(e.value)
     assert "\n" not in msg and "NCCL absent in the wheel, verify.expect says 2.28.9" in msg

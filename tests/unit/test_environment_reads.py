@@ -27,8 +27,6 @@ LEFT = {
     "recipe/loader.py": ["from_environment"],
     "render/rendering.py": ["user_cache_home"],
     "store/artifacts.py": ["from_environment", "from_environment"],
-    "store/source_tree.py": ["environ"],
-    "verify/targets.py": ["environ"],
 }
 
 
