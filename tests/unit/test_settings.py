@@ -229,3 +229,18 @@ def test_a_child_job_carries_the_values_never_the_environment(clean_env):
 def test_a_bad_variable_of_the_mapping_is_one_line_naming_it():
     with pytest.raises(InputError, match=r"^BUILDCTL_PULL: .*; fix: correct or unset BUILDCTL_PULL$"):
         Settings.from_env({"BUILDCTL_PULL": "sometimes"})
+
+
+def test_the_options_that_carry_the_environment_never_show_it():
+    from buildctl.pipeline.stages import BuildOptions
+    from buildctl.verify import targets
+    from buildctl.verify.options import VerifyOptions
+
+    given = {"API_TOKEN": "tok-secret"}
+    assert "tok-secret" not in repr(BuildOptions(environ=given)) + repr(VerifyOptions(environ=given))
+    assert BuildOptions(environ=given) == BuildOptions(environ={})  # nor compared
+    with pytest.raises(TypeError):
+        BuildOptions()  # a build is always given the command's environment
+    with pytest.raises(ValueError, match="VerifyOptions.environ"):
+        targets._clean_env(None)  # a venv on this host starts from it (run_on_host)
+    assert targets._clean_env({"PYTHONPATH": "/x", "PATH": "/bin"})["PATH"] == "/bin"
