@@ -283,11 +283,6 @@ def extend_site(declared: type[BaseModel]) -> type[BaseModel]:
                         __doc__=declared.__doc__, **more)
 
 
-def cache_dir() -> Path:
-    """The verification cache (wheelhouses): BUILDCTL_CACHE, default .cache/buildctl."""
-    return Path(os.environ.get("BUILDCTL_CACHE") or DEFAULT_CACHE_DIR)
-
-
 # Going (issue 42): the module functions below read this process's environment for library calls that are
 # given no value. Each goes with its last caller (tests/unit/test_environment_reads.py lists those left);
 # new code takes the value from the Settings the CLI hands down (their methods of the same names), or a

@@ -102,7 +102,7 @@ class Bisector:
         self.pending: set[int] = set()  # being built, or taken from a log and not yet judged
         self.done: queue.Queue = queue.Queue()
         self.test = test_digest(criterion.test)
-        self.cache_dir = settings.cache_dir()
+        self.cache_dir = chosen.cache_dir
 
     @property
     def n(self) -> int:

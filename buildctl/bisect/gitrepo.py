@@ -16,10 +16,11 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildctl import settings, urls
+from buildctl import urls
 from buildctl.errors import InputError
 from buildctl.git_env import git_login_env
 from buildctl.store.git_refs import run_git
@@ -42,16 +43,17 @@ class Commit:
 
 
 class History:
-    """A bare copy of one repository's branches and tags."""
+    """A bare copy of one repository's branches and tags; git starts from `environ` (the command's
+    environment: the site's git mirrors, a proxy, HOME's git config)."""
 
-    def __init__(self, url: str, folder: Path, site=None) -> None:
-        self.url, self.site = url, site
+    def __init__(self, url: str, folder: Path, site=None, *, environ: Mapping[str, str]) -> None:
+        self.url, self.site, self.environ = url, site, dict(environ)
         parsed = urls.split(url) if "://" in url else None
         self.clean_url = urls.strip(url) if parsed is not None and parsed.has_login else url
         self.path = folder / f"{hashlib.sha256(self.clean_url.encode()).hexdigest()[:16]}.git"
 
     def _git(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
-        env = {**settings.environ(), "GIT_TERMINAL_PROMPT": "0", **git_login_env(self.url, self.site)}
+        env = {**self.environ, "GIT_TERMINAL_PROMPT": "0", **git_login_env(self.url, self.site)}
         done = run_git(["git", "-C", str(self.path), *args], env, timeout, what=f"git {args[0]} of {mask(self.url)}",
                        needed_for="a bisect over commits reads the history here",
                        slow_fix="check the network or give a --git-mirror near you")

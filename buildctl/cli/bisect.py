@@ -38,14 +38,15 @@ class BisectRequest:
     no_preflight: bool = False
 
 
-def _axis(spec, kind: str, field: str | None, request: BisectRequest, values, root: Path):
+def _axis(spec, kind: str, field: str | None, request: BisectRequest, values, chosen: Settings):
     good, bad, extension, first_good = request.good, request.bad, request.extension, request.first_good
     from buildctl.bisect import axes
     from buildctl.bisect.gitrepo import History
 
     def history_of(source) -> History:
         console.print(f"reading the history of {strip_controls(_masked(source.git))}", markup=False, highlight=False)
-        return History(source.git, root / ".bisect" / "git", spec.site).fetch(
+        return History(source.git, Path(chosen.artifacts) / ".bisect" / "git", spec.site,
+                       environ=chosen.environ()).fetch(
             on_note=lambda note: console.print(f"[yellow]warning:[/] {escape(strip_controls(note))}", soft_wrap=True))
 
     if kind == "commits":
@@ -165,7 +166,7 @@ def bisect(request: BisectRequest, *, settings: Settings, as_json: bool, markdow
     spec, _ = load_spec(request.recipe, base_sets, base_image=settings.base_image, site=site,
                         preflight=not request.no_preflight)
     root = Path(settings.artifacts)
-    chosen_axis = _axis(spec, kind, field, request, axes.split_values(list(request.values)), root)
+    chosen_axis = _axis(spec, kind, field, request, axes.split_values(list(request.values)), settings)
     masker = _secrets_masker(spec, base_sets, chosen_axis, settings.environ())
     specs: dict[int, object] = {}
 

@@ -145,7 +145,7 @@ def history(tmp_path_factory) -> tuple[History, list[str]]:
     git(repo, "commit", "-q", "-am", "c5")
     shas = git(repo, "rev-list", "--first-parent", "--reverse", "main").split()
     folder = tmp_path_factory.mktemp("bisect-git")
-    return History(f"file://{repo}", folder).fetch(), shas
+    return History(f"file://{repo}", folder, environ=os.environ).fetch(), shas
 
 
 @pytest.fixture(scope="module")
@@ -192,14 +192,14 @@ def test_a_history_fetched_before_is_used_when_the_source_does_not_answer(tmp_pa
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     git(repo, "commit", "-q", "--allow-empty", "-m", "one")
-    hist = History(f"file://{repo}", tmp_path / "copies").fetch()
+    hist = History(f"file://{repo}", tmp_path / "copies", environ=os.environ).fetch()
     sha = hist.resolve("main")
     (repo / ".git").rename(tmp_path / "gone")
     notes: list[str] = []
     assert hist.fetch(on_note=notes.append).resolve("main") == sha
     assert "using the copy fetched before" in notes[0]
     with pytest.raises(InputError, match=r"git fetch of file://.* failed: .*; fix: check the URL"):
-        History(f"file://{repo}", tmp_path / "other").fetch(on_note=notes.append)
+        History(f"file://{repo}", tmp_path / "other", environ=os.environ).fetch(on_note=notes.append)
 
 
 def test_parse_log_keeps_only_well_formed_lines():

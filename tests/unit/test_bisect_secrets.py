@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import importlib.util
+import os
 import subprocess
 from pathlib import Path
 
@@ -145,13 +146,13 @@ def test_the_history_fetch_puts_no_token_on_a_command_line_or_in_a_file(private_
         return real_run(args, *a, **kw)
 
     monkeypatch.setattr(gitrepo.subprocess, "run", recording_run)
-    history = History(private_server, tmp_path / "git").fetch()
+    history = History(private_server, tmp_path / "git", environ=os.environ).fetch()
     assert history.resolve("HEAD") is not None and [c.subject for c in history.between(
         history.resolve("HEAD~1"), history.resolve("HEAD"))] == ["two"]
     assert any("fetch" in argv for argv in argvs)
     assert leaked(repr(argvs)) == [], argvs
     assert leaked_files(tmp_path) == []
-    rotated = History(private_server.replace(TOKENS[0], "An0therTok3n"), tmp_path / "git")
+    rotated = History(private_server.replace(TOKENS[0], "An0therTok3n"), tmp_path / "git", environ=os.environ)
     assert rotated.path == history.path  # a rotated token reuses the copy
 
 

@@ -15,12 +15,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "buildctl"
 MAY_READ = ("cli/", "in_container/")
-ENV_FUNCTIONS = ("cache_dir", "docker_host", "environ", "from_environment", "user_cache_home")
+ENV_FUNCTIONS = ("docker_host", "environ", "from_environment", "user_cache_home")
 # The calls of ENV_FUNCTIONS left (issue 42): each one goes with a value handed down from the CLI, and the
-# function with its last caller. bisect/ is another change's.
+# function with its last caller.
 LEFT = {
-    "bisect/bisector.py": ["cache_dir"],
-    "bisect/gitrepo.py": ["environ"],
     "engine/connection.py": ["environ", "environ"],
     "engine/failures.py": ["docker_host"],
     "host/base_images.py": ["environ"],
@@ -107,11 +105,11 @@ def test_only_the_cli_and_the_container_side_read_the_environment():
 def test_the_call_check_sees_the_module_however_named_and_not_a_settings_object(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("from buildctl import settings\nfrom buildctl import settings as s2\nimport buildctl.settings as s3\n"
-                 "from buildctl.settings import cache_dir, Settings\n"
+                 "from buildctl.settings import docker_host, Settings\n"
                  "a = settings.environ()\nb = s2.docker_host()\nc = s3.from_environment()\nd = settings.fields()\n"
                  "def f(settings):\n    return settings.environ()\n"
                  "def g(chosen):\n    return chosen.environ(), settings.user_cache_home()\n")
-    assert environment_function_calls(f) == ["cache_dir", "environ", "docker_host", "from_environment", "user_cache_home"]
+    assert environment_function_calls(f) == ["docker_host", "environ", "docker_host", "from_environment", "user_cache_home"]
 
 
 def test_no_module_calls_the_functions_that_read_the_environment_but_those_left():
