@@ -149,7 +149,7 @@ class Bench:
         self.namespace = f"bench-dist-{uuid.uuid4().hex[:8]}" if not (work / "namespace").exists() else \
             (work / "namespace").read_text().strip()
         (work / "namespace").write_text(self.namespace)
-        self.client = engine.connect()
+        self.client = engine.connect(environ=os.environ)
         self.spec = recipe.load(args.recipe, list(sets))
         self.names = engine_names
         self.key = ""

@@ -289,18 +289,6 @@ def extend_site(declared: type[BaseModel]) -> type[BaseModel]:
 # mapping, or a parameter.
 
 
-def environ() -> dict[str, str]:
-    """A copy of this process's environment: what a child process (git, docker, pip, a child build) starts
-    from, and the default mapping of a library call given none (the engine's DOCKER_* variables, an index
-    server's credentials)."""
-    return dict(os.environ)
-
-
-def docker_host() -> str:
-    """DOCKER_HOST as set ("" when unset): the engine a build, a connection or a message means by default."""
-    return os.environ.get("DOCKER_HOST", "")
-
-
 def user_cache_home() -> Path:
     """$XDG_CACHE_HOME, else ~/.cache."""
     return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"))

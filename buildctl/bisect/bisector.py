@@ -139,7 +139,7 @@ class Bisector:
         threading.Thread(target=self._follow, args=(run,), daemon=True).start()
 
     def _on(self, engine_url: str) -> str:
-        return f", on {engine.display_name(engine_url or None)}" if len(self.engines) > 1 else ""
+        return f", on {engine.display_name(engine_url or self.chosen.docker_host)}" if len(self.engines) > 1 else ""
 
     def _where(self, position: int) -> str:
         return f"[{position}/{self.n - 1}] {self._label(position)}"
@@ -177,7 +177,7 @@ class Bisector:
         change = self.axis.changes[run.position]
         entry = Entry(run.position, change.label, key, self.criterion.logged(),
                       build_record(result, round(time.monotonic() - run.started, 1)),
-                      engine=engine.display_name(run.engine_url or None), sets=tuple(change.sets))
+                      engine=engine.display_name(run.engine_url or self.chosen.docker_host), sets=tuple(change.sets))
         self.done.put((run.position, entry))
 
     def _tested(self, entry: Entry) -> Entry:
@@ -191,7 +191,8 @@ class Bisector:
         try:
             res = test_artifact(self.spec_for(position), Path(str(entry.build.artifact)), self.criterion.test,
                                on_line=lines.append, cache_dir=self.cache_dir,
-                               timeout=self.criterion.test_timeout, engine_url=self.engines[0] or None)
+                               timeout=self.criterion.test_timeout, engine_url=self.engines[0] or None,
+                               environ=self.chosen.environ())
             code, tail = res.exit_code, list(res.tail)
         except BuildctlError as e:  # the runtime image or the wheelhouse: the test never ran
             code, tail = 125, [str(e).splitlines()[0]]

@@ -139,7 +139,7 @@ def doctor(recipe: str | None, *, as_json: bool, engines: tuple[str, ...] = ()) 
     for url in engines or (None,):
         facts, error = None, None
         try:
-            facts = engine.facts_at(url, base_images=doctor_mod.base_images_needed(specs))
+            facts = engine.facts_at(url, environ=os.environ, base_images=doctor_mod.base_images_needed(specs))
         except BuildctlError as e:
             error = str(e)
         report = doctor_mod.doctor(specs, engine_facts=facts, engine_error=error)
@@ -163,9 +163,10 @@ def base_image(distro: str, *, mirror: str | None, tag: str | None, force: bool,
 
     if distro not in base_images.DISTROS:
         raise InputError(f"--distro {distro}: unknown; fix: one of {', '.join(base_images.DISTROS)}")
-    client = engine.connect()
+    client = engine.connect(environ=os.environ)
     maker = base_images.make_base_image if force else base_images.ensure_base_image
-    image_id = maker(client, distro, mirror=mirror or None, tag=tag or None, no_check_gpg=no_check_gpg,
+    image_id = maker(client, distro, host=base_images.HostRun(os.environ), mirror=mirror or None, tag=tag or None,
+                     no_check_gpg=no_check_gpg,
                      on_line=lambda line: console.print(strip_controls(line), markup=False, highlight=False))
     artifacts.record_images(client, [image_id])  # invoke clean: made or asked for now, a use
     out.print(f"{tag or base_images.default_tag(distro)} {image_id}")
@@ -174,17 +175,19 @@ def base_image(distro: str, *, mirror: str | None, tag: str | None, force: bool,
 @command
 def clean(*, older_than_days: float | None, keep_gb: float | None, images: bool, caches: bool, containers: bool,
           dry_run: bool, as_json: bool, namespace: str | None = None) -> None:
-
+    from buildctl import engine
     from buildctl.host import clean
 
     if (older_than_days is not None and older_than_days < 0) or (keep_gb is not None and keep_gb < 0):
         raise InputError("--older-than-days and --keep-gb take a number >= 0")
+    objects = [kind for kind, on in (("images", images), ("caches", caches), ("containers", containers)) if on]
     report = clean.clean(
         older_than_days=older_than_days,
         keep_bytes=int(keep_gb * 1e9) if keep_gb is not None else None,
         dry_run=dry_run,
         namespace=namespace,
-        objects=[kind for kind, on in (("images", images), ("caches", caches), ("containers", containers)) if on],
+        objects=objects,
+        client=engine.connect(environ=os.environ) if objects else None,
     )
     if as_json:
         return print_json(report)
@@ -215,7 +218,7 @@ def repro(bundle: str, *, shell: bool, as_json: bool) -> None:
     sink = None if as_json else (lambda line: out.print(strip_controls(line), markup=False, highlight=False))
     # A bundle is untrusted: it is validated on opening, and what it will run is shown before it runs.
     with repro_mod.open_bundle(Path(bundle)) as b:
-        client = repro_mod.preflight(b, shell=shell)
+        client = repro_mod.preflight(b, environ=os.environ, shell=shell)
         for line in repro_mod.summary(b, shell=shell):
             console.print(strip_controls(line), markup=False, highlight=False, soft_wrap=True)
         if shell:

@@ -111,7 +111,7 @@ def verify(request: VerifyRequest, *, options: VerifyOptions, settings: Settings
         return
     # The runtime image is built from the context the artifact records (the recipe is not rendered again).
     artifact = _request_artifact(spec, request.key, settings)
-    client = engine.connect(engine_url) if engine_url else None
+    client = engine.connect(engine_url, environ=settings.environ()) if engine_url else None
     _printed(lambda shown: published.verify_artifact(
         spec, artifact, on_line=lambda line: console.print(f"  {strip_controls(line)}", style="dim", markup=False,
                                                            highlight=False),

@@ -98,7 +98,7 @@ def build_image(
         except derr.APIError as e:
             raise api_error(e, doing, masker) from e
         except (requests.exceptions.ConnectionError, derr.DockerException) as e:
-            raise connection_lost(e, doing) from e
+            raise connection_lost(e, doing, client) from e
         except BaseException:
             # Drop the connection so that the daemon cancels the build (and, with forcerm, its container).
             with contextlib.suppress(Exception):

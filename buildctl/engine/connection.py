@@ -14,7 +14,7 @@ import docker
 import requests
 from docker import errors as derr
 
-from buildctl import settings, urls
+from buildctl import urls
 from buildctl.engine.failures import api_error, connection_lost, display_name, one_line
 from buildctl.engine.kind import kind_of
 from buildctl.engine.lazy import CONNECT_TIMEOUT
@@ -27,14 +27,15 @@ NO_LOGIN_FIX = ("ssh://USER@HOST with a key (ssh-add, or IdentityFile in ~/.ssh/
 API_TIMEOUT = 600  # seconds for one ordinary API call (a big put_archive included); streams have none
 
 
-def connect(url: str | None = None, *, environ: Mapping[str, str] | None = None) -> docker.DockerClient:
-    """A client for the engine at `url` (unix://, tcp://, ssh://); without one, the engine DOCKER_HOST
-    names, or the local default (as the docker CLI).
+def connect(url: str | None = None, *, environ: Mapping[str, str]) -> docker.DockerClient:
+    """A client for the engine at `url` (unix://, tcp://, ssh://); without one, the engine DOCKER_HOST of
+    `environ` (the command's: its DOCKER_TLS_*/DOCKER_CERT_PATH too) names, or the local default (as the
+    docker CLI). The client knows the address it was opened at (failures.address_of).
 
     ssh:// goes through the `ssh` binary and the remote's `docker system dial-stdio` (no paramiko).
     Failures are EngineError one-liners with the fix, the address's login masked (shown_engine).
     """
-    env = settings.environ() if environ is None else dict(environ)
+    env = dict(environ)
     if url:
         env["DOCKER_HOST"] = url
     host = env.get("DOCKER_HOST", "").strip()
@@ -115,6 +116,7 @@ def _connect(host: str, env: dict[str, str]) -> docker.DockerClient:
             bridge.close()
         raise EngineError(explain_connect_error(e, host, env, detail)) from e
     client.api.timeout = API_TIMEOUT
+    client._buildctl_engine_url = host  # type: ignore[attr-defined]  # what messages name it by (address_of)
     return client
 
 
@@ -143,20 +145,17 @@ def _exception_chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def explain_connect_error(
-    exc: BaseException, host: str, env: Mapping[str, str] | None = None, ssh_detail: str = ""
-) -> str:
+def explain_connect_error(exc: BaseException, host: str, env: Mapping[str, str], ssh_detail: str = "") -> str:
     """The one-line EngineError message, with the fix, for a failed connection to the engine at `host`
-    (its login masked, also where an error quotes it)."""
+    (its login masked, also where an error quotes it); `env`: the environment it was made from (a proxy)."""
     return _masker(host)(_explained(exc, host, env, ssh_detail))
 
 
-def _explained(exc: BaseException, host: str, env: Mapping[str, str] | None, ssh_detail: str) -> str:
+def _explained(exc: BaseException, host: str, env: Mapping[str, str], ssh_detail: str) -> str:
     chain = _exception_chain(exc)
     text = " ".join(str(e) for e in chain)
     where = shown_engine(host) if host else "unix:///var/run/docker.sock"
     scheme = where.split("://", 1)[0].lower()
-    env = settings.environ() if env is None else env
 
     def has(kind: type[BaseException], words: str) -> bool:
         return any(isinstance(e, kind) for e in chain) or words.lower() in text.lower()
@@ -238,10 +237,11 @@ def engine_on_this_machine(client: docker.DockerClient) -> bool:
     return host in ("localhost", "127.0.0.1", "::1")
 
 
-def facts_at(url: str | None, *, base_images: Mapping[str, str | None] | None = None) -> dict[str, Any]:
-    """engine_facts of the engine at `url` (None: DOCKER_HOST's), over a connection of its own; with
-    `base_images` ({ref: distro}), also whether each is present, pullable or missing (`base_images`)."""
-    client = connect(url or None)
+def facts_at(url: str | None, *, environ: Mapping[str, str],
+             base_images: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    """engine_facts of the engine at `url` (None: DOCKER_HOST's of `environ`, the command's), over a connection
+    of its own; with `base_images` ({ref: distro}), also whether each is present, pullable or missing."""
+    client = connect(url or None, environ=environ)
     try:
         facts = engine_facts(client)
         if base_images:
@@ -261,7 +261,7 @@ def engine_facts(client: docker.DockerClient) -> dict[str, Any]:
     except derr.APIError as e:
         raise api_error(e, "reading the engine's version") from e
     except requests.exceptions.RequestException as e:
-        raise connection_lost(e, "reading the engine's version") from e
+        raise connection_lost(e, "reading the engine's version", client) from e
     root = info.get("DockerRootDir")
     local = engine_on_this_machine(client)
     free = None

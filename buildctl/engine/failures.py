@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from docker import errors as derr
 
-from buildctl import settings, urls
+from buildctl import urls
 from buildctl.errors import EngineError, one_line
 from buildctl.secrets import mask_url
 
@@ -37,12 +38,11 @@ def api_error(e: derr.APIError, doing: str, mask: Callable[[str], str] = lambda 
 LOCAL = "local"  # how the engine of an unset DOCKER_HOST (the default socket) is named
 
 
-def display_name(url: str | None = None) -> str:
+def display_name(url: str) -> str:
     """An engine as bundles, messages, logs, JSON and the multi-build table name it (the one masking of
-    engine addresses): its URL (default DOCKER_HOST) with any login masked, or `local`. An address that
-    tools read in different ways (a login holding '/', '?' or '#') is not shown at all: masking cannot
-    tell its login from its host."""
-    url = settings.docker_host() if url is None else url
+    engine addresses): its URL (DOCKER_HOST's, where the caller means the default engine) with any login
+    masked, or `local` ("": the default socket). An address that tools read in different ways (a login
+    holding '/', '?' or '#') is not shown at all: masking cannot tell its login from its host."""
     if not url:
         return LOCAL
     if "://" in url and url.split("://", 1)[0].lower() != "unix" and urls.problem(url):
@@ -52,11 +52,21 @@ def display_name(url: str | None = None) -> str:
     return mask_url(url)
 
 
-def connection_lost(e: BaseException, doing: str, left: str | None = None) -> EngineError:
-    """The EngineError for a connection to the engine that broke while `doing` something; `left`: a
-    container that may still run there (a named build container is removed by the next build of its
+def address_of(client: Any) -> str:
+    """The address of the engine `client` talks to: the one connect() opened it at ("": the default socket);
+    for a client made otherwise, its API's base URL (a local socket: "")."""
+    known = getattr(client, "_buildctl_engine_url", None)
+    if isinstance(known, str):
+        return known
+    base = str(getattr(getattr(client, "api", None), "base_url", "") or "")
+    return "" if base.startswith("http+docker://") else base.replace("http://", "tcp://", 1)
+
+
+def connection_lost(e: BaseException, doing: str, client: Any, left: str | None = None) -> EngineError:
+    """The EngineError for a connection to the engine of `client` that broke while `doing` something; `left`:
+    a container that may still run there (a named build container is removed by the next build of its
     key, which resumes from the build directory)."""
-    where = display_name()
+    where = display_name(address_of(client))
     still = (f"; container {left} may still run there: once it stops, the next `invoke build` of this recipe "
              "removes it and resumes from the build directory") if left else ""
     return EngineError(

@@ -60,7 +60,7 @@ def _ask(client: docker.DockerClient) -> EngineKind:
     except derr.APIError as e:
         raise api_error(e, "asking which engine this is") from e
     except requests.exceptions.RequestException as e:
-        raise connection_lost(e, "asking which engine this is") from e
+        raise connection_lost(e, "asking which engine this is", client) from e
     security = " ".join(str(s) for s in info.get("SecurityOptions") or [])
     memory = info.get("MemoryLimit") is not False
     return EngineKind(DOCKER, str(version.get("Version") or ""), rootless="name=rootless" in security,

@@ -239,7 +239,7 @@ def run_container(
             raise api_error(e, doing, masker) from e
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as e:
             engine_gone = True  # nothing can be removed there now: the next build of the key removes it
-            raise connection_lost(e, doing, left=name) from e
+            raise connection_lost(e, doing, client, left=name) from e
         except KeyboardInterrupt:
             if on_interrupt is not None and cid:
                 with contextlib.suppress(Exception):

@@ -20,7 +20,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ import docker
 import requests
 from docker import errors as derr
 
-from buildctl import engine, settings, urls
+from buildctl import engine, urls
 from buildctl.errors import BuildctlError
 from buildctl.host.apt_mirrors import (
     UBUNTU_SUITES,
@@ -48,6 +49,15 @@ LineSink = Callable[[str], None]
 
 class BaseImageError(BuildctlError):
     """The base image could not be made (debootstrap missing, not root, bootstrap failed)."""
+
+
+@dataclass(frozen=True)
+class HostRun:
+    """How debootstrap runs on this host: from `environ` (the command's: PATH, a proxy; never shown nor
+    compared), its root file system under `tmpdir` (None: /var/tmp)."""
+
+    environ: Mapping[str, str] = field(repr=False, compare=False)
+    tmpdir: Path | None = None
 
 
 def default_tag(distro: str) -> str:
@@ -136,9 +146,9 @@ def _rootfs_dir(tmpdir: Path | None) -> Iterator[Path]:
         _remove_rootfs(path)
 
 
-def _run_streamed(cmd: list[str], on_line: LineSink, what: str) -> None:
+def _run_streamed(cmd: list[str], on_line: LineSink, what: str, environ: Mapping[str, str]) -> None:
     tail: list[str] = []
-    env = {**settings.environ(), "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
+    env = {**environ, "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
     proc = subprocess.Popen(
         checked_argv(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=env
     )
@@ -198,7 +208,7 @@ def import_rootfs(
     except derr.APIError as e:
         raise engine.api_error(e, f"importing {tag}") from e
     except requests.exceptions.RequestException as e:
-        raise engine.connection_lost(e, f"importing {tag}") from e
+        raise engine.connection_lost(e, f"importing {tag}", client) from e
     finally:
         if proc.poll() is None:
             proc.stdout.close()
@@ -247,14 +257,15 @@ def make_base_image(
     client: docker.DockerClient,
     distro: str,
     *,
+    host: HostRun,
     mirror: str | None = None,
     tag: str | None = None,
     on_line: LineSink | None = None,
     no_check_gpg: bool = False,
-    tmpdir: Path | None = None,
     labels: dict[str, str] | None = None,
 ) -> str:
-    """debootstrap a minbase `distro` and import it as `tag` (default buildctl/base:<distro>); the image id."""
+    """debootstrap a minbase `distro` (as `host` says) and import it as `tag` (default buildctl/base:<distro>);
+    the image id."""
     mirror = (mirror or default_mirror(distro)).rstrip("/")
     why = urls.problem(mirror) if "://" in mirror else None
     if why:  # a login tools read as a host name (it would stand in debootstrap's command line): not quoted
@@ -266,11 +277,11 @@ def make_base_image(
         )
     tag = tag or default_tag(distro)
     emit = on_line or (lambda line: None)
-    with _rootfs_dir(tmpdir) as rootfs:
+    with _rootfs_dir(host.tmpdir) as rootfs:
         cmd = debootstrap_command(distro, rootfs, mirror, no_check_gpg=no_check_gpg)
         emit(f"$ {' '.join(cmd)}")
         with engine.terminate_as_interrupt():
-            _run_streamed(cmd, emit, f"debootstrap {distro} from {mirror}")
+            _run_streamed(cmd, emit, f"debootstrap {distro} from {mirror}", host.environ)
         # Leftovers of the bootstrap that do not belong in an image.
         for p in ("var/cache/apt/archives", "var/lib/apt/lists", "debootstrap"):
             target = rootfs / p
@@ -293,17 +304,19 @@ def make_base_image(
     return image_id
 
 
-def ensure_base_image(client: docker.DockerClient, distro: str, *, tag: str | None = None, **options: Any) -> str:
-    """The id of `tag` (default buildctl/base:<distro>), made with make_base_image (given `options`: its
-    mirror, on_line, no_check_gpg, ...) only when missing."""
+def ensure_base_image(client: docker.DockerClient, distro: str, *, host: HostRun, tag: str | None = None,
+                      **options: Any) -> str:
+    """The id of `tag` (default buildctl/base:<distro>), made with make_base_image (as `host` says, given
+    `options`: its mirror, on_line, no_check_gpg, ...) only when missing."""
     tag = tag or default_tag(distro)
     found = _image_id(client, tag)
     if found is not None:
         return found
-    return make_base_image(client, distro, tag=tag, **options)
+    return make_base_image(client, distro, host=host, tag=tag, **options)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, environ: Mapping[str, str]) -> int:
+    """`python -m buildctl.host.base_images` (.ci/bootstrap's command line), from `environ`: the process's."""
     ap = argparse.ArgumentParser(prog="python -m buildctl.host.base_images", description=__doc__.split("\n\n")[0])
     ap.add_argument("distro", choices=DISTROS)
     ap.add_argument("--mirror", help="archive URL (default: the host's Debian mirror / archive.ubuntu.com)")
@@ -317,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
 
     try:
-        client = engine.connect()
+        client = engine.connect(environ=environ)
         fn = make_base_image if args.force else ensure_base_image
         image_id = fn(
             client,
@@ -326,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             tag=args.tag,
             on_line=show,
             no_check_gpg=args.no_check_gpg,
+            host=HostRun(environ),
         )
     except BuildctlError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -337,5 +351,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # a command line: it reads the environment, as the CLI does
+    sys.exit(main(environ=os.environ))

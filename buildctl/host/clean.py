@@ -51,7 +51,7 @@ from typing import Any
 
 from buildctl import engine
 from buildctl.errors import EngineError
-from buildctl.store import artifacts
+from buildctl.store import artifacts, noop_memo
 
 DAY = 86400.0
 STALE_AFTER = 3600.0  # a staging folder untouched this long, with its key lock free, is an orphan
@@ -324,15 +324,16 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
           namespace: str | None = None, labels: Mapping[str, str] | None = None, client: Any = None) -> dict:
     """Remove orphans always, and what was not used for `older_than_days`, then the least recently used
     until at most `keep_bytes` remain. Engine `objects`: of those kinds (--no-images, ... leave one out),
-    labelled buildctl=1, in `namespace` when given
-    (None: every buildctl object), and carrying every one of `labels` (tests pass their own)."""
+    through `client` (the engine's; required for them), labelled buildctl=1, in `namespace` when given (None:
+    every buildctl object), and carrying every one of `labels` (tests pass their own)."""
     images, caches, containers = ("images" in objects), ("caches" in objects), ("containers" in objects)
     root = Path(root or artifacts.artifacts_root())
     now = time.time()
     items, links = _file_items(root, now)
     selector = engine.buildctl_labels(labels, namespace=namespace or None)
     if images or caches or containers:
-        client = client or engine.connect()
+        if client is None:
+            raise ValueError("clean: engine objects are cleaned through the engine's client (client=)")
         try:
             items += _engine_items(client, selector, root, containers=containers, images=images, caches=caches)
         except Exception as e:  # noqa: BLE001 - any engine failure is one line
@@ -388,8 +389,6 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
             continue
         removed.append({"kind": item["kind"], "name": item["name"], "bytes": item["bytes"], "reason": item["reason"]})
     if not dry_run:  # the no-op memo's entries of what was removed (a few KB each, not reported)
-        from buildctl.store import noop_memo
-
         noop_memo.prune(root)
     freed: dict[str, dict[str, int]] = {}
     for r in removed:

@@ -79,8 +79,8 @@ def published_artifact(spec: Spec, artifact_dir: Path, on_line=None):
 def verify_artifact(spec: Spec, artifact_dir: Path, *, on_line, console: Console,
                     options: VerifyOptions | None = None, client=None):
     """`invoke verify --recipe R`: verify a published artifact on its own, from what its manifest
-    records (the runtime image's context); on the engine of `client` (None: DOCKER_HOST's); its report
-    printed on `console`, the command's."""
+    records (the runtime image's context); on the engine of `client` (None: the one options.environ names);
+    its report printed on `console`, the command's."""
     from buildctl.pipeline.stages import verify as verify_stage
 
     with published_artifact(spec, artifact_dir, on_line) as published:
@@ -114,15 +114,16 @@ def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout:
 
 
 def test_artifact(spec: Spec, artifact_dir: Path, command: str, *, on_line, cache_dir: Path, timeout: float,
-                  engine_url: str | None = None):
+                  environ: Mapping[str, str], engine_url: str | None = None):
     """`invoke bisect --test`: a shell command against a published artifact's wheels in a fresh container of
-    its runtime image (as verification builds it); its CommandResult (the exit code decides)."""
+    its runtime image (as verification builds it); its CommandResult (the exit code decides). `environ`: the
+    command's (the engine it names)."""
     from buildctl.pipeline.stages import verify as verify_stage
     from buildctl.verify.command import run_command
     from buildctl.verify.targets import RuntimeImage
 
     with published_artifact(spec, artifact_dir, on_line) as published:
-        client = engine.connect(engine_url)
+        client = engine.connect(engine_url, environ=environ)
         image, namespace = verify_stage.artifact_runtime_image(spec, published, client=client, on_line=on_line)
         own = published.manifest.framework_wheel
         return run_command(command, artifact=artifact_dir, wheel=artifact_dir / own.file if own else None,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,11 +63,12 @@ class RecipeOutcome:
                 "bundle": self.bundle}
 
 
-def engine_capacity(url: str) -> tuple[plan.EngineCapacity | None, str | None]:
-    """An engine's cores, memory and GPU runtime; or why it cannot be used (one line)."""
+def engine_capacity(url: str, environ: Mapping[str, str]) -> tuple[plan.EngineCapacity | None, str | None]:
+    """An engine's cores, memory and GPU runtime; or why it cannot be used (one line). `environ`: the command's
+    (the engine's DOCKER_TLS_* settings)."""
     name = engine.display_name(url)
     try:
-        facts = engine.facts_at(url or None)
+        facts = engine.facts_at(url or None, environ=environ)
     except BuildctlError as e:
         return None, f"{name}: {str(e).splitlines()[0]}"
     verifies = frozenset({"cpu", "ascend", "rocm"} | ({"cuda"} if facts.get("nvidia_runtime") else set()))
@@ -185,7 +186,7 @@ def run(specs: list[tuple[str, Spec]], sets: list[str], chosen: settings.Setting
     urls_given = list(chosen.engines) or [chosen.docker_host]
     capacities, urls = [], {}
     for url in urls_given:
-        cap, why = engine_capacity(url)
+        cap, why = engine_capacity(url, chosen.environ())
         if cap is None:
             console.print(f"warning: engine {why}; building on the others", markup=False)
             continue

@@ -16,7 +16,7 @@ from buildctl.recipe.schema import Spec
 from buildctl.store import artifacts
 from buildctl.verify import report as rep
 from buildctl.verify.expectations import Expectations, evaluate, verdict
-from buildctl.verify.options import VerifyOptions
+from buildctl.verify.options import VerifyOptions, connected
 from buildctl.verify.runner import (
     MODULES,
     check_probe_options,
@@ -69,7 +69,7 @@ def verify_image(
 
     options = options or VerifyOptions()
     _check_arguments(image, python, options)
-    client = client or engine.connect()
+    client = connected(client, options)
     info = inspect_image(client, image)
     ident = str(info["Id"])
     out_dir = Path(out_dir) if out_dir else default_image_out_dir(image, ident)

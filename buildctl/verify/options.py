@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -30,3 +31,16 @@ class VerifyOptions:
     # The command's environment, given by the CLI (Settings.environ()): what a verification on this host (`host`)
     # starts its venv from; required there. Never shown nor compared.
     environ: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
+
+
+def connected(client: Any, options: VerifyOptions) -> Any:
+    """`client` (a docker client), else a new connection to the engine the command's environment names
+    (options.environ: its DOCKER_HOST, else the local default)."""
+    if client is not None:
+        return client
+    if options.environ is None:
+        raise ValueError("a verification reaches the engine the command's environment names: give "
+                         "VerifyOptions.environ, or a connected client")
+    from buildctl import engine
+
+    return engine.connect(environ=options.environ)

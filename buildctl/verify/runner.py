@@ -30,7 +30,7 @@ from buildctl.terminal_text import strip_controls
 from buildctl.verify import report as rep
 from buildctl.verify import report_files
 from buildctl.verify.expectations import Expectations, evaluate, summary_line, verdict
-from buildctl.verify.options import VerifyOptions
+from buildctl.verify.options import VerifyOptions, connected
 from buildctl.verify.report import VerificationFailed
 from buildctl.verify.targets import (
     DEFAULT_BASE_IMAGE,
@@ -166,9 +166,8 @@ def verify_wheel(
     wheelhouse, have_optional = prepare_wheelhouse(facts, reqs, optional, python, plats, options.cache_dir, on_line)
     venv = VenvContents(wheel, wheelhouse, reqs + have_optional, python, ext_set)
     if not options.host:
-        from buildctl import engine
 
-        client = client or engine.connect()
+        client = connected(client, options)
     probe, environment = timed(lambda: _probe_wheel(venv, image, spec, options, on_line, client, cuda))
 
     exp = Expectations.from_spec(spec) if spec is not None else Expectations.from_wheel_name(wheel.name)
@@ -282,7 +281,6 @@ def _verify_prebuilt(*, spec: Spec | None, image: str | None, options: VerifyOpt
                      console: Console, client, artifact: Path | None) -> rep.Report:
     """A prebuilt framework's extension set, in a fresh container of the recipe's runtime image: the
     framework as the image has it (probed like a wheel), the set installed beside it and checked."""
-    from buildctl import engine
 
     if spec is None or image is None or artifact is None:
         raise InputError("a prebuilt framework's extension set is verified from its artifact; fix: invoke verify "
@@ -298,7 +296,7 @@ def _verify_prebuilt(*, spec: Spec | None, image: str | None, options: VerifyOpt
                   "has it (fresh container)")
     wheelhouse, have_optional = prepare_wheelhouse(None, list(ext_set.requirements), OPTIONAL_TOOLS, python, plats,
                                                    options.cache_dir, on_line)
-    client = client or engine.connect()
+    client = connected(client, options)
     venv = VenvContents(None, wheelhouse, (*ext_set.requirements, *have_optional), python, ext_set)
     probe, environment = timed(lambda: run_in_container(venv, image, spec, partial(probe_args, options), on_line,
                                                         gpus=engine_gives_gpus(client), options=options, client=client))

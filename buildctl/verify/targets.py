@@ -260,8 +260,9 @@ def run_in_container(
     """The probe (and, with an extension set, its check) in a fresh container; (probe JSON, environment
     facts, with the set's results under "extensions"). `options`: its network_mode and timeout."""
     from buildctl import engine
+    from buildctl.verify.options import connected
 
-    client = client or engine.connect()
+    client = connected(client, options)
     if image is None:
         base = spec.base.image if spec else DEFAULT_BASE_IMAGE
         artifacts.record_images(client, [base])  # for invoke clean: in use (the image may be built from it now)

@@ -53,7 +53,7 @@ def _remove_test_namespace() -> Iterator[None]:
     session's namespace (nothing to do when no engine was reachable: nothing was created)."""
     yield
     try:
-        client = engine.connect()
+        client = engine.connect(environ=os.environ)
     except BuildctlError:
         return
     with contextlib.closing(client):
@@ -76,7 +76,7 @@ def remove_namespace_objects(client: docker.DockerClient, namespace: str) -> Non
 
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[docker.DockerClient]:
-    client = engine.connect()
+    client = engine.connect(environ=os.environ)
     yield client
     client.close()
 
@@ -88,14 +88,14 @@ def base_image(docker_client: docker.DockerClient) -> str:
     def show(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    base_images.ensure_base_image(docker_client, BASE_DISTRO, on_line=show)
+    base_images.ensure_base_image(docker_client, BASE_DISTRO, host=base_images.HostRun(os.environ), on_line=show)
     return base_images.default_tag(BASE_DISTRO)
 
 
 @pytest.fixture(scope="session")
 def trixie_base_image(docker_client: docker.DockerClient) -> str:
     """Tag of the trixie base image; made (debootstrap, a few minutes) only if the engine lacks it."""
-    base_images.ensure_base_image(docker_client, "trixie", on_line=lambda line: print(line, file=sys.stderr, flush=True))
+    base_images.ensure_base_image(docker_client, "trixie", host=base_images.HostRun(os.environ), on_line=lambda line: print(line, file=sys.stderr, flush=True))
     return base_images.default_tag("trixie")
 
 

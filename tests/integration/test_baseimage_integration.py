@@ -37,13 +37,13 @@ def test_ensure_base_image_reuses_the_existing_tag(docker_client, base_image, mo
         raise AssertionError("make_base_image called although the image exists")
 
     monkeypatch.setattr(base_images, "make_base_image", must_not_run)
-    image_id = base_images.ensure_base_image(docker_client, "bookworm")
+    image_id = base_images.ensure_base_image(docker_client, "bookworm", host=base_images.HostRun(os.environ))
     assert image_id == docker_client.api.inspect_image(base_image)["Id"]
 
 
 @integration
 def test_cli_reports_the_existing_image(base_image, capsys):
-    assert base_images.main(["bookworm"]) == 0
+    assert base_images.main(["bookworm"], environ=os.environ) == 0
     assert capsys.readouterr().out.strip().startswith(f"{base_image} sha256:")
 
 
@@ -106,10 +106,10 @@ def test_make_base_image_runs_debootstrap_and_imports(docker_client, fake_deboot
     image_id = base_images.make_base_image(
         docker_client,
         "trixie",
+        host=base_images.HostRun(os.environ, tmpdir=work),
         mirror="http://mirror.example/debian/",
         tag=tag,
         on_line=lines.append,
-        tmpdir=work,
         labels=test_labels,
     )
     try:
@@ -145,7 +145,8 @@ def test_failed_debootstrap_is_one_line_and_cleans_up(
     tag = f"buildctl-test/base-fail:{test_labels['buildctl.test']}"
     with pytest.raises(BaseImageError) as info:
         base_images.make_base_image(
-            docker_client, "bookworm", mirror="http://mirror.example/debian", tag=tag, tmpdir=work
+            docker_client, "bookworm", host=base_images.HostRun(os.environ, tmpdir=work),
+            mirror="http://mirror.example/debian", tag=tag,
         )
     msg = str(info.value)
     assert "\n" not in msg and "exit code 1" in msg and "E: Failed getting release file" in msg

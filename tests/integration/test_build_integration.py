@@ -893,7 +893,7 @@ def test_key_covers_what_changes_the_output_and_nothing_else(ws, tmp_path, base_
     def key(sets=(), site=None) -> str:
         spec = recipe.load("demo-cpu", [f"framework.source.path={ws.src}", *sets], site=site)
         opts = stages.BuildOptions(environ=os.environ, render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts")
-        run = stages.Run.of(spec, opts, client=engine.connect())
+        run = stages.Run.of(spec, opts, client=engine.connect(environ=os.environ))
         prepared = prepare.prepare(run, prepare.render_files(run))
         shutil.rmtree(prepared.context_dir)
         return prepared.key

@@ -63,7 +63,7 @@ def test_connect_over_ssh_without_paramiko(monkeypatch, tmp_path, base_image, te
     (bindir / "ssh").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("DOCKER_HOST", "ssh://builder@gpu-host:2222")
-    client = engine.connect()
+    client = engine.connect(environ=os.environ)
     try:
         assert engine.engine_facts(client)["local"] is False
         (tmp_path / "in.txt").write_text("over-ssh\n")
@@ -358,9 +358,10 @@ def test_missing_image_is_an_engine_error(docker_client, test_labels):
 
 
 CHILD = """
+import os
 import sys
 from buildctl import engine
-client = engine.connect()
+client = engine.connect(environ=os.environ)
 engine.run_container(
     client, engine.ContainerSpec(sys.argv[1], ["bash", "-c", "echo ready; exec sleep 300"],
                                  labels={"buildctl.test": sys.argv[2]}),
@@ -419,10 +420,11 @@ def test_signal_removes_the_container(docker_client, base_image, sig):
 
 
 BUILD_CHILD = """
+import os
 import sys
 from pathlib import Path
 from buildctl import engine
-client = engine.connect()
+client = engine.connect(environ=os.environ)
 engine.build_image(client, engine.ImageSpec(Path(sys.argv[1]), sys.argv[2], nocache=True),
                    on_line=lambda line: print(line, flush=True))
 """

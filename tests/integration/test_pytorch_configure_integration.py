@@ -35,7 +35,7 @@ NETWORK = os.environ.get("BUILDCTL_TEST_NETWORK", "host")
 
 @pytest.fixture(scope="module")
 def trixie_base(docker_client) -> str:
-    base_images.ensure_base_image(docker_client, "trixie", on_line=lambda line: print(line, file=sys.stderr))
+    base_images.ensure_base_image(docker_client, "trixie", host=base_images.HostRun(os.environ), on_line=lambda line: print(line, file=sys.stderr))
     return base_images.default_tag("trixie")
 
 

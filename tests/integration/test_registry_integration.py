@@ -105,7 +105,7 @@ def test_a_credential_helper_that_is_not_installed_costs_a_warning_not_the_build
 
     (tmp_path / "config.json").write_text('{"credsStore": "buildctl-test-not-installed"}')
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
-    client = engine.connect()  # docker-py reads the config when the client is made
+    client = engine.connect(environ=os.environ)  # docker-py reads the config when the client is made
     where = f"127.0.0.1:{_closed_port()}/ci"
     local = f"buildctl-test/{RECIPE}:creds"
     docker_client.images.get(base_image).tag(local)

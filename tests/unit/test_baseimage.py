@@ -134,5 +134,6 @@ def test_debian_command_line(monkeypatch, tmp_path):
 
 def test_mirror_with_credentials_is_refused():
     with pytest.raises(BaseImageError, match="credentials") as info:
-        base_images.make_base_image(None, "bookworm", mirror="http://u:hunter22@m.example/debian")
+        base_images.make_base_image(None, "bookworm", host=base_images.HostRun({}),
+                                    mirror="http://u:hunter22@m.example/debian")
     assert "hunter22" not in str(info.value)

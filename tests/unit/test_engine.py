@@ -31,7 +31,7 @@ def write_context(ctx: Path, dockerfile: str) -> Path:
 def test_connect_errors_are_one_line_with_the_fix(monkeypatch, host, words):
     monkeypatch.setenv("DOCKER_HOST", host)
     with pytest.raises(EngineError) as info:
-        engine.connect()
+        engine.connect(environ=os.environ)
     msg = str(info.value)
     assert "\n" not in msg and "Traceback" not in msg
     assert "fix:" in msg
@@ -49,7 +49,7 @@ def test_connect_over_ssh_failure_names_the_ssh_error(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("DOCKER_HOST", "ssh://builder@gpu-host")
     with pytest.raises(EngineError) as info:
-        engine.connect()
+        engine.connect(environ=os.environ)
     msg = str(info.value)
     assert "\n" not in msg
     assert "No route to host" in msg and "`ssh builder@gpu-host docker system dial-stdio`" in msg
@@ -59,7 +59,7 @@ def test_connect_error_classification():
     """Permission denied and ssh failures cannot be staged as root here; the classifier is shared."""
     perm = OSError("Connection aborted.")
     perm.__cause__ = PermissionError(13, "Permission denied")
-    msg = engine.explain_connect_error(perm, "")
+    msg = engine.explain_connect_error(perm, "", {})
     assert "docker group" in msg and "sudo" in msg and "\n" not in msg
 
     proxied = RuntimeError(

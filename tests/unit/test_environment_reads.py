@@ -1,6 +1,7 @@
 """The environment is read once, by the CLI (issues 37, 42): os.environ and os.getenv only in the CLI
-(buildctl/cli/, and tasks.py outside the package) and the container side (buildctl/in_container/, which
-runs in the containers and imports nothing of buildctl). The CLI hands it down as a mapping: Settings keep
+(buildctl/cli/, tasks.py outside the package, and a module's `if __name__ == "__main__":` block: its own command
+line) and the container side (buildctl/in_container/, which runs in the containers and imports nothing of
+buildctl). The CLI hands it down as a mapping: Settings keep
 the one they were built from (`Settings.from_env(os.environ, ...)`; `environ()`, `docker_host`, `cache_dir`,
 ...), and library code takes a value from the settings it is handed, or a mapping, or a parameter.
 
@@ -15,24 +16,31 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "buildctl"
 MAY_READ = ("cli/", "in_container/")
-ENV_FUNCTIONS = ("docker_host", "environ", "from_environment", "user_cache_home")
+ENV_FUNCTIONS = ("from_environment", "user_cache_home")
 # The calls of ENV_FUNCTIONS left (issue 42): each one goes with a value handed down from the CLI, and the
 # function with its last caller.
 LEFT = {
-    "engine/connection.py": ["environ", "environ"],
-    "engine/failures.py": ["docker_host"],
-    "host/base_images.py": ["environ"],
     "recipe/loader.py": ["from_environment"],
     "render/rendering.py": ["user_cache_home"],
     "store/artifacts.py": ["from_environment", "from_environment"],
 }
 
 
+def _is_main_block(node: ast.stmt) -> bool:
+    """`if __name__ == "__main__":`: a module's command line (python -m ...), where a process starts, as the CLI."""
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Compare) \
+        and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__" \
+        and [type(c).__name__ for c in node.test.comparators] == ["Constant"] \
+        and node.test.comparators[0].value == "__main__"
+
+
 def environment_reads(path: Path, allowed_in: frozenset[str] = frozenset()) -> list[int]:
     """The lines of `path` that read the environment: os.environ, os.getenv, or either imported by name;
-    none inside a module-level function named in `allowed_in`."""
+    none inside a module-level function named in `allowed_in`, nor in the module's `__main__` block (its
+    command line)."""
     tree = ast.parse(path.read_text(), str(path))
-    skipped = {id(n) for f in tree.body if isinstance(f, ast.FunctionDef) and f.name in allowed_in for n in ast.walk(f)}
+    skipped = {id(n) for f in tree.body
+               if (isinstance(f, ast.FunctionDef) and f.name in allowed_in) or _is_main_block(f) for n in ast.walk(f)}
     lines = []
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -87,9 +95,10 @@ def environment_function_calls(path: Path) -> list[str]:
 def test_the_check_sees_every_way_of_reading_it(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("import os\nfrom os import getenv\na = os.environ['X']\nb = os.getenv('Y')\n"
-                 "def environ():\n    return dict(os.environ)\n")
-    assert environment_reads(f) == [2, 3, 4, 6]
-    assert environment_reads(f, frozenset({"environ"})) == [2, 3, 4]
+                 "def environ():\n    return dict(os.environ)\n"
+                 "if __name__ == '__main__':\n    print(os.environ)\nif __name__ == 'x':\n    print(os.environ)\n")
+    assert environment_reads(f) == [2, 3, 4, 6, 10]
+    assert environment_reads(f, frozenset({"environ"})) == [2, 3, 4, 10]
 
 
 def test_only_the_cli_and_the_container_side_read_the_environment():
@@ -105,11 +114,12 @@ def test_only_the_cli_and_the_container_side_read_the_environment():
 def test_the_call_check_sees_the_module_however_named_and_not_a_settings_object(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("from buildctl import settings\nfrom buildctl import settings as s2\nimport buildctl.settings as s3\n"
-                 "from buildctl.settings import docker_host, Settings\n"
-                 "a = settings.environ()\nb = s2.docker_host()\nc = s3.from_environment()\nd = settings.fields()\n"
-                 "def f(settings):\n    return settings.environ()\n"
-                 "def g(chosen):\n    return chosen.environ(), settings.user_cache_home()\n")
-    assert environment_function_calls(f) == ["docker_host", "environ", "docker_host", "from_environment", "user_cache_home"]
+                 "from buildctl.settings import user_cache_home, Settings\n"
+                 "a = settings.from_environment()\nb = s2.user_cache_home()\nc = s3.from_environment()\n"
+                 "d = settings.fields()\ndef f(settings):\n    return settings.from_environment()\n"
+                 "def g(chosen):\n    return chosen.from_environment(), settings.user_cache_home()\n")
+    assert environment_function_calls(f) == ["user_cache_home", "from_environment", "user_cache_home",
+                                             "from_environment", "user_cache_home"]
 
 
 def test_no_module_calls_the_functions_that_read_the_environment_but_those_left():

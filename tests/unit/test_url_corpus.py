@@ -364,7 +364,7 @@ def test_an_engine_urls_login_is_in_no_connection_error(scheme, form, host, shap
     for encoded in (False, True):
         value = url(scheme, form, host, shape, encoded=encoded, path="")
         with pytest.raises(BuildctlError) as e:
-            engine.connect(value)
+            engine.connect(value, environ=os.environ)
         message = str(e.value)
         assert "\n" not in message and "fix: " in message, message
         assert leaks(message, shape) == [], message
@@ -392,7 +392,7 @@ def test_an_ssh_engine_with_a_password_is_refused_before_ssh_runs(form, shape, t
     for encoded in (False, True):
         value = url("ssh", form, "build-box:2222", shape, encoded=encoded, path="")
         with pytest.raises(InputError) as e:
-            engine.connect(value)
+            engine.connect(value, environ=os.environ)
         message = str(e.value)
         assert "\n" not in message and "password" in message and "fix: " in message, message
         assert leaks(message, shape) == [] and leaks(engine.display_name(value), shape) == [], message
@@ -405,7 +405,7 @@ def test_an_ssh_engine_with_a_user_name_runs_ssh_with_that_user(tmp_path, monkey
 
     calls = _fake_ssh(tmp_path, monkeypatch)
     with pytest.raises(EngineError) as e:
-        engine.connect("ssh://builder@build-box:2222")
+        engine.connect("ssh://builder@build-box:2222", environ=os.environ)
     assert "`ssh -p 2222 builder@build-box docker system dial-stdio`" in str(e.value)
     assert calls.read_text().split("\n")[0].endswith("-p 2222 -- builder@build-box docker system dial-stdio")
 
@@ -439,7 +439,7 @@ def test_an_engine_address_without_a_scheme_is_quoted_nowhere(shape):
     for value in (f"alice:{password(shape)}@127.0.0.1:9", f"{quote(password(shape), safe='')}@127.0.0.1:9",
                   f"alice:{quote(password(shape), safe='')}@[::1]:9/x"):
         with pytest.raises(BuildctlError) as e:
-            engine.connect(value)
+            engine.connect(value, environ=os.environ)
         message = str(e.value)
         assert "\n" not in message and "fix: " in message, message
         assert leaks(message, shape) == [] and leaks(engine.display_name(value), shape) == [], message
@@ -546,7 +546,8 @@ def test_a_base_image_mirror_with_a_login_is_refused_before_debootstrap(form, sh
     for encoded in (False, True):
         value = url("http", form, HOSTS[0], shape, encoded=encoded, path="/debian")
         with pytest.raises(base_images.BaseImageError) as e:
-            base_images.make_base_image(None, "bookworm", mirror=value)
+            base_images.make_base_image(None, "bookworm", host=base_images.HostRun(os.environ), mirror=value)
         assert "\n" not in str(e.value) and leaks(str(e.value), shape) == [], str(e.value)
     with pytest.raises(base_images.BaseImageError):  # a login too short to be masked is still a login
-        base_images.make_base_image(None, "bookworm", mirror="http://ab:cd@deb.example/debian")
+        base_images.make_base_image(None, "bookworm", host=base_images.HostRun(os.environ),
+                                    mirror="http://ab:cd@deb.example/debian")

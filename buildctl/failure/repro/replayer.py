@@ -21,14 +21,15 @@ from buildctl.secrets import MASK, checked_argv
 from buildctl.store import artifacts, downloads
 
 
-def preflight(b: Bundle, *, shell: bool = False):
-    """Refuse what cannot be replayed here before anything runs; the engine client (None for fetch)."""
+def preflight(b: Bundle, *, environ: Mapping[str, str], shell: bool = False):
+    """Refuse what cannot be replayed here before anything runs; the engine client (None for fetch), of the
+    engine `environ` (the command's) names."""
     if shell and b.data.step in ("fetch", "image"):
         raise InputError(f"bundle {b.given}: step {b.data.step} runs no container, so there is no shell to open "
                          "at it; fix: replay it without --shell")
     if b.data.step == "fetch":
         return None
-    client = engine.connect()
+    client = engine.connect(environ=environ)
     for ref in b.bases:
         if not engine.image_exists(client, ref):
             raise InputError(f"bundle {b.given}: context/Dockerfile takes the image {ref}, which is not in the "
@@ -81,7 +82,8 @@ def replay(b: Bundle, client=None, *, on_line=None) -> dict:
     _bundle_used(b)
     if step == "fetch":
         return _replay_fetch(b, data, sink, lines)
-    client = client or preflight(b)
+    if client is None:
+        raise ValueError("replay: a step that runs in the engine takes preflight's client")
     built = _build(b, client, sink)
     if isinstance(built, StepFailed):
         return _outcome(data, "image", built.returncode, "\n".join(lines) or built.log)
@@ -207,7 +209,7 @@ def shell(b: Bundle, client=None, *, on_line: Callable[[str], None], environ: Ma
     """An interactive shell at the failing step: same image, (fresh copies of the) volumes and environment.
     Returns the shell's exit code; the volumes are removed afterwards. `on_line`: the image build's lines,
     then the step's command, before the shell starts; `environ`: the command's, what `docker run` starts from."""
-    client = client or preflight(b, shell=True)
+    client = client or preflight(b, environ=environ, shell=True)
     _bundle_used(b)
     built = _build(b, client, on_line)
     if isinstance(built, StepFailed):

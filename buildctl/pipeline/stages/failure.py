@@ -74,7 +74,7 @@ def build_failed(run: Run, exc: StepFailed, step: str, reached: Rendered | Prepa
             network=engine.network_mode_for(run.spec.site.network),
             memory=run.opts.memory,
             namespace=run.namespace,
-            engine_name=engine.display_name(run.opts.engine_url),
+            engine_name=engine.display_name(run.opts.engine_url or run.opts.environ.get("DOCKER_HOST", "")),
             base_image_id=prepared.base_image_id if prepared and prepared.base_image_id.startswith("sha256:") else None,
         ),
     )

@@ -21,7 +21,7 @@ from buildctl.pipeline.stages.artifact import recorded_runtime
 from buildctl.recipe.schema import Spec
 from buildctl.secrets import proxy_env, split_credentials
 from buildctl.store import artifacts
-from buildctl.verify.options import VerifyOptions
+from buildctl.verify.options import VerifyOptions, connected
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -151,7 +151,7 @@ def verify(spec: Spec, published: Published, *, client=None, on_line: Callable[[
         out_dir = artifact / "beside" / beside_folder(options.beside)
     else:
         out_dir = artifact
-    client = client or engine.connect()
+    client = connected(client, options)
     image, namespace = artifact_runtime_image(spec, published, client=client, context_dir=context_dir,
                                               on_line=on_line, secrets=secrets, namespace=namespace)
     own = manifest.framework_wheel  # None: a prebuilt framework, verified as the image has it, with its set
