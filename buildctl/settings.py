@@ -98,6 +98,11 @@ class Settings(BaseModel):
         return Path(self._environ.get("XDG_CACHE_HOME") or os.path.join(_home(self._environ), ".cache"))
 
     @property
+    def template_cache(self) -> Path:
+        """Where rendering keeps its compiled templates between runs: buildctl/templates of user_cache_home."""
+        return self.user_cache_home / "buildctl" / "templates"
+
+    @property
     def key_salt_file(self) -> Path:
         """This host's key salt file (key_salt_file_of) as the settings' environment places it."""
         return key_salt_file_of(self._environ)
@@ -287,11 +292,6 @@ def extend_site(declared: type[BaseModel]) -> type[BaseModel]:
 # given no value. Each goes with its last caller (tests/unit/test_environment_reads.py lists those left);
 # new code takes the value from the Settings the CLI hands down (their methods of the same names), or a
 # mapping, or a parameter.
-
-
-def user_cache_home() -> Path:
-    """$XDG_CACHE_HOME, else ~/.cache."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"))
 
 
 def from_environment() -> Settings:

@@ -89,7 +89,7 @@ def render(recipe: str, sets, *, out_dir: str | None, as_json: bool, settings: S
     for field, problem, fix in preflight.placeholders(spec):
         console.print(f"[yellow]warning:[/] {escape(field)}: {escape(problem)}; `invoke build` refuses it until "
                       f"pinned; fix: {escape(fix)}", soft_wrap=True)
-    rendered = render_mod.render(spec)
+    rendered = render_mod.render(spec, template_cache=settings.template_cache)
     dest = Path(out_dir) if out_dir else Path("build") / spec.name
     render_mod.write(rendered, dest)
     files = sorted(rendered.files)

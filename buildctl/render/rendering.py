@@ -8,6 +8,7 @@ Credentials in the spec's URLs are never rendered: the files carry the URLs with
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shlex
@@ -44,12 +45,12 @@ BASE_BUILD_REQUIREMENTS = ("setuptools", "wheel")
 
 
 class _CompiledTemplateCache(jinja2.FileSystemBytecodeCache):
-    """Jinja's compiled templates kept between runs, in the user's cache folder: compiling them was most
-    of a no-op `invoke build`'s own work. The folder is made on the first write, private; a cache that
-    cannot be written is only slower, never an error."""
+    """Jinja's compiled templates kept between runs in `folder` (the caller's: the CLI gives the user's cache
+    folder): compiling them was most of a no-op `invoke build`'s own work. The folder is made on the first
+    write, private; a cache that cannot be written is only slower, never an error."""
 
-    def __init__(self) -> None:
-        super().__init__(str(settings.user_cache_home() / "buildctl" / "templates"))
+    def __init__(self, folder: Path) -> None:
+        super().__init__(str(folder))
 
     def dump_bytecode(self, bucket) -> None:
         try:
@@ -59,15 +60,19 @@ class _CompiledTemplateCache(jinja2.FileSystemBytecodeCache):
             pass
 
 
-_env = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-    bytecode_cache=_CompiledTemplateCache(),
-    undefined=jinja2.StrictUndefined,
-    autoescape=False,
-    keep_trailing_newline=True,
-    trim_blocks=False,
-)
-_env.filters["q"] = lambda v: shlex.quote(str(v))
+@functools.lru_cache(maxsize=4)
+def _templates(template_cache: Path | None) -> jinja2.Environment:
+    """The templates, made once per cache folder (None: compiled in this process only)."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        bytecode_cache=_CompiledTemplateCache(template_cache) if template_cache is not None else None,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=False,
+    )
+    env.filters["q"] = lambda v: shlex.quote(str(v))
+    return env
 
 
 @dataclass(frozen=True)
@@ -94,8 +99,9 @@ class Rendered:
         return [(f.stage_name or f.provider, d) for f in self.fragments for d in f.downloads]
 
 
-def _render_stage(template: str, **ctx) -> str:
-    return _env.get_template(f"providers/{template}").render(**ctx).rstrip() + "\n"
+def _stage_renderer(env: jinja2.Environment):
+    """How a provider's stage template is rendered (providers.fragments), with `env`'s templates."""
+    return lambda template, **ctx: env.get_template(f"providers/{template}").render(**ctx).rstrip() + "\n"
 
 
 def _ca_files(spec: Spec) -> dict[str, str]:
@@ -136,7 +142,7 @@ def builder_requirements(spec: Spec, frags=None) -> tuple[list[str], list[str]]:
     """What pip installs into the builder venv, as the Dockerfile names it: (requirements, constraints); what
     `invoke lock` resolves (pip_lock)."""
     if frags is None:
-        frags = providers.fragments(split_credentials(spec)[0], _render_stage)
+        frags = providers.fragments(split_credentials(spec)[0], _stage_renderer(_templates(None)))
     constraints = sorted({*spec.python.constraints, *(c for f in frags for c in f.pip_constraints)})
     requirements = [*BASE_BUILD_REQUIREMENTS, *spec.python.packages, *(p for f in frags for p in f.pip_build),
                     *(portable.REPAIR_REQUIREMENTS if portable.repairs(spec) else ())]
@@ -147,17 +153,20 @@ def builder_requirements(spec: Spec, frags=None) -> tuple[list[str], list[str]]:
     return requirements, constraints
 
 
-def render(spec: Spec) -> Rendered:
-    """Render the Dockerfile, the build script, the verify probe and the resolved recipe."""
+def render(spec: Spec, *, template_cache: Path | None = None) -> Rendered:
+    """Render the Dockerfile, the build script, the verify probe and the resolved recipe. `template_cache`: a
+    folder the compiled templates are kept in between runs (the CLI gives the user's cache folder); None:
+    none kept. The files are the same either way."""
     settings.checkout()  # the templates are the checkout's
     shown = resolved_yaml(spec)  # credentials masked as ***, so a reader sees where they were
     spec, _ = split_credentials(spec)
-    frags = providers.fragments(spec, _render_stage)
+    env = _templates(template_cache)
+    frags = providers.fragments(spec, _stage_renderer(env))
     build_env, requested = _build_env(spec, frags)
     build_requirements, constraints = builder_requirements(spec, frags)
     lock = pip_lock.read(spec, build_requirements, constraints)
     ctx = _template_context(spec, frags, build_env, build_requirements, constraints, lock)
-    files = _folder_files(spec, ctx, shown, constraints)
+    files = _folder_files(spec, env, ctx, shown, constraints)
     patches = patch_files(spec)
     files.update({name: text for name, (_, text) in patches.items()})
     for f in frags:
@@ -241,12 +250,12 @@ def _template_context(spec: Spec, frags, build_env: dict[str, str], build_requir
     )
 
 
-def _folder_files(spec: Spec, ctx: dict, shown: str, constraints: list[str]) -> dict[str, str]:
+def _folder_files(spec: Spec, env: jinja2.Environment, ctx: dict, shown: str, constraints: list[str]) -> dict[str, str]:
     """The build folder's files, less the recipe's patches and pip lock: the templates rendered, the scripts
     and helpers the build runs, the resolved recipe as shown, the site's files."""
     files = {
-        "Dockerfile": _env.get_template("Dockerfile.j2").render(**ctx),
-        "build.sh": _env.get_template("build.sh.j2").render(**ctx),
+        "Dockerfile": env.get_template("Dockerfile.j2").render(**ctx),
+        "build.sh": env.get_template("build.sh.j2").render(**ctx),
         "fetch.sh": (TEMPLATES / "fetch.sh").read_text(),
         "git-fetch.sh": (TEMPLATES / "git-fetch.sh").read_text(),
         "patch.sh": (TEMPLATES / "patch.sh").read_text(),

@@ -16,12 +16,11 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "buildctl"
 MAY_READ = ("cli/", "in_container/")
-ENV_FUNCTIONS = ("from_environment", "user_cache_home")
+ENV_FUNCTIONS = ("from_environment",)
 # The calls of ENV_FUNCTIONS left (issue 42): each one goes with a value handed down from the CLI, and the
 # function with its last caller.
 LEFT = {
     "recipe/loader.py": ["from_environment"],
-    "render/rendering.py": ["user_cache_home"],
     "store/artifacts.py": ["from_environment", "from_environment"],
 }
 
@@ -114,12 +113,11 @@ def test_only_the_cli_and_the_container_side_read_the_environment():
 def test_the_call_check_sees_the_module_however_named_and_not_a_settings_object(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("from buildctl import settings\nfrom buildctl import settings as s2\nimport buildctl.settings as s3\n"
-                 "from buildctl.settings import user_cache_home, Settings\n"
-                 "a = settings.from_environment()\nb = s2.user_cache_home()\nc = s3.from_environment()\n"
+                 "from buildctl.settings import from_environment, Settings\n"
+                 "a = settings.from_environment()\nb = s2.from_environment()\nc = s3.from_environment()\n"
                  "d = settings.fields()\ndef f(settings):\n    return settings.from_environment()\n"
-                 "def g(chosen):\n    return chosen.from_environment(), settings.user_cache_home()\n")
-    assert environment_function_calls(f) == ["user_cache_home", "from_environment", "user_cache_home",
-                                             "from_environment", "user_cache_home"]
+                 "def g(chosen):\n    return chosen.from_environment(), settings.from_environment()\n")
+    assert environment_function_calls(f) == ["from_environment"] * 5
 
 
 def test_no_module_calls_the_functions_that_read_the_environment_but_those_left():

@@ -267,15 +267,16 @@ def test_folder_is_self_contained(rendered, name):
 
 
 def test_strict_undefined():
+    env = rendering._templates(None)
     with pytest.raises(jinja2.UndefinedError):
-        rendering._env.from_string("x {{ missing }} y").render()
+        env.from_string("x {{ missing }} y").render()
     with pytest.raises(jinja2.UndefinedError):
-        rendering._env.from_string("{{ spec.nothing_here }}").render(spec=recipe.load("demo-cpu"))
+        env.from_string("{{ spec.nothing_here }}").render(spec=recipe.load("demo-cpu"))
     spec = recipe.load("demo-cpu")
     for template in ("Dockerfile.j2", "build.sh.j2"):
         with pytest.raises(jinja2.UndefinedError):
-            rendering._env.get_template(template).render(spec=spec)  # the rest of the context is missing
-    assert isinstance(rendering._env.undefined, type) and issubclass(rendering._env.undefined, jinja2.StrictUndefined)
+            env.get_template(template).render(spec=spec)  # the rest of the context is missing
+    assert isinstance(env.undefined, type) and issubclass(env.undefined, jinja2.StrictUndefined)
 
 
 # --- quoting and injection ----------------------------------------------------------------------

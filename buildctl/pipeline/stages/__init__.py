@@ -44,6 +44,7 @@ class BuildOptions:
     cpuset: str | None = None  # the CPUs the compile container may use (docker's --cpuset-cpus): bench/dist.py
     dist_local_jobs: str | int = "auto"  # with a dist scheduler: compiles run here at once (pipeline/build_cluster.py)
     render_root: Path = Path("build")
+    template_cache: Path | None = None  # where rendering keeps compiled templates (the CLI: Settings.template_cache)
     artifacts_root: Path | None = None
     verify_options: VerifyOptions = VerifyOptions()
     engine_url: str | None = None  # the engine to build on (--engine); None: DOCKER_HOST's, else the local one

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def render_files(run: Run) -> render.Rendered:
     """The build's files (pure: no engine, no network)."""
-    return render.render(run.spec)
+    return render.render(run.spec, template_cache=run.opts.template_cache)
 
 
 def prepare(run: Run, rendered: render.Rendered, looked: key.KeyInputs | None = None) -> Prepared:
