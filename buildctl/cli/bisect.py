@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from buildctl.cli.common import command, console, load_spec, out, print_json, site_options
+from buildctl.cli.common import command, console, load_spec, out, print_json, recipes_dir, site_options
 from buildctl.errors import BuildctlError, InputError
 from buildctl.pipeline import stages
 from buildctl.settings import Settings
@@ -114,7 +114,7 @@ def _log_request(request: BisectRequest, kind: str, base_sets: list[str], chosen
     from buildctl.recipe import loader
     from buildctl.secrets import mask_set
 
-    return {"recipe": str(loader.recipe_path(request.recipe).resolve()),
+    return {"recipe": str(loader.recipe_path(request.recipe, recipes_dir()).resolve()),
             "sets": [mask_set(s, masker) for s in base_sets], "axis": kind, "target": chosen_axis.target,
             "changes": [[mask_set(s, masker) for s in c.sets] for c in chosen_axis.changes],
             "first_good": request.first_good, "criterion": criterion.as_dict(), "test": request.test,

@@ -341,7 +341,7 @@ def build_several(recipes: list[str], labels: list[str], sets, *, settings: Sett
     if one_build_options:
         raise InputError("--until, --target and --check-reproducible take one recipe on one engine; "
                          "fix: build that recipe on its own")
-    chosen = select(recipes, labels)
+    chosen = select(recipes, labels, settings.recipes_dir)
     if not chosen:
         raise InputError("--recipe is required; fix: give a name from `invoke recipes`, or --label L")
     specs, names = [], set()

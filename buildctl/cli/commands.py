@@ -25,6 +25,7 @@ from buildctl.cli.common import (
     load_spec,
     out,
     print_json,
+    recipes_dir,
     site_options,
 )
 from buildctl.errors import BuildctlError, InputError
@@ -37,7 +38,7 @@ from buildctl.terminal_text import print_detail, strip_controls
 
 def recipe_rows() -> list[dict]:
     rows = []
-    for path in recipe_mod.list_recipes():
+    for path in recipe_mod.list_recipes(recipes_dir()):
         spec = recipe_mod.load(str(path))
         rows.append({"name": spec.name, "accelerator": spec.accelerator, "labels": list(spec.labels),
                      "description": spec.description, "path": str(path.relative_to(settings.REPO_ROOT))})
@@ -116,7 +117,7 @@ RUNNERS = {
 @command
 def matrix(labels) -> None:
     include = []
-    for path in recipe_mod.list_recipes():
+    for path in recipe_mod.list_recipes(recipes_dir()):
         spec = recipe_mod.load(str(path))
         if labels and not set(labels) & set(spec.labels):
             continue
@@ -133,7 +134,7 @@ def doctor(recipe: str | None, *, as_json: bool, engines: tuple[str, ...] = ()) 
     from buildctl import engine
     from buildctl.host import doctor as doctor_mod
 
-    paths = [recipe_mod.recipe_path(recipe)] if recipe else recipe_mod.list_recipes()
+    paths = [recipe_mod.recipe_path(recipe, recipes_dir())] if recipe else recipe_mod.list_recipes(recipes_dir())
     specs = [(str(p), recipe_mod.load(str(p))) for p in paths]
     reports = []
     for url in engines or (None,):

@@ -41,6 +41,12 @@ def site_options(chosen: Settings) -> dict:
     return site
 
 
+def recipes_dir() -> Path:
+    """Where this command looks recipe names up: BUILDCTL_RECIPES_DIR of its environment (read here, in the
+    CLI), else the checkout's recipes/."""
+    return loader.recipes_dir(Settings.from_env(os.environ).recipes_dir)
+
+
 def load_spec(recipe: str, sets=None, *, base_image=None, site: dict | None = None, preflight=True,
               reads: list[Path] | None = None):
     """Load + validate + (optionally) preflight. Returns (spec, warnings); `reads` collects the recipe's files."""
@@ -49,7 +55,7 @@ def load_spec(recipe: str, sets=None, *, base_image=None, site: dict | None = No
     overrides = list(sets or [])
     if base_image:
         overrides.append(f"base.image={base_image}")
-    spec = recipe_mod.load(recipe, overrides, site=site, reads=reads)
+    spec = recipe_mod.load(recipe, overrides, site=site, reads=reads, recipes=recipes_dir())
     warnings: list[str] = []
     if preflight:
         from buildctl.recipe import preflight
@@ -62,5 +68,5 @@ def load_spec(recipe: str, sets=None, *, base_image=None, site: dict | None = No
 
 def recipe_source(recipe: str) -> str:
     """The recipe file as error messages name it."""
-    return loader.display(recipe_mod.recipe_path(recipe))
+    return loader.display(recipe_mod.recipe_path(recipe, recipes_dir()))
 

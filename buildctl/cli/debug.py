@@ -7,7 +7,7 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
-from buildctl.cli.common import command, console, load_spec, out, print_json, site_options
+from buildctl.cli.common import command, console, load_spec, out, print_json, recipes_dir, site_options
 from buildctl.errors import InputError
 from buildctl.settings import Settings
 from buildctl.terminal_text import strip_controls
@@ -51,7 +51,7 @@ def debug_recipe_of(name: str) -> str | None:
 
     from buildctl.recipe import loader
 
-    for path in loader.list_recipes():
+    for path in loader.list_recipes(recipes_dir()):
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from buildctl.cli.common import command, load_spec, out, print_json, site_options
+from buildctl.cli.common import command, load_spec, out, print_json, recipes_dir, site_options
 from buildctl.errors import BuildctlError, InputError
 from buildctl.settings import REPO_ROOT, Settings
 
@@ -68,7 +68,7 @@ def lock(recipe: str, sets, *, settings: Settings, index_url: str | None = None,
     requirements, constraints = rendering.builder_requirements(spec)
     index = index_url or spec.site.pip_index_url or DEFAULT_INDEX
     path = (REPO_ROOT / spec.python.lock if spec.python.lock
-            else lock_path(loader.recipe_path(recipe)))
+            else lock_path(loader.recipe_path(recipe, recipes_dir())))
     facts = pip_lock.made_for(spec.python.version, requirements, constraints)
     with tempfile.TemporaryDirectory(prefix="buildctl-lock-") as tmp:
         # pip itself too: an unlocked build upgrades it (the venv stage), a locked one installs the lock's

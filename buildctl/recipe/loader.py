@@ -28,10 +28,9 @@ from buildctl.recipe.schema import Spec
 from buildctl.urls import mask_text
 
 
-def recipes_dir() -> Path:
-    """Where recipe names are looked up (BUILDCTL_RECIPES_DIR, default recipes/ of the checkout)."""
-    chosen = settings.from_environment().recipes_dir
-    return chosen if chosen != settings.REPO_ROOT / "recipes" else settings.checkout() / "recipes"
+def recipes_dir(chosen: Path | None = None) -> Path:
+    """Where recipe names are looked up: `chosen` (the CLI's Settings.recipes_dir), else the checkout's recipes/."""
+    return chosen if chosen is not None and chosen != settings.REPO_ROOT / "recipes" else settings.checkout() / "recipes"
 
 
 def display(path: Path) -> str:
@@ -109,16 +108,17 @@ def _load_file(path: Path, stack: tuple[Path, ...], reads: list[tuple[str, str]]
     return Located(deep_merge(merged.data, own.data), {**merged.lines, **own.lines})
 
 
-def recipe_path(name_or_path: str) -> Path:
-    """A name from recipes/ or a path to any YAML file."""
+def recipe_path(name_or_path: str, recipes: Path | None = None) -> Path:
+    """A name from `recipes` (recipes_dir: default the checkout's recipes/) or a path to any YAML file."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
         return p
-    return recipes_dir() / f"{name_or_path}.yaml"
+    return recipes_dir(recipes) / f"{name_or_path}.yaml"
 
 
-def list_recipes() -> list[Path]:
-    return sorted(recipes_dir().glob("*.yaml"))
+def list_recipes(recipes: Path | None = None) -> list[Path]:
+    """The recipes of `recipes` (recipes_dir: default the checkout's recipes/)."""
+    return sorted(recipes_dir(recipes).glob("*.yaml"))
 
 
 # What a --set key can be: dotted field names, dict keys (environment names, features) and list positions.
@@ -338,11 +338,11 @@ def _error_from_validation(exc: ValidationError, loc: Located, fallback: str) ->
 
 
 def load(recipe: str, overrides: list[str] | None = None, *, site: dict | None = None,
-         reads: list[tuple[str, str]] | None = None) -> Spec:
-    """Load, merge, override and validate a recipe into a Spec. Raises RecipeError. `reads` collects the
-    files it was read from (the recipe and its fragments), each as (path as opened, sha256 of what it held
-    then): the no-op memo checks them."""
-    path = recipe_path(recipe)
+         reads: list[tuple[str, str]] | None = None, recipes: Path | None = None) -> Spec:
+    """Load, merge, override and validate a recipe into a Spec (a name is looked up in `recipes`: recipe_path).
+    Raises RecipeError. `reads` collects the files it was read from (the recipe and its fragments), each as
+    (path as opened, sha256 of what it held then): the no-op memo checks them."""
+    path = recipe_path(recipe, recipes)
     loc = _load_file(path, (), reads)
     where = display(path)
     name = loc.data.pop("name", None) or path.stem

@@ -253,16 +253,17 @@ def print_outcomes(outcomes: list[RecipeOutcome], out: Console) -> None:
             out.print(Text(f"{o.recipe} on {o.engine}: {o.error}" + (f" (repro bundle: {o.bundle})" if o.bundle else "")))
 
 
-def select(recipes: list[str], labels: list[str]) -> list[str]:
+def select(recipes: list[str], labels: list[str], recipes_dir: Path | None = None) -> list[str]:
     """The recipes --recipe names and those --label selects, each once: a recipe is the file it resolves
-    to, however it was named (a name from recipes/ or a path). A --label no recipe has is an InputError."""
+    to, however it was named (a name from `recipes_dir`, the settings': default recipes/; or a path). A --label
+    no recipe has is an InputError."""
     from buildctl import recipe as recipe_mod
 
     chosen: dict[Path, str] = {}
     for arg in recipes:
-        chosen.setdefault(recipe_mod.recipe_path(arg).resolve(), arg)
+        chosen.setdefault(recipe_mod.recipe_path(arg, recipes_dir).resolve(), arg)
     if labels:
-        labelled = [path for path in recipe_mod.list_recipes()
+        labelled = [path for path in recipe_mod.list_recipes(recipes_dir)
                     if set(labels) & set(recipe_mod.load(str(path)).labels)]
         if not labelled:
             raise InputError(f"--label {','.join(labels)}: no recipe has it; fix: see `invoke recipes` for labels")

@@ -20,7 +20,6 @@ ENV_FUNCTIONS = ("from_environment",)
 # The calls of ENV_FUNCTIONS left (issue 42): each one goes with a value handed down from the CLI, and the
 # function with its last caller.
 LEFT = {
-    "recipe/loader.py": ["from_environment"],
     "store/artifacts.py": ["from_environment", "from_environment"],
 }
 

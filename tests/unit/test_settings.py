@@ -55,7 +55,7 @@ def test_variables_keep_their_forms(clean_env, tmp_path):
     assert Settings.from_cli(environ=os.environ, ca_cert=["/flag.pem"]).ca_certs == ("/flag.pem",)
     assert chosen.no_verify is True and chosen.keep_container is False
     # Read when asked, not when buildctl was imported.
-    assert artifacts.artifacts_root() == tmp_path / "store" and recipe.recipes_dir() == tmp_path
+    assert artifacts.artifacts_root() == tmp_path / "store" and recipe.recipes_dir(chosen.recipes_dir) == tmp_path
 
 
 def test_a_flag_is_passed_down_and_the_environment_is_the_default(clean_env, tmp_path):
