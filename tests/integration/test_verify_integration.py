@@ -77,13 +77,13 @@ def assert_files(report: rep.Report, out: Path) -> None:
     assert rep.load_report(out / "report.json").to_dict() == report.to_dict()
 
 
-def test_host_mode_cpu_wheel(torch_wheel, tmp_path, monkeypatch):
-    summary = tmp_path / "step-summary.md"
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+def test_host_mode_cpu_wheel(torch_wheel, tmp_path):
+    summary = tmp_path / "step-summary.md"  # $GITHUB_STEP_SUMMARY as the CLI hands it down
     console = Console(record=True, width=200)
     out = tmp_path / "out"
     report = verify_wheel(torch_wheel, spec=make_spec(), out_dir=out, console=console,
-                          options=VerifyOptions(host=True, cache_dir=CACHE, environ=os.environ, **SMALL))
+                          options=VerifyOptions(host=True, cache_dir=CACHE, environ=os.environ,
+                                                step_summary=str(summary), **SMALL))
     assert report.mode == "host" and report.module == "torch"
     assert_cpu_verdict_and_checks(report)
     assert_sane_gloo_sweep(report)
