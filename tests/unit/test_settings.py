@@ -244,3 +244,11 @@ def test_the_options_that_carry_the_environment_never_show_it():
     with pytest.raises(ValueError, match="VerifyOptions.environ"):
         targets._clean_env(None)  # a venv on this host starts from it (run_on_host)
     assert targets._clean_env({"PYTHONPATH": "/x", "PATH": "/bin"})["PATH"] == "/bin"
+
+
+def test_the_step_summary_and_the_cache_come_from_the_environment_handed_in():
+    from buildctl.settings import Settings
+
+    chosen = Settings.from_env({"GITHUB_STEP_SUMMARY": "/runner/summary.md", "BUILDCTL_CACHE": "/c"})
+    assert chosen.step_summary == "/runner/summary.md" and str(chosen.cache_dir) == "/c"
+    assert Settings.from_env({"GITHUB_STEP_SUMMARY": ""}).step_summary is None
