@@ -261,7 +261,7 @@ def repro(c, bundle, shell=False, json=False):
     "iters": "Timed iterations per message size",
     "module": "Python module of the framework (torch, demofw); default from the recipe or wheel name",
     "compile_matrix": "torch.compile cells: smoke (a set over backend, mode, fullgraph and dynamic) or full "
-                      "(their whole cross, about 30 cells: minutes each on a CPU)"})
+                      "(their whole cross, about 30 cells: minutes each on a CPU) or none"})
 def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, host=False, json=False,
            sizes="8:256M", iters=20, module="", beside=None, compile_matrix="smoke", key="", settings=None):
     """Verify a built wheel or an image's framework, and a recipe's extensions beside it.

@@ -202,7 +202,9 @@ def _cell(backend: str, mode: str, fullgraph: bool, dynamic: bool, device: str) 
 
 
 def compile_matrix(torch, device: str, timeout: float = CELL_TIMEOUT_S, matrix: str = "smoke") -> dict:
-    """The cells of `matrix` (smoke | full), each in its own process with a timeout."""
+    """The cells of `matrix` (smoke | full | none), each in its own process with a timeout."""
+    if matrix == "none":
+        return {"state": "skipped", "reason": "--compile-matrix none", "device": device, "cells": []}
     if not hasattr(torch, "compile"):
         return {"state": "skipped", "reason": "this torch has no torch.compile", "device": device, "cells": []}
     cells = []

@@ -204,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-checks", dest="checks", action="store_false",
                     help="skip numerics, the torch.compile matrix and the DDP step (checks.py)")
     ap.add_argument("--compile-timeout", type=float, default=600, help="seconds per torch.compile cell")
-    ap.add_argument("--compile-matrix", choices=("smoke", "full"), default="smoke",
-                    help="torch.compile cells: a smoke set over the four axes, or their whole cross")
+    ap.add_argument("--compile-matrix", choices=("smoke", "full", "none"), default="smoke",
+                    help="torch.compile cells: a smoke set over the four axes, their whole cross, or none")
     args = ap.parse_args(argv)
     try:
         probe_sweep.parse_sizes(args.sizes)

@@ -19,7 +19,7 @@ class VerifyOptions:
     json_out: bool = False
     module: str | None = None  # None: from the recipe or the wheel's name
     beside: tuple[str, ...] = ()  # NAME==VERSION installed beside the set and checked against its torch
-    compile_matrix: str = "smoke"  # torch.compile cells: the smoke set, or the whole cross (full)
+    compile_matrix: str = "smoke"  # torch.compile cells: the smoke set, the whole cross (full), or none
     host: bool = False  # a fresh venv on this host instead of a fresh container
     sweep: bool | None = None  # the all-reduce sweep; None: the recipe's verify.allreduce (else on)
     network_mode: str | None = None  # the verification containers' network

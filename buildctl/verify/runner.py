@@ -49,7 +49,9 @@ MODULES = {"pytorch": "torch", "torch": "torch", "demofw": "demofw"}
 # --------------------------------------------------------------------------- probe invocation
 
 
-COMPILE_MATRICES = ("smoke", "full")  # probe.py --compile-matrix: the smoke set of cells, or the whole cross
+# probe.py --compile-matrix: the smoke set of cells, the whole cross, or none (the wheel's facts and the all-reduce
+# without minutes of inductor compiles)
+COMPILE_MATRICES = ("smoke", "full", "none")
 
 
 def probe_args(options: VerifyOptions, out: str) -> list[str]:

@@ -1,6 +1,8 @@
 """End to end with the real PyPI torch 2.13.0 CPU wheel: a fresh venv on this host, and a fresh container.
 
-Small sweeps (8 B..64 KiB, 5 iterations) keep both runs well under a minute each on 2 cores. The
+Small sweeps (8 B..64 KiB, 5 iterations) keep both runs well under a minute each on 2 cores; the host-mode
+tests run no torch.compile cell (`--compile-matrix none`: two minutes of inductor compiles each, which the
+container-mode test and tests/integration/test_verify_image_integration.py run for real). The
 wheel and the dependency wheelhouse are cached under .cache/buildctl-test/ between sessions.
 """
 
@@ -82,7 +84,7 @@ def test_host_mode_cpu_wheel(torch_wheel, tmp_path):
     console = Console(record=True, width=200)
     out = tmp_path / "out"
     report = verify_wheel(torch_wheel, spec=make_spec(), out_dir=out, console=console,
-                          options=VerifyOptions(host=True, cache_dir=CACHE, environ=os.environ,
+                          options=VerifyOptions(host=True, cache_dir=CACHE, environ=os.environ, compile_matrix="none",
                                                 step_summary=str(summary), **SMALL))
     assert report.mode == "host" and report.module == "torch"
     assert_cpu_verdict_and_checks(report)
@@ -103,7 +105,7 @@ def test_host_mode_failing_expectation_exits_nonzero_with_json(torch_wheel, tmp_
     with pytest.raises(VerificationFailed) as e:
         verify_wheel(torch_wheel, spec=spec, out_dir=out, console=console,
                      options=VerifyOptions(host=True, sweep=False, json_out=True, cache_dir=CACHE, environ=os.environ,
-                                           **SMALL))
+                                           compile_matrix="none", **SMALL))
     assert e.value.exit_code == 1
     msg = str(e.value)
     assert "\n" not in msg and "NCCL absent in the wheel, verify.expect says 2.28.9" in msg

@@ -264,3 +264,20 @@ def test_a_rank_that_aborts_in_teardown_after_its_result_does_not_fail_the_step_
 def test_a_rank_that_aborts_before_its_result_is_an_error(monkeypatch):
     result = _ddp(monkeypatch, _Rank(_AGREED + "\n", "", 0), _Rank("", _ABORT, -6))
     assert result["state"] == "error" and result["reason"] == "terminate called without an active exception"
+
+
+def test_compile_matrix_none_runs_no_cell_and_says_why(monkeypatch):
+    """--compile-matrix none: a verification that wants the wheel's facts and the all-reduce, not two minutes of
+    inductor compiles per torch (the host-mode tests); reported skipped, never passed."""
+    result, ran = _matrix(monkeypatch, "cpu", "none")
+    assert ran == [] and result["cells"] == []
+    assert result["state"] == "skipped" and result["reason"] == "--compile-matrix none"
+
+
+def test_verify_accepts_the_none_compile_matrix_and_hands_it_to_the_probe():
+    from buildctl.verify import runner
+    from buildctl.verify.options import VerifyOptions
+
+    runner.check_compile_matrix("none")
+    args = runner.probe_args(VerifyOptions(module="torch", sweep=False, compile_matrix="none"), "/tmp/p.json")
+    assert args[-2:] == ["--compile-matrix", "none"]
