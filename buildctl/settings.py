@@ -287,15 +287,3 @@ def extend_site(declared: type[BaseModel]) -> type[BaseModel]:
     return create_model(declared.__name__, __base__=declared, __module__=declared.__module__,
                         __doc__=declared.__doc__, **more)
 
-
-# Going (issue 42): the module functions below read this process's environment for library calls that are
-# given no value. Each goes with its last caller (tests/unit/test_environment_reads.py lists those left);
-# new code takes the value from the Settings the CLI hands down (their methods of the same names), or a
-# mapping, or a parameter.
-
-
-def from_environment() -> Settings:
-    """The settings the BUILDCTL_* variables give, read now (a bad variable: InputError): the defaults of
-    library calls that are given no value (where the artifacts and recipes are, the namespace). A
-    command's own choices (its flags) are passed down as arguments, never through here."""
-    return Settings.from_env(os.environ)

@@ -23,6 +23,8 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from conftest import TEST_NAMESPACE
+
 from buildctl.pipeline import stages
 from buildctl.store.key import KeyInputs
 
@@ -97,7 +99,7 @@ def assembled_artifact(spec, tmp_path: Path, wheel: str, versions: str = "",
     from buildctl import render
     from buildctl.pipeline.stages import artifact
 
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, render_root=tmp_path / "build"))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, render_root=tmp_path / "build"))
     prepared = stages.Prepared(render.render(spec), tmp_path / "context", KeyInputs({}, "source", "sha256:base"))
     planned = stages.Planned(prepared, 2, {}, {}, {})
     out, folder = tmp_path / "out", tmp_path / "artifact"

@@ -185,7 +185,7 @@ def build_options(settings: Settings, *, until: str | None = None, targets: tupl
     return stages.BuildOptions(
         jobs=jobs, verify=not settings.no_verify, keep_container=settings.keep_container,
         memory=settings.memory, cpuset=settings.cpuset, dist_local_jobs=dist_local_jobs,
-        artifacts_root=settings.artifacts, template_cache=settings.template_cache,
+        artifacts_root=settings.artifacts, namespace=settings.namespace, template_cache=settings.template_cache,
         until=until or None, targets=targets, engine_url=settings.engines[0] if settings.engines else None,
         offline=settings.offline, environ=settings.environ(),
         verify_options=VerifyOptions(cache_dir=settings.cache_dir, step_summary=settings.step_summary,
@@ -296,8 +296,10 @@ def dry_run(recipes: list[str], sets, *, settings: Settings, no_preflight=False,
                          "--until, --target and --check-reproducible")
     spec, _ = load_spec(recipes[0] if recipes else "", sets, base_image=settings.base_image, site=site_options(settings),
                         preflight=not no_preflight)
-    opts = stages.BuildOptions(artifacts_root=settings.artifacts, offline=settings.offline,
-                               template_cache=settings.template_cache, engine_url=settings.engines[0] if settings.engines else None, environ=settings.environ())
+    opts = stages.BuildOptions(artifacts_root=settings.artifacts, namespace=settings.namespace,
+                               offline=settings.offline, template_cache=settings.template_cache,
+                               engine_url=settings.engines[0] if settings.engines else None,
+                               environ=settings.environ())
     found = look(spec, opts)
     if as_json:
         print_json(found.to_json())

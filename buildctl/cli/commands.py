@@ -169,7 +169,8 @@ def base_image(distro: str, *, mirror: str | None, tag: str | None, force: bool,
     image_id = maker(client, distro, host=base_images.HostRun(os.environ), mirror=mirror or None, tag=tag or None,
                      no_check_gpg=no_check_gpg,
                      on_line=lambda line: console.print(strip_controls(line), markup=False, highlight=False))
-    artifacts.record_images(client, [image_id])  # invoke clean: made or asked for now, a use
+    # invoke clean: made or asked for now, a use (in the artifacts root BUILDCTL_ARTIFACTS names)
+    artifacts.record_images(client, [image_id], Settings.from_env(os.environ).artifacts)
     out.print(f"{tag or base_images.default_tag(distro)} {image_id}")
 
 
@@ -186,6 +187,7 @@ def clean(*, older_than_days: float | None, keep_gb: float | None, images: bool,
         older_than_days=older_than_days,
         keep_bytes=int(keep_gb * 1e9) if keep_gb is not None else None,
         dry_run=dry_run,
+        root=Settings.from_env(os.environ).artifacts,
         namespace=namespace,
         objects=objects,
         client=engine.connect(environ=os.environ) if objects else None,

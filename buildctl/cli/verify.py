@@ -134,7 +134,8 @@ def _verify_image(request: VerifyRequest, options: VerifyOptions, settings: Sett
     elif request.sets:
         raise InputError("--set changes a recipe; fix: add --recipe R, or use --expect key=value")
     network = spec.site.network if spec else settings.network
-    options = replace(options, module=module, network_mode=engine.network_mode_for(network))
+    options = replace(options, module=module, network_mode=engine.network_mode_for(network),
+                      artifacts_root=settings.artifacts)
     _printed(lambda shown: image_verify.verify_image(request.image, python=request.python or "python3",
                                                      expect=expectations, spec=spec, options=options, console=shown),
              options.json_out)

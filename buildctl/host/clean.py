@@ -327,7 +327,7 @@ def clean(*, older_than_days: float | None = None, keep_bytes: int | None = None
     through `client` (the engine's; required for them), labelled buildctl=1, in `namespace` when given (None:
     every buildctl object), and carrying every one of `labels` (tests pass their own)."""
     images, caches, containers = ("images" in objects), ("caches" in objects), ("containers" in objects)
-    root = Path(root or artifacts.artifacts_root())
+    root = artifacts.root_or_default(root)
     now = time.time()
     items, links = _file_items(root, now)
     selector = engine.buildctl_labels(labels, namespace=namespace or None)

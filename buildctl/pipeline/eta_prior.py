@@ -65,7 +65,7 @@ class Prior:
 
 def find(spec: Spec, root: Path | None = None, log: Callable[[str], None] = lambda line: None) -> Prior:
     """The prior for a compile of `spec` in the store `root`; refusals are logged, never raised."""
-    base = Path(root or artifacts.artifacts_root())
+    base = artifacts.root_or_default(root)
     ranked = sorted(_candidates(spec, base), key=lambda c: c[0])
     for _, why, folder, prior_type in ranked:
         try:

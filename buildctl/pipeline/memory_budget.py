@@ -77,7 +77,7 @@ def default_bytes(accelerator: str, build_type: str) -> int:
 
 
 def store_path(root: Path | None = None) -> Path:
-    return (root or artifacts.artifacts_root()) / STORE_NAME
+    return artifacts.root_or_default(root) / STORE_NAME
 
 
 def load(root: Path | None = None) -> list[dict]:

@@ -15,8 +15,9 @@ under that lock, so never one a build is reading.
 Each build renders into a folder of its own (build/.tmp-<recipe>-*), computes the key from exactly
 those files and builds its images from that folder, so two builds of one recipe started together
 never build from each other's files; a copy is left in build/<recipe>/<key>/ to look at. The engine
-objects it creates (image tags, volumes, the compile container) are named in the namespace of its
-artifacts root (artifacts.namespace), so two roots never share a build directory.
+objects it creates (image tags, volumes, the compile container) are named in the namespace its options
+give (BuildOptions.namespace, the CLI's BUILDCTL_NAMESPACE), else that of its artifacts root
+(artifacts.namespace), so two roots never share a build directory.
 
 A build that finds its artifact renders, computes the key and reads the manifest; the modules of the
 stages it skips (image, compile, verify, the failure's bundle) are imported where those stages start

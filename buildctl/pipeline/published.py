@@ -36,7 +36,7 @@ def request_artifact(spec: Spec, *, key: str | None = None, root: Path | None = 
     from buildctl.pipeline.stages import BuildOptions
     from buildctl.store import key as key_mod
 
-    root = root or artifacts.artifacts_root()
+    root = artifacts.root_or_default(root)
     if key is not None:
         if not KEY.fullmatch(key):
             raise InputError(f"--key {key}: not an artifact key (16 hex digits); fix: a key as `invoke build` or "

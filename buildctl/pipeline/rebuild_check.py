@@ -60,7 +60,8 @@ def check(spec: Spec, opts: stages.BuildOptions, view: View,
     first_s = round(time.monotonic() - t0, 1)
     view.close()
     client = engine.connect(opts.engine_url, environ=opts.environ)
-    volume = engine_names.rebuild_volume_name(spec.name, result.key, artifacts.namespace(opts.artifacts_root))
+    namespace = artifacts.namespace(opts.artifacts_root, explicit=opts.namespace)
+    volume = engine_names.rebuild_volume_name(spec.name, result.key, namespace)
     engine.remove_volume(client, volume)  # a check killed earlier may have left one: the rebuild starts clean
     rebuild_opts = dataclasses.replace(opts, until="wheel", targets=(), verify=False, keep_container=False,
                                        rebuild_dir=REBUILD_DIR)

@@ -32,7 +32,7 @@ MAX_RECORD_BYTES = 64 * 1024
 
 
 def record_path(recipe: str, key: str, root: Path | None = None) -> Path:
-    return (root or artifacts.artifacts_root()) / recipe / f".{key}.interrupted.json"
+    return artifacts.root_or_default(root) / recipe / f".{key}.interrupted.json"
 
 
 def last_progress(log_lines: list[str]) -> str | None:

@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
-from buildctl import settings
 from buildctl.errors import BuildctlError, InputError
 from buildctl.secrets import filtered
 
@@ -37,29 +36,32 @@ DEFAULT_ARTIFACTS_DIR = Path("artifacts")
 DEFAULT_NAMESPACE = "default"
 _NAMESPACE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
 
-def artifacts_root() -> Path:
-    """The artifacts folder when a caller names none: BUILDCTL_ARTIFACTS, default artifacts/."""
-    return settings.from_environment().artifacts
+
+def root_or_default(root: Path | str | None) -> Path:
+    """`root`, else the checkout-relative default (artifacts/ of the current folder). Never the environment:
+    the CLI reads BUILDCTL_ARTIFACTS and hands the root down (Settings.artifacts)."""
+    return Path(root) if root else DEFAULT_ARTIFACTS_DIR
 
 
 def artifact_dir(recipe: str, key: str, root: Path | None = None) -> Path:
-    return (root or artifacts_root()) / recipe / key
+    return root_or_default(root) / recipe / key
 
 
 def namespace(root: Path | None = None, explicit: str | None = None) -> str:
     """The namespace of the engine objects that builds into `root` create.
 
-    BUILDCTL_NAMESPACE when set; else `default` for the default root (`artifacts/` of the current
-    folder: today's names, so existing build directories and caches stay in use); else the root's
-    folder name and a hash of its resolved path, e.g. `artifacts-ci-3f2a9c1b`.
+    `explicit` when given (the CLI hands down BUILDCTL_NAMESPACE; the environment is not read here); else
+    `default` for the default root (`artifacts/` of the current folder: today's names, so existing build
+    directories and caches stay in use); else the root's folder name and a hash of its resolved path,
+    e.g. `artifacts-ci-3f2a9c1b`.
     """
-    explicit = (explicit if explicit is not None else settings.from_environment().namespace or "").strip()
+    explicit = (explicit or "").strip()
     if explicit:
         if not _NAMESPACE.fullmatch(explicit):
             raise InputError(f"BUILDCTL_NAMESPACE={explicit!r} is not a namespace; fix: use 1-32 lowercase letters, "
                              "digits and inner dashes, e.g. ci-nightly")
         return explicit
-    resolved = Path(root or artifacts_root()).resolve()
+    resolved = root_or_default(root).resolve()
     if resolved == DEFAULT_ARTIFACTS_DIR.resolve():
         return DEFAULT_NAMESPACE
     stem = re.sub(r"[^a-z0-9]+", "-", resolved.name.lower()).strip("-")[:20].strip("-") or "root"
@@ -166,7 +168,7 @@ def wheel_fingerprints(artifact: Path, wheels: list[dict]) -> dict[str, list]:
 def newest(recipe: str, root: Path | None = None) -> Path | None:
     """The most recently published artifact of a recipe, or None (not counted as a use). Never a staging
     folder (.tmp-*, which holds a manifest before it is published): pathlib's `*` matches dot-names."""
-    base = (root or artifacts_root()) / recipe
+    base = root_or_default(root) / recipe
     found = [p for p in base.glob("*/manifest.json") if not p.parent.name.startswith(".")] if base.is_dir() else []
     return max(found, key=lambda p: p.stat().st_mtime).parent if found else None
 
@@ -195,7 +197,7 @@ OWN_IMAGE = "own-image"
 def _stamp(root: Path | None, kind: str, name: str) -> Path:
     from urllib.parse import quote
 
-    return (root or artifacts_root()) / LAST_USE_DIR / kind / quote(name, safe="").replace(".", "%2E")
+    return root_or_default(root) / LAST_USE_DIR / kind / quote(name, safe="").replace(".", "%2E")
 
 
 def record_use(objects: dict[str, list[str]], root: Path | None = None) -> None:
@@ -278,7 +280,7 @@ def key_lock(recipe: str, key: str, root: Path | None = None, *, timeout: float 
     does, no build of the key publishes and `invoke clean` removes nothing of the key. A store this
     process cannot write (no lock file, and none can be made) is read without the lock.
     """
-    base = (root or artifacts_root()) / recipe
+    base = root_or_default(root) / recipe
     path = base / f".{key}.lock"
     try:
         base.mkdir(parents=True, exist_ok=True)
@@ -331,7 +333,7 @@ def key_lock(recipe: str, key: str, root: Path | None = None, *, timeout: float 
 @contextlib.contextmanager
 def staging(recipe: str, key: str, root: Path | None = None) -> Iterator[Path]:
     """A temporary folder beside the final one; removed unless published."""
-    base = (root or artifacts_root()) / recipe
+    base = root_or_default(root) / recipe
     base.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=base))
     try:

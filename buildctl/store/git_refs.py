@@ -96,9 +96,9 @@ class Resolver:
 
     def __init__(self, artifacts_root: Path | None, site=None, *, offline: bool = False,
                  on_note: Callable[[str], None], environ: Mapping[str, str]) -> None:
-        from buildctl.store.artifacts import artifacts_root as default_root
+        from buildctl.store.artifacts import root_or_default
 
-        self.record = (artifacts_root or default_root()) / RECORD
+        self.record = root_or_default(artifacts_root) / RECORD
         self.site, self.offline, self.on_note, self.environ = site, offline, on_note, environ
 
     def commit(self, url: str, ref: str) -> str:

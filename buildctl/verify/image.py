@@ -39,10 +39,11 @@ PYTHON_PATH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}|(/[A-Za-z0-9._+-]+){
 _NO_EXECUTABLE = re.compile(r"executable file not found|no such file or directory|not a directory|permission denied")
 
 
-def default_image_out_dir(reference: str, image_id: str) -> Path:
-    """artifacts/verify/images/<reference>-<id12>/: one folder per image verified, the tag kept readable."""
+def default_image_out_dir(reference: str, image_id: str, root: Path | None = None) -> Path:
+    """<root>/verify/images/<reference>-<id12>/ (root: artifacts/ when None): one folder per image verified, the
+    tag kept readable."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", reference).strip("._") or "image"
-    return artifacts.artifacts_root() / "verify" / "images" / f"{safe[:100]}-{image_id.removeprefix('sha256:')[:12]}"
+    return artifacts.root_or_default(root) / "verify" / "images" / f"{safe[:100]}-{image_id.removeprefix('sha256:')[:12]}"
 
 
 def verify_image(
@@ -72,13 +73,13 @@ def verify_image(
     client = connected(client, options)
     info = inspect_image(client, image)
     ident = str(info["Id"])
-    out_dir = Path(out_dir) if out_dir else default_image_out_dir(image, ident)
+    out_dir = Path(out_dir) if out_dir else default_image_out_dir(image, ident, options.artifacts_root)
     options = resolved(options, spec, options.module or "torch")
     on_line = console_lines(console)
     gpus = engine_gives_gpus(client)  # the image may hold a CUDA build: give it the GPUs its engine has
     console.print(f"[bold]verify[/] {escape(image)} ({escape(ident[:19])}, {escape(python)}, fresh container)")
     if engine.is_buildctl_image(info.get("RepoTags") or [], (info.get("Config") or {}).get("Labels")):
-        artifacts.record_images(client, [ident])  # for invoke clean (by id: any name); a user's image is not its to age
+        artifacts.record_images(client, [ident], options.artifacts_root)  # for invoke clean (by id: any name); a user's image is not its to age
     probe, environment = timed(lambda: _probe_image(client, image, ident, python, options, gpus, on_line))
     exp = Expectations.from_spec(spec) if spec is not None else Expectations()
     if expect is not None:

@@ -28,6 +28,9 @@ class VerifyOptions:
     runtime_requirements: tuple[str, ...] = ()  # with host: the pip packages the recipe's runtime image holds
     cache_dir: Path | None = None  # the download cache (wheelhouse): the CLI gives the settings' (BUILDCTL_CACHE); None: .cache/buildctl
     step_summary: str | None = None  # $GITHUB_STEP_SUMMARY (GitHub Actions), given by the CLI: the report is appended
+    # The artifacts root (the CLI gives the settings', BUILDCTL_ARTIFACTS): where `verify --image` writes its report and
+    # stamps the image as used; None: artifacts/ of the current folder
+    artifacts_root: Path | None = None
     # The command's environment, given by the CLI (Settings.environ()): what a verification on this host (`host`)
     # starts its venv from; required there. Never shown nor compared.
     environ: Mapping[str, str] | None = field(default=None, repr=False, compare=False)

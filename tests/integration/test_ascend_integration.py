@@ -33,11 +33,11 @@ from pathlib import Path
 
 import jinja2
 import pytest
+from conftest import TEST_NAMESPACE
 from docker import errors as derr
 
 from buildctl import engine, recipe, render
 from buildctl.pipeline import engine_names
-from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration
 
@@ -118,9 +118,9 @@ def session(tmp_path_factory, docker_client, base_image) -> Iterator[Session]:
         for tag in img.tags:
             with contextlib.suppress(derr.NotFound, derr.APIError):
                 docker_client.images.remove(tag)
-    work_prefix = engine_names.work_volume_name(name, "", artifacts.namespace())  # the session's namespace
+    work_prefix = engine_names.work_volume_name(name, "", TEST_NAMESPACE)  # the session's namespace
     key_volumes = [v.name for v in docker_client.volumes.list() if v.name.startswith(work_prefix)]
-    _, cache_volume = engine_names.volume_names(spec, "x", artifacts.namespace())
+    _, cache_volume = engine_names.volume_names(spec, "x", TEST_NAMESPACE)
     for vol in [*key_volumes, cache_volume]:
         if vol not in before_volumes:
             with contextlib.suppress(derr.NotFound, derr.APIError):
@@ -141,7 +141,7 @@ def image_build(session) -> Run:
 
 
 def builder_image(run: Run) -> str:
-    return engine_names.image_tag(run.payload["recipe"], run.payload["key"], artifacts.namespace())  # the session's namespace
+    return engine_names.image_tag(run.payload["recipe"], run.payload["key"], TEST_NAMESPACE)  # the session's namespace
 
 
 def test_the_image_is_built_with_the_pre_staged_installer_and_never_downloads(session, image_build):

@@ -64,7 +64,6 @@ from docker import errors as derr
 from buildctl import engine, recipe, urls
 from buildctl.pipeline import engine_names, resume, stages
 from buildctl.pipeline.stages import prepare
-from buildctl.store import artifacts
 from buildctl.verify import report as rep
 
 pytestmark = pytest.mark.integration
@@ -215,7 +214,7 @@ def change_source(src: Path, rel: str) -> str:
 
 def namespace() -> str:
     """The session's namespace (conftest sets BUILDCTL_NAMESPACE; the builds inherit it)."""
-    return artifacts.namespace()
+    return TEST_NAMESPACE
 
 
 def work_volume(recipe_name: str, key: str) -> str:
@@ -892,7 +891,7 @@ def test_key_covers_what_changes_the_output_and_nothing_else(ws, tmp_path, base_
     """Keys as `invoke build` computes them (fetch stage only: no image, no container)."""
     def key(sets=(), site=None) -> str:
         spec = recipe.load("demo-cpu", [f"framework.source.path={ws.src}", *sets], site=site)
-        opts = stages.BuildOptions(environ=os.environ, render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts")
+        opts = stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts")
         run = stages.Run.of(spec, opts, client=engine.connect(environ=os.environ))
         prepared = prepare.prepare(run, prepare.render_files(run))
         shutil.rmtree(prepared.context_dir)

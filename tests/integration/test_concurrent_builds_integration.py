@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE
 
 from buildctl import engine, recipe, ui
 from buildctl.pipeline import pipeline, stages
@@ -37,7 +38,7 @@ def test_release_and_debug_of_one_recipe_at_once_publish_their_own_files(tmp_pat
                                                                           test_labels):
     src = tmp_path / "demofw"
     shutil.copytree(DEMOFW, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "*.so"))
-    opts = stages.BuildOptions(environ=os.environ, verify=False, render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts")
+    opts = stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, verify=False, render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts")
     specs = {t: recipe.load("demo-cpu", [f"framework.source.path={src}", f"build.type={t}"],
                             site={"network": NETWORK, "ca_certs": [CA_BUNDLE]}) for t in BUILD_TYPES}
     start = threading.Barrier(len(specs))

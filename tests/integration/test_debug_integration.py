@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE
 from docker import errors as derr
 
 from buildctl.pipeline import engine_names
-from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,7 @@ def demo_debug(tmp_path_factory, docker_client, base_image) -> dict:
     assert proc.returncode == 0 and payload.get("ok"), f"build failed (exit {proc.returncode}):\n{proc.stderr[-5000:]}"
     yield {"env": env, "work": work}
     with contextlib.suppress(derr.NotFound, derr.APIError):
-        docker_client.api.remove_volume(engine_names.work_volume_name("demo-cpu", payload["key"], artifacts.namespace()))
+        docker_client.api.remove_volume(engine_names.work_volume_name("demo-cpu", payload["key"], TEST_NAMESPACE))
 
 
 def test_debug_chases_the_demo_crash_to_its_source_line_and_says_when_nothing_crashed(demo_debug, docker_client):
@@ -78,7 +78,7 @@ def test_debug_chases_the_demo_crash_to_its_source_line_and_says_when_nothing_cr
     assert calm.stdout == ""
     assert calm.stderr.splitlines()[-1] == "the code did not crash: it exited with status 0 under gdb"
     assert "[2.0]" in calm.stderr  # the program's own output, in the log of the run
-    ours = {"label": ["buildctl.role=debug", f"buildctl.namespace={artifacts.namespace()}"]}
+    ours = {"label": ["buildctl.role=debug", f"buildctl.namespace={TEST_NAMESPACE}"]}
     assert docker_client.containers.list(all=True, filters=ours) == []  # no container left behind
 
 
@@ -99,7 +99,7 @@ def test_debug_shell_opens_the_container_with_gdb_and_the_build_sources(demo_deb
     assert "take_kernel<double>" in proc.stdout and "out[i] = in[k];  // unchecked, see above" in proc.stdout, \
         proc.stdout[-3000:]
     assert "Read-only file system" in proc.stdout  # the build directory is the user's to read, not to change
-    ours = {"label": ["buildctl.role=debug", f"buildctl.namespace={artifacts.namespace()}"]}
+    ours = {"label": ["buildctl.role=debug", f"buildctl.namespace={TEST_NAMESPACE}"]}
     assert docker_client.containers.list(all=True, filters=ours) == []
 
 

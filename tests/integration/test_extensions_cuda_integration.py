@@ -26,12 +26,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE
 from publish_helpers import serve_folder
 from test_extensions_integration import CA_BUNDLE, LOCAL, invoke, source_tarball
 
 from buildctl import engine
 from buildctl.pipeline import engine_names
-from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration
 
@@ -155,7 +155,7 @@ def cuda_build(tmp_path_factory, docker_client, base_image, index) -> dict:
     yield {"payload": payload, "work": work, "env": env, "artifact": artifact,
            "manifest": json.loads((artifact / "manifest.json").read_text()),
            "report": json.loads((artifact / "report.json").read_text())}
-    engine.remove_volume(docker_client, engine_names.work_volume_name(RECIPE, payload["key"], artifacts.namespace()))
+    engine.remove_volume(docker_client, engine_names.work_volume_name(RECIPE, payload["key"], TEST_NAMESPACE))
 
 
 def test_the_kernel_is_built_for_each_arch_labelled_pinned_and_verified_beside_the_index_torch(cuda_build):
@@ -186,7 +186,7 @@ def test_an_arch_the_recipe_asks_but_the_wheel_lacks_is_refused(tmp_path, base_i
     assert "demokernel/_kernel.so: no device code for SASS sm_90 (TORCH_CUDA_ARCH_LIST 8.0;9.0)" in proc.stderr, \
         proc.stderr[-3000:]
     if payload.get("key"):
-        engine.remove_volume(docker_client, engine_names.work_volume_name(RECIPE, payload["key"], artifacts.namespace()))
+        engine.remove_volume(docker_client, engine_names.work_volume_name(RECIPE, payload["key"], TEST_NAMESPACE))
 
 
 def test_a_torch_of_another_cuda_major_than_the_nvcc_is_refused_before_anything_compiles(tmp_path, base_image, index,
@@ -197,7 +197,7 @@ def test_a_torch_of_another_cuda_major_than_the_nvcc_is_refused_before_anything_
            "toolchain.cuda.version to 12.x" in proc.stderr, proc.stderr[-3000:]
     assert "buildctl: extension buildctl-test-demokernel" not in proc.stderr
     if payload.get("key"):
-        engine.remove_volume(docker_client, engine_names.work_volume_name(RECIPE, payload["key"], artifacts.namespace()))
+        engine.remove_volume(docker_client, engine_names.work_volume_name(RECIPE, payload["key"], TEST_NAMESPACE))
 
 
 def test_a_wheel_without_a_pin_on_torch_is_refused_beside_the_set(cuda_build, index):

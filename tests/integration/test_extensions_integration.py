@@ -53,13 +53,12 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from conftest import DEBIAN_TORCH, containers_made_since
+from conftest import DEBIAN_TORCH, TEST_NAMESPACE, containers_made_since
 from packaging.utils import parse_wheel_filename
 from publish_helpers import serve_folder
 
 from buildctl import engine
 from buildctl.pipeline import engine_names
-from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration
 
@@ -146,7 +145,7 @@ def ext_build(tmp_path_factory, docker_client, debian_torch) -> dict:
     yield {"payload": payload, "work": work, "env": env, "recipe": recipe, "artifact": artifact,
            "manifest": json.loads((artifact / "manifest.json").read_text()),
            "report": json.loads((artifact / "report.json").read_text())}
-    volume = engine_names.work_volume_name(RECIPE, payload["key"], artifacts.namespace())
+    volume = engine_names.work_volume_name(RECIPE, payload["key"], TEST_NAMESPACE)
     engine.remove_volume(docker_client, volume)
 
 
@@ -242,7 +241,7 @@ def test_the_published_set_installs_beside_its_torch_and_only_there(ext_build, d
     assert published.returncode == 0, published.stderr
     assert [w["file"] for w in json.loads(published.stdout)["wheels"]] == [ext_build["manifest"]["wheels"][0]["file"]]
     # the recipe's runtime image: Debian's torch and python3-venv, nothing of the build
-    runtime = engine_names.image_tag(RECIPE, ext_build["payload"]["key"], artifacts.namespace(), "runtime")
+    runtime = engine_names.image_tag(RECIPE, ext_build["payload"]["key"], TEST_NAMESPACE, "runtime")
     # With PyPI as the extra index, as teams install: Debian's torch declares setuptools and sympy, which
     # come from PyPI; PyPI's torch 2.15 (newer) and 2.6.0 (a better tag) are one index away.
     pypi = "--extra-index-url https://pypi.org/simple"
@@ -329,7 +328,7 @@ def stack_build(tmp_path_factory, docker_client, base_image) -> dict:
     yield {"payload": payload, "work": work, "env": env, "artifact": artifact,
            "manifest": json.loads((artifact / "manifest.json").read_text()),
            "report": json.loads((artifact / "report.json").read_text())}
-    engine.remove_volume(docker_client, engine_names.work_volume_name(STACK, payload["key"], artifacts.namespace()))
+    engine.remove_volume(docker_client, engine_names.work_volume_name(STACK, payload["key"], TEST_NAMESPACE))
 
 
 def _framework_wheel(manifest: dict) -> tuple[str, str]:
@@ -412,7 +411,7 @@ def test_the_stack_publishes_as_one_set_and_pip_brings_ours_from_the_index(stack
     assert published.returncode == 0, published.stderr
     sha = {w["file"]: w["sha256"] for w in manifest["wheels"]}
     assert sorted(w["file"] for w in json.loads(published.stdout)["wheels"]) == sorted(sha)
-    runtime = engine_names.image_tag(STACK, stack_build["payload"]["key"], artifacts.namespace(), "runtime")
+    runtime = engine_names.image_tag(STACK, stack_build["payload"]["key"], TEST_NAMESPACE, "runtime")
     script = STACK_PIP.format(a=EXT_A, b=EXT_B)
     with serve_folder(folder) as url:
         res = engine.run_container(

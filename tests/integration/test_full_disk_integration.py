@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE
 
 from buildctl import recipe, render
 from buildctl.errors import BuildctlError
@@ -39,7 +40,7 @@ def small_filesystem(path: Path, size: str) -> Iterator[Path]:
 
 
 def _compiled(spec, tmp_path: Path, wheel_bytes: int) -> tuple[stages.Run, stages.Compiled]:
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts"))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, render_root=tmp_path / "build", artifacts_root=tmp_path / "artifacts"))
     rendered = render.render(spec)
     prepared = stages.Prepared(rendered, tmp_path / "context", key.key_inputs(rendered.files, "sha256:src", "sha256:base"))
     out = tmp_path / "out"

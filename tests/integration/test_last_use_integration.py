@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE
 from docker import errors as derr
 
 from buildctl import ui
@@ -76,7 +77,7 @@ class Built:
 
 
 def namespace() -> str:
-    return artifacts.namespace()  # the session's (tests/conftest.py sets BUILDCTL_NAMESPACE)
+    return TEST_NAMESPACE  # the session's (tests/conftest.py sets BUILDCTL_NAMESPACE)
 
 
 def image_id(client, ref: str) -> str:
@@ -233,7 +234,7 @@ def test_a_cached_build_holds_its_artifact_against_a_clean_at_that_moment(built,
         return found
 
     monkeypatch.setattr(artifacts, "lookup", lookup_then_clean)
-    opts = BuildOptions(environ=os.environ, artifacts_root=built.root, render_root=tmp_path / "build")
+    opts = BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=built.root, render_root=tmp_path / "build")
     result = pipeline.run(spec, opts, ui.QuietView())
     assert result.cached and result.key == built.key and result.report is not None
     assert (built.artifact / "manifest.json").is_file() and list(built.artifact.glob("*.whl"))

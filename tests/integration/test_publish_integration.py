@@ -23,13 +23,14 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from conftest import TEST_NAMESPACE
 from docker import errors as derr
 from packaging.utils import parse_wheel_filename
 from publish_helpers import make_artifact, make_wheel, serve_folder
 
 from buildctl import engine
 from buildctl.pipeline import engine_names
-from buildctl.store import artifacts, publish
+from buildctl.store import publish
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["services"]  # the session fixtures of the servers
@@ -69,7 +70,7 @@ def demo_cpu(tmp_path_factory, docker_client, base_image) -> dict:
     assert proc.returncode == 0 and payload.get("ok"), f"build failed (exit {proc.returncode}):\n{proc.stderr[-5000:]}"
     payload["env"], payload["work"] = env, work
     yield payload
-    volume = engine_names.work_volume_name("demo-cpu", payload["key"], artifacts.namespace())  # the session's
+    volume = engine_names.work_volume_name("demo-cpu", payload["key"], TEST_NAMESPACE)  # the session's
     if volume not in volumes_before:
         with contextlib.suppress(derr.NotFound, derr.APIError):
             docker_client.api.remove_volume(volume)
@@ -113,7 +114,7 @@ def test_published_demo_cpu_installs_with_pip_from_a_folder_and_from_pypiserver(
     [wheel] = json.loads((artifact / "manifest.json").read_text())["wheels"]
     name, version, _, _ = parse_wheel_filename(wheel["file"])
     requirement = f"{name}=={version}"
-    runtime = engine_names.image_tag("demo-cpu", demo_cpu["key"], artifacts.namespace(), "runtime")
+    runtime = engine_names.image_tag("demo-cpu", demo_cpu["key"], TEST_NAMESPACE, "runtime")
     work, env = demo_cpu["work"], demo_cpu["env"]
 
     # (a) a static folder, served by python -m http.server

@@ -25,10 +25,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE
 
 from buildctl import engine
 from buildctl.pipeline import engine_names
-from buildctl.store import artifacts
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,7 @@ def sha256(path: Path) -> str:
 
 
 def no_rebuild_volume(docker_client, payload: dict, tmp_path: Path) -> bool:
-    name = engine_names.rebuild_volume_name(payload["recipe"], payload["key"], artifacts.namespace(tmp_path / "artifacts"))
+    name = engine_names.rebuild_volume_name(payload["recipe"], payload["key"], TEST_NAMESPACE)
     return name not in {v.name for v in engine.list_buildctl_volumes(docker_client)}
 
 

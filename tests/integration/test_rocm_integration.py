@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE
 from docker import errors as derr
 
 from buildctl import engine
 from buildctl.pipeline import engine_names
-from buildctl.store import artifacts
 from buildctl.verify import report as rep
 
 pytestmark = pytest.mark.integration
@@ -121,12 +121,12 @@ def ws(tmp_path_factory, docker_client, trixie_base_image) -> Iterator[Workspace
     w = Workspace(tmp_path_factory.mktemp("rocm"))
     yield w
     for key in set(w.keys):
-        vol = engine_names.work_volume_name("demo-rocm", key, artifacts.namespace())  # the session's namespace
+        vol = engine_names.work_volume_name("demo-rocm", key, TEST_NAMESPACE)  # the session's namespace
         if vol not in before:
             with contextlib.suppress(derr.NotFound, derr.APIError):
                 docker_client.api.remove_volume(vol)
-        for tag in (engine_names.image_tag("demo-rocm", key, artifacts.namespace()),
-                    engine_names.image_tag("demo-rocm", key, artifacts.namespace(), "runtime")):
+        for tag in (engine_names.image_tag("demo-rocm", key, TEST_NAMESPACE),
+                    engine_names.image_tag("demo-rocm", key, TEST_NAMESPACE, "runtime")):
             with contextlib.suppress(derr.NotFound, derr.APIError):
                 docker_client.images.remove(tag)  # not forced: a layer other tags use stays
 
@@ -217,7 +217,7 @@ def test_the_wheel_works_in_a_fresh_runtime_container(demo_rocm, docker_client, 
              "    'reason': c.unavailable_reason(), 'arch': c.get_arch_list(), 'rccl': list(c.nccl.version()),\n"
              "    'config': demofw.__config__.show()}))\n")
     script = f"set -e; python -m pip install -q --no-index --no-deps --no-compile /in/{wheel.name}; cd /tmp; python -c \"$PROBE\""
-    runtime = engine_names.image_tag("demo-rocm", demo_rocm.payload["key"], artifacts.namespace(), "runtime")
+    runtime = engine_names.image_tag("demo-rocm", demo_rocm.payload["key"], TEST_NAMESPACE, "runtime")
     res = engine.run_container(
         docker_client,
         engine.ContainerSpec(

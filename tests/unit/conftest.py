@@ -18,6 +18,9 @@ from pathlib import Path
 import pytest
 
 UNIT = Path(__file__).resolve().parent
+# The session's namespace (tests/conftest.py set it): what a test hands a build, as the CLI hands down
+# BUILDCTL_NAMESPACE (the library reads no environment)
+TEST_NAMESPACE = os.environ["BUILDCTL_NAMESPACE"]
 
 
 @pytest.hookimpl(tryfirst=True)

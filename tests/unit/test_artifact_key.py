@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE
 
 from buildctl import recipe
 from buildctl import render as render_mod
@@ -193,7 +194,7 @@ def test_a_stored_report_is_not_reused_after_the_expectations_changed(tmp_path, 
 
     def verified_again(spec) -> bool:
         ran.clear()
-        ctx = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, artifacts_root=tmp_path))
+        ctx = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=tmp_path))
         pipeline._verify(ctx, pipeline.Steps(ui.make_view(True)), published, tmp_path)
         return bool(ran)
 
@@ -262,7 +263,7 @@ def test_the_dry_run_says_the_key_of_every_shipped_recipe_asking_the_engine_only
     monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None, environ=None: fake))
     monkeypatch.setattr(git_refs, "ls_remote", lambda url, ref, site=None, environ=None: "c" * 40)  # the server's answer
     spec = recipe.load(name, SETS.get(name, []))
-    found = dry_run(spec, BuildOptions(environ=os.environ, artifacts_root=tmp_path))
+    found = dry_run(spec, BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=tmp_path))
     assert fake.asked == [spec.base.image]
     asked = [line.removeprefix("buildctl: ") for line in found.resolved]
     assert found.to_json() == {"recipe": spec.name, "key": found.key, "up_to_date": False, "artifact": None,
@@ -295,13 +296,13 @@ def test_the_dry_run_names_what_changed_since_the_latest_artifact(tmp_path, monk
         "recipe": "demo-cpu", "key": inputs.key, "runtime": {"context": "context"},
         "wheels": [{"file": "w.whl", "sha256": __import__("hashlib").sha256(b"PK").hexdigest(), "bytes": 2}],
         "key_inputs": inputs.to_json(), "resolved_recipe": recipe.masked_dump(spec)}))
-    same = dry_run(spec, BuildOptions(environ=os.environ, artifacts_root=tmp_path))
+    same = dry_run(spec, BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=tmp_path))
     assert same.up_to_date and same.artifact == folder and same.changed == []
-    debug = dry_run(recipe.load("demo-cpu", ["build.type=Debug"]), BuildOptions(environ=os.environ, artifacts_root=tmp_path))
+    debug = dry_run(recipe.load("demo-cpu", ["build.type=Debug"]), BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=tmp_path))
     assert not debug.up_to_date and debug.latest == folder
     assert {(c["kind"], c["name"]) for c in debug.changed} >= {("file", "build.sh"), ("field", "build.type")}
     (folder / "w.whl").unlink()
-    gone = dry_run(spec, BuildOptions(environ=os.environ, artifacts_root=tmp_path))
+    gone = dry_run(spec, BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=tmp_path))
     assert not gone.up_to_date and gone.changed[0]["kind"] == "artifact" and "w.whl is missing" in gone.changed[0]["change"]
 
 

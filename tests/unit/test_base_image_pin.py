@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from conftest import TEST_NAMESPACE
+
 from buildctl import engine, recipe
 from buildctl import render as render_mod
 from buildctl.pipeline import stages
@@ -26,7 +28,7 @@ def test_the_rendered_dockerfile_takes_the_base_as_an_argument_defaulting_to_the
 
 def test_the_builder_image_is_built_from_the_id_the_key_names(tmp_path, monkeypatch):
     spec = recipe.load("demo-cpu")
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, artifacts_root=tmp_path))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=tmp_path))
     rendered = render_mod.render(run.spec)
     prepared = stages.Prepared(rendered, tmp_path, key_mod.key_inputs(rendered.files, "src", BASE_ID))
     planned = stages.Planned(prepared, 2, {}, {}, {})
@@ -43,7 +45,7 @@ def test_dry_run_with_pull_always_says_it_would_ask_the_registry(tmp_path, monke
 
     monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None, environ=None: OnlyTheBaseImage()))
     spec = recipe.load("demo-cpu", ["base.image=debian:bookworm-slim"], site={"pull": "always"})
-    found = dry_run(spec, stages.BuildOptions(environ=os.environ, artifacts_root=tmp_path))
+    found = dry_run(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=tmp_path))
     assert "would ask the registry" in found.base_image and "pull always" in found.base_image
     assert not found.up_to_date
 
@@ -73,7 +75,7 @@ def test_a_repro_replay_builds_from_the_base_id_its_bundle_records(tmp_path, mon
     from buildctl.failure.repro import replayer
     from buildctl.pipeline.stages import failure
 
-    run = stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(environ=os.environ, artifacts_root=tmp_path / "artifacts"))
+    run = stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=tmp_path / "artifacts"))
     rendered = render_mod.render(run.spec)
     failed = failure.build_failed(run, StepFailed("image", 1, "boom"), "image", stages.Prepared(
         rendered, tmp_path / "context", key_mod.key_inputs(rendered.files, "src", BASE_ID)), {})

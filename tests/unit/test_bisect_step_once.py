@@ -12,6 +12,7 @@ import json
 import os
 
 import pytest
+from conftest import TEST_NAMESPACE
 from rich.console import Console
 
 from buildctl import engine, recipe, render
@@ -128,7 +129,7 @@ def test_a_build_keys_what_it_builds_when_it_differs_from_what_the_dry_run_keyed
     """The decision alone: the dry run's inputs when the base image and the source are those it keyed;
     else the key computed again from the build's own."""
     spec = recipe.load("demo-cpu")
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, artifacts_root=tmp_path))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=tmp_path))
     rendered = render.render(run.spec)
     looked = prepare.request_inputs(run, rendered, OLD_BASE)
     assert prepare.build_inputs(run, rendered, OLD_BASE, None, looked) is looked
@@ -149,7 +150,7 @@ def test_the_dry_run_hands_on_what_it_rendered_and_keyed_and_writes_nothing(tmp_
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None, environ=None: BaseOnly(OLD_BASE)))
-    looked = dry_run(recipe.load("demo-cpu"), stages.BuildOptions(environ=os.environ, artifacts_root=tmp_path / "a"))
+    looked = dry_run(recipe.load("demo-cpu"), stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=tmp_path / "a"))
     assert looked.keyed is not None and looked.keyed.spec is looked.spec
     assert looked.keyed.inputs.key == looked.key and looked.keyed.inputs.base_image == OLD_BASE
     assert looked.keyed.rendered == render.render(looked.spec)

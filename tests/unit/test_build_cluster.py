@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from conftest import TEST_NAMESPACE
 from invoke_here import invoke_here
 
 from buildctl import recipe, render, urls
@@ -105,7 +106,7 @@ def test_the_plan_puts_the_token_in_the_credentials_only():
 
 def test_the_compile_container_gets_the_config_as_a_credential():
     spec = recipe.load("demo-cpu", site={"dist_scheduler": URL})
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE))
     assert TOKEN in run.secrets  # masked in every line the build shows or stores
     plan = build_cluster.plan(URL, build_cluster.Cluster("x", "used", servers=1, cpus=2), client=Path("/x"), local_max_jobs=1,
                      local_jobs="auto", out_dir="/work/out")

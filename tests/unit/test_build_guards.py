@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE
 from invoke_here import invoke_here
 
 from buildctl import engine, recipe, render
@@ -22,6 +23,7 @@ from buildctl.errors import InputError, RecipeError
 from buildctl.pipeline import engine_names
 from buildctl.pipeline.stages import compile as compile_stage
 from buildctl.recipe.fields import RESERVED_BUILD_ENV
+from buildctl.settings import Settings
 from buildctl.store import artifacts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,20 +217,19 @@ def test_namespace_of_another_root_is_its_own(tmp_path, monkeypatch):
     assert engine_names.compile_container_name("demo-cpu", "0" * 16, a) == f"buildctl-compile-{a}-demo-cpu-{'0' * 16}"
 
 
-def test_explicit_namespace_wins_and_is_validated(tmp_path, monkeypatch):
-    monkeypatch.setenv("BUILDCTL_NAMESPACE", "ci-nightly")
-    assert artifacts.namespace(tmp_path) == artifacts.namespace() == "ci-nightly"
+def test_explicit_namespace_wins_and_is_validated(tmp_path):
+    assert artifacts.namespace(tmp_path, explicit="ci-nightly") == artifacts.namespace(explicit="ci-nightly") == "ci-nightly"
     for bad in ("CI", "a b", "-a", "a/b", "x" * 33):
-        monkeypatch.setenv("BUILDCTL_NAMESPACE", bad)
         with pytest.raises(InputError, match="BUILDCTL_NAMESPACE") as info:
-            artifacts.namespace()
+            artifacts.namespace(explicit=bad)
         assert "\n" not in str(info.value)
 
 
 def test_tests_run_in_a_namespace_of_their_own():
-    """conftest: the README's main job (default namespace) and the tests never share engine state."""
-    ns = artifacts.namespace()
-    assert ns.startswith("test-") and ns != artifacts.DEFAULT_NAMESPACE
+    """conftest: the README's main job (default namespace) and the tests never share engine state; the CLI
+    hands the session's BUILDCTL_NAMESPACE down (Settings.namespace), as the tests hand TEST_NAMESPACE."""
+    ns = artifacts.namespace(explicit=Settings.from_env(os.environ).namespace)
+    assert ns == TEST_NAMESPACE and ns.startswith("test-") and ns != artifacts.DEFAULT_NAMESPACE
 
 
 # ---------------------------------------------------------------------------------------------- OOM retry

@@ -11,6 +11,7 @@ import subprocess
 import zipfile
 
 import pytest
+from conftest import TEST_NAMESPACE
 
 from buildctl import recipe, render
 from buildctl.in_container import wheelrepair
@@ -197,7 +198,7 @@ def test_no_record_no_section_and_a_link_is_not_followed(tmp_path):
 
 def test_the_publish_stage_puts_the_record_in_the_manifest_and_older_manifests_read(tmp_path):
     spec = recipe.load("demo-cpu")
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, render_root=tmp_path / "build"))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, render_root=tmp_path / "build"))
     prepared = stages.Prepared(render.render(spec), tmp_path / "context", KeyInputs({}, "source", "sha256:base"))
     out, folder = tmp_path / "out", tmp_path / "artifact"
     out.mkdir()

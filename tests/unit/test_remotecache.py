@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE
 from invoke_here import invoke_here
 
 from buildctl import recipe, render, secrets, urls
@@ -135,20 +136,20 @@ def test_the_url_is_not_rendered_and_not_keyed():
 
 def test_the_compile_container_gets_the_url_as_a_credential_only_with_ccache():
     spec = recipe.load("demo-cpu", site={"cache_url": URL})
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE))
     creds = compile_credentials(run)
     assert ("BUILDCTL_CACHE_URL", urls.ccache_form(URL)) in creds.env
     assert PASSWORD in creds.values() and PASSWORD in run.secrets
     assert "BUILDCTL_CACHE_URL" not in str(container_env(run, 4))  # the container's config: no URL
     sccache = stages.Run.of(recipe.load("demo-cpu", ["build.cache=sccache"], site={"cache_url": URL}),
-                            stages.BuildOptions(environ=os.environ))
+                            stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE))
     assert "BUILDCTL_CACHE_URL" not in dict(compile_credentials(sccache).env)
 
 
 def test_the_configure_run_asks_no_cache_server():
     """The build script runs twice (configure, then compile): only the compile asks the server, so a
     server that does not answer is one warning, not one per run."""
-    run = stages.Run.of(recipe.load("demo-cpu", site={"cache_url": URL}), stages.BuildOptions(environ=os.environ))
+    run = stages.Run.of(recipe.load("demo-cpu", site={"cache_url": URL}), stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE))
     assert "BUILDCTL_CACHE_URL" not in dict(compile_credentials(run, shared_cache=False).env)
     assert PASSWORD not in str(compile_credentials(run, shared_cache=False).env)
 
@@ -168,8 +169,8 @@ def test_a_build_with_a_server_writes_its_local_hits_there_too():
     """ccache writes to its remote storage on a local miss only: a machine whose local volume is warm would
     never fill a new (or evicted) server. With a server set the compile container has `reshare` on; not
     without one, nor in the reproducibility rebuild (no cache at all)."""
-    run = stages.Run.of(recipe.load("demo-cpu", site={"cache_url": URL}), stages.BuildOptions(environ=os.environ))
+    run = stages.Run.of(recipe.load("demo-cpu", site={"cache_url": URL}), stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE))
     assert container_env(run, 4)["CCACHE_RESHARE"] == "1"
-    assert "CCACHE_RESHARE" not in container_env(stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(environ=os.environ)), 4)
-    rebuild = stages.Run.of(recipe.load("demo-cpu", site={"cache_url": URL}), stages.BuildOptions(environ=os.environ, rebuild_dir="/rebuild"))
+    assert "CCACHE_RESHARE" not in container_env(stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE)), 4)
+    rebuild = stages.Run.of(recipe.load("demo-cpu", site={"cache_url": URL}), stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, rebuild_dir="/rebuild"))
     assert "CCACHE_RESHARE" not in container_env(rebuild, 4)

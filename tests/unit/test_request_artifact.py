@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE
 from publish_helpers import make_wheel, sha256
 
 from buildctl import recipe
@@ -36,7 +37,7 @@ def store(tmp_path, monkeypatch) -> Path:
     monkeypatch.setattr(engine.EngineConnection, "open", staticmethod(lambda url=None, environ=None: OnlyTheBaseImage()))
     root = tmp_path / "artifacts"
     for n, (kind, sets) in enumerate((("release", []), ("debug", ["build.type=Debug"]))):
-        key = dry_run(recipe.load("demo-cpu", sets), BuildOptions(environ=os.environ, artifacts_root=root)).key
+        key = dry_run(recipe.load("demo-cpu", sets), BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=root)).key
         folder = root / "demo-cpu" / key
         folder.mkdir(parents=True)
         wheel = make_wheel(folder, "bctl-demo", f"1.0+{kind}")

@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE
 from publish_helpers import assembled_artifact
 
 from buildctl import recipe, render, secrets
@@ -149,7 +150,7 @@ def test_manifest_carries_no_credentials(tmp_path):
 def test_container_env_and_build_args_carry_no_credentials(tmp_path):
     t = tokens("a")
     spec = cuda_spec(t)
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, render_root=tmp_path / "build"))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, render_root=tmp_path / "build"))
     assert leaks(json.dumps([container_env(run, 4), secrets.proxy_env(spec)]), t) == []
     # the proxies themselves still reach the build, without their credentials
     assert secrets.proxy_env(spec)["https_proxy"] == "http://proxy.corp.example:3128"
@@ -159,7 +160,7 @@ def test_repro_bundle_carries_no_credentials(tmp_path, hostile):
     spec, t = hostile
     rendered = render.render(spec)
     context = render.write(rendered, tmp_path / "build" / spec.name)
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, render_root=tmp_path / "build"))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, render_root=tmp_path / "build"))
     log = f"fatal: unable to access '{spec.framework.source.git or spec.toolchain.ascend.torch_npu.git}'"
     bundle = repro.write_bundle(
         spec=spec,

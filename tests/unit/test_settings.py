@@ -55,16 +55,18 @@ def test_variables_keep_their_forms(clean_env, tmp_path):
     assert Settings.from_cli(environ=os.environ, ca_cert=["/flag.pem"]).ca_certs == ("/flag.pem",)
     assert chosen.no_verify is True and chosen.keep_container is False
     # Read when asked, not when buildctl was imported.
-    assert artifacts.artifacts_root() == tmp_path / "store" and recipe.recipes_dir(chosen.recipes_dir) == tmp_path
+    assert chosen.artifacts == tmp_path / "store" and recipe.recipes_dir(chosen.recipes_dir) == tmp_path
 
 
 def test_a_flag_is_passed_down_and_the_environment_is_the_default(clean_env, tmp_path):
     """No command sets settings for code below it to read (issue 21: a hidden global): a flag's value is
-    an argument; only a call given none falls back to the BUILDCTL_* variable."""
+    an argument, the BUILDCTL_* variable its default in the settings the CLI builds; a library call given
+    none takes its own default, never the variable (issue 42)."""
     clean_env.setenv("BUILDCTL_NAMESPACE", "from-env")
     chosen = Settings.from_cli(environ=os.environ, namespace="from-flag")
     assert artifacts.namespace(explicit=chosen.namespace) == "from-flag"
-    assert artifacts.namespace() == "from-env"
+    assert artifacts.namespace(explicit=Settings.from_cli(environ=os.environ).namespace) == "from-env"
+    assert artifacts.namespace() == artifacts.DEFAULT_NAMESPACE
     assert not hasattr(settings_mod, "current") and not hasattr(settings_mod, "using")
 
 

@@ -12,6 +12,8 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+from conftest import TEST_NAMESPACE
+
 from buildctl import recipe
 from buildctl.engine.transfer import Snapshot, snapshot_chunks
 from buildctl.pipeline import stages
@@ -47,7 +49,7 @@ def test_the_fetch_step_snapshots_the_tree_and_keys_the_snapshot(tmp_path, monke
     src = tree(tmp_path / "demo")
     spec = recipe.load("demo-cpu", [f"framework.source={{path: '{src}'}}"])
     monkeypatch.setattr(prepare_stage, "_base_image", lambda run: None)
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, artifacts_root=tmp_path / "artifacts", render_root=tmp_path / "r"))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=tmp_path / "artifacts", render_root=tmp_path / "r"))
     prepared = prepare_stage.prepare(run, prepare_stage.render_files(run))
     assert prepared.inputs.source == source_tree.digest(src)
     (src / "setup.py").write_text("print('edited')\n")

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import TEST_NAMESPACE
 from publish_helpers import assembled_artifact
 
 from buildctl import recipe, render
@@ -107,7 +108,7 @@ def test_a_build_finds_an_older_artifact_of_its_key_outdated_and_builds_it_again
     (root / "demo-cpu").mkdir(parents=True)
     folder = folder.rename(root / "demo-cpu" / manifest["key"])
     lines: list[str] = []
-    run = stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(environ=os.environ, artifacts_root=root), stages.BuildLog(lines.append))
+    run = stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=root), stages.BuildLog(lines.append))
     assert pipeline._found(run, manifest["key"]).artifact == folder
     old = {k: v for k, v in manifest.items() if k not in ("runtime", "downloads")}
     (folder / "manifest.json").write_text(json.dumps(old))
@@ -156,10 +157,10 @@ def test_a_no_op_applies_the_size_guard_a_fresh_build_applies(tmp_path):
     root = tmp_path / "artifacts"
     (root / "demo-cpu").mkdir(parents=True)
     folder = folder.rename(root / "demo-cpu" / manifest["key"])
-    plain = stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(environ=os.environ, artifacts_root=root), stages.BuildLog())
+    plain = stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=root), stages.BuildLog())
     assert pipeline._found(plain, manifest["key"]).artifact == folder
     guarded = stages.Run.of(recipe.load("demo-cpu", overrides=["build.wheel.max_vendored=10MB"]),
-                            stages.BuildOptions(environ=os.environ, artifacts_root=root), stages.BuildLog())
+                            stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=root), stages.BuildLog())
     with pytest.raises(StepFailed) as e:
         pipeline._found(guarded, manifest["key"])
     assert e.value.step == "wheel"
@@ -194,7 +195,7 @@ def test_a_build_refused_on_the_host_says_why_in_the_message_the_bundle_its_read
     root = tmp_path / "artifacts"
     log = stages.BuildLog()
     log("[100/100] Linking CXX shared library lib/libdemofw.so")
-    run = stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(environ=os.environ, artifacts_root=root), log)
+    run = stages.Run.of(recipe.load("demo-cpu"), stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, artifacts_root=root), log)
     step = "extensions" if detail.startswith("extension") else "wheel"
     exc = StepFailed(step, 1, log.text(), detail=detail)
     failed = failure.build_failed(run, exc, step, stages.Prepared(
@@ -237,7 +238,7 @@ def test_a_bundles_context_carries_every_rendered_file_the_pip_lock_too(tmp_path
     rendered = render.render(spec)
     assert "pip.lock" in rendered.files, "demo-cpu builds from its lock"
     context = render.write(rendered, tmp_path / "build" / spec.name)
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, render_root=tmp_path / "build"))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, render_root=tmp_path / "build"))
     bundle = repro.write_bundle(
         spec=spec, rendered=rendered, context_dir=context, secrets=run.secrets, root=tmp_path / "artifacts",
         failure=repro.FailedStep(step="compile", exit_code=1, log="error: x", diagnosis=None),

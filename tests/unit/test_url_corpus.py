@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 import pytest
 import yaml
+from conftest import TEST_NAMESPACE
 from invoke_here import invoke_here
 from publish_helpers import assembled_artifact
 
@@ -116,7 +117,7 @@ def test_site_url_encoded_is_written_and_shown_nowhere(option, form, host, shape
     assert "recipe.resolved.yaml" in files  # recipe.resolved_yaml(spec), checked with the other files
     assert {name: leaks(text, shape) for name, text in files.items() if leaks(text, shape)} == {}
     assert leaks(json.dumps(recipe.masked_dump(spec)), shape) == []  # what `invoke show` prints
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, render_root=tmp_path / "build"))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, render_root=tmp_path / "build"))
     assert leaks(json.dumps([container_env(run, 2), secrets.proxy_env(spec)]), shape) == []
     # what the tools get at run time: the URL as given, and every form of the password is masked
     creds = secrets.split_credentials(spec)[1]
@@ -143,7 +144,7 @@ def test_a_manifest_and_a_bundle_of_encoded_logins_carry_none(tmp_path):
     texts |= {str(p.relative_to(staging)): p.read_text(errors="replace") for p in staging.rglob("*") if p.is_file()}
     rendered = render.render(spec)
     context = render.write(rendered, tmp_path / "build" / spec.name)
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, render_root=tmp_path / "build"))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, render_root=tmp_path / "build"))
     bundle = repro.write_bundle(
         spec=spec,
         rendered=rendered,
@@ -529,7 +530,7 @@ def test_a_git_mirrors_login_is_refused_or_kept_out_of_everything_written(form, 
     files = render.render(spec).files
     assert {name: leaks(text, shape) for name, text in files.items() if leaks(text, shape)} == {}
     assert leaks(json.dumps(recipe.masked_dump(spec)), shape) == []
-    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, render_root=tmp_path / "build"))
+    run = stages.Run.of(spec, stages.BuildOptions(environ=os.environ, namespace=TEST_NAMESPACE, render_root=tmp_path / "build"))
     assert leaks(json.dumps(container_env(run, 2)), shape) == []
     assert any(encoded in v for _, v in secrets.split_credentials(spec)[1].env)  # git gets it, at run time
 

@@ -24,7 +24,7 @@ SITE_FILES = ("pip.conf",)
 
 
 def failures_dir(root: Path | None = None) -> Path:
-    return (root or artifacts.artifacts_root()) / "failures"
+    return artifacts.root_or_default(root) / "failures"
 
 
 @dataclass(frozen=True)

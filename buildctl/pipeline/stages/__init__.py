@@ -45,7 +45,10 @@ class BuildOptions:
     dist_local_jobs: str | int = "auto"  # with a dist scheduler: compiles run here at once (pipeline/build_cluster.py)
     render_root: Path = Path("build")
     template_cache: Path | None = None  # where rendering keeps compiled templates (the CLI: Settings.template_cache)
-    artifacts_root: Path | None = None
+    artifacts_root: Path | None = None  # the CLI gives Settings.artifacts; None: artifacts/ of the current folder
+    # The engine objects' namespace (the CLI gives Settings.namespace, BUILDCTL_NAMESPACE); None: the artifacts
+    # root's (artifacts.namespace). Never read from the environment here.
+    namespace: str | None = None
     verify_options: VerifyOptions = VerifyOptions()
     engine_url: str | None = None  # the engine to build on (--engine); None: DOCKER_HOST's, else the local one
     until: str | None = None  # one of UNTIL_STEPS: stop after that step, publish nothing
@@ -85,7 +88,7 @@ class Run:
     engine: EngineConnection | None  # docker-py connected when a stage first asks for `client`
     credentials: Credentials  # what the build needs at run time and nothing may record
     secrets: frozenset[str]  # values masked in every log, layer and file the build writes
-    namespace: str  # the artifacts root's engine-object namespace (artifacts.namespace)
+    namespace: str  # the engine objects' namespace: the options', else the artifacts root's (artifacts.namespace)
 
     @classmethod
     def of(cls, spec: Spec, opts: BuildOptions, log: BuildLog | None = None,
@@ -97,7 +100,8 @@ class Run:
         credentials = split_credentials(spec)[1]
         secrets = frozenset(secret_values_from_env_and_site(spec.site, opts.environ) | credentials.values())
         engine = client if client is None or isinstance(client, EngineConnection) else EngineConnection(client=client)
-        return cls(spec, opts, log, engine, credentials, secrets, artifacts.namespace(opts.artifacts_root))
+        namespace = artifacts.namespace(opts.artifacts_root, explicit=opts.namespace)
+        return cls(spec, opts, log, engine, credentials, secrets, namespace)
 
     @property
     def client(self) -> Any:

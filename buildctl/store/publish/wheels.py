@@ -58,7 +58,7 @@ class Wheel:
 
 def select_artifacts(recipe: str | None, artifact_dirs: Iterable[str], root: Path | None = None) -> list[Path]:
     """--artifact DIR…, else the latest artifact of --recipe R, else the latest of every recipe in the store."""
-    root = root or artifacts.artifacts_root()
+    root = artifacts.root_or_default(root)
     dirs = [Path(d) for d in artifact_dirs]
     if dirs and recipe:
         raise InputError("give --recipe R or --artifact DIR, not both; fix: drop one of them")
