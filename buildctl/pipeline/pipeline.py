@@ -52,7 +52,7 @@ from buildctl.pipeline.stages import (
 )
 from buildctl.recipe.schema import Spec
 from buildctl.secrets import filtered
-from buildctl.store import artifacts
+from buildctl.store import artifacts, git_refs
 from buildctl.store import key as key_mod
 from buildctl.store.manifest import Manifest
 from buildctl.ui import TimeLeft, View
@@ -183,6 +183,7 @@ def run(spec: Spec, opts: BuildOptions, view: View, keyed: KeyedRender | None = 
         with held:
             try:
                 reached = prepared = prepare.prepare(ctx, rendered, looked.inputs if looked is not None else None)
+                git_refs.record(ctx.spec, opts.artifacts_root)  # what --offline builds from next time
                 steps.finish()
                 if opts.until:
                     from buildctl.pipeline.stages import compile as compile_stage

@@ -5,9 +5,10 @@ commit (the build script checks out exactly it). A full 40-hex sha is its own co
 A ref is asked of its server with one `git ls-remote` each, through the site's git mirrors (git's
 url.<MIRROR>.insteadOf from the environment, as the build's own fetch reads them). A login in the URL
 never reaches a command line: git is given the URL without it, and the login through a credential
-helper that reads it from the environment, for the URL's host only (git_env.git_login_env). Each answer is recorded (`<artifacts root>/.resolved/git.json`:
-the URL without its login, the ref, the commit, when); `--offline` builds from that record instead of
-asking, and says so in one line.
+helper that reads it from the environment, for the URL's host only (git_env.git_login_env). Asking writes
+nothing (a key is computed with no side effects: --dry-run, a bisect step's key); a build records the
+commits it builds from (`record`, into `<artifacts root>/.resolved/git.json`: the URL without its login, the
+ref, the commit, when), and `--offline` builds from that record instead of asking, and says so in one line.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def pin(spec, artifacts_root: Path | None, *, offline: bool = False, on_note: Ca
 
 
 class Resolver:
-    """Answers which commit a git URL's ref names: asked of the server (and recorded), or read from the record."""
+    """Answers which commit a git URL's ref names: asked of the server, or read from the record (offline)."""
 
     def __init__(self, artifacts_root: Path | None, site=None, *, offline: bool = False,
                  on_note: Callable[[str], None], environ: Mapping[str, str]) -> None:
@@ -104,10 +105,9 @@ class Resolver:
     def commit(self, url: str, ref: str) -> str:
         if SHA.fullmatch(ref):
             return ref
-        clean, shown = urls.strip(url), urls.mask(url)
-        entry_name = hashlib.sha256(f"{clean}\0{ref}".encode()).hexdigest()[:24]
+        shown = urls.mask(url)
         if self.offline:
-            entry = _read(self.record).get(entry_name)
+            entry = _read(self.record).get(_entry_name(url, ref))
             if not isinstance(entry, dict) or not SHA.fullmatch(str(entry.get("commit", ""))):
                 raise InputError(f"--offline: {ref} of {shown} was never resolved here; fix: build once without "
                                  "--offline (it asks the server which commit the ref names)")
@@ -117,8 +117,30 @@ class Resolver:
             return entry["commit"]
         sha = ls_remote(url, ref, self.site, environ=self.environ)
         self.on_note(f"buildctl: {ref} of {shown} is {sha[:12]} (git ls-remote)")
-        _write(self.record, entry_name, {"url": urls.mask(clean), "ref": ref, "commit": sha, "at": int(time.time())})
         return sha
+
+
+def _entry_name(url: str, ref: str) -> str:
+    return hashlib.sha256(f"{urls.strip(url)}\0{ref}".encode()).hexdigest()[:24]
+
+
+def record(spec, artifacts_root: Path | None) -> None:
+    """Record the commit each git ref of the resolved `spec` names, for `--offline`: called by a build, never by
+    the resolve step (computing a key writes nothing). A full sha is its own commit: nothing to record."""
+    from buildctl.store.artifacts import root_or_default
+
+    data = spec.model_dump(mode="json")
+    entries = {}
+    for path, url, ref in git_sources(data):
+        node: Any = data
+        for part in path:
+            node = node[part]
+        commit = node.get("commit")
+        if not SHA.fullmatch(ref) and isinstance(commit, str) and SHA.fullmatch(commit):
+            entries[_entry_name(url, ref)] = {"url": urls.mask(urls.strip(url)), "ref": ref, "commit": commit,
+                                              "at": int(time.time())}
+    if entries:
+        _write(root_or_default(artifacts_root) / RECORD, entries)
 
 
 def ls_remote(url: str, ref: str, site=None, *, environ: Mapping[str, str]) -> str:
@@ -170,11 +192,11 @@ def _read(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _write(path: Path, name: str, entry: dict[str, Any]) -> None:
-    """Record one answer (atomically; a store this process cannot write keeps no record: --offline says so)."""
+def _write(path: Path, entries: dict[str, dict[str, Any]]) -> None:
+    """Record answers (atomically; a store this process cannot write keeps no record: --offline says so)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = {**_read(path), name: entry}
+        data = {**_read(path), **entries}
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
         with os.fdopen(fd, "w") as fh:
             json.dump(data, fh, indent=1, sort_keys=True)

@@ -83,7 +83,10 @@ def test_an_annotated_tag_is_its_commit(server, tmp_path):
 
 def test_offline_takes_the_last_resolution_and_says_so(server, tmp_path):
     repo, url = server
-    old = git_refs.pin(spec_for(url), tmp_path, on_note=lambda line: None, environ=os.environ).framework.source.commit
+    built = git_refs.pin(spec_for(url), tmp_path, on_note=lambda line: None, environ=os.environ)
+    assert not (tmp_path / git_refs.RECORD).exists()  # asking writes nothing: a key has no side effects
+    git_refs.record(built, tmp_path)  # the build records what it builds from
+    old = built.framework.source.commit
     _git(repo, "commit", "-q", "--allow-empty", "-m", "two")
     notes: list[str] = []
     spec = git_refs.pin(spec_for(url), tmp_path, offline=True, on_note=notes.append, environ=os.environ)
@@ -112,7 +115,9 @@ def test_a_login_never_reaches_the_command_line(monkeypatch, tmp_path):
     assert spec.framework.source.commit == "ab" * 20
     assert "s3cr3t-t0k3n" not in " ".join(seen["args"])
     assert seen["env"]["BUILDCTL_GIT_PASSWORD"] == "s3cr3t-t0k3n"
+    git_refs.record(spec, tmp_path)
     assert "s3cr3t-t0k3n" not in (tmp_path / git_refs.RECORD).read_text()
+    assert "git.example/fw.git" in (tmp_path / git_refs.RECORD).read_text()
 
 
 def test_a_mirror_on_another_host_is_not_given_the_login(monkeypatch, tmp_path):
