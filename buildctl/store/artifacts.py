@@ -33,6 +33,9 @@ from buildctl.errors import BuildctlError, InputError
 from buildctl.secrets import filtered
 
 DEFAULT_ARTIFACTS_DIR = Path("artifacts")
+# The layout of the store is spelled here only (tests/unit/test_store_layout.py): what a published artifact holds
+# (store/manifest.py's model reads and writes it), and a key's files beside its folder, dot-named.
+MANIFEST_NAME = "manifest.json"
 DEFAULT_NAMESPACE = "default"
 _NAMESPACE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
 
@@ -45,6 +48,28 @@ def root_or_default(root: Path | str | None) -> Path:
 
 def artifact_dir(recipe: str, key: str, root: Path | None = None) -> Path:
     return root_or_default(root) / recipe / key
+
+
+def manifest_path(artifact: Path) -> Path:
+    """The manifest.json of an artifact folder (published, or a staging folder being filled)."""
+    return artifact / MANIFEST_NAME
+
+
+def is_published(artifact: Path) -> bool:
+    """Whether `artifact` is a published artifact: its manifest.json is a file (a link to one counts, as for
+    Path.is_file). Not whether it can be served: `unvouched` says that."""
+    return manifest_path(artifact).is_file()
+
+
+def key_lock_path(recipe_dir: Path, key: str) -> Path:
+    """The lock file of `key` in its recipe's folder (`key_lock` holds it; `invoke clean` takes it)."""
+    return recipe_dir / f".{key}.lock"
+
+
+def interrupted_record(recipe: str, key: str, root: Path | None = None) -> Path:
+    """Where an interrupted build of (recipe, key) records what the stop cost (pipeline/resume.py), beside
+    the key's lock."""
+    return root_or_default(root) / recipe / f".{key}.interrupted.json"
 
 
 def namespace(root: Path | None = None, explicit: str | None = None) -> str:
@@ -73,7 +98,7 @@ def lookup(recipe: str, key: str, root: Path | None = None, *,
     """The published artifact of (recipe, key), or None; finding it counts as a use (invoke clean). One
     whose wheels are not those its manifest records (`unvouched`) is not served: `on_refused` is told why."""
     d = artifact_dir(recipe, key, root)
-    if not (d / "manifest.json").is_file():
+    if not is_published(d):
         return None
     problem = unvouched(d)
     if problem is not None:
@@ -91,7 +116,7 @@ def recorded_wheels(artifact: Path) -> list[dict] | None:
     """The wheels entries of an artifact's manifest.json, read as plain JSON (the no-op reads no model);
     None when it is not a manifest with a list of {file, sha256} entries of plain file names."""
     try:
-        with open(artifact / "manifest.json", "rb") as fh:
+        with open(manifest_path(artifact), "rb") as fh:
             raw = fh.read(_MAX_MANIFEST_BYTES + 1)
         data = json.loads(raw) if len(raw) <= _MAX_MANIFEST_BYTES else None
     except (OSError, ValueError, RecursionError):
@@ -113,7 +138,7 @@ def unvouched(artifact: Path, fingerprints: Mapping[str, list] | None = None) ->
     memo's, taken when those wheels were last hashed) stand in for the hash while the file's stat matches."""
     wheels = recorded_wheels(artifact)
     if wheels is None:
-        return f"{artifact / 'manifest.json'} lists no wheels buildctl can check"
+        return f"{manifest_path(artifact)} lists no wheels buildctl can check"
     for entry in wheels:
         problem = wheel_problem(artifact / entry["file"], entry, (fingerprints or {}).get(entry["file"]))
         if problem is not None:
@@ -169,7 +194,7 @@ def newest(recipe: str, root: Path | None = None) -> Path | None:
     """The most recently published artifact of a recipe, or None (not counted as a use). Never a staging
     folder (.tmp-*, which holds a manifest before it is published): pathlib's `*` matches dot-names."""
     base = root_or_default(root) / recipe
-    found = [p for p in base.glob("*/manifest.json") if not p.parent.name.startswith(".")] if base.is_dir() else []
+    found = [p for p in base.glob(f"*/{MANIFEST_NAME}") if not p.parent.name.startswith(".")] if base.is_dir() else []
     return max(found, key=lambda p: p.stat().st_mtime).parent if found else None
 
 
@@ -281,7 +306,7 @@ def key_lock(recipe: str, key: str, root: Path | None = None, *, timeout: float 
     process cannot write (no lock file, and none can be made) is read without the lock.
     """
     base = root_or_default(root) / recipe
-    path = base / f".{key}.lock"
+    path = key_lock_path(base, key)
     try:
         base.mkdir(parents=True, exist_ok=True)
         # Opened without truncating: the holder's note must stay readable to waiters.

@@ -18,9 +18,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from buildctl.errors import InputError
+from buildctl.store import artifacts
 
 MAX_MANIFEST_BYTES = 16 << 20
-NAME = "manifest.json"
+NAME = artifacts.MANIFEST_NAME  # the store's layout (store/artifacts.py)
 
 
 class _Section(BaseModel):
@@ -210,8 +211,6 @@ class Manifest(_Section):
         return data
 
     def write(self, path: Path) -> None:
-        from buildctl.store import artifacts
-
         artifacts.write_json(path, self.to_json())
 
     @classmethod
@@ -230,7 +229,7 @@ class Manifest(_Section):
         """The manifest in `path` (a file, or an artifact folder), read within MAX_MANIFEST_BYTES."""
         path = Path(path)
         if path.is_dir():
-            path = path / NAME
+            path = artifacts.manifest_path(path)
         try:
             with open(path, "rb") as fh:
                 raw = fh.read(MAX_MANIFEST_BYTES + 1)
