@@ -18,6 +18,7 @@ def _artifact_of(spec, artifact: str | None, key: str | None, settings: Settings
     --key; never the recipe's newest), refused in one line when it is none, another recipe's, or holds no
     wheel of its own framework."""
     from buildctl.pipeline.published import request_artifact
+    from buildctl.store import artifacts
     from buildctl.store.manifest import Manifest
 
     if artifact is not None and key is not None:
@@ -28,7 +29,7 @@ def _artifact_of(spec, artifact: str | None, key: str | None, settings: Settings
                                  environ=settings.environ())
     else:
         found = Path(artifact)
-        if not (found / "manifest.json").is_file():
+        if not artifacts.is_published(found):
             raise InputError(f"--artifact {artifact}: not an artifact folder (no manifest.json); fix: give "
                              f"artifacts/{spec.name}/<key>, or leave --artifact out for this request's own")
     fix = f"fix: rebuild it (invoke build --recipe {spec.name})"

@@ -87,7 +87,7 @@ def _entries(folder: Path) -> Iterator[os.DirEntry]:
 def _key_lock_free(recipe_dir: Path, key: str) -> Iterator[bool]:
     """True (and held until the block ends) when no build holds this key's lock; False when one does.
     A missing lock file is made: a build that makes it meanwhile to read the artifact is then kept out."""
-    lock = recipe_dir / f".{key}.lock"
+    lock = artifacts.key_lock_path(recipe_dir, key)
     try:
         fd = os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError:
@@ -133,7 +133,7 @@ def _file_items(root: Path, now: float) -> tuple[list[dict], list[str]]:
             if entry.name.startswith("."):
                 continue
             kind = "bundle" if top.name == "failures" else "artifact"
-            proof = path / ("bundle.json" if kind == "bundle" else "manifest.json")
+            proof = (path / "bundle.json") if kind == "bundle" else artifacts.manifest_path(path)
             if proof.is_symlink() or not proof.is_file():
                 continue  # not provably buildctl's: verify/ reports, a user's folder, a copy in progress
             items.append({"kind": kind, "name": name, "path": path, "bytes": size,
@@ -194,7 +194,7 @@ def _key_lock_of(names: list[str], root: Path) -> tuple[Path, str] | None:
             rest = m["rest"]  # [NS-]RECIPE: the recipe is a folder of the root whose name ends it
             folders = [Path(e.path) for e in _entries(root) if rest == e.name or rest.endswith("-" + e.name)]
         for folder in folders:
-            if (folder / f".{m['key']}.lock").is_file():
+            if artifacts.key_lock_path(folder, m["key"]).is_file():
                 return folder, m["key"]
     return None
 

@@ -55,8 +55,9 @@ def dry_run(spec: Spec, opts: BuildOptions) -> DryRun:
     inputs = prepare.request_inputs(run, rendered, base_id)
     root = opts.artifacts_root
     here = artifacts.artifact_dir(spec.name, inputs.key, root)
-    problem = _why_not_served(here, spec) if (here / "manifest.json").is_file() else None
-    up_to_date = (here / "manifest.json").is_file() and problem is None
+    published = artifacts.is_published(here)
+    problem = _why_not_served(here, spec) if published else None
+    up_to_date = published and problem is None
     latest, since = changes_since_latest(run.spec, inputs, root)  # the resolved spec: its commits
     changed: list[dict[str, str]] = []
     if problem is not None:

@@ -135,7 +135,7 @@ def _dirs(base: Path) -> Iterator[Path]:
 
 def _published(recipe_dir: Path) -> list[Path]:
     """A recipe's published artifacts with a ninja log, newest first (staging folders are dot-named)."""
-    found = [d for d in _dirs(recipe_dir) if _is_file(d / "manifest.json") and _mtime(d / LOG_NAME)]
+    found = [d for d in _dirs(recipe_dir) if _is_file(artifacts.manifest_path(d)) and _mtime(d / LOG_NAME)]
     return sorted(found, key=lambda d: -_mtime(d / LOG_NAME))
 
 

@@ -42,7 +42,7 @@ def request_artifact(spec: Spec, *, key: str | None = None, root: Path | None = 
             raise InputError(f"--key {key}: not an artifact key (16 hex digits); fix: a key as `invoke build` or "
                              f"`--dry-run` prints it, e.g. the folder name in {root}/{spec.name}/")
         found = artifacts.artifact_dir(spec.name, key, root)
-        if not (found / "manifest.json").is_file():
+        if not artifacts.is_published(found):
             raise InputError(f"--key {key}: no artifact of {spec.name} with that key in {root}/; fix: a folder name "
                              f"of {root}/{spec.name}/, or leave --key out for this request's own")
     elif artifacts.newest(spec.name, root) is None:  # said without asking the engine for the key
@@ -50,7 +50,7 @@ def request_artifact(spec: Spec, *, key: str | None = None, root: Path | None = 
     else:
         look = dry_run(spec, BuildOptions(artifacts_root=root, engine_url=engine_url, environ=environ))
         found = artifacts.artifact_dir(spec.name, look.key, root)
-        if not (found / "manifest.json").is_file():
+        if not artifacts.is_published(found):
             newest = artifacts.newest(spec.name, root)
             since = (f"; the newest, {newest.name}, differs: {key_mod.describe(look.changed)}" if newest is not None
                      and look.changed else f"; the newest is {newest.name}" if newest is not None else "")
@@ -67,7 +67,7 @@ def published_artifact(spec: Spec, artifact_dir: Path, on_line=None):
     recipe, key = artifact_dir.parent.name, artifact_dir.name
     with artifacts.key_lock(recipe, key, artifact_dir.parent.parent, shared=True, on_wait=on_line,
                             timeout=spec.build.timeout_s + LOCK_SLACK_S):
-        if not (artifact_dir / "manifest.json").is_file():
+        if not artifacts.is_published(artifact_dir):
             raise InputError(f"{artifact_dir} was removed meanwhile (by invoke clean?); fix: invoke build --recipe "
                              f"{spec.name}")
         problem = artifacts.unvouched(artifact_dir)

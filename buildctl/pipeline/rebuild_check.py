@@ -87,7 +87,7 @@ def check(spec: Spec, opts: stages.BuildOptions, view: View,
                     {"seconds": second_s, "wheel": str(second_wheels[0])}, comparison,
                     datetime.now(timezone.utc).isoformat(timespec="seconds"))
     manifest = result.manifest.model_copy(update={"reproducible": outcome.to_dict()})
-    manifest.write(result.artifact / "manifest.json")
+    manifest.write(artifacts.manifest_path(result.artifact))
     return dataclasses.replace(result, manifest=manifest), outcome
 
 

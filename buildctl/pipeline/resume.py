@@ -5,7 +5,7 @@ A compile interrupted by Ctrl-C or SIGTERM leaves its build tree in the key's vo
 
 * at the interrupt, the compilers still running in the container (`docker top`) and ninja's last
   `[N/M]`: their elapsed seconds are the work lost (done again after the resume). Written next to the
-  key's lock as `artifacts/<recipe>/.<key>.interrupted.json`;
+  key's lock as `artifacts/<recipe>/.<key>.interrupted.json` (store.artifacts.interrupted_record);
 * at the resume, the build script's count of the steps already built (`resumed.txt`: ninja's dry run
   against the whole graph).
 
@@ -29,10 +29,6 @@ COMPILERS = frozenset({"cc1", "cc1plus", "cc1obj", "clang", "clang++", "nvcc", "
                        "nvlink", "hipcc", "lld", "ld", "collect2"})
 NINJA_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]")
 MAX_RECORD_BYTES = 64 * 1024
-
-
-def record_path(recipe: str, key: str, root: Path | None = None) -> Path:
-    return artifacts.root_or_default(root) / recipe / f".{key}.interrupted.json"
 
 
 def last_progress(log_lines: list[str]) -> str | None:
@@ -67,7 +63,7 @@ def interrupt_record(top: dict, log_lines: list[str], how: str) -> dict:
 
 
 def write(recipe: str, key: str, record: dict, root: Path | None = None) -> Path:
-    path = record_path(recipe, key, root)
+    path = artifacts.interrupted_record(recipe, key, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     artifacts.write_json(path, record)
     return path
@@ -75,7 +71,7 @@ def write(recipe: str, key: str, record: dict, root: Path | None = None) -> Path
 
 def read(recipe: str, key: str, root: Path | None = None) -> tuple[dict | None, str | None]:
     """(record, warning): the interrupt record of this key if there is a sound one."""
-    path = record_path(recipe, key, root)
+    path = artifacts.interrupted_record(recipe, key, root)
     if not path.is_file():
         return None, None
     try:
@@ -93,7 +89,7 @@ def read(recipe: str, key: str, root: Path | None = None) -> tuple[dict | None, 
 
 
 def discard(recipe: str, key: str, root: Path | None = None) -> None:
-    record_path(recipe, key, root).unlink(missing_ok=True)
+    artifacts.interrupted_record(recipe, key, root).unlink(missing_ok=True)
 
 
 def resumed_section(counts: dict[str, str], record: dict | None) -> dict | None:

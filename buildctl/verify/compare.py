@@ -19,7 +19,6 @@ from buildctl.terminal_text import strip_controls
 from buildctl.verify import schema
 from buildctl.verify.report import JSON_NAME, Report, blas_kinds, fmt_size, headline
 
-MANIFEST_NAME = "manifest.json"
 VERSION_FIELDS = ("version", "git_version", "debug", "cuda", "hip", "cudnn", "nccl", "cxx11_abi")
 LATENCY_FIELDS = ("backend", "device", "world_size", "latency_size", "latency_us", "graph_latency_us",
                   "peak_busbw_gbs", "peak_busbw_size", "wrong")
@@ -52,19 +51,19 @@ def load_side(path: Path) -> dict:
     path = Path(path)
     manifest = report = None
     if path.is_dir():
-        if (path / MANIFEST_NAME).is_file():
-            manifest = _manifest(path / MANIFEST_NAME)
+        if artifacts.is_published(path):
+            manifest = _manifest(artifacts.manifest_path(path))
             _refuse_altered_wheels(path)
         if (path / JSON_NAME).is_file():
             report = Report.from_dict(_read_json(path / JSON_NAME), str(path / JSON_NAME))
         if manifest is None and report is None:
-            raise InputError(f"{path}: neither {MANIFEST_NAME} nor {JSON_NAME} in it; "
+            raise InputError(f"{path}: neither {artifacts.MANIFEST_NAME} nor {JSON_NAME} in it; "
                              "fix: give an artifact directory or a report.json")
     elif path.is_file():
         d = _read_json(path)
         if isinstance(d, dict) and "schema_version" in d and "probe" in d:
             report = Report.from_dict(d, str(path))
-            mf = path.parent / MANIFEST_NAME
+            mf = artifacts.manifest_path(path.parent)
             if mf.is_file():  # a report beside its artifact's manifest
                 manifest = _manifest(mf)
         elif isinstance(d, dict):

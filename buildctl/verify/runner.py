@@ -24,7 +24,7 @@ from buildctl.errors import InputError
 from buildctl.recipe.compat import PYTHON_BY_DISTRO
 from buildctl.recipe.schema import Spec
 from buildctl.settings import DEFAULT_CACHE_DIR
-from buildctl.store.artifacts import sha256_of
+from buildctl.store.artifacts import is_published, sha256_of
 from buildctl.store.wheel_facts import WheelFacts, wheel_tags
 from buildctl.terminal_text import strip_controls
 from buildctl.verify import report as rep
@@ -245,7 +245,7 @@ def _extension_set(spec: Spec | None, artifact: Path | None, python: str, plats:
     from buildctl.store.manifest import Manifest
     from buildctl.verify import extensions
 
-    manifest = Manifest.read(artifact) if artifact is not None and (artifact / "manifest.json").is_file() else None
+    manifest = Manifest.read(artifact) if artifact is not None and is_published(artifact) else None
     beside = options.beside
     if (manifest is None or manifest.extensions is None) and not beside:
         return None
@@ -262,7 +262,7 @@ def _portable_checks(artifact: Path, wheel: WheelFacts, spec: Spec | None, **kwa
     from buildctl.store.manifest import Manifest
     from buildctl.verify import portable
 
-    if not (artifact / "manifest.json").is_file():
+    if not is_published(artifact):
         return []
     return portable.checks(Manifest.read(artifact), wheel, spec, **kwargs)
 

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from buildctl.pipeline import resume
+from buildctl.store import artifacts
 
 TOP = {"Titles": ["PID", "ELAPSED", "COMMAND"],
        "Processes": [["894", "17", "cc1plus"], ["918", "15", "cc1plus"], ["880", "40", "ninja"],
@@ -41,7 +42,7 @@ def test_a_record_is_written_next_to_the_key_and_read_back(tmp_path):
     '{"lost_core_s": 3, "in_flight": [], "at_step": "\\u001b[31m"}', "not json", "x" * (resume.MAX_RECORD_BYTES + 1),
 ])
 def test_a_bad_record_is_ignored_with_a_warning(tmp_path, content):
-    path = resume.record_path("r", "k", tmp_path)
+    path = artifacts.interrupted_record("r", "k", tmp_path)
     path.parent.mkdir(parents=True)
     path.write_text(content)
     record, warning = resume.read("r", "k", tmp_path)
@@ -51,7 +52,7 @@ def test_a_bad_record_is_ignored_with_a_warning(tmp_path, content):
 def test_a_symlinked_record_is_not_followed(tmp_path):
     secret = tmp_path / "elsewhere.json"
     secret.write_text(json.dumps({"lost_core_s": 1, "in_flight": []}))
-    path = resume.record_path("r", "k", tmp_path)
+    path = artifacts.interrupted_record("r", "k", tmp_path)
     path.parent.mkdir(parents=True)
     os.symlink(secret, path)
     assert resume.read("r", "k", tmp_path)[0] is None
