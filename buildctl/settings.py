@@ -72,6 +72,13 @@ class Settings(BaseModel):
         copy._environ = dict(environ)
         return copy
 
+    def __eq__(self, other: object) -> bool:
+        """By their values: the environment they carry is what child processes start from, never compared (as
+        BuildOptions.environ and VerifyOptions.environ)."""
+        if not isinstance(other, Settings):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
     def environ(self) -> dict[str, str]:
         """A copy of the environment the settings were read from: what a child process (git, docker, pip) starts
         from, the engine's DOCKER_* variables, an index server's credentials. Empty for Settings(...)."""

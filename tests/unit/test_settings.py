@@ -254,3 +254,12 @@ def test_the_step_summary_and_the_cache_come_from_the_environment_handed_in():
     chosen = Settings.from_env({"GITHUB_STEP_SUMMARY": "/runner/summary.md", "BUILDCTL_CACHE": "/c"})
     assert chosen.step_summary == "/runner/summary.md" and str(chosen.cache_dir) == "/c"
     assert Settings.from_env({"GITHUB_STEP_SUMMARY": ""}).step_summary is None
+
+
+def test_settings_are_compared_by_their_values_never_by_the_environment_they_carry():
+    """As BuildOptions and VerifyOptions (compare=False): the environment is what child processes start from,
+    not a value; two commands with the same settings in two shells are the same settings."""
+    one = Settings.from_env({"BUILDCTL_JOBS": "2", "HOME": "/home/a", "SECRET_TOKEN": "x"})
+    other = Settings.from_env({"BUILDCTL_JOBS": "2", "HOME": "/home/b"})
+    assert one == other and one.environ() != other.environ()
+    assert one != Settings.from_env({"BUILDCTL_JOBS": "3"})
