@@ -133,10 +133,10 @@ def still_holds(entry: dict[str, Any]) -> bool:
     each file read has the digest it had when it was read, through the same path (links followed again),
     the manifest and report are those read, and every wheel the manifest lists is the one published (its
     stat as when it was last hashed, else hashed again)."""
-    from buildctl.store.artifacts import unvouched
+    from buildctl.store.artifacts import manifest_path, unvouched
 
     artifact = Path(entry["artifact_dir"])
-    held = {**entry["reads"], str(artifact / "manifest.json"): entry["manifest_sha256"]}
+    held = {**entry["reads"], str(manifest_path(artifact)): entry["manifest_sha256"]}
     if entry["report_sha256"] is not None:
         held[str(artifact / "report.json")] = entry["report_sha256"]
     if any(file_sha256(p) != sha for p, sha in held.items()):
@@ -176,6 +176,8 @@ def _well_formed(entry: Any) -> bool:
 def prune(root: Path) -> int:
     """Remove the entries whose artifact is gone (`invoke clean`) or that no longer parse; how many. Links in
     the memo folder are left alone, never followed."""
+    from buildctl.store.artifacts import is_published
+
     removed = 0
     try:
         entries = list(os.scandir(root / FOLDER))
@@ -185,7 +187,7 @@ def prune(root: Path) -> int:
         if not item.name.endswith(".json") or not item.is_file(follow_symlinks=False):
             continue
         entry = read(root, item.name[:-len(".json")])
-        if entry is None or not (Path(entry["artifact_dir"]) / "manifest.json").is_file():
+        if entry is None or not is_published(Path(entry["artifact_dir"])):
             try:
                 os.unlink(item.path)
                 removed += 1

@@ -102,8 +102,8 @@ def open_plain(path: Path, what: str):
 
 def load_wheels(artifact: Path) -> list[Wheel]:
     """The wheels of one artifact folder, each checked against its manifest (see the module doc)."""
-    manifest_path = artifact / "manifest.json"
-    with open_plain(manifest_path, "manifest.json") as fh:
+    manifest_path = artifacts.manifest_path(artifact)
+    with open_plain(manifest_path, artifacts.MANIFEST_NAME) as fh:
         raw = fh.read(MAX_MANIFEST_BYTES + 1)
     if len(raw) > MAX_MANIFEST_BYTES:
         raise InputError(f"{manifest_path}: larger than {MAX_MANIFEST_BYTES >> 20} MiB; {FIX_ARTIFACT}")
