@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from package_ast import parsed
+
 PACKAGE = Path(__file__).resolve().parents[2] / "buildctl"
 MAY_READ = ("cli/", "in_container/")
 
@@ -28,7 +30,7 @@ def _is_main_block(node: ast.stmt) -> bool:
 def environment_reads(path: Path) -> list[int]:
     """The lines of `path` that read the environment: os.environ, os.getenv, or either imported by name;
     none in the module's `__main__` block (its command line)."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     skipped = {id(n) for f in tree.body if _is_main_block(f) for n in ast.walk(f)}
     lines = []
     for node in ast.walk(tree):

@@ -8,6 +8,8 @@ import ast
 import functools
 from pathlib import Path
 
+from package_ast import parsed
+
 PACKAGE = Path(__file__).resolve().parents[2] / "buildctl"
 # Lowest first: what a folder may import is what stands before it.
 LAYERS = ("errors", "urls", "git_env", "terminal_text", "ui", "archive", "secrets", "settings", "in_container", "recipe", "render",
@@ -28,7 +30,7 @@ def imports() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         out = graph.setdefault(name, set())
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "buildctl":
                 assert node.level == 0, f"{path}:{node.lineno}: a relative import"
                 for alias in node.names:

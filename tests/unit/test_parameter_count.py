@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from package_ast import parsed
+
 PACKAGE = Path(__file__).resolve().parents[2] / "buildctl"
 MAX_PARAMETERS = 8
 
@@ -23,7 +25,7 @@ def long_parameter_lists() -> dict[str, int]:
     """{module:line function: its parameter count} for every function over MAX_PARAMETERS."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and parameter_count(node) > MAX_PARAMETERS:
                 found[f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}"] = parameter_count(node)
     return found
@@ -68,7 +70,7 @@ def unpacked_fields(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int
 def functions() -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 found.append((f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}", node))
     return found

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from package_ast import parsed
+
 PACKAGE = Path(__file__).resolve().parents[2] / "buildctl"
 MAY_PRINT = ("cli/", "ui.py")
 # Justified: each is a program's own output, not a library's.
@@ -24,7 +26,7 @@ def printing(path: Path) -> list[int]:
     """The lines of `path` that print: Console(...), print(...), sys.stdout/sys.stderr .write(), and `print`
     handed on as a value (a callback's default or argument: the day a caller gives none, it prints into
     --json's stdout where no test sees it)."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     lines = [node.lineno for node in ast.walk(tree)
              if isinstance(node, ast.Name) and node.id == "print" and id(node) not in called]
@@ -44,7 +46,7 @@ def printing(path: Path) -> list[int]:
 def choosing_a_console(path: Path) -> list[int]:
     """The lines of `path` that name one of the CONSOLE_CHOOSERS: called (`view or ui.make_view(False)`, a
     default argument's value) or handed on as a value (`on_json=print_json`)."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     return sorted(node.lineno for node in ast.walk(tree)
                   if (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
                       else None) in CONSOLE_CHOOSERS)
@@ -59,7 +61,7 @@ MAY_IMPORT_FROM_UI = {"View", "TimeLeft", "STAGES"}
 def ui_imports(path: Path) -> list[tuple[int, str]]:
     """(line, name) of what `path` imports from buildctl.ui beyond MAY_IMPORT_FROM_UI; the whole module
     (`from buildctl import ui`, `import buildctl.ui`) counts as all of it."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "buildctl.ui":

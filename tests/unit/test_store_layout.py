@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from package_ast import parsed
+
 PACKAGE = Path(__file__).resolve().parents[2] / "buildctl"
 MAY_SPELL = ("store/", "in_container/")
 # Justified: a dot-named lock that is not the store's.
@@ -28,7 +30,7 @@ def layout_spelled(path: Path) -> list[int]:
     """The lines of `path` that spell the store's layout: the constant "manifest.json" (a message that mentions
     it is no path), a path f-string ending in "/manifest.json", an f-string that builds a key's `.<key>.lock` or
     `.<key>.interrupted.json`, or a constant that is such a suffix on its own."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     lines = []
     for node in ast.walk(tree):
         text = _literal(node)
