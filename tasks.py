@@ -275,7 +275,8 @@ def verify(c, recipe="", wheel="", image="", python="", expect=None, set=None, h
                             image=image or None, python=python or None, expect=tuple(expect or ()))
     options = VerifyOptions(sizes=sizes, iters=iters, json_out=json, module=module or None, host=host,
                             beside=tuple(beside or ()), compile_matrix=compile_matrix, cache_dir=settings.cache_dir,
-                            step_summary=settings.step_summary, environ=settings.environ())
+                            step_summary=settings.step_summary, artifacts_root=settings.artifacts,
+                            environ=settings.environ())
     verify_command(request, options=options, settings=settings)
 
 

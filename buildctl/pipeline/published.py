@@ -105,7 +105,7 @@ def debug_artifact(spec: Spec, artifact_dir: Path, program, *, on_line, timeout:
         facts = {"recipe": manifest.recipe, "key": published.key, "build_type": manifest.build_type,
                  "artifact": str(artifact_dir), "image": image}
         wheel = artifact_dir / manifest.framework_wheel.file
-        runtime = RuntimeImage(spec, image, namespace, client)
+        runtime = RuntimeImage(spec, image, namespace, client, artifact_dir.parent.parent)
         if shell:
             return debug.open_shell(wheel, program, runtime=runtime, on_line=on_line, cache_dir=cache_dir,
                                     environ=environ, volume=work_volume_name(spec.name, published.key, namespace))
@@ -127,5 +127,6 @@ def test_artifact(spec: Spec, artifact_dir: Path, command: str, *, on_line, cach
         image, namespace = verify_stage.artifact_runtime_image(spec, published, client=client, on_line=on_line)
         own = published.manifest.framework_wheel
         return run_command(command, artifact=artifact_dir, wheel=artifact_dir / own.file if own else None,
-                           runtime=RuntimeImage(spec, image, namespace, client), cache_dir=cache_dir,
+                           runtime=RuntimeImage(spec, image, namespace, client, artifact_dir.parent.parent),
+                           cache_dir=cache_dir,
                            on_line=on_line, timeout=timeout)

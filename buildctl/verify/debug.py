@@ -145,18 +145,19 @@ def _read_capped(path: Path, cap: int) -> str | None:
         return f.read(cap).decode("utf-8", errors="replace")
 
 
-def _prepared(wheel: Path, spec: Spec, runtime: str, namespace: str, client, cache_dir: Path,
+def _prepared(wheel: Path, runtime: RuntimeImage, cache_dir: Path,
               on_line: Callable[[str], None]) -> tuple[str, list[str], Path, str]:
     """(python, requirements, wheelhouse, the gdb image): what the container installs from and runs in."""
     from buildctl.store import artifacts
     from buildctl.verify.wheelhouse import DISTRO_GLIBC, manylinux_platforms, prepare_wheelhouse
 
+    spec = runtime.spec
     python = spec.python.version
     reqs = ["numpy"] if spec.framework.name in ("pytorch", "torch") else []  # as verification installs torch
     plats = manylinux_platforms(DISTRO_GLIBC.get(spec.base.distro, (2, 17)), platform.machine())
     wheelhouse, _ = prepare_wheelhouse(wheel, reqs, (), python, plats, cache_dir, on_line)
-    image = debug_image(client, runtime, spec=spec, namespace=namespace, on_line=on_line)
-    artifacts.record_images(client, [image])  # for invoke clean: in use
+    image = debug_image(runtime.client, runtime.image, spec=spec, namespace=runtime.namespace, on_line=on_line)
+    artifacts.record_images(runtime.client, [image], runtime.artifacts_root)  # for invoke clean: in use
     return python, reqs, Path(wheelhouse), image
 
 
@@ -175,7 +176,7 @@ def run_program(
     from buildctl import engine
 
     spec, image, namespace, client = runtime.spec, runtime.image, runtime.namespace, runtime.client
-    python, reqs, wheelhouse, image = _prepared(wheel, spec, image, namespace, client, cache_dir, on_line)
+    python, reqs, wheelhouse, image = _prepared(wheel, runtime, cache_dir, on_line)
     with tempfile.TemporaryDirectory(prefix="buildctl-debug-") as tmp:
         source = Path(tmp, "program.py")
         source.write_text(filtered(program.text), encoding="utf-8")
@@ -273,7 +274,7 @@ def open_shell(wheel: Path, program: Program | None, *, runtime: RuntimeImage, v
         raise InputError("--shell needs the docker command line (it opens the interactive terminal); fix: install "
                          "it (apt-get install docker.io or docker-ce-cli), or run without --shell")
     spec, image, namespace, client = runtime.spec, runtime.image, runtime.namespace, runtime.client
-    python, reqs, wheelhouse, image = _prepared(wheel, spec, image, namespace, client, cache_dir, on_line)
+    python, reqs, wheelhouse, image = _prepared(wheel, runtime, cache_dir, on_line)
     sources = volume is not None and engine.volume_exists(client, volume)
     with tempfile.TemporaryDirectory(prefix="buildctl-debug-") as tmp:
         mounts = {str(wheel.resolve()): f"/verify/in/{wheel.name}", str(wheelhouse.resolve()): "/verify/wheelhouse"}

@@ -232,6 +232,7 @@ class RuntimeImage:
     image: str
     namespace: str | None
     client: Any
+    artifacts_root: Path | None = None  # where its use is stamped for `invoke clean`: the artifact's root
 
 
 @dataclass(frozen=True)
@@ -265,9 +266,10 @@ def run_in_container(
     client = connected(client, options)
     if image is None:
         base = spec.base.image if spec else DEFAULT_BASE_IMAGE
-        artifacts.record_images(client, [base])  # for invoke clean: in use (the image may be built from it now)
+        # for invoke clean: in use (the image may be built from it now)
+        artifacts.record_images(client, [base], options.artifacts_root)
         image = ensure_verify_image(client, base, venv.python, network_mode=options.network_mode, on_line=on_line)
-    artifacts.record_images(client, [image])  # for invoke clean: this image is in use
+    artifacts.record_images(client, [image], options.artifacts_root)  # for invoke clean: this image is in use
     venv_dir = spec.python.venv if spec else DEFAULT_VENV
     wheel = venv.wheel
     script = container_script(venv_dir, venv.python, wheel.name if wheel else None, venv.requirements,

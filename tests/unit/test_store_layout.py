@@ -84,3 +84,39 @@ def test_only_the_store_spells_its_layout():
 def test_the_exceptions_still_hold_what_they_excuse():
     for name in EXCEPTIONS:
         assert layout_spelled(PACKAGE / name), f"{name} no longer spells a lock: drop it from EXCEPTIONS"
+
+
+# The store's functions that take the artifacts root, with how many positional arguments come before it. A call
+# without it means `artifacts/` of the current folder: a command run with BUILDCTL_ARTIFACTS (or --artifacts)
+# stamped its images' use where `invoke clean` never looks (found by CI: invoke verify --wheel's base image).
+ROOT_AFTER = {"artifact_dir": 2, "interrupted_record": 2, "lookup": 2, "newest": 1, "latest": 1, "record_use": 1,
+              "record_images": 2, "record_inspected": 1, "is_own_image": 1, "last_use": 2, "key_lock": 2,
+              "staging": 2, "publish": 3}
+
+
+def calls_without_a_root(path: Path) -> list[int]:
+    """The lines of `path` that call one of ROOT_AFTER through `artifacts.` without giving the root."""
+    lines = []
+    for node in ast.walk(parsed(path)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "artifacts" \
+                and node.func.attr in ROOT_AFTER:
+            given = len(node.args) > ROOT_AFTER[node.func.attr] or any(k.arg == "root" for k in node.keywords)
+            if not given:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_root_check_sees_a_call_that_leaves_the_root_out(tmp_path):
+    planted = tmp_path / "m.py"
+    planted.write_text("def f(client, image, root):\n"
+                       "    artifacts.record_images(client, [image])\n"
+                       "    artifacts.record_images(client, [image], root)\n"
+                       "    artifacts.lookup('r', 'k', root=root)\n")
+    assert calls_without_a_root(planted) == [2]
+
+
+def test_every_call_of_the_store_outside_it_names_the_artifacts_root():
+    found = {p.relative_to(PACKAGE).as_posix(): lines for p in sorted(PACKAGE.rglob("*.py"))
+             if not p.relative_to(PACKAGE).as_posix().startswith("store/") and (lines := calls_without_a_root(p))}
+    assert found == {}, f"give the root the command was given (options.artifacts_root, the artifact's): {found}"

@@ -156,7 +156,8 @@ def verify(spec: Spec, published: Published, *, client=None, on_line: Callable[[
                                               on_line=on_line, secrets=secrets, namespace=namespace)
     own = manifest.framework_wheel  # None: a prebuilt framework, verified as the image has it, with its set
     wheel = artifact / own.file if own is not None else None
-    options = replace(options, network_mode=engine.network_mode_for(spec.site.network))
+    options = replace(options, network_mode=engine.network_mode_for(spec.site.network),
+                      artifacts_root=artifact.parent.parent)  # its use stamped where its artifact is
     report = runner.verify_wheel(wheel, spec=spec, options=options, image=image, out_dir=out_dir, artifact=artifact,
                                  client=client, console=console)
     return Verified(report, cached=False)
