@@ -55,14 +55,22 @@ def git_sources(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str, 
     return found
 
 
-def pinned(data: dict[str, Any]) -> list[list[str]] | None:
-    """[[URL, ref, commit]] of a resolved recipe's git sources (as JSON data, e.g. a manifest's resolved_recipe),
-    for the no-op memo to ask again; None when one has a login in its URL or no commit (nothing to compare)."""
-    out = []
+def _source_nodes(data: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
+    """[(the source's own mapping inside `data`, URL, ref)] of every git source: its `commit` read or set there."""
+    found = []
     for path, url, ref in git_sources(data):
         node: Any = data
         for part in path:
             node = node[part]
+        found.append((node, url, ref))
+    return found
+
+
+def pinned(data: dict[str, Any]) -> list[list[str]] | None:
+    """[[URL, ref, commit]] of a resolved recipe's git sources (as JSON data, e.g. a manifest's resolved_recipe),
+    for the no-op memo to ask again; None when one has a login in its URL or no commit (nothing to compare)."""
+    out = []
+    for node, url, ref in _source_nodes(data):
         commit = node.get("commit")
         if not isinstance(commit, str) or not SHA.fullmatch(commit) or urls.MASK in url or urls.login(url):
             return None
@@ -77,13 +85,7 @@ def pin(spec, artifacts_root: Path | None, *, offline: bool = False, on_note: Ca
     spec this step resolved, a bundle's or a manifest's resolved recipe) is resolved: kept, never asked again.
     One line each through `on_note` for what was asked; `environ`: the command's, what git starts from."""
     data = spec.model_dump(mode="json")
-    unresolved = []
-    for path, url, ref in git_sources(data):
-        node: Any = data
-        for part in path:
-            node = node[part]
-        if not node.get("commit"):
-            unresolved.append((node, url, ref))
+    unresolved = [(node, url, ref) for node, url, ref in _source_nodes(data) if not node.get("commit")]
     if not unresolved:
         return spec
     resolver = Resolver(artifacts_root, getattr(spec, "site", None), offline=offline, on_note=on_note, environ=environ)
@@ -131,10 +133,7 @@ def record(spec, artifacts_root: Path | None) -> None:
 
     data = spec.model_dump(mode="json")
     entries = {}
-    for path, url, ref in git_sources(data):
-        node: Any = data
-        for part in path:
-            node = node[part]
+    for node, url, ref in _source_nodes(data):
         commit = node.get("commit")
         if not SHA.fullmatch(ref) and isinstance(commit, str) and SHA.fullmatch(commit):
             entries[_entry_name(url, ref)] = {"url": urls.mask(urls.strip(url)), "ref": ref, "commit": commit,
